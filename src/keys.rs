@@ -1,0 +1,184 @@
+//! The key layout of a queue (DESIGN §3), tuple-encoded under `("hotq", queue)`.
+//!
+//! | subspace   | key                     | value                         |
+//! |------------|-------------------------|-------------------------------|
+//! | `items`    | `(index, random)`       | item envelope                 |
+//! | `requests` | `(index, requester)`    | request envelope              |
+//! | `results`  | `(requester,)`          | result envelope               |
+//! | `meta`     | `("depth",)`, `("waiting",)`, `("wake",)` | counters (atomic add) |
+
+use std::fmt;
+
+use foundationdb_tuple::{Bytes, Subspace};
+
+/// Longest queue name, in bytes.
+pub const QUEUE_NAME_LEN_MAX: usize = 128;
+/// Bytes of randomness in every item key (orders ties, keeps keys unique).
+pub const RANDOM_LEN: usize = 16;
+
+/// A validated queue name: 1 to 128 characters of `A-Z a-z 0-9 . _ -`,
+/// not starting with `.`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct QueueName(String);
+
+/// Why a queue name was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidQueueName(pub String);
+
+impl fmt::Display for InvalidQueueName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for InvalidQueueName {}
+
+impl QueueName {
+    /// Validates `name`.
+    pub fn new(name: &str) -> Result<QueueName, InvalidQueueName> {
+        if name.is_empty() || name.len() > QUEUE_NAME_LEN_MAX {
+            return Err(InvalidQueueName(format!(
+                "queue name must be 1 to {QUEUE_NAME_LEN_MAX} bytes long, got {}",
+                name.len()
+            )));
+        }
+        if name.starts_with('.') {
+            return Err(InvalidQueueName(
+                "queue name must not start with '.'".into(),
+            ));
+        }
+        if let Some(bad) = name
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+        {
+            return Err(InvalidQueueName(format!(
+                "queue name may hold only A-Z a-z 0-9 . _ -, found {bad:?}"
+            )));
+        }
+        Ok(QueueName(name.to_string()))
+    }
+
+    /// The name as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for QueueName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The subspaces of one queue.
+#[derive(Debug, Clone)]
+pub struct QueueKeys {
+    items: Subspace,
+    requests: Subspace,
+    results: Subspace,
+    meta: Subspace,
+}
+
+impl QueueKeys {
+    /// The layout of queue `name`.
+    pub fn new(name: &QueueName) -> QueueKeys {
+        let root = Subspace::all().subspace(&("hotq", name.as_str()));
+        QueueKeys {
+            items: root.subspace(&"items"),
+            requests: root.subspace(&"requests"),
+            results: root.subspace(&"results"),
+            meta: root.subspace(&"meta"),
+        }
+    }
+
+    /// The key of the item at `index` with tie-breaker `random`.
+    pub fn item(&self, index: u64, random: &[u8]) -> Vec<u8> {
+        self.items.pack(&(index, Bytes::from(random)))
+    }
+
+    /// `[begin, end)` of the items subspace.
+    pub fn items_range(&self) -> (Vec<u8>, Vec<u8>) {
+        self.items.range()
+    }
+
+    /// The index of an item key, `None` if the key is not an item key.
+    pub fn item_index(&self, key: &[u8]) -> Option<u64> {
+        self.items
+            .unpack::<(u64, Bytes)>(key)
+            .ok()
+            .map(|(index, _)| index)
+    }
+
+    /// The key of the request at `index` by `requester`.
+    pub fn request(&self, index: u64, requester: &[u8]) -> Vec<u8> {
+        self.requests.pack(&(index, Bytes::from(requester)))
+    }
+
+    /// `[begin, end)` of the requests subspace.
+    pub fn requests_range(&self) -> (Vec<u8>, Vec<u8>) {
+        self.requests.range()
+    }
+
+    /// The index and requester of a request key.
+    pub fn request_parts(&self, key: &[u8]) -> Option<(u64, Vec<u8>)> {
+        self.requests
+            .unpack::<(u64, Bytes)>(key)
+            .ok()
+            .map(|(index, requester)| (index, requester.into_owned()))
+    }
+
+    /// The key of `requester`'s result.
+    pub fn result(&self, requester: &[u8]) -> Vec<u8> {
+        self.results.pack(&(Bytes::from(requester),))
+    }
+
+    /// `[begin, end)` of the results subspace.
+    pub fn results_range(&self) -> (Vec<u8>, Vec<u8>) {
+        self.results.range()
+    }
+
+    /// The item count, kept with atomic adds.
+    pub fn depth(&self) -> Vec<u8> {
+        self.meta.pack(&("depth",))
+    }
+
+    /// The count of waiting requests, kept with atomic adds.
+    pub fn waiting(&self) -> Vec<u8> {
+        self.meta.pack(&("waiting",))
+    }
+
+    /// Bumped whenever the fulfiller has new work; fulfillers watch it.
+    pub fn wake(&self) -> Vec<u8> {
+        self.meta.pack(&("wake",))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_validated() {
+        assert!(QueueName::new("jobs-1.high_prio").is_ok());
+        for bad in ["", ".hidden", "a/b", "sp ace", "ü", &"x".repeat(129)] {
+            assert!(QueueName::new(bad).is_err(), "{bad:?} must be refused");
+        }
+    }
+
+    #[test]
+    fn item_keys_order_by_index_then_random_and_stay_in_range() {
+        let keys = QueueKeys::new(&QueueName::new("q").unwrap());
+        let (begin, end) = keys.items_range();
+        let a = keys.item(1, &[0xff; RANDOM_LEN]);
+        let b = keys.item(2, &[0x00; RANDOM_LEN]);
+        let c = keys.item(256, &[0x00; RANDOM_LEN]);
+        assert!(begin < a && a < b && b < c && c < end);
+        assert_eq!(keys.item_index(&c), Some(256));
+        let other = QueueKeys::new(&QueueName::new("q2").unwrap());
+        let (other_begin, other_end) = other.items_range();
+        assert!(
+            other_begin >= end || other_end <= begin,
+            "queues never overlap"
+        );
+    }
+}

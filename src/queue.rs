@@ -1,0 +1,283 @@
+//! The FIFO queue recipe over any [`Store`].
+//!
+//! Items live under `items/(index, random)`. A push takes the last index
+//! with a *snapshot* read and writes at index + 1, so concurrent pushes
+//! never conflict (equal indexes are ordered by the random suffix). A direct
+//! pop reads the first item without snapshot (limit 1), clears it and
+//! commits; two pops of the same head conflict, and the loser is told so
+//! as a typed outcome rather than retried blindly.
+
+use std::fmt;
+
+use rand::RngCore;
+
+use crate::envelope::{PAYLOAD_SIZE_MAX, decode_item, encode_item, now_ms};
+use crate::keys::{QueueKeys, QueueName, RANDOM_LEN};
+use crate::store::{
+    RangeRead, RetryPolicy, Store, StoreError, Transaction, decode_counter, transact,
+};
+
+/// Most items one `push_batch` accepts.
+pub const PUSH_BATCH_MAX: usize = 1_000;
+
+/// An item taken from or seen in a queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Item {
+    /// The item's key in the store (where a reaped item returns to).
+    pub key: Vec<u8>,
+    /// When the item was pushed, in milliseconds since the Unix epoch.
+    pub enqueued_at_ms: u64,
+    /// The bytes pushed.
+    pub payload: Vec<u8>,
+}
+
+/// The outcome of one direct-pop attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DirectPop {
+    /// The item is ours: it left the queue in our commit.
+    Popped(Item),
+    /// The queue was empty at our read version.
+    Empty,
+    /// Another pop took the head first; nothing changed.
+    Conflict,
+}
+
+/// Errors of queue operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QueueError {
+    /// The store failed.
+    Store(StoreError),
+    /// A payload is larger than [`PAYLOAD_SIZE_MAX`].
+    PayloadTooLarge {
+        /// The payload's length.
+        len: usize,
+    },
+    /// A batch is empty or larger than [`PUSH_BATCH_MAX`].
+    BadBatch {
+        /// The batch's length.
+        len: usize,
+    },
+    /// A stored value is not a valid envelope: the store holds something
+    /// hotq did not write.
+    Corrupt {
+        /// The key holding it.
+        key: Vec<u8>,
+    },
+}
+
+impl From<StoreError> for QueueError {
+    fn from(error: StoreError) -> Self {
+        QueueError::Store(error)
+    }
+}
+
+impl fmt::Display for QueueError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            QueueError::Store(error) => write!(f, "{error}"),
+            QueueError::PayloadTooLarge { len } => {
+                write!(
+                    f,
+                    "item of {len} bytes exceeds the limit of {PAYLOAD_SIZE_MAX} bytes"
+                )
+            }
+            QueueError::BadBatch { len } => {
+                write!(f, "a batch holds 1 to {PUSH_BATCH_MAX} items, got {len}")
+            }
+            QueueError::Corrupt { key } => write!(f, "malformed item envelope under key {key:?}"),
+        }
+    }
+}
+
+impl std::error::Error for QueueError {}
+
+/// A named FIFO queue.
+#[derive(Debug, Clone)]
+pub struct Queue<S: Store> {
+    store: S,
+    name: QueueName,
+    keys: QueueKeys,
+    retry: RetryPolicy,
+}
+
+impl<S: Store> Queue<S> {
+    /// The queue `name` on `store`.
+    pub fn new(store: S, name: QueueName) -> Queue<S> {
+        let keys = QueueKeys::new(&name);
+        Queue {
+            store,
+            name,
+            keys,
+            retry: RetryPolicy::default(),
+        }
+    }
+
+    /// The queue's name.
+    pub fn name(&self) -> &QueueName {
+        &self.name
+    }
+
+    /// The queue's key layout.
+    pub fn keys(&self) -> &QueueKeys {
+        &self.keys
+    }
+
+    /// The store the queue lives in.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// Appends one item.
+    pub async fn push(&self, payload: &[u8]) -> Result<(), QueueError> {
+        self.push_batch(&[payload]).await
+    }
+
+    /// Appends up to [`PUSH_BATCH_MAX`] items in one commit, in order.
+    /// All or none are written.
+    pub async fn push_batch<P: AsRef<[u8]>>(&self, payloads: &[P]) -> Result<(), QueueError> {
+        if payloads.is_empty() || payloads.len() > PUSH_BATCH_MAX {
+            return Err(QueueError::BadBatch {
+                len: payloads.len(),
+            });
+        }
+        if let Some(big) = payloads
+            .iter()
+            .find(|p| p.as_ref().len() > PAYLOAD_SIZE_MAX)
+        {
+            return Err(QueueError::PayloadTooLarge {
+                len: big.as_ref().len(),
+            });
+        }
+        let enqueued_at_ms = now_ms();
+        let values: Vec<Vec<u8>> = payloads
+            .iter()
+            .map(|p| encode_item(enqueued_at_ms, p.as_ref()))
+            .collect();
+        // A push reads only with snapshot and writes fresh random keys, so a
+        // retry after "maybe committed" could duplicate it: not retried.
+        transact(&self.store, self.retry, |txn| {
+            let values = &values;
+            async move { self.write_items(&txn, values).await }
+        })
+        .await?;
+        Ok(())
+    }
+
+    async fn write_items(&self, txn: &S::Txn, values: &[Vec<u8>]) -> Result<(), StoreError> {
+        let next_index = self.last_index(txn).await?.map_or(0, |index| index + 1);
+        let mut rng = rand::rng();
+        for (offset, value) in values.iter().enumerate() {
+            let mut random = [0u8; RANDOM_LEN];
+            rng.fill_bytes(&mut random);
+            txn.set(&self.keys.item(next_index + offset as u64, &random), value)?;
+        }
+        txn.atomic_add(&self.keys.depth(), values.len() as i64)
+    }
+
+    /// The index of the last item, read with snapshot so pushes never conflict.
+    async fn last_index(&self, txn: &S::Txn) -> Result<Option<u64>, StoreError> {
+        let (begin, end) = self.keys.items_range();
+        let rows = txn
+            .get_range(RangeRead::new(&begin, &end, 1).reverse().snapshot())
+            .await?;
+        Ok(rows.first().and_then(|row| self.keys.item_index(&row.key)))
+    }
+
+    /// One direct-pop attempt: the first item, cleared in our commit.
+    pub async fn try_pop_direct(&self) -> Result<DirectPop, QueueError> {
+        let txn = self.store.begin()?;
+        let Some(item) = self.first_item(&txn, false).await? else {
+            return Ok(DirectPop::Empty);
+        };
+        txn.clear(&item.key)?;
+        txn.atomic_add(&self.keys.depth(), -1)?;
+        match txn.commit().await {
+            Ok(()) => Ok(DirectPop::Popped(item)),
+            Err(StoreError::Conflict) => Ok(DirectPop::Conflict),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Pops the first item with direct pops only, retrying conflicts with
+    /// backoff up to the retry policy's bound. (The staged pop, which turns
+    /// conflicts into requests, is built on [`Self::try_pop_direct`].)
+    pub async fn pop(&self) -> Result<Option<Item>, QueueError> {
+        let popped = transact(&self.store, self.retry, |txn| async move {
+            let Some(item) = self
+                .first_item(&txn, false)
+                .await
+                .map_err(corrupt_as_store)?
+            else {
+                return Ok(None);
+            };
+            txn.clear(&item.key)?;
+            txn.atomic_add(&self.keys.depth(), -1)?;
+            Ok(Some(item))
+        })
+        .await?;
+        Ok(popped)
+    }
+
+    /// The first item, without taking it (a snapshot read: never conflicts).
+    pub async fn peek(&self) -> Result<Option<Item>, QueueError> {
+        let txn = self.store.begin()?;
+        self.first_item(&txn, true).await
+    }
+
+    /// The number of items, from the counter pushes and pops maintain.
+    pub async fn len(&self) -> Result<u64, QueueError> {
+        let txn = self.store.begin()?;
+        let value = txn.get(&self.keys.depth(), true).await?;
+        let depth = decode_counter(value.as_deref());
+        assert!(
+            depth >= 0,
+            "queue {} depth counter is negative: {depth}",
+            self.name
+        );
+        Ok(depth as u64)
+    }
+
+    /// True when the queue holds no item.
+    pub async fn is_empty(&self) -> Result<bool, QueueError> {
+        Ok(self.len().await? == 0)
+    }
+
+    /// Reads the first item in `txn`.
+    pub async fn first_item(
+        &self,
+        txn: &S::Txn,
+        snapshot: bool,
+    ) -> Result<Option<Item>, QueueError> {
+        let (begin, end) = self.keys.items_range();
+        let mut read = RangeRead::new(&begin, &end, 1);
+        read.snapshot = snapshot;
+        let rows = txn.get_range(read).await?;
+        match rows.into_iter().next() {
+            None => Ok(None),
+            Some(row) => {
+                let (enqueued_at_ms, payload) =
+                    decode_item(&row.value).ok_or_else(|| QueueError::Corrupt {
+                        key: row.key.clone(),
+                    })?;
+                let payload = payload.to_vec();
+                Ok(Some(Item {
+                    key: row.key,
+                    enqueued_at_ms,
+                    payload,
+                }))
+            }
+        }
+    }
+}
+
+/// Inside a retried transaction body only store errors travel; a corrupt
+/// envelope is reported as a non-retryable backend error naming the key.
+fn corrupt_as_store(error: QueueError) -> StoreError {
+    match error {
+        QueueError::Store(error) => error,
+        other => StoreError::Backend {
+            code: 4100,
+            message: other.to_string(),
+        },
+    }
+}

@@ -1,0 +1,225 @@
+//! Group commit: one thread resolves queued commits in arrival order,
+//! applies every accepted one as a single fjall batch, pays one fsync for
+//! all of them, then fires watches and answers.
+//!
+//! Resolution and the stretch splits happen under the resolver lock before
+//! the batch becomes visible, so no reader can see a write the resolver has
+//! not recorded. A group is published (visible to new snapshots) only after
+//! its fsync, so no reader acts on data a crash could take back.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use fjall::Readable;
+use tokio::sync::{mpsc, oneshot};
+
+use super::Shared;
+use super::watches::WatchSender;
+use super::write_set::{KeyOp, WriteSet};
+use crate::store::{StoreError, apply_add};
+
+/// A transaction handed to the committer.
+pub(crate) struct CommitRequest {
+    pub(crate) read_version: u64,
+    pub(crate) began: std::time::Instant,
+    pub(crate) reads: Vec<(Vec<u8>, Vec<u8>)>,
+    pub(crate) writes: WriteSet,
+    pub(crate) watches: Vec<(Vec<u8>, WatchSender)>,
+    pub(crate) snapshot: fjall::Snapshot,
+    pub(crate) reply: oneshot::Sender<Result<(), StoreError>>,
+}
+
+/// Runs until every sender is gone, then cancels the armed watches.
+pub(crate) fn run(
+    shared: Arc<Shared>,
+    mut requests: mpsc::Receiver<CommitRequest>,
+    group_max: usize,
+) {
+    while let Some(first) = requests.blocking_recv() {
+        let mut group = vec![first];
+        while group.len() < group_max {
+            match requests.try_recv() {
+                Ok(request) => group.push(request),
+                Err(_) => break,
+            }
+        }
+        commit_group(&shared, group);
+    }
+    shared.watches.lock().expect("watch lock").cancel_all();
+}
+
+fn commit_group(shared: &Shared, mut group: Vec<CommitRequest>) {
+    let version = shared.db.seqno();
+    let mut outcomes: Vec<Result<(), StoreError>> = Vec::with_capacity(group.len());
+    {
+        let mut resolver = shared.resolver.lock().expect("resolver lock");
+        for request in &group {
+            let outcome = if request.began.elapsed() > shared.age_max
+                || resolver.is_too_old(request.read_version)
+            {
+                Err(StoreError::TooOld)
+            } else if request.writes.is_empty() {
+                // Read-only: serializable at its read version, nothing to check.
+                Ok(())
+            } else if resolver.intersects_since(request.read_version, &request.reads) {
+                Err(StoreError::Conflict)
+            } else {
+                // Later requests in this group read below `version`, so they
+                // conflict with these writes exactly as with a committed batch.
+                resolver.record_writes(version, &request.writes);
+                Ok(())
+            };
+            outcomes.push(outcome);
+        }
+    }
+
+    let accepted = group
+        .iter()
+        .zip(&outcomes)
+        .filter(|(request, outcome)| outcome.is_ok() && !request.writes.is_empty())
+        .map(|(request, _)| &request.writes);
+    let final_values = match final_values(shared, accepted) {
+        Ok(values) => values,
+        Err(error) => {
+            fail_writers(group, outcomes, error);
+            return;
+        }
+    };
+
+    if !final_values.is_empty() {
+        let mut batch = shared
+            .db
+            .batch()
+            .durability(Some(shared.durability.persist_mode()));
+        for (key, value) in &final_values {
+            match value {
+                Some(value) => batch.insert(&shared.data, key.as_slice(), value.as_slice()),
+                None => batch.remove(&shared.data, key.as_slice()),
+            }
+        }
+        if let Err(error) = batch.commit() {
+            fail_writers(group, outcomes, StoreError::Io(error.to_string()));
+            return;
+        }
+        // The resolver recorded these writes at `version`; if fjall had
+        // numbered the batch differently, conflict checks would be wrong.
+        assert_eq!(
+            shared.db.visible_seqno(),
+            version + 1,
+            "the committer is fjall's only writer, so the batch got the predicted version"
+        );
+        shared.stats.groups.fetch_add(1, Ordering::Relaxed);
+    }
+
+    {
+        let mut watches = shared.watches.lock().expect("watch lock");
+        for (key, value) in &final_values {
+            watches.changed(key, value.as_deref());
+        }
+        for (request, outcome) in group.iter_mut().zip(&outcomes) {
+            if outcome.is_err() {
+                continue;
+            }
+            for (key, sender) in std::mem::take(&mut request.watches) {
+                let current = final_values
+                    .get(&key)
+                    .cloned()
+                    .unwrap_or_else(|| read_latest(shared, &key));
+                let expected =
+                    if request.writes.ops.contains_key(&key) || request.writes.is_cleared(&key) {
+                        current.clone()
+                    } else {
+                        read_snapshot(shared, &request.snapshot, &key)
+                    };
+                watches.arm(key, expected, current.as_deref(), sender);
+            }
+        }
+    }
+
+    let mut committed = 0u64;
+    let mut conflicted = 0u64;
+    for (request, outcome) in group.into_iter().zip(outcomes) {
+        match &outcome {
+            Ok(()) => committed += 1,
+            Err(StoreError::Conflict) => conflicted += 1,
+            Err(_) => {}
+        }
+        let _ = request.reply.send(outcome);
+    }
+    shared.stats.commits.fetch_add(committed, Ordering::Relaxed);
+    shared
+        .stats
+        .conflicts
+        .fetch_add(conflicted, Ordering::Relaxed);
+
+    let visible = shared.db.visible_seqno();
+    shared
+        .resolver
+        .lock()
+        .expect("resolver lock")
+        .prune(visible);
+}
+
+/// The value every key written by the accepted requests ends up with, in
+/// request order (atomic adds apply to the latest committed value).
+fn final_values<'a>(
+    shared: &Shared,
+    accepted: impl Iterator<Item = &'a WriteSet>,
+) -> Result<BTreeMap<Vec<u8>, Option<Vec<u8>>>, StoreError> {
+    let mut values: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+    for writes in accepted {
+        for (begin, end) in &writes.cleared {
+            for row in shared.data.range(begin.as_slice()..end.as_slice()) {
+                let key = row.key().map_err(|e| StoreError::Io(e.to_string()))?;
+                values.insert(key.to_vec(), None);
+            }
+            for (_, value) in values.range_mut(begin.clone()..end.clone()) {
+                *value = None;
+            }
+        }
+        for (key, op) in &writes.ops {
+            let value = match op {
+                KeyOp::Set(value) => Some(value.clone()),
+                KeyOp::Clear => None,
+                KeyOp::Add(delta) => {
+                    let base = match values.get(key) {
+                        Some(value) => value.clone(),
+                        None => read_latest(shared, key),
+                    };
+                    Some(apply_add(base.as_deref(), *delta))
+                }
+            };
+            values.insert(key.clone(), value);
+        }
+    }
+    Ok(values)
+}
+
+fn read_latest(shared: &Shared, key: &[u8]) -> Option<Vec<u8>> {
+    // A read failure here is an I/O fault fjall already poisoned itself for;
+    // treating it as absent only fires a watch early, which callers tolerate.
+    shared.data.get(key).ok().flatten().map(|v| v.to_vec())
+}
+
+fn read_snapshot(shared: &Shared, snapshot: &fjall::Snapshot, key: &[u8]) -> Option<Vec<u8>> {
+    snapshot
+        .get(&shared.data, key)
+        .ok()
+        .flatten()
+        .map(|v| v.to_vec())
+}
+
+fn fail_writers(
+    group: Vec<CommitRequest>,
+    outcomes: Vec<Result<(), StoreError>>,
+    error: StoreError,
+) {
+    for (request, outcome) in group.into_iter().zip(outcomes) {
+        let outcome = match outcome {
+            Ok(()) if !request.writes.is_empty() => Err(error.clone()),
+            other => other,
+        };
+        let _ = request.reply.send(outcome);
+    }
+}

@@ -1,0 +1,236 @@
+//! The embedded backend: fjall for the data, an in-process resolver for
+//! FoundationDB's conflict rules, group commit for durable speed.
+//!
+//! - [`write_set`]: a transaction's own writes, read through (read-your-writes).
+//! - [`resolver`]: the conflict history and the live read versions.
+//! - [`empty_ranges`]: stretches known empty, so reads skip head tombstones.
+//! - [`committer`]: the one thread that resolves, writes and fsyncs.
+//! - [`watches`]: watches armed at commit, fired on change.
+//! - [`txn`]: the transaction handle.
+
+mod committer;
+mod empty_ranges;
+mod resolver;
+mod txn;
+mod watches;
+mod write_set;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fjall::{KeyspaceCreateOptions, PersistMode};
+use serde::Deserialize;
+use tokio::sync::mpsc;
+
+pub use txn::EmbeddedTxn;
+
+use resolver::Resolver;
+use watches::Watches;
+
+use super::{Store, StoreError, TRANSACTION_AGE_MAX_MS};
+
+/// When a commit counts as done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Durability {
+    /// fsync before the commit returns: a returned commit survives power loss.
+    #[default]
+    Sync,
+    /// Written to the OS before the commit returns: survives a killed
+    /// process, not a crashed machine.
+    Buffered,
+}
+
+impl Durability {
+    fn persist_mode(self) -> PersistMode {
+        match self {
+            Durability::Sync => PersistMode::SyncAll,
+            Durability::Buffered => PersistMode::Buffer,
+        }
+    }
+}
+
+impl std::str::FromStr for Durability {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "sync" => Ok(Durability::Sync),
+            "buffered" => Ok(Durability::Buffered),
+            other => Err(format!(
+                "durability must be sync or buffered, not {other:?}"
+            )),
+        }
+    }
+}
+
+/// Settings of the embedded store.
+#[derive(Debug, Clone)]
+pub struct EmbeddedConfig {
+    /// Directory of the fjall database.
+    pub path: PathBuf,
+    /// When a commit counts as done.
+    pub durability: Durability,
+    /// Most transactions resolved and fsynced together.
+    pub commit_group_max: usize,
+    /// Most commits queued for the committer before `commit` waits.
+    pub commit_queue_max: usize,
+    /// Most watches armed at once (FoundationDB's default is 10,000).
+    pub watches_max: usize,
+    /// fjall block cache, in bytes.
+    pub cache_bytes: u64,
+}
+
+impl EmbeddedConfig {
+    /// Defaults for a store at `path`.
+    pub fn new(path: impl AsRef<Path>) -> Self {
+        EmbeddedConfig {
+            path: path.as_ref().to_path_buf(),
+            durability: Durability::Sync,
+            commit_group_max: 1024,
+            commit_queue_max: 16_384,
+            watches_max: 100_000,
+            cache_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// Counters of the store's work since it opened.
+#[derive(Debug, Default)]
+pub struct StoreStats {
+    /// Transactions committed with writes or watches.
+    pub commits: AtomicU64,
+    /// Commits rejected with a conflict.
+    pub conflicts: AtomicU64,
+    /// fjall batches written (one fsync each under `sync`).
+    pub groups: AtomicU64,
+}
+
+/// What every transaction and the committer share.
+pub(crate) struct Shared {
+    db: fjall::Database,
+    data: fjall::Keyspace,
+    resolver: Mutex<Resolver>,
+    watches: Mutex<Watches>,
+    durability: Durability,
+    age_max: Duration,
+    stats: StoreStats,
+}
+
+struct Inner {
+    shared: Arc<Shared>,
+    commits: mpsc::Sender<committer::CommitRequest>,
+    committer: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Transactions hold their own sender clones, so the committer ends
+        // after the last of them; waiting for it here would deadlock when a
+        // transaction outlives the store, so it is detached instead.
+        drop(self.committer.lock().map(|mut handle| handle.take()));
+    }
+}
+
+/// A store on local disk with FoundationDB's transaction semantics.
+#[derive(Clone)]
+pub struct EmbeddedStore {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for EmbeddedStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmbeddedStore").finish_non_exhaustive()
+    }
+}
+
+impl EmbeddedStore {
+    /// Opens (or creates) the store at `config.path` and starts its committer.
+    pub fn open(config: EmbeddedConfig) -> Result<EmbeddedStore, StoreError> {
+        let io = |e: fjall::Error| StoreError::Io(e.to_string());
+        std::fs::create_dir_all(&config.path).map_err(|e| StoreError::Io(e.to_string()))?;
+        let db = fjall::Database::builder(&config.path)
+            .cache_size(config.cache_bytes)
+            .open()
+            .map_err(io)?;
+        let data = db
+            .keyspace("data", KeyspaceCreateOptions::default)
+            .map_err(io)?;
+        let age_max = Duration::from_millis(TRANSACTION_AGE_MAX_MS);
+        let shared = Arc::new(Shared {
+            resolver: Mutex::new(Resolver::new(db.visible_seqno(), age_max)),
+            watches: Mutex::new(Watches::new(config.watches_max)),
+            db,
+            data,
+            durability: config.durability,
+            age_max,
+            stats: StoreStats::default(),
+        });
+        let (commits, requests) = mpsc::channel(config.commit_queue_max.max(1));
+        let group_max = config.commit_group_max.max(1);
+        let committer = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("hotq-committer".into())
+                .spawn(move || committer::run(shared, requests, group_max))
+                .map_err(|e| StoreError::Io(e.to_string()))?
+        };
+        Ok(EmbeddedStore {
+            inner: Arc::new(Inner {
+                shared,
+                commits,
+                committer: Mutex::new(Some(committer)),
+            }),
+        })
+    }
+
+    /// Work counters since the store opened.
+    pub fn stats(&self) -> &StoreStats {
+        &self.inner.shared.stats
+    }
+
+    /// Sizes of the resolver's bounded state: (live transactions, conflict
+    /// history keys, empty stretches, armed watches).
+    pub fn footprint(&self) -> (usize, usize, usize, usize) {
+        let resolver = self.inner.shared.resolver.lock().expect("resolver lock");
+        let watches = self.inner.shared.watches.lock().expect("watch lock").len();
+        (
+            resolver.live_count(),
+            resolver.history_len(),
+            resolver.empty.len(),
+            watches,
+        )
+    }
+
+    /// Forces everything committed so far to disk (a no-op cost under `sync`).
+    pub fn flush(&self) -> Result<(), StoreError> {
+        self.inner
+            .shared
+            .db
+            .persist(PersistMode::SyncAll)
+            .map_err(|e| StoreError::Io(e.to_string()))
+    }
+
+    /// Total commits, conflicts and fsync groups so far.
+    pub fn counts(&self) -> (u64, u64, u64) {
+        let stats = self.stats();
+        (
+            stats.commits.load(Ordering::Relaxed),
+            stats.conflicts.load(Ordering::Relaxed),
+            stats.groups.load(Ordering::Relaxed),
+        )
+    }
+}
+
+impl Store for EmbeddedStore {
+    type Txn = EmbeddedTxn;
+
+    fn begin(&self) -> Result<EmbeddedTxn, StoreError> {
+        Ok(EmbeddedTxn::begin(
+            self.inner.shared.clone(),
+            self.inner.commits.clone(),
+        ))
+    }
+}

@@ -1,0 +1,361 @@
+//! The embedded transaction: a fjall snapshot at the read version, the
+//! transaction's own writes on top, and its read-conflict ranges.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use fjall::Readable;
+use tokio::sync::{mpsc, oneshot};
+
+use super::Shared;
+use super::committer::CommitRequest;
+use super::watches::WatchSender;
+use super::write_set::{Overlay, WriteSet};
+use crate::store::{
+    KeyValue, RangeRead, StoreError, TRANSACTION_SIZE_MAX, Transaction, Watch, apply_add,
+    check_key, check_value, key_after,
+};
+
+/// What a transaction accumulates until it commits.
+#[derive(Default)]
+struct Pending {
+    writes: WriteSet,
+    reads: Vec<(Vec<u8>, Vec<u8>)>,
+    read_bytes: usize,
+    watches: Vec<(Vec<u8>, WatchSender)>,
+}
+
+struct TxnInner {
+    shared: Arc<Shared>,
+    commits: mpsc::Sender<CommitRequest>,
+    read_version: u64,
+    began: Instant,
+    snapshot: fjall::Snapshot,
+    /// `None` once the transaction was handed to the committer.
+    pending: Mutex<Option<Pending>>,
+}
+
+impl Drop for TxnInner {
+    fn drop(&mut self) {
+        // The resolver keeps history for this read version until now.
+        if let Ok(mut resolver) = self.shared.resolver.lock() {
+            resolver.unregister(self.read_version);
+        }
+    }
+}
+
+/// A transaction on the embedded store. Clones share it.
+#[derive(Clone)]
+pub struct EmbeddedTxn {
+    inner: Arc<TxnInner>,
+}
+
+fn io(error: fjall::Error) -> StoreError {
+    StoreError::Io(error.to_string())
+}
+
+impl EmbeddedTxn {
+    pub(crate) fn begin(shared: Arc<Shared>, commits: mpsc::Sender<CommitRequest>) -> Self {
+        // Snapshot and registration under one lock: pruning cannot drop
+        // history this read version needs between the two.
+        let (snapshot, read_version) = {
+            let mut resolver = shared.resolver.lock().expect("resolver lock");
+            let snapshot = shared.db.snapshot();
+            let read_version = snapshot.seqno();
+            resolver.register(read_version);
+            (snapshot, read_version)
+        };
+        EmbeddedTxn {
+            inner: Arc::new(TxnInner {
+                shared,
+                commits,
+                read_version,
+                began: Instant::now(),
+                snapshot,
+                pending: Mutex::new(Some(Pending::default())),
+            }),
+        }
+    }
+
+    /// The read version (a fjall snapshot instant).
+    pub fn read_version(&self) -> u64 {
+        self.inner.read_version
+    }
+
+    fn check_age(&self) -> Result<(), StoreError> {
+        if self.inner.began.elapsed() > self.inner.shared.age_max {
+            return Err(StoreError::TooOld);
+        }
+        Ok(())
+    }
+
+    /// Runs `f` on the pending state, failing if the transaction was committed.
+    fn with_pending<R>(
+        &self,
+        f: impl FnOnce(&mut Pending) -> Result<R, StoreError>,
+    ) -> Result<R, StoreError> {
+        let mut pending = self.inner.pending.lock().expect("transaction lock");
+        match pending.as_mut() {
+            Some(pending) => f(pending),
+            None => Err(StoreError::UsedAfterCommit),
+        }
+    }
+
+    fn add_read_range(
+        pending: &mut Pending,
+        begin: Vec<u8>,
+        end: Vec<u8>,
+    ) -> Result<(), StoreError> {
+        pending.read_bytes += begin.len() + end.len();
+        if pending.read_bytes + pending.writes.bytes > TRANSACTION_SIZE_MAX {
+            return Err(StoreError::TransactionTooLarge);
+        }
+        pending.reads.push((begin, end));
+        Ok(())
+    }
+
+    fn check_write_size(pending: &Pending) -> Result<(), StoreError> {
+        if pending.read_bytes + pending.writes.bytes > TRANSACTION_SIZE_MAX {
+            return Err(StoreError::TransactionTooLarge);
+        }
+        Ok(())
+    }
+
+    fn committed_value(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        let shared = &self.inner.shared;
+        Ok(self
+            .inner
+            .snapshot
+            .get(&shared.data, key)
+            .map_err(io)?
+            .map(|v| v.to_vec()))
+    }
+
+    /// Committed rows of `[begin, end)` at the read version, starting past
+    /// known-empty stretches; reports what it saw empty on the way.
+    fn read_committed(
+        &self,
+        range: &RangeRead<'_>,
+        overlay: &WriteSet,
+    ) -> Result<Vec<KeyValue>, StoreError> {
+        let shared = &self.inner.shared;
+        let read_version = self.inner.read_version;
+        let (scan_begin, scan_end) = {
+            let resolver = shared.resolver.lock().expect("resolver lock");
+            if range.reverse {
+                (
+                    range.begin.to_vec(),
+                    resolver
+                        .empty
+                        .skip_reverse(range.begin, range.end, read_version),
+                )
+            } else {
+                (
+                    resolver
+                        .empty
+                        .skip_forward(range.begin, range.end, read_version),
+                    range.end.to_vec(),
+                )
+            }
+        };
+        let mut first_seen: Option<Vec<u8>> = None;
+        let mut exhausted = false;
+        let rows = {
+            let iter = self
+                .inner
+                .snapshot
+                .range(&shared.data, scan_begin.as_slice()..scan_end.as_slice());
+            let mut iter: Box<dyn Iterator<Item = fjall::Guard>> = if range.reverse {
+                Box::new(iter.rev())
+            } else {
+                Box::new(iter)
+            };
+            let committed = std::iter::from_fn(|| match iter.next() {
+                Some(guard) => Some(guard.into_inner().map_err(io).map(|(key, value)| {
+                    if first_seen.is_none() {
+                        first_seen = Some(key.to_vec());
+                    }
+                    KeyValue {
+                        key: key.to_vec(),
+                        value: value.to_vec(),
+                    }
+                })),
+                None => {
+                    exhausted = true;
+                    None
+                }
+            });
+            overlay.merge_range(
+                range.begin,
+                range.end,
+                range.limit,
+                range.reverse,
+                committed,
+            )?
+        };
+        let observed_empty = match (first_seen, exhausted) {
+            (Some(first), _) if range.reverse => Some((key_after(&first), scan_end)),
+            (Some(first), _) => Some((scan_begin, first)),
+            (None, true) => Some((scan_begin, scan_end)),
+            (None, false) => None,
+        };
+        if let Some((begin, end)) = observed_empty {
+            if begin < end {
+                shared
+                    .resolver
+                    .lock()
+                    .expect("resolver lock")
+                    .observe_empty(read_version, begin, end);
+            }
+        }
+        Ok(rows)
+    }
+}
+
+impl Transaction for EmbeddedTxn {
+    async fn get(&self, key: &[u8], snapshot: bool) -> Result<Option<Vec<u8>>, StoreError> {
+        check_key(key)?;
+        self.check_age()?;
+        let overlay = self.with_pending(|pending| {
+            if !snapshot {
+                Self::add_read_range(pending, key.to_vec(), key_after(key))?;
+            }
+            Ok(pending.writes.overlay(key))
+        })?;
+        match overlay {
+            Overlay::Known(value) => Ok(value),
+            Overlay::AddTo(delta) => {
+                let base = self.committed_value(key)?;
+                Ok(Some(apply_add(base.as_deref(), delta)))
+            }
+            Overlay::Untouched => self.committed_value(key),
+        }
+    }
+
+    async fn get_range(&self, range: RangeRead<'_>) -> Result<Vec<KeyValue>, StoreError> {
+        range.validate()?;
+        check_key(range.begin)?;
+        check_key(range.end)?;
+        self.check_age()?;
+        // The overlay is copied out of the lock so the scan holds none.
+        let overlay = self.with_pending(|pending| Ok(clone_overlay(&pending.writes, &range)))?;
+        let rows = self.read_committed(&range, &overlay)?;
+        if !range.snapshot {
+            let (begin, end) = range.conflict_range(&rows);
+            self.with_pending(|pending| Self::add_read_range(pending, begin, end))?;
+        }
+        Ok(rows)
+    }
+
+    fn add_read_conflict_range(&self, begin: &[u8], end: &[u8]) -> Result<(), StoreError> {
+        check_key(begin)?;
+        check_key(end)?;
+        if begin > end {
+            return Err(StoreError::InvalidArgument("range begin is after its end"));
+        }
+        self.with_pending(|pending| Self::add_read_range(pending, begin.to_vec(), end.to_vec()))
+    }
+
+    fn set(&self, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+        check_key(key)?;
+        check_value(value)?;
+        self.with_pending(|pending| {
+            pending.writes.set(key, value);
+            Self::check_write_size(pending)
+        })
+    }
+
+    fn clear(&self, key: &[u8]) -> Result<(), StoreError> {
+        check_key(key)?;
+        self.with_pending(|pending| {
+            pending.writes.clear(key);
+            Self::check_write_size(pending)
+        })
+    }
+
+    fn clear_range(&self, begin: &[u8], end: &[u8]) -> Result<(), StoreError> {
+        check_key(begin)?;
+        check_key(end)?;
+        if begin > end {
+            return Err(StoreError::InvalidArgument("range begin is after its end"));
+        }
+        self.with_pending(|pending| {
+            pending.writes.clear_range(begin, end);
+            Self::check_write_size(pending)
+        })
+    }
+
+    fn atomic_add(&self, key: &[u8], delta: i64) -> Result<(), StoreError> {
+        check_key(key)?;
+        self.with_pending(|pending| {
+            pending.writes.add(key, delta);
+            Self::check_write_size(pending)
+        })
+    }
+
+    fn watch(&self, key: &[u8]) -> Result<Watch, StoreError> {
+        check_key(key)?;
+        let (sender, receiver) = oneshot::channel();
+        self.with_pending(|pending| {
+            pending.watches.push((key.to_vec(), sender));
+            Ok(())
+        })?;
+        Ok(Watch::new(async move {
+            match receiver.await {
+                Ok(outcome) => outcome,
+                Err(_) => Err(StoreError::Cancelled),
+            }
+        }))
+    }
+
+    async fn commit(&self) -> Result<(), StoreError> {
+        let pending = self
+            .inner
+            .pending
+            .lock()
+            .expect("transaction lock")
+            .take()
+            .ok_or(StoreError::UsedAfterCommit)?;
+        if pending.writes.is_empty() && pending.watches.is_empty() {
+            // Read-only: serializable at its read version, nothing to resolve.
+            return Ok(());
+        }
+        self.check_age()?;
+        let (reply, outcome) = oneshot::channel();
+        let request = CommitRequest {
+            read_version: self.inner.read_version,
+            began: self.inner.began,
+            reads: pending.reads,
+            writes: pending.writes,
+            watches: pending.watches,
+            snapshot: self.inner.snapshot.clone(),
+            reply,
+        };
+        self.inner
+            .commits
+            .send(request)
+            .await
+            .map_err(|_| StoreError::Cancelled)?;
+        // If the committer vanished after taking the request, the writes
+        // may or may not have reached disk.
+        outcome.await.map_err(|_| StoreError::MaybeCommitted)?
+    }
+}
+
+/// The part of a write set a range read needs, copied so the read holds no lock.
+fn clone_overlay(writes: &WriteSet, range: &RangeRead<'_>) -> WriteSet {
+    let mut copy = WriteSet::default();
+    for (key, op) in writes.ops.range::<[u8], _>((
+        std::ops::Bound::Included(range.begin),
+        std::ops::Bound::Excluded(range.end),
+    )) {
+        copy.ops.insert(key.clone(), op.clone());
+    }
+    copy.cleared = writes
+        .cleared
+        .iter()
+        .filter(|(b, e)| b.as_slice() < range.end && range.begin < e.as_slice())
+        .cloned()
+        .collect();
+    copy
+}

@@ -1,0 +1,254 @@
+//! A transaction's uncommitted writes, and reads through them
+//! (read-your-writes).
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use crate::store::{KeyValue, apply_add};
+
+/// What a transaction did to one key, last write wins.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum KeyOp {
+    /// Set to this value.
+    Set(Vec<u8>),
+    /// Cleared.
+    Clear,
+    /// Add this delta to whatever is committed at commit time.
+    Add(i64),
+}
+
+/// The writes of one transaction.
+///
+/// `ops` holds per-key writes; `cleared` holds the ranges cleared with
+/// `clear_range`, sorted and disjoint. A key in `ops` shadows `cleared`,
+/// because the only way a key gets an op after a range clear is a later
+/// write to it.
+#[derive(Debug, Default)]
+pub(crate) struct WriteSet {
+    pub(crate) ops: BTreeMap<Vec<u8>, KeyOp>,
+    pub(crate) cleared: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Bytes of keys and values written, for the transaction size limit.
+    pub(crate) bytes: usize,
+}
+
+/// How a key reads through the write set.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Overlay {
+    /// The write set decides: this value, or absent.
+    Known(Option<Vec<u8>>),
+    /// The committed value with this delta added.
+    AddTo(i64),
+    /// The write set does not touch the key.
+    Untouched,
+}
+
+impl WriteSet {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.ops.is_empty() && self.cleared.is_empty()
+    }
+
+    pub(crate) fn set(&mut self, key: &[u8], value: &[u8]) {
+        self.bytes += key.len() + value.len();
+        self.ops.insert(key.to_vec(), KeyOp::Set(value.to_vec()));
+    }
+
+    pub(crate) fn clear(&mut self, key: &[u8]) {
+        self.bytes += key.len();
+        self.ops.insert(key.to_vec(), KeyOp::Clear);
+    }
+
+    pub(crate) fn add(&mut self, key: &[u8], delta: i64) {
+        self.bytes += key.len() + 8;
+        let op = match self.ops.get(key) {
+            Some(KeyOp::Set(value)) => KeyOp::Set(apply_add(Some(value), delta)),
+            Some(KeyOp::Clear) => KeyOp::Set(apply_add(None, delta)),
+            Some(KeyOp::Add(previous)) => KeyOp::Add(previous.wrapping_add(delta)),
+            None if self.is_cleared(key) => KeyOp::Set(apply_add(None, delta)),
+            None => KeyOp::Add(delta),
+        };
+        self.ops.insert(key.to_vec(), op);
+    }
+
+    pub(crate) fn clear_range(&mut self, begin: &[u8], end: &[u8]) {
+        if begin >= end {
+            return;
+        }
+        self.bytes += begin.len() + end.len();
+        let doomed: Vec<Vec<u8>> = self
+            .ops
+            .range::<[u8], _>((Bound::Included(begin), Bound::Excluded(end)))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in doomed {
+            self.ops.remove(&key);
+        }
+        // Merge into the sorted, disjoint list of cleared ranges.
+        let mut merged_begin = begin.to_vec();
+        let mut merged_end = end.to_vec();
+        let mut kept = Vec::with_capacity(self.cleared.len() + 1);
+        for (b, e) in self.cleared.drain(..) {
+            if e < merged_begin || b > merged_end {
+                kept.push((b, e));
+            } else {
+                merged_begin = merged_begin.min(b);
+                merged_end = merged_end.max(e);
+            }
+        }
+        kept.push((merged_begin, merged_end));
+        kept.sort();
+        self.cleared = kept;
+    }
+
+    /// True when `key` lies in a range cleared by this transaction.
+    pub(crate) fn is_cleared(&self, key: &[u8]) -> bool {
+        let after = self.cleared.partition_point(|(b, _)| b.as_slice() <= key);
+        after > 0 && key < self.cleared[after - 1].1.as_slice()
+    }
+
+    /// How `key` reads through this write set.
+    pub(crate) fn overlay(&self, key: &[u8]) -> Overlay {
+        match self.ops.get(key) {
+            Some(KeyOp::Set(value)) => Overlay::Known(Some(value.clone())),
+            Some(KeyOp::Clear) => Overlay::Known(None),
+            Some(KeyOp::Add(delta)) => Overlay::AddTo(*delta),
+            None if self.is_cleared(key) => Overlay::Known(None),
+            None => Overlay::Untouched,
+        }
+    }
+
+    /// Merges committed rows of `[begin, end)` (in read order, from
+    /// `committed`) with this write set, returning at most `limit` rows.
+    /// `committed` is pulled lazily: no more rows are read than needed.
+    pub(crate) fn merge_range<I>(
+        &self,
+        begin: &[u8],
+        end: &[u8],
+        limit: usize,
+        reverse: bool,
+        committed: I,
+    ) -> Result<Vec<KeyValue>, crate::store::StoreError>
+    where
+        I: Iterator<Item = Result<KeyValue, crate::store::StoreError>>,
+    {
+        let bounds = (Bound::Included(begin), Bound::Excluded(end));
+        let mut local: Box<dyn Iterator<Item = (&Vec<u8>, &KeyOp)>> = if reverse {
+            Box::new(self.ops.range::<[u8], _>(bounds).rev())
+        } else {
+            Box::new(self.ops.range::<[u8], _>(bounds))
+        };
+        let mut committed = committed.peekable();
+        let mut next_local = local.next();
+        let mut rows = Vec::new();
+        // Each pass consumes at least one row from one side; both sides are
+        // finite, so the loop ends.
+        while rows.len() < limit {
+            let next_committed = match committed.peek() {
+                Some(Ok(row)) => Some(row),
+                Some(Err(_)) => return Err(committed.next().expect("peeked").unwrap_err()),
+                None => None,
+            };
+            let take_local = match (next_committed, next_local) {
+                (None, None) => break,
+                (None, Some(_)) => true,
+                (Some(_), None) => false,
+                (Some(row), Some((key, _))) => {
+                    if reverse {
+                        key.as_slice() >= row.key.as_slice()
+                    } else {
+                        key.as_slice() <= row.key.as_slice()
+                    }
+                }
+            };
+            if take_local {
+                let (key, op) = next_local.expect("take_local implies a local op");
+                let committed_value = match committed.peek() {
+                    Some(Ok(row)) if row.key == *key => {
+                        Some(committed.next().expect("peeked").expect("peeked ok").value)
+                    }
+                    _ => None,
+                };
+                let value = match op {
+                    KeyOp::Set(value) => Some(value.clone()),
+                    KeyOp::Clear => None,
+                    KeyOp::Add(delta) => Some(apply_add(committed_value.as_deref(), *delta)),
+                };
+                if let Some(value) = value {
+                    rows.push(KeyValue {
+                        key: key.clone(),
+                        value,
+                    });
+                }
+                next_local = local.next();
+            } else {
+                let row = committed.next().expect("peeked").expect("peeked ok");
+                if !self.is_cleared(&row.key) {
+                    rows.push(row);
+                }
+            }
+        }
+        Ok(rows)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kv(key: &str, value: &str) -> Result<KeyValue, crate::store::StoreError> {
+        Ok(KeyValue {
+            key: key.as_bytes().to_vec(),
+            value: value.as_bytes().to_vec(),
+        })
+    }
+
+    fn keys(rows: &[KeyValue]) -> Vec<String> {
+        rows.iter()
+            .map(|row| String::from_utf8(row.key.clone()).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn merge_overlays_sets_clears_and_ranges() {
+        let mut writes = WriteSet::default();
+        writes.set(b"b", b"local");
+        writes.clear(b"c");
+        writes.clear_range(b"d", b"f");
+        writes.set(b"e", b"after-clear");
+        let committed = vec![
+            kv("a", "1"),
+            kv("c", "3"),
+            kv("d", "4"),
+            kv("e", "5"),
+            kv("g", "7"),
+        ];
+        let rows = writes
+            .merge_range(b"a", b"z", 10, false, committed.clone().into_iter())
+            .unwrap();
+        assert_eq!(keys(&rows), ["a", "b", "e", "g"]);
+        assert_eq!(rows[2].value, b"after-clear");
+        let rows = writes
+            .merge_range(b"a", b"z", 2, true, committed.into_iter().rev())
+            .unwrap();
+        assert_eq!(keys(&rows), ["g", "e"]);
+    }
+
+    #[test]
+    fn add_composes_with_earlier_writes() {
+        let mut writes = WriteSet::default();
+        writes.add(b"n", 2);
+        writes.add(b"n", 3);
+        assert_eq!(writes.overlay(b"n"), Overlay::AddTo(5));
+        writes.set(b"m", &7i64.to_le_bytes());
+        writes.add(b"m", 1);
+        assert_eq!(
+            writes.overlay(b"m"),
+            Overlay::Known(Some(8i64.to_le_bytes().to_vec()))
+        );
+        writes.clear_range(b"a", b"z");
+        writes.add(b"n", 1);
+        assert_eq!(
+            writes.overlay(b"n"),
+            Overlay::Known(Some(1i64.to_le_bytes().to_vec()))
+        );
+    }
+}

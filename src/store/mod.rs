@@ -1,0 +1,246 @@
+//! The store contract: FoundationDB's transactions, exactly.
+//!
+//! Serializable optimistic transactions over ordered byte keys. Reads see the
+//! read version taken at [`Store::begin`] plus the transaction's own writes.
+//! A non-snapshot read adds a read-conflict range; `commit` fails with
+//! [`StoreError::Conflict`] when any read-conflict range intersects a write
+//! committed after the read version. Everything above this module is written
+//! once, generic over [`Store`], and never learns which backend it runs on.
+//!
+//! Backends:
+//! - [`embedded`]: fjall plus an in-process resolver (the default).
+//! - `fdb` (feature `fdb`): a FoundationDB cluster through the `foundationdb` crate.
+
+mod error;
+mod retry;
+
+pub mod embedded;
+#[cfg(feature = "fdb")]
+pub mod fdb;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+pub use error::StoreError;
+pub use retry::{RetryPolicy, transact};
+
+/// Longest key a store accepts, in bytes (FoundationDB's limit).
+pub const KEY_SIZE_MAX: usize = 10_000;
+/// Longest value a store accepts, in bytes (FoundationDB's limit).
+pub const VALUE_SIZE_MAX: usize = 100_000;
+/// Largest transaction (writes plus conflict ranges), in bytes (FoundationDB's limit).
+pub const TRANSACTION_SIZE_MAX: usize = 10_000_000;
+/// How long a transaction may live before it is too old (FoundationDB's limit).
+pub const TRANSACTION_AGE_MAX_MS: u64 = 5_000;
+
+/// One key and its value, as a range read returns them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyValue {
+    /// The key.
+    pub key: Vec<u8>,
+    /// The value.
+    pub value: Vec<u8>,
+}
+
+/// A range read: keys in `[begin, end)`, at most `limit` of them.
+#[derive(Debug, Clone, Copy)]
+pub struct RangeRead<'a> {
+    /// First key of the range (inclusive).
+    pub begin: &'a [u8],
+    /// End of the range (exclusive).
+    pub end: &'a [u8],
+    /// Most rows to return; at least 1.
+    pub limit: usize,
+    /// Read from `end` downwards.
+    pub reverse: bool,
+    /// A snapshot read adds no read-conflict range.
+    pub snapshot: bool,
+}
+
+impl<'a> RangeRead<'a> {
+    /// A forward, non-snapshot read of `[begin, end)` returning at most `limit` rows.
+    pub fn new(begin: &'a [u8], end: &'a [u8], limit: usize) -> Self {
+        RangeRead {
+            begin,
+            end,
+            limit,
+            reverse: false,
+            snapshot: false,
+        }
+    }
+
+    /// The same read, from the end downwards.
+    pub fn reverse(mut self) -> Self {
+        self.reverse = true;
+        self
+    }
+
+    /// The same read, adding no read-conflict range.
+    pub fn snapshot(mut self) -> Self {
+        self.snapshot = true;
+        self
+    }
+
+    /// Rejects ranges a store cannot serve, before any I/O.
+    pub fn validate(&self) -> Result<(), StoreError> {
+        if self.limit == 0 {
+            return Err(StoreError::InvalidArgument(
+                "range limit must be at least 1",
+            ));
+        }
+        if self.begin > self.end {
+            return Err(StoreError::InvalidArgument("range begin is after its end"));
+        }
+        Ok(())
+    }
+
+    /// The read-conflict range FoundationDB records for this read, given the
+    /// rows it returned: up to just past the last row when the limit was
+    /// hit, else the whole range. Mirrored for reverse reads.
+    pub fn conflict_range(&self, rows: &[KeyValue]) -> (Vec<u8>, Vec<u8>) {
+        match rows.last() {
+            Some(last) if rows.len() >= self.limit => {
+                if self.reverse {
+                    (last.key.clone(), self.end.to_vec())
+                } else {
+                    (self.begin.to_vec(), key_after(&last.key))
+                }
+            }
+            _ => (self.begin.to_vec(), self.end.to_vec()),
+        }
+    }
+}
+
+/// The smallest key greater than `key`: `key` followed by a zero byte.
+pub fn key_after(key: &[u8]) -> Vec<u8> {
+    let mut next = Vec::with_capacity(key.len() + 1);
+    next.extend_from_slice(key);
+    next.push(0);
+    next
+}
+
+/// Checks a key against [`KEY_SIZE_MAX`].
+pub fn check_key(key: &[u8]) -> Result<(), StoreError> {
+    if key.len() > KEY_SIZE_MAX {
+        return Err(StoreError::KeyTooLarge { len: key.len() });
+    }
+    Ok(())
+}
+
+/// Checks a value against [`VALUE_SIZE_MAX`].
+pub fn check_value(value: &[u8]) -> Result<(), StoreError> {
+    if value.len() > VALUE_SIZE_MAX {
+        return Err(StoreError::ValueTooLarge { len: value.len() });
+    }
+    Ok(())
+}
+
+/// Applies FoundationDB's `ADD` mutation: both sides little-endian, the
+/// result as long as the operand (8 bytes), wrapping on overflow.
+pub fn apply_add(existing: Option<&[u8]>, delta: i64) -> Vec<u8> {
+    let mut base = [0u8; 8];
+    if let Some(existing) = existing {
+        let n = existing.len().min(8);
+        base[..n].copy_from_slice(&existing[..n]);
+    }
+    u64::from_le_bytes(base)
+        .wrapping_add(delta as u64)
+        .to_le_bytes()
+        .to_vec()
+}
+
+/// Reads a counter written by `atomic_add` (missing reads as 0).
+pub fn decode_counter(value: Option<&[u8]>) -> i64 {
+    i64::from_le_bytes(
+        apply_add(value, 0)
+            .try_into()
+            .expect("apply_add returns 8 bytes"),
+    )
+}
+
+/// A handle on a database: where transactions begin.
+pub trait Store: Clone + Send + Sync + 'static {
+    /// The transaction type of this backend.
+    type Txn: Transaction;
+
+    /// Starts a transaction. Its read version is taken now (embedded) or at
+    /// its first read (FoundationDB).
+    fn begin(&self) -> Result<Self::Txn, StoreError>;
+}
+
+/// A serializable optimistic transaction with FoundationDB's rules.
+///
+/// Methods take `&self` and clones share one transaction, as in the
+/// FoundationDB client, so retry loops can hand it to an async body.
+pub trait Transaction: Clone + Send + Sync + 'static {
+    /// Reads one key. A non-snapshot read adds a read-conflict on it.
+    fn get(
+        &self,
+        key: &[u8],
+        snapshot: bool,
+    ) -> impl Future<Output = Result<Option<Vec<u8>>, StoreError>> + Send;
+
+    /// Reads a range; see [`RangeRead::conflict_range`] for the conflict it adds.
+    fn get_range(
+        &self,
+        range: RangeRead<'_>,
+    ) -> impl Future<Output = Result<Vec<KeyValue>, StoreError>> + Send;
+
+    /// Adds `[begin, end)` to the read-conflict ranges.
+    fn add_read_conflict_range(&self, begin: &[u8], end: &[u8]) -> Result<(), StoreError>;
+
+    /// Adds `key` alone to the read-conflict ranges.
+    fn add_read_conflict_key(&self, key: &[u8]) -> Result<(), StoreError> {
+        self.add_read_conflict_range(key, &key_after(key))
+    }
+
+    /// Writes `value` under `key`.
+    fn set(&self, key: &[u8], value: &[u8]) -> Result<(), StoreError>;
+
+    /// Removes `key`.
+    fn clear(&self, key: &[u8]) -> Result<(), StoreError>;
+
+    /// Removes every key in `[begin, end)`.
+    fn clear_range(&self, begin: &[u8], end: &[u8]) -> Result<(), StoreError>;
+
+    /// Adds `delta` to the little-endian counter at `key` at commit time:
+    /// a write conflict only, never a read conflict.
+    fn atomic_add(&self, key: &[u8], delta: i64) -> Result<(), StoreError>;
+
+    /// Watches `key`: active once this transaction commits, fires when the
+    /// key's value changes after that. Fails with [`StoreError::Cancelled`]
+    /// if the transaction does not commit.
+    fn watch(&self, key: &[u8]) -> Result<Watch, StoreError>;
+
+    /// Commits. Fails with a typed error; a conflict writes nothing.
+    fn commit(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
+}
+
+/// A pending watch: resolves `Ok(())` when the watched key changed.
+pub struct Watch {
+    inner: Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send>>,
+}
+
+impl Watch {
+    /// Wraps a backend's watch future.
+    pub fn new(inner: impl Future<Output = Result<(), StoreError>> + Send + 'static) -> Self {
+        Watch {
+            inner: Box::pin(inner),
+        }
+    }
+}
+
+impl Future for Watch {
+    type Output = Result<(), StoreError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.inner.as_mut().poll(cx)
+    }
+}
+
+impl std::fmt::Debug for Watch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Watch")
+    }
+}
