@@ -20,7 +20,7 @@ use std::ops::Bound;
 use crate::store::key_after;
 
 /// Most hops one read takes through adjacent stretches before scanning.
-const HOPS_MAX: usize = 64;
+const HOPS_MAX: usize = 256;
 /// Most stretches kept; past it the map is dropped (costs speed, never correctness).
 const STRETCHES_MAX: usize = 100_000;
 
@@ -95,9 +95,11 @@ impl EmptyRanges {
         }
     }
 
-    /// Records that `[begin, end)` holds no key at any version from `since` to now.
+    /// Records that `[begin, end)` holds no key at any version from `since` to now,
+    /// then merges it with touching stretches where no reader at or after
+    /// `horizon` (the oldest live read version) loses a skip by it.
     /// The caller has checked that no commit since `since` wrote inside it.
-    pub(crate) fn record(&mut self, begin: &[u8], end: &[u8], since: u64) {
+    pub(crate) fn record(&mut self, begin: &[u8], end: &[u8], since: u64, horizon: u64) {
         if begin >= end {
             return;
         }
@@ -165,8 +167,55 @@ impl EmptyRanges {
             debug_assert!(start < stretch.end, "a stretch is never empty or inverted");
             self.stretches.insert(start, stretch);
         }
+        self.merge_touching(begin, end, horizon);
         if self.stretches.len() > STRETCHES_MAX {
             self.stretches.clear();
+        }
+    }
+
+    /// Merges the run of touching stretches from the one ending at or
+    /// covering `begin` through the one starting at `end`, pair by pair,
+    /// where both are empty since a version at or before `horizon`. Every
+    /// live reader is at or after `horizon`, so the merge costs none of
+    /// them a skip, and a drained head stays one stretch, not a chain.
+    fn merge_touching(&mut self, begin: &[u8], end: &[u8], horizon: u64) {
+        // The left neighbour ends exactly at `begin` if it touches.
+        let first = self
+            .stretches
+            .range::<[u8], _>((Bound::Unbounded, Bound::Excluded(begin)))
+            .next_back()
+            .filter(|(_, stretch)| stretch.end.as_slice() >= begin)
+            .or_else(|| {
+                self.stretches
+                    .range::<[u8], _>((Bound::Included(begin), Bound::Unbounded))
+                    .next()
+            })
+            .map(|(start, _)| start.clone());
+        let Some(mut current) = first else {
+            return;
+        };
+        // Bounded: each pass merges one stretch away or moves right, and
+        // the walk stops past `end`.
+        while current.as_slice() <= end {
+            let next = self
+                .stretches
+                .range::<[u8], _>((Bound::Excluded(current.as_slice()), Bound::Unbounded))
+                .next()
+                .map(|(start, stretch)| (start.clone(), stretch.clone()));
+            let Some((next_start, next_stretch)) = next else {
+                return;
+            };
+            let here = self
+                .stretches
+                .get_mut(&current)
+                .expect("current stretch exists");
+            if here.end == next_start && here.since <= horizon && next_stretch.since <= horizon {
+                here.end = next_stretch.end;
+                here.since = here.since.max(next_stretch.since);
+                self.stretches.remove(&next_start);
+            } else {
+                current = next_start;
+            }
         }
     }
 
@@ -242,7 +291,7 @@ mod tests {
     #[test]
     fn forward_and_reverse_skip_respect_read_version() {
         let mut empty = EmptyRanges::default();
-        empty.record(b"a", b"m", 10);
+        empty.record(b"a", b"m", 10, 0);
         assert_eq!(empty.skip_forward(b"a", b"z", 10), b"m");
         assert_eq!(
             empty.skip_forward(b"a", b"z", 9),
@@ -256,11 +305,11 @@ mod tests {
     #[test]
     fn writes_split_and_overlaps_keep_the_older_age() {
         let mut empty = EmptyRanges::default();
-        empty.record(b"a", b"m", 10);
+        empty.record(b"a", b"m", 10, 0);
         empty.split_at(b"f");
         assert_eq!(empty.skip_forward(b"a", b"z", 10), b"f");
         assert_eq!(empty.skip_forward(b"f\0", b"z", 10), b"m");
-        empty.record(b"c", b"x", 20);
+        empty.record(b"c", b"x", 20, 0);
         // [c, f) and [f\0, m) were empty since 10 already; the written key f
         // and [m, x) only since 20.
         assert_eq!(empty.skip_forward(b"f\0", b"z", 15), b"m");
@@ -271,19 +320,33 @@ mod tests {
     }
 
     #[test]
+    fn a_drained_head_stays_one_stretch() {
+        let mut empty = EmptyRanges::default();
+        let keys: Vec<Vec<u8>> = (1u16..1000).map(|i| i.to_be_bytes().to_vec()).collect();
+        // Each pop at version v sees [begin, next head) empty; it is the only reader.
+        for (version, head) in keys.iter().enumerate() {
+            let from = if version == 0 {
+                vec![0]
+            } else {
+                keys[version - 1].clone()
+            };
+            empty.record(&from, head, version as u64, version as u64);
+        }
+        assert_eq!(empty.len(), 1);
+        assert_eq!(empty.skip_forward(&[0], &[0xff], 998), keys[998]);
+    }
+
+    #[test]
     fn coalesce_merges_only_past_the_horizon() {
         let mut empty = EmptyRanges::default();
         let keys: Vec<Vec<u8>> = (0u16..200).map(|i| i.to_be_bytes().to_vec()).collect();
         for (version, pair) in keys.windows(2).enumerate() {
-            empty.record(&pair[0], &pair[1], version as u64);
+            empty.record(&pair[0], &pair[1], version as u64, 0);
         }
         empty.coalesce(100);
         assert!(empty.len() < 150, "stretches older than the horizon merge");
         assert_eq!(empty.skip_forward(&keys[0], &keys[199], 100), keys[101]);
-        // One hop over the merged stretch, then the hop bound stops the walk.
-        assert_eq!(
-            empty.skip_forward(&keys[0], &keys[199], 500),
-            keys[100 + HOPS_MAX]
-        );
+        // One hop over the merged stretch, then one per younger stretch.
+        assert_eq!(empty.skip_forward(&keys[0], &keys[199], 500), keys[199]);
     }
 }

@@ -142,7 +142,8 @@ impl Resolver {
         let range = [(begin, end)];
         if !self.intersects_since(read_version, &range) {
             let [(begin, end)] = range;
-            self.empty.record(&begin, &end, read_version);
+            let horizon = self.live.keys().next().copied().unwrap_or(read_version);
+            self.empty.record(&begin, &end, read_version, horizon);
         }
     }
 

@@ -199,14 +199,12 @@ impl EmbeddedTxn {
             (None, true) => Some((scan_begin, scan_end)),
             (None, false) => None,
         };
-        if let Some((begin, end)) = observed_empty {
-            if begin < end {
-                shared
-                    .resolver
-                    .lock()
-                    .expect("resolver lock")
-                    .observe_empty(read_version, begin, end);
-            }
+        if let Some((begin, end)) = observed_empty.filter(|(begin, end)| begin < end) {
+            shared
+                .resolver
+                .lock()
+                .expect("resolver lock")
+                .observe_empty(read_version, begin, end);
         }
         Ok(rows)
     }
