@@ -1,4 +1,10 @@
-//! The key layout of a queue (DESIGN §3), tuple-encoded under `("hotq", queue)`.
+//! The key layout of a queue (DESIGN §3), tuple-encoded under `("hotq", queue)`
+//! for FIFO queues and `("hotq-pq", queue)` for priority queues (so the two
+//! kinds never share a subspace, whatever their names).
+//!
+//! Queues that ever staged a pop are also listed under
+//! `("hotq-registry", kind, queue)`, so a reaper that starts after a crash
+//! finds their stranded results.
 //!
 //! | subspace   | key                     | value                         |
 //! |------------|-------------------------|-------------------------------|
@@ -70,9 +76,56 @@ impl fmt::Display for QueueName {
     }
 }
 
+/// The two kinds of queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum QueueKind {
+    /// First in, first out.
+    Fifo,
+    /// Ordered by a signed 64-bit priority.
+    Priority,
+}
+
+impl QueueKind {
+    fn root(self) -> &'static str {
+        match self {
+            QueueKind::Fifo => "hotq",
+            QueueKind::Priority => "hotq-pq",
+        }
+    }
+
+    fn tag(self) -> &'static str {
+        match self {
+            QueueKind::Fifo => "fifo",
+            QueueKind::Priority => "priority",
+        }
+    }
+}
+
+fn registry() -> Subspace {
+    Subspace::all().subspace(&("hotq-registry",))
+}
+
+/// `[begin, end)` of the registry of queues that staged pops.
+pub fn registry_range() -> (Vec<u8>, Vec<u8>) {
+    registry().range()
+}
+
+/// The queue a registry key names; `None` for a key that is not one.
+pub fn registry_entry(key: &[u8]) -> Option<(QueueKind, QueueName)> {
+    let (tag, name) = registry().unpack::<(String, String)>(key).ok()?;
+    let kind = match tag.as_str() {
+        "fifo" => QueueKind::Fifo,
+        "priority" => QueueKind::Priority,
+        _ => return None,
+    };
+    Some((kind, QueueName::new(&name).ok()?))
+}
+
 /// The subspaces of one queue.
 #[derive(Debug, Clone)]
 pub struct QueueKeys {
+    kind: QueueKind,
+    name: QueueName,
     items: Subspace,
     requests: Subspace,
     results: Subspace,
@@ -80,15 +133,37 @@ pub struct QueueKeys {
 }
 
 impl QueueKeys {
-    /// The layout of queue `name`.
+    /// The layout of the FIFO queue `name`.
     pub fn new(name: &QueueName) -> QueueKeys {
-        let root = Subspace::all().subspace(&("hotq", name.as_str()));
+        QueueKeys::of_kind(QueueKind::Fifo, name)
+    }
+
+    /// The layout of queue `name` of `kind`.
+    pub fn of_kind(kind: QueueKind, name: &QueueName) -> QueueKeys {
+        let root = Subspace::all().subspace(&(kind.root(), name.as_str()));
         QueueKeys {
+            kind,
+            name: name.clone(),
             items: root.subspace(&"items"),
             requests: root.subspace(&"requests"),
             results: root.subspace(&"results"),
             meta: root.subspace(&"meta"),
         }
+    }
+
+    /// The queue's kind.
+    pub fn kind(&self) -> QueueKind {
+        self.kind
+    }
+
+    /// The queue's name.
+    pub fn name(&self) -> &QueueName {
+        &self.name
+    }
+
+    /// The queue's entry in the registry of queues that staged pops.
+    pub fn registry_key(&self) -> Vec<u8> {
+        registry().pack(&(self.kind.tag(), self.name.as_str()))
     }
 
     /// The key of the item at `index` with tie-breaker `random`.

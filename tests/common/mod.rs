@@ -15,3 +15,33 @@ pub fn embedded_store(durability: Durability) -> (EmbeddedStore, tempfile::TempD
         dir,
     )
 }
+
+/// Waits until `condition` holds, checking every millisecond, for at most
+/// `bound`; panics naming `what` if it never does. For events that offer
+/// no notification of their own (a counter in another task).
+pub async fn wait_until(
+    what: &str,
+    bound: std::time::Duration,
+    mut condition: impl FnMut() -> bool,
+) {
+    let deadline = tokio::time::Instant::now() + bound;
+    while !condition() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {bound:?} waiting for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+}
+
+/// Every key-value pair in `[begin, end)` (test helper; bounded at 100,000).
+pub async fn scan<S: hotq::store::Store>(
+    store: &S,
+    range: (Vec<u8>, Vec<u8>),
+) -> Vec<hotq::store::KeyValue> {
+    use hotq::store::{RangeRead, Transaction};
+    let txn = store.begin().unwrap();
+    txn.get_range(RangeRead::new(&range.0, &range.1, 100_000).snapshot())
+        .await
+        .unwrap()
+}

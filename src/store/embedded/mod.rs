@@ -100,6 +100,8 @@ impl EmbeddedConfig {
 /// Counters of the store's work since it opened.
 #[derive(Debug, Default)]
 pub struct StoreStats {
+    /// Transactions begun.
+    pub begins: AtomicU64,
     /// Transactions committed with writes or watches.
     pub commits: AtomicU64,
     /// Commits rejected with a conflict.
@@ -228,6 +230,11 @@ impl Store for EmbeddedStore {
     type Txn = EmbeddedTxn;
 
     fn begin(&self) -> Result<EmbeddedTxn, StoreError> {
+        self.inner
+            .shared
+            .stats
+            .begins
+            .fetch_add(1, Ordering::Relaxed);
         Ok(EmbeddedTxn::begin(
             self.inner.shared.clone(),
             self.inner.commits.clone(),

@@ -1,0 +1,326 @@
+//! The coordinator: staged pops for callers, a fulfillment loop per queue
+//! with waiters, and the reaper, all stopped by one shutdown signal.
+//!
+//! Several coordinators may share one store (two daemons on one cluster):
+//! their fulfillers then conflict on the keys they both consume, and the
+//! loser retries; an item is never handed out twice.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::envelope::{End, now_ms};
+use crate::keys::{QueueKeys, QueueKind, QueueName};
+use crate::queue::{DirectPop, Item, QueueError};
+use crate::staging::direct::{Attempt, try_pop};
+use crate::staging::fulfill::fulfill_once;
+use crate::staging::reap::{reap_queue, registered_queues};
+use crate::staging::requester::{WithdrawOnDrop, await_result, deadline_after, register};
+use crate::staging::{StagingConfig, StagingStats};
+use crate::store::{RangeRead, Store, StoreError, Transaction};
+
+/// Backoff ceiling after a fulfillment conflict, in microseconds.
+const FULFILL_CONFLICT_BACKOFF_US_MAX: u64 = 2_000;
+/// Pause after an unexpected fulfillment error.
+const FULFILL_ERROR_PAUSE_MS: u64 = 100;
+
+struct Inner<S: Store> {
+    store: S,
+    config: StagingConfig,
+    stats: StagingStats,
+    fulfillers: Mutex<HashMap<(QueueKind, QueueName), JoinHandle<()>>>,
+    shutdown: watch::Sender<bool>,
+}
+
+/// Staged pops, fulfillment loops and the reaper over one store.
+pub struct Coordinator<S: Store> {
+    inner: Arc<Inner<S>>,
+}
+
+impl<S: Store> Clone for Coordinator<S> {
+    fn clone(&self) -> Self {
+        Coordinator {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<S: Store> Coordinator<S> {
+    /// A coordinator over `store`. Fulfillers start on demand; call
+    /// [`Self::spawn_reaper`] to sweep stranded results.
+    pub fn new(store: S, config: StagingConfig) -> Self {
+        let (shutdown, _) = watch::channel(false);
+        Coordinator {
+            inner: Arc::new(Inner {
+                store,
+                config,
+                stats: StagingStats::default(),
+                fulfillers: Mutex::new(HashMap::new()),
+                shutdown,
+            }),
+        }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &S {
+        &self.inner.store
+    }
+
+    /// The protocol's settings.
+    pub fn config(&self) -> &StagingConfig {
+        &self.inner.config
+    }
+
+    /// Counters of the protocol's work.
+    pub fn stats(&self) -> &StagingStats {
+        &self.inner.stats
+    }
+
+    /// Pops one item from `end` of the queue, waiting up to `wait` (capped
+    /// at the configured maximum; zero means do not wait). Tries a direct
+    /// pop first; on a conflict, or when requests are already waiting, it
+    /// registers a request and waits on its watch. Dropping the future
+    /// withdraws the request (an item already handed to it goes back).
+    pub async fn pop(
+        &self,
+        keys: &QueueKeys,
+        end: End,
+        wait: Duration,
+    ) -> Result<Option<Item>, QueueError> {
+        Ok(self.pop_many(keys, end, 1, wait).await?.into_iter().next())
+    }
+
+    /// Pops up to `max` items: a direct pop takes up to `max` at once; a
+    /// staged pop delivers one.
+    pub async fn pop_many(
+        &self,
+        keys: &QueueKeys,
+        end: End,
+        max: usize,
+        wait: Duration,
+    ) -> Result<Vec<Item>, QueueError> {
+        let wait = wait.min(Duration::from_millis(self.inner.config.wait_max_ms));
+        let stats = &self.inner.stats;
+        let (attempt, items) = try_pop(&self.inner.store, keys, end, max).await?;
+        match attempt {
+            Attempt::Done(DirectPop::Popped(_)) => {
+                StagingStats::add(&stats.direct_pops, items.len() as u64);
+                return Ok(items);
+            }
+            Attempt::Done(DirectPop::Empty) if wait.is_zero() => return Ok(Vec::new()),
+            Attempt::Done(DirectPop::Conflict) => StagingStats::add(&stats.direct_conflicts, 1),
+            Attempt::Done(DirectPop::Empty) | Attempt::RequestsWaiting => {}
+        }
+        // Even a zero wait registers after a conflict: the fulfiller may
+        // serve it at once, and withdrawing is exact either way.
+        let (deadline, deadline_ms) = deadline_after(wait);
+        let mut registration = register(&self.inner.store, keys, end, deadline_ms).await?;
+        StagingStats::add(&stats.requests_registered, 1);
+        let guard = WithdrawOnDrop::new(self.inner.store.clone(), keys.clone(), &registration);
+        self.ensure_fulfiller(keys);
+        let outcome = await_result(&self.inner.store, keys, &mut registration, deadline).await;
+        guard.disarm();
+        match outcome? {
+            Some(item) => {
+                StagingStats::add(&stats.staged_pops, 1);
+                Ok(vec![item])
+            }
+            None => {
+                StagingStats::add(&stats.requests_withdrawn, 1);
+                Ok(Vec::new())
+            }
+        }
+    }
+
+    /// Starts the fulfillment loop of `keys` unless one runs.
+    pub fn ensure_fulfiller(&self, keys: &QueueKeys) {
+        if *self.inner.shutdown.borrow() {
+            return;
+        }
+        let id = (keys.kind(), keys.name().clone());
+        let mut fulfillers = self.inner.fulfillers.lock().expect("fulfiller map lock");
+        if fulfillers.get(&id).is_some_and(|task| !task.is_finished()) {
+            return;
+        }
+        let coordinator = self.clone();
+        let keys = keys.clone();
+        let task = tokio::spawn(async move { coordinator.fulfill_loop(keys).await });
+        fulfillers.insert(id, task);
+    }
+
+    /// Number of fulfillment loops running.
+    pub fn fulfillers_running(&self) -> usize {
+        let fulfillers = self.inner.fulfillers.lock().expect("fulfiller map lock");
+        fulfillers
+            .values()
+            .filter(|task| !task.is_finished())
+            .count()
+    }
+
+    async fn fulfill_loop(self, keys: QueueKeys) {
+        let config = &self.inner.config;
+        let stats = &self.inner.stats;
+        let mut shutdown = self.inner.shutdown.subscribe();
+        let idle = Duration::from_millis(config.fulfiller_idle_ms);
+        // Bounded: it ends on shutdown, or after `fulfiller_idle_ms`
+        // without a request.
+        loop {
+            if *shutdown.borrow() {
+                return;
+            }
+            let outcome = fulfill_once(
+                &self.inner.store,
+                &keys,
+                config.fulfill_batch_max,
+                config.fulfill_bytes_max,
+                config.result_grace_ms,
+            )
+            .await;
+            let fulfilled = match outcome {
+                Ok(fulfilled) => fulfilled,
+                Err(QueueError::Store(StoreError::Conflict)) => {
+                    StagingStats::add(&stats.fulfill_conflicts, 1);
+                    let pause_us = rand::random::<u64>() % FULFILL_CONFLICT_BACKOFF_US_MAX;
+                    tokio::time::sleep(Duration::from_micros(pause_us)).await;
+                    continue;
+                }
+                Err(error) => {
+                    tracing::warn!(queue = %keys.name(), %error, "fulfillment failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(FULFILL_ERROR_PAUSE_MS)).await;
+                    continue;
+                }
+            };
+            if fulfilled.served + fulfilled.expired > 0 {
+                StagingStats::add(&stats.fulfill_batches, 1);
+                StagingStats::add(&stats.requests_expired, fulfilled.expired as u64);
+            }
+            let Some(watch) = fulfilled.watch else {
+                // More requests, or items held back by the byte bound: go on.
+                continue;
+            };
+            let no_requests =
+                fulfilled.unserved == 0 && fulfilled.served == 0 && fulfilled.expired == 0;
+            // Waiting requests expire: look again by the earliest deadline.
+            let until_deadline = fulfilled
+                .next_deadline_ms
+                .map(|deadline| Duration::from_millis(deadline.saturating_sub(now_ms()) + 1))
+                .unwrap_or(idle);
+            tokio::select! {
+                fired = watch => {
+                    if let Err(error) = fired {
+                        tracing::debug!(queue = %keys.name(), %error, "fulfiller watch failed");
+                        tokio::time::sleep(Duration::from_millis(FULFILL_ERROR_PAUSE_MS)).await;
+                    }
+                }
+                _ = tokio::time::sleep(until_deadline.min(idle)) => {
+                    if no_requests {
+                        self.retire(&keys);
+                        // A request registered just before the retirement
+                        // saw this loop alive and started none: look once more.
+                        if self.has_requests(&keys).await {
+                            self.ensure_fulfiller(&keys);
+                        }
+                        return;
+                    }
+                }
+                _ = shutdown.changed() => return,
+            }
+        }
+    }
+
+    async fn has_requests(&self, keys: &QueueKeys) -> bool {
+        let (begin, end) = keys.requests_range();
+        let read = async {
+            let txn = self.inner.store.begin()?;
+            txn.get_range(RangeRead::new(&begin, &end, 1).snapshot())
+                .await
+        };
+        // When unsure, assume work: an extra fulfiller costs one idle period.
+        read.await.map(|rows| !rows.is_empty()).unwrap_or(true)
+    }
+
+    /// Removes an idle fulfiller from the map (it is about to return).
+    fn retire(&self, keys: &QueueKeys) {
+        let mut fulfillers = self.inner.fulfillers.lock().expect("fulfiller map lock");
+        fulfillers.remove(&(keys.kind(), keys.name().clone()));
+    }
+
+    /// Sweeps every registered queue once as of now.
+    pub async fn reap_all(&self) -> Result<crate::staging::reap::Reaped, QueueError> {
+        let mut total = crate::staging::reap::Reaped::default();
+        for keys in registered_queues(&self.inner.store).await? {
+            let reaped = reap_queue(&self.inner.store, &keys, now_ms()).await?;
+            total.results += reaped.results;
+            total.requests += reaped.requests;
+        }
+        let stats = &self.inner.stats;
+        StagingStats::add(&stats.results_reaped, total.results as u64);
+        StagingStats::add(&stats.requests_expired, total.requests as u64);
+        Ok(total)
+    }
+
+    /// Runs [`Self::reap_all`] every `reap_interval_ms` until shutdown.
+    pub fn spawn_reaper(&self) -> JoinHandle<()> {
+        let coordinator = self.clone();
+        tokio::spawn(async move {
+            let mut shutdown = coordinator.inner.shutdown.subscribe();
+            let interval = Duration::from_millis(coordinator.inner.config.reap_interval_ms.max(1));
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(interval) => {}
+                    _ = shutdown.changed() => return,
+                }
+                if *shutdown.borrow() {
+                    return;
+                }
+                if let Err(error) = coordinator.reap_all().await {
+                    tracing::warn!(%error, "reaper sweep failed");
+                }
+            }
+        })
+    }
+
+    /// Stops every fulfiller and the reaper, waiting for in-flight
+    /// fulfillment commits to finish (at most `wait`).
+    pub async fn shutdown(&self, wait: Duration) {
+        self.inner.shutdown.send_replace(true);
+        let tasks: Vec<JoinHandle<()>> = {
+            let mut fulfillers = self.inner.fulfillers.lock().expect("fulfiller map lock");
+            fulfillers.drain().map(|(_, task)| task).collect()
+        };
+        let all = async {
+            for task in tasks {
+                let _ = task.await;
+            }
+        };
+        let _ = tokio::time::timeout(wait, all).await;
+    }
+
+    /// True once [`Self::shutdown`] was called.
+    pub fn is_shutting_down(&self) -> bool {
+        *self.inner.shutdown.borrow()
+    }
+
+    /// A snapshot of the stats counters, by name.
+    pub fn stats_snapshot(&self) -> Vec<(&'static str, u64)> {
+        let s = &self.inner.stats;
+        [
+            ("direct_pops", &s.direct_pops),
+            ("staged_pops", &s.staged_pops),
+            ("direct_conflicts", &s.direct_conflicts),
+            ("requests_registered", &s.requests_registered),
+            ("fulfill_batches", &s.fulfill_batches),
+            ("fulfill_conflicts", &s.fulfill_conflicts),
+            ("requests_expired", &s.requests_expired),
+            ("requests_withdrawn", &s.requests_withdrawn),
+            ("results_reaped", &s.results_reaped),
+        ]
+        .into_iter()
+        .map(|(name, counter)| (name, counter.load(Ordering::Relaxed)))
+        .collect()
+    }
+}

@@ -1,0 +1,169 @@
+//! One fulfillment transaction: pair waiting requests with items, many at
+//! once, and write each item under its requester's result key.
+//!
+//! Requests and items are read with snapshot (so reading many costs no
+//! conflicts), and a read-conflict key is added on each one consumed: the
+//! commit fails only if another transaction consumed one of the same keys.
+//! Front requests take items from the front in request order; back
+//! requests (priority `pop_max`) take items from the back.
+
+use std::collections::HashSet;
+
+use crate::envelope::{End, ResultValue, decode_request, encode_result, now_ms};
+use crate::keys::QueueKeys;
+use crate::queue::QueueError;
+use crate::staging::direct::read_end;
+use crate::store::{RangeRead, Store, StoreError, Transaction, Watch};
+
+/// What one fulfillment transaction did.
+#[derive(Debug)]
+pub struct Fulfilled {
+    /// Requests served with an item.
+    pub served: usize,
+    /// Requests cleared because their deadline had passed.
+    pub expired: usize,
+    /// Live requests left waiting for want of items.
+    pub unserved: usize,
+    /// True when the batch was full: more requests may be waiting.
+    pub batch_full: bool,
+    /// Earliest deadline among the unserved requests, in epoch ms.
+    pub next_deadline_ms: Option<u64>,
+    /// Armed when nothing more can be done now: fires on a new request
+    /// (none waiting) or a push (requests waiting, no items).
+    pub watch: Option<Watch>,
+    /// Each served pair: (request index order position, item enqueue time),
+    /// for wait-time measurement.
+    pub served_enqueue_ms: Vec<u64>,
+}
+
+/// Runs one fulfillment transaction on queue `keys`. A conflict is returned
+/// as `StoreError::Conflict`: another fulfiller or a withdrawal won; the
+/// caller retries.
+pub async fn fulfill_once<S: Store>(
+    store: &S,
+    keys: &QueueKeys,
+    batch_max: usize,
+    bytes_max: usize,
+    result_grace_ms: u64,
+) -> Result<Fulfilled, QueueError> {
+    let txn = store.begin()?;
+    let (begin, end) = keys.requests_range();
+    let rows = txn
+        .get_range(RangeRead::new(&begin, &end, batch_max.max(1)).snapshot())
+        .await?;
+    let batch_full = rows.len() >= batch_max.max(1);
+    if rows.is_empty() {
+        let watch = txn.watch(&keys.wake())?;
+        txn.commit().await?;
+        return Ok(Fulfilled {
+            served: 0,
+            expired: 0,
+            unserved: 0,
+            batch_full: false,
+            next_deadline_ms: None,
+            watch: Some(watch),
+            served_enqueue_ms: Vec::new(),
+        });
+    }
+
+    let now = now_ms();
+    let mut expired = 0usize;
+    let mut live = Vec::with_capacity(rows.len());
+    for row in rows {
+        let Some((_, requester)) = keys.request_parts(&row.key) else {
+            return Err(QueueError::Corrupt { key: row.key });
+        };
+        let Some(request) = decode_request(&row.value) else {
+            return Err(QueueError::Corrupt { key: row.key });
+        };
+        if request.deadline_ms < now {
+            // Cleared, not served: its requester has stopped waiting.
+            txn.add_read_conflict_key(&row.key)?;
+            txn.clear(&row.key)?;
+            expired += 1;
+        } else {
+            live.push((row.key, requester, request));
+        }
+    }
+
+    let wanted_front = live.iter().filter(|(_, _, r)| r.end == End::Front).count();
+    let wanted_back = live.len() - wanted_front;
+    let front = if wanted_front > 0 {
+        read_end(&txn, keys, End::Front, wanted_front, true).await?
+    } else {
+        Vec::new()
+    };
+    let taken: HashSet<Vec<u8>> = front.iter().map(|item| item.key.clone()).collect();
+    let back: Vec<_> = if wanted_back > 0 {
+        read_end(&txn, keys, End::Back, wanted_back, true)
+            .await?
+            .into_iter()
+            .filter(|item| !taken.contains(&item.key))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let (mut front, mut back) = (front.into_iter(), back.into_iter());
+
+    let mut served = 0usize;
+    let mut bytes = 0usize;
+    let mut served_enqueue_ms = Vec::new();
+    let mut next_deadline_ms: Option<u64> = None;
+    let mut unserved = 0usize;
+    for (request_key, requester, request) in live {
+        let item = if bytes < bytes_max {
+            match request.end {
+                End::Front => front.next(),
+                End::Back => back.next(),
+            }
+        } else {
+            None
+        };
+        let Some(item) = item else {
+            unserved += 1;
+            next_deadline_ms =
+                Some(next_deadline_ms.map_or(request.deadline_ms, |d| d.min(request.deadline_ms)));
+            continue;
+        };
+        txn.add_read_conflict_key(&request_key)?;
+        txn.add_read_conflict_key(&item.key)?;
+        bytes += item.payload.len();
+        let result = ResultValue {
+            deadline_ms: request.deadline_ms + result_grace_ms,
+            enqueued_at_ms: item.enqueued_at_ms,
+            item_key: item.key.clone(),
+            payload: item.payload,
+        };
+        txn.set(&keys.result(&requester), &encode_result(&result))?;
+        txn.clear(&request_key)?;
+        txn.clear(&item.key)?;
+        served_enqueue_ms.push(item.enqueued_at_ms);
+        served += 1;
+    }
+    if served > 0 {
+        txn.atomic_add(&keys.depth(), -(served as i64))?;
+    }
+    if served + expired > 0 {
+        txn.atomic_add(&keys.waiting(), -((served + expired) as i64))?;
+    }
+    // Requests remain but items ran out: wake on the next push. If the
+    // byte bound stopped us, items remain and the caller loops at once.
+    let watch = if unserved > 0 && bytes < bytes_max {
+        Some(txn.watch(&keys.depth())?)
+    } else {
+        None
+    };
+    match txn.commit().await {
+        Ok(()) => Ok(Fulfilled {
+            served,
+            expired,
+            unserved,
+            batch_full,
+            next_deadline_ms,
+            watch,
+            served_enqueue_ms,
+        }),
+        Err(StoreError::Conflict) => Err(QueueError::Store(StoreError::Conflict)),
+        Err(error) => Err(error.into()),
+    }
+}

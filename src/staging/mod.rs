@@ -1,0 +1,92 @@
+//! The high-contention pop protocol (DESIGN §4), written once for every
+//! queue kind and every store.
+//!
+//! - [`direct`]: one direct-pop attempt at either end; a conflict is an outcome.
+//! - [`requester`]: register a request, wait on a watch of its result key,
+//!   collect; withdraw on timeout or drop, taking the item if the fulfiller won.
+//! - [`fulfill`]: one fulfillment transaction pairing waiting requests with
+//!   items, many at once.
+//! - [`reap`]: return results nobody collected, clear requests nobody serves.
+//!
+//! Exactly-once hand-off: an item leaves `items` in the same commit that
+//! writes it to exactly one result (or one direct popper). Every commit that
+//! consumes a request, item or result holds a read-conflict on it, so two
+//! transactions can never both consume it; whichever loses conflicts and
+//! re-reads.
+
+pub mod direct;
+pub mod fulfill;
+pub mod reap;
+pub mod requester;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Settings of the staged pop protocol.
+#[derive(Debug, Clone)]
+pub struct StagingConfig {
+    /// Most requests one fulfillment transaction serves.
+    pub fulfill_batch_max: usize,
+    /// Most payload bytes one fulfillment transaction moves (store
+    /// transactions are limited to 10 MB).
+    pub fulfill_bytes_max: usize,
+    /// How long after its request's deadline an uncollected result is
+    /// returned to the queue (covers a live requester's collect latency).
+    pub result_grace_ms: u64,
+    /// How often the reaper sweeps.
+    pub reap_interval_ms: u64,
+    /// A fulfiller with no request for this long stops; the next local
+    /// registration starts it again.
+    pub fulfiller_idle_ms: u64,
+    /// Longest a pop may wait.
+    pub wait_max_ms: u64,
+}
+
+impl Default for StagingConfig {
+    fn default() -> Self {
+        StagingConfig {
+            fulfill_batch_max: 256,
+            fulfill_bytes_max: 4 * 1024 * 1024,
+            result_grace_ms: 5_000,
+            reap_interval_ms: 1_000,
+            fulfiller_idle_ms: 30_000,
+            wait_max_ms: 60_000,
+        }
+    }
+}
+
+/// Counters of the protocol's work, by path and outcome.
+#[derive(Debug, Default)]
+pub struct StagingStats {
+    /// Items taken by direct pops.
+    pub direct_pops: AtomicU64,
+    /// Items delivered through requests.
+    pub staged_pops: AtomicU64,
+    /// Direct pops that lost a conflict and registered instead.
+    pub direct_conflicts: AtomicU64,
+    /// Requests registered.
+    pub requests_registered: AtomicU64,
+    /// Fulfillment transactions that committed having served or expired something.
+    pub fulfill_batches: AtomicU64,
+    /// Fulfillment transactions that conflicted (another fulfiller or a cancel won).
+    pub fulfill_conflicts: AtomicU64,
+    /// Requests cleared unserved because their deadline passed.
+    pub requests_expired: AtomicU64,
+    /// Requests withdrawn by their requester (timeout or drop).
+    pub requests_withdrawn: AtomicU64,
+    /// Uncollected results returned to their queue.
+    pub results_reaped: AtomicU64,
+    /// Withdrawals and collects that conflicted and were retried.
+    pub cancel_conflicts: AtomicU64,
+}
+
+impl StagingStats {
+    /// Adds `n` to `counter`.
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Reads `counter`.
+    pub fn get(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,289 @@
+//! The requester's side: register, wait on the result's watch, collect;
+//! or withdraw, taking the item if the fulfiller won the race.
+
+use std::time::Duration;
+
+use rand::RngCore;
+use tokio::time::Instant;
+
+use crate::envelope::{End, RequestValue, decode_result, encode_item, encode_request, now_ms};
+use crate::keys::QueueKeys;
+use crate::queue::{Item, QueueError};
+use crate::store::{RangeRead, Store, StoreError, Transaction, Watch};
+
+/// Bytes of a requester id.
+pub const REQUESTER_LEN: usize = 16;
+/// Most attempts of one withdraw or collect transaction.
+const ATTEMPTS_MAX: u32 = 200;
+/// Pause between collects when the store refused a watch (a fallback, not
+/// the normal path).
+const WATCH_FALLBACK_POLL_MS: u64 = 25;
+
+/// A registered request, not yet resolved.
+#[derive(Debug)]
+pub struct Registration {
+    /// The request's key.
+    pub request_key: Vec<u8>,
+    /// Where the fulfiller writes the item.
+    pub result_key: Vec<u8>,
+    /// Fires when the result key changes.
+    pub watch: Watch,
+}
+
+/// Writes a request at the end of the request subspace and watches its
+/// result key. The last index is read with snapshot, so registration never
+/// conflicts; a fresh requester id per attempt means a request whose commit
+/// was unknown can at worst strand a result, which the reaper returns.
+pub async fn register<S: Store>(
+    store: &S,
+    keys: &QueueKeys,
+    end: End,
+    deadline_ms: u64,
+) -> Result<Registration, StoreError> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match try_register(store, keys, end, deadline_ms).await {
+            Ok(registration) => return Ok(registration),
+            Err(error) if error.is_retryable() && attempt < ATTEMPTS_MAX => continue,
+            Err(error) => return Err(error),
+        }
+    }
+}
+
+async fn try_register<S: Store>(
+    store: &S,
+    keys: &QueueKeys,
+    end: End,
+    deadline_ms: u64,
+) -> Result<Registration, StoreError> {
+    let mut requester = [0u8; REQUESTER_LEN];
+    rand::rng().fill_bytes(&mut requester);
+    let txn = store.begin()?;
+    let (begin, stop) = keys.requests_range();
+    let last = txn
+        .get_range(RangeRead::new(&begin, &stop, 1).reverse().snapshot())
+        .await?;
+    let index = last
+        .first()
+        .and_then(|row| keys.request_parts(&row.key))
+        .map_or(0, |(index, _)| index + 1);
+    let request_key = keys.request(index, &requester);
+    let result_key = keys.result(&requester);
+    txn.set(
+        &request_key,
+        &encode_request(&RequestValue { deadline_ms, end }),
+    )?;
+    txn.atomic_add(&keys.waiting(), 1)?;
+    txn.atomic_add(&keys.wake(), 1)?;
+    txn.set(&keys.registry_key(), b"")?;
+    let watch = txn.watch(&result_key)?;
+    txn.commit().await?;
+    Ok(Registration {
+        request_key,
+        result_key,
+        watch,
+    })
+}
+
+/// What one collect attempt found.
+enum Collected {
+    Item(Item),
+    /// No result yet; wait on this new watch.
+    Rewatch(Watch),
+}
+
+/// Takes the result if it is there, else arms a new watch on it.
+async fn collect_or_rewatch<S: Store>(
+    store: &S,
+    keys: &QueueKeys,
+    result_key: &[u8],
+) -> Result<Collected, QueueError> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let txn = store.begin()?;
+        let outcome = async {
+            match txn.get(result_key, false).await? {
+                Some(value) => {
+                    txn.clear(result_key)?;
+                    Ok(Some(value))
+                }
+                None => Ok(None),
+            }
+        }
+        .await;
+        let outcome: Result<Collected, StoreError> = match outcome {
+            Ok(Some(value)) => match txn.commit().await {
+                Ok(()) => return decode(keys, result_key, &value).map(Collected::Item),
+                Err(error) => Err(error),
+            },
+            Ok(None) => match txn.watch(result_key) {
+                Ok(watch) => txn.commit().await.map(|()| Collected::Rewatch(watch)),
+                Err(error) => Err(error),
+            },
+            Err(error) => Err(error),
+        };
+        match outcome {
+            Ok(collected) => return Ok(collected),
+            Err(error) if error.is_retryable() && attempt < ATTEMPTS_MAX => continue,
+            Err(error) => return Err(error.into()),
+        }
+    }
+}
+
+fn decode(_keys: &QueueKeys, result_key: &[u8], value: &[u8]) -> Result<Item, QueueError> {
+    let result = decode_result(value).ok_or_else(|| QueueError::Corrupt {
+        key: result_key.to_vec(),
+    })?;
+    Ok(Item {
+        key: result.item_key,
+        enqueued_at_ms: result.enqueued_at_ms,
+        payload: result.payload,
+    })
+}
+
+/// Waits for the registration's result until `deadline`, then withdraws.
+/// Returns the item if the fulfiller served the request, before or during
+/// the withdrawal.
+pub async fn await_result<S: Store>(
+    store: &S,
+    keys: &QueueKeys,
+    registration: &mut Registration,
+    deadline: Instant,
+) -> Result<Option<Item>, QueueError> {
+    // Bounded by the deadline: every pass waits on a watch or a short
+    // fallback pause, and stops when the deadline passes.
+    while Instant::now() < deadline {
+        let fired = tokio::select! {
+            fired = &mut registration.watch => fired,
+            _ = tokio::time::sleep_until(deadline) => break,
+        };
+        if fired.is_err() {
+            // The store refused or dropped the watch: look again shortly.
+            let pause = Duration::from_millis(WATCH_FALLBACK_POLL_MS);
+            tokio::time::sleep_until(deadline.min(Instant::now() + pause)).await;
+        }
+        match collect_or_rewatch(store, keys, &registration.result_key).await? {
+            Collected::Item(item) => return Ok(Some(item)),
+            Collected::Rewatch(watch) => registration.watch = watch,
+        }
+    }
+    withdraw(
+        store,
+        keys,
+        &registration.request_key,
+        &registration.result_key,
+        false,
+    )
+    .await
+}
+
+/// Withdraws a request. If the fulfiller already served it, the result is
+/// taken: returned to the caller, or with `restore` put back under the
+/// item's original key (the caller is gone). Both reads are non-snapshot,
+/// so a concurrent fulfillment or reap makes one side conflict and retry.
+pub async fn withdraw<S: Store>(
+    store: &S,
+    keys: &QueueKeys,
+    request_key: &[u8],
+    result_key: &[u8],
+    restore: bool,
+) -> Result<Option<Item>, QueueError> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let txn = store.begin()?;
+        let body = async {
+            let result = txn.get(result_key, false).await?;
+            let request = txn.get(request_key, false).await?;
+            if request.is_some() {
+                txn.clear(request_key)?;
+                txn.atomic_add(&keys.waiting(), -1)?;
+            }
+            let Some(value) = result else {
+                return Ok(None);
+            };
+            txn.clear(result_key)?;
+            Ok(Some(value))
+        };
+        let outcome: Result<Option<Vec<u8>>, StoreError> = body.await;
+        let outcome = match outcome {
+            Ok(Some(value)) => {
+                let item = decode(keys, result_key, &value)?;
+                let restored = if restore {
+                    txn.set(&item.key, &encode_item(item.enqueued_at_ms, &item.payload))
+                        .and_then(|()| txn.atomic_add(&keys.depth(), 1))
+                } else {
+                    Ok(())
+                };
+                match restored {
+                    Ok(()) => txn.commit().await.map(|()| (!restore).then_some(item)),
+                    Err(error) => Err(error),
+                }
+            }
+            Ok(None) => txn.commit().await.map(|()| None),
+            Err(error) => Err(error),
+        };
+        match outcome {
+            Ok(item) => return Ok(item),
+            Err(error) if error.is_retryable() && attempt < ATTEMPTS_MAX => {
+                // Jitter so a withdrawal racing a fulfiller does not lock-step it.
+                let pause_us = rand::random::<u64>() % 2_000;
+                tokio::time::sleep(Duration::from_micros(pause_us)).await;
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
+}
+
+/// Withdraws a registration when dropped unresolved (the waiting caller went
+/// away): the request is cleared, or a result already written goes back to
+/// the queue. Needs a tokio runtime; without one, the reaper cleans up.
+pub struct WithdrawOnDrop<S: Store> {
+    store: S,
+    keys: QueueKeys,
+    keys_to_withdraw: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl<S: Store> WithdrawOnDrop<S> {
+    /// Arms the guard for `registration`.
+    pub fn new(store: S, keys: QueueKeys, registration: &Registration) -> Self {
+        WithdrawOnDrop {
+            store,
+            keys,
+            keys_to_withdraw: Some((
+                registration.request_key.clone(),
+                registration.result_key.clone(),
+            )),
+        }
+    }
+
+    /// The registration was resolved: nothing to do on drop.
+    pub fn disarm(mut self) {
+        self.keys_to_withdraw = None;
+    }
+}
+
+impl<S: Store> Drop for WithdrawOnDrop<S> {
+    fn drop(&mut self) {
+        let Some((request_key, result_key)) = self.keys_to_withdraw.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let store = self.store.clone();
+        let keys = self.keys.clone();
+        runtime.spawn(async move {
+            if let Err(error) = withdraw(&store, &keys, &request_key, &result_key, true).await {
+                tracing::warn!(queue = %keys.name(), %error, "withdrawing a dropped pop failed; the reaper will clean up");
+            }
+        });
+    }
+}
+
+/// A deadline `wait` from now, as both a tokio instant and epoch milliseconds.
+pub fn deadline_after(wait: Duration) -> (Instant, u64) {
+    (Instant::now() + wait, now_ms() + wait.as_millis() as u64)
+}
