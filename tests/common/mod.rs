@@ -45,3 +45,19 @@ pub async fn scan<S: hotq::store::Store>(
         .await
         .unwrap()
 }
+
+/// Like [`wait_until`], for a condition that must read the store.
+pub async fn eventually<F, Fut>(what: &str, bound: std::time::Duration, mut condition: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + bound;
+    while !condition().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {bound:?} waiting for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+}

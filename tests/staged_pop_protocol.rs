@@ -1,0 +1,284 @@
+//! The staged pop protocol's guarantees one by one: registration order,
+//! cancellation races, dead requesters, dropped pops, and no polling.
+
+mod common;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use hotq::coordinator::Coordinator;
+use hotq::envelope::{End, now_ms};
+use hotq::keys::{QueueKeys, QueueName};
+use hotq::queue::Queue;
+use hotq::staging::requester::register;
+use hotq::staging::{StagingConfig, StagingStats};
+use hotq::store::embedded::{Durability, EmbeddedStore};
+use hotq::store::{Store, Transaction, decode_counter};
+
+fn setup(
+    config: StagingConfig,
+) -> (
+    EmbeddedStore,
+    tempfile::TempDir,
+    Coordinator<EmbeddedStore>,
+    Queue<EmbeddedStore>,
+) {
+    let (store, dir) = common::embedded_store(Durability::Sync);
+    let coordinator = Coordinator::new(store.clone(), config);
+    let queue = Queue::new(store.clone(), QueueName::new("proto").unwrap());
+    (store, dir, coordinator, queue)
+}
+
+async fn waiting_count(store: &EmbeddedStore, keys: &QueueKeys) -> i64 {
+    let value = store
+        .begin()
+        .unwrap()
+        .get(&keys.waiting(), true)
+        .await
+        .unwrap();
+    decode_counter(value.as_deref())
+}
+
+async fn assert_no_requests_or_results(store: &EmbeddedStore, keys: &QueueKeys) {
+    assert!(
+        common::scan(store, keys.requests_range()).await.is_empty(),
+        "requests left behind"
+    );
+    assert!(
+        common::scan(store, keys.results_range()).await.is_empty(),
+        "results left behind"
+    );
+    assert_eq!(
+        waiting_count(store, keys).await,
+        0,
+        "waiting counter back to zero"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_requests_are_served_in_registration_order() {
+    let (store, _dir, coordinator, queue) = setup(StagingConfig::default());
+    let keys = queue.keys().clone();
+    let mut poppers = Vec::new();
+    for i in 0..20u64 {
+        let (popper, popper_keys) = (coordinator.clone(), keys.clone());
+        poppers.push(tokio::spawn(async move {
+            popper
+                .pop(&popper_keys, End::Front, Duration::from_secs(60))
+                .await
+                .unwrap()
+        }));
+        // The next popper registers only after this one has.
+        common::wait_until("registration", Duration::from_secs(30), || {
+            StagingStats::get(&coordinator.stats().requests_registered) == i + 1
+        })
+        .await;
+    }
+    queue
+        .push_batch(&(0..20).map(|n| format!("item {n}")).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    for (i, popper) in poppers.into_iter().enumerate() {
+        let item = popper.await.unwrap().expect("served before its deadline");
+        assert_eq!(
+            item.payload,
+            format!("item {i}").into_bytes(),
+            "popper {i} got another's item"
+        );
+    }
+    assert_no_requests_or_results(&store, &keys).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn short_waits_racing_the_fulfiller_lose_nothing() {
+    let (store, _dir, coordinator, queue) = setup(StagingConfig::default());
+    let keys = queue.keys().clone();
+    let pusher = {
+        let queue = queue.clone();
+        tokio::spawn(async move {
+            for n in 0..600 {
+                queue.push(format!("{n}").as_bytes()).await.unwrap();
+            }
+        })
+    };
+    let mut poppers = Vec::new();
+    for p in 0..20u64 {
+        let (coordinator, keys) = (coordinator.clone(), keys.clone());
+        poppers.push(tokio::spawn(async move {
+            let mut got = Vec::new();
+            for n in 0..50u64 {
+                // Waits of 0 to 3 ms expire while the fulfiller is serving.
+                let wait = Duration::from_micros((p * 50 + n) % 4 * 1_000);
+                if let Some(item) = coordinator.pop(&keys, End::Front, wait).await.unwrap() {
+                    got.push(String::from_utf8(item.payload).unwrap());
+                }
+            }
+            got
+        }));
+    }
+    pusher.await.unwrap();
+    let mut delivered = Vec::new();
+    for popper in poppers {
+        delivered.extend(popper.await.unwrap());
+    }
+    let remaining: Vec<String> = common::scan(&store, keys.items_range())
+        .await
+        .into_iter()
+        .map(|row| {
+            String::from_utf8(hotq::envelope::decode_item(&row.value).unwrap().1.to_vec()).unwrap()
+        })
+        .collect();
+    let unique: HashSet<&String> = delivered.iter().collect();
+    assert_eq!(unique.len(), delivered.len(), "an item was delivered twice");
+    let mut all: Vec<String> = delivered.iter().chain(&remaining).cloned().collect();
+    all.sort_by_key(|s| s.parse::<u32>().unwrap());
+    let expected: Vec<String> = (0..600).map(|n| n.to_string()).collect();
+    assert_eq!(all, expected, "every item delivered once or still queued");
+    assert_eq!(queue.len().await.unwrap() as usize, remaining.len());
+    assert_no_requests_or_results(&store, &keys).await;
+    let stats = coordinator.stats();
+    eprintln!("cancellation race: {:?}", coordinator.stats_snapshot());
+    assert!(
+        StagingStats::get(&stats.requests_withdrawn) > 0,
+        "some waits expired"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_requesters_item_returns_to_its_place() {
+    let config = StagingConfig {
+        result_grace_ms: 200,
+        reap_interval_ms: 100,
+        ..StagingConfig::default()
+    };
+    let (store, _dir, coordinator, queue) = setup(config);
+    let keys = queue.keys().clone();
+    queue.push(b"first").await.unwrap();
+    queue.push(b"second").await.unwrap();
+    let original = queue.peek().await.unwrap().unwrap();
+    // A requester registers (the direct pop it skipped would have
+    // conflicted) and vanishes without ever collecting.
+    let registration = register(&store, &keys, End::Front, now_ms() + 300)
+        .await
+        .unwrap();
+    drop(registration);
+    coordinator.ensure_fulfiller(&keys);
+    common::wait_until(
+        "the fulfiller serves the dead request",
+        Duration::from_secs(30),
+        || StagingStats::get(&coordinator.stats().fulfill_batches) > 0,
+    )
+    .await;
+    assert_eq!(
+        queue.len().await.unwrap(),
+        1,
+        "the item sits in the dead requester's result"
+    );
+    let reaper = coordinator.spawn_reaper();
+    common::wait_until(
+        "the reaper returns the item",
+        Duration::from_secs(30),
+        || StagingStats::get(&coordinator.stats().results_reaped) == 1,
+    )
+    .await;
+    let back = queue.pop().await.unwrap().expect("the item is back");
+    assert_eq!(
+        back, original,
+        "same key, so same position: first out again"
+    );
+    assert_eq!(queue.pop().await.unwrap().unwrap().payload, b"second");
+    assert_no_requests_or_results(&store, &keys).await;
+    coordinator.shutdown(Duration::from_secs(5)).await;
+    reaper.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_pop_withdraws_and_puts_back_what_it_was_handed() {
+    let (store, _dir, coordinator, queue) = setup(StagingConfig::default());
+    let keys = queue.keys().clone();
+    for round in 0..50u64 {
+        let popping = {
+            let (coordinator, keys) = (coordinator.clone(), keys.clone());
+            tokio::spawn(async move {
+                coordinator
+                    .pop(&keys, End::Front, Duration::from_secs(60))
+                    .await
+            })
+        };
+        common::wait_until("registration", Duration::from_secs(30), || {
+            StagingStats::get(&coordinator.stats().requests_registered) == round + 1
+        })
+        .await;
+        // Push and abort at once: the abort lands before, during or after
+        // the fulfillment; in every case the item ends up in exactly one place.
+        queue.push(format!("{round}").as_bytes()).await.unwrap();
+        popping.abort();
+        let outcome = popping.await;
+        let delivered = matches!(&outcome, Ok(Ok(Some(_))));
+        common::eventually(
+            "the withdrawal settles",
+            Duration::from_secs(30),
+            || async { outstanding(&store, &keys).await == 0 },
+        )
+        .await;
+        let queued = queue.len().await.unwrap();
+        assert_eq!(
+            queued + delivered as u64,
+            1,
+            "round {round}: item in exactly one place"
+        );
+        if queued == 1 {
+            queue.pop().await.unwrap().unwrap();
+        }
+    }
+    assert_no_requests_or_results(&store, &keys).await;
+}
+
+/// Requests plus results outstanding.
+async fn outstanding(store: &EmbeddedStore, keys: &QueueKeys) -> usize {
+    common::scan(store, keys.requests_range()).await.len()
+        + common::scan(store, keys.results_range()).await.len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_waiters_and_fulfillers_do_not_poll() {
+    let (store, _dir, coordinator, queue) = setup(StagingConfig::default());
+    let keys = queue.keys().clone();
+    let waiter = {
+        let (coordinator, keys) = (coordinator.clone(), keys.clone());
+        tokio::spawn(async move {
+            coordinator
+                .pop(&keys, End::Front, Duration::from_secs(10))
+                .await
+        })
+    };
+    common::wait_until("registration", Duration::from_secs(30), || {
+        StagingStats::get(&coordinator.stats().requests_registered) == 1
+    })
+    .await;
+    // Let the fulfiller settle onto its watch, then count transactions
+    // over a two-second window of idleness (measuring a rate, not waiting
+    // for an event).
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = store
+        .stats()
+        .begins
+        .load(std::sync::atomic::Ordering::Relaxed);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let during = store
+        .stats()
+        .begins
+        .load(std::sync::atomic::Ordering::Relaxed)
+        - before;
+    assert!(
+        during <= 4,
+        "an idle waiter and fulfiller began {during} transactions in 2 s"
+    );
+    queue.push(b"wake up").await.unwrap();
+    let item = waiter
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("the push wakes the fulfiller");
+    assert_eq!(item.payload, b"wake up");
+}
