@@ -15,6 +15,7 @@ use tokio::task::JoinHandle;
 
 use crate::envelope::{End, now_ms};
 use crate::keys::{QueueKeys, QueueKind, QueueName};
+use crate::metrics;
 use crate::queue::{DirectPop, Item, QueueError};
 use crate::staging::direct::{Attempt, try_pop};
 use crate::staging::fulfill::fulfill_once;
@@ -103,16 +104,21 @@ impl<S: Store> Coordinator<S> {
         max: usize,
         wait: Duration,
     ) -> Result<Vec<Item>, QueueError> {
+        let started = std::time::Instant::now();
         let wait = wait.min(Duration::from_millis(self.inner.config.wait_max_ms));
         let stats = &self.inner.stats;
         let (attempt, items) = try_pop(&self.inner.store, keys, end, max).await?;
         match attempt {
             Attempt::Done(DirectPop::Popped(_)) => {
                 StagingStats::add(&stats.direct_pops, items.len() as u64);
+                record_delivery(keys, "direct", started, &items);
                 return Ok(items);
             }
             Attempt::Done(DirectPop::Empty) if wait.is_zero() => return Ok(Vec::new()),
-            Attempt::Done(DirectPop::Conflict) => StagingStats::add(&stats.direct_conflicts, 1),
+            Attempt::Done(DirectPop::Conflict) => {
+                StagingStats::add(&stats.direct_conflicts, 1);
+                metrics::conflict("direct_pop");
+            }
             Attempt::Done(DirectPop::Empty) | Attempt::RequestsWaiting => {}
         }
         // Even a zero wait registers after a conflict: the fulfiller may
@@ -122,12 +128,22 @@ impl<S: Store> Coordinator<S> {
         StagingStats::add(&stats.requests_registered, 1);
         let guard = WithdrawOnDrop::new(self.inner.store.clone(), keys.clone(), &registration);
         self.ensure_fulfiller(keys);
-        let outcome = await_result(&self.inner.store, keys, &mut registration, deadline).await;
+        let mut stop = self.inner.shutdown.subscribe();
+        let outcome = await_result(
+            &self.inner.store,
+            keys,
+            &mut registration,
+            deadline,
+            &mut stop,
+        )
+        .await;
         guard.disarm();
         match outcome? {
             Some(item) => {
                 StagingStats::add(&stats.staged_pops, 1);
-                Ok(vec![item])
+                let items = vec![item];
+                record_delivery(keys, "staged", started, &items);
+                Ok(items)
             }
             None => {
                 StagingStats::add(&stats.requests_withdrawn, 1);
@@ -184,6 +200,7 @@ impl<S: Store> Coordinator<S> {
                 Ok(fulfilled) => fulfilled,
                 Err(QueueError::Store(StoreError::Conflict)) => {
                     StagingStats::add(&stats.fulfill_conflicts, 1);
+                    metrics::conflict("fulfill");
                     let pause_us = rand::random::<u64>() % FULFILL_CONFLICT_BACKOFF_US_MAX;
                     tokio::time::sleep(Duration::from_micros(pause_us)).await;
                     continue;
@@ -197,6 +214,11 @@ impl<S: Store> Coordinator<S> {
             if fulfilled.served + fulfilled.expired > 0 {
                 StagingStats::add(&stats.fulfill_batches, 1);
                 StagingStats::add(&stats.requests_expired, fulfilled.expired as u64);
+                ::metrics::histogram!(metrics::FULFILL_BATCH_SIZE).record(fulfilled.served as f64);
+                if fulfilled.expired > 0 {
+                    ::metrics::counter!(metrics::REQUESTS_EXPIRED, "queue" => metrics::queue_label(keys.name().as_str()))
+                        .increment(fulfilled.expired as u64);
+                }
             }
             let Some(watch) = fulfilled.watch else {
                 // More requests, or items held back by the byte bound: go on.
@@ -256,6 +278,15 @@ impl<S: Store> Coordinator<S> {
             let reaped = reap_queue(&self.inner.store, &keys, now_ms()).await?;
             total.results += reaped.results;
             total.requests += reaped.requests;
+            let label = metrics::queue_label(keys.name().as_str());
+            if reaped.results > 0 {
+                ::metrics::counter!(metrics::RESULTS_REAPED, "queue" => label.clone())
+                    .increment(reaped.results as u64);
+            }
+            if reaped.requests > 0 {
+                ::metrics::counter!(metrics::REQUESTS_EXPIRED, "queue" => label)
+                    .increment(reaped.requests as u64);
+            }
         }
         let stats = &self.inner.stats;
         StagingStats::add(&stats.results_reaped, total.results as u64);
@@ -284,10 +315,16 @@ impl<S: Store> Coordinator<S> {
         })
     }
 
-    /// Stops every fulfiller and the reaper, waiting for in-flight
-    /// fulfillment commits to finish (at most `wait`).
-    pub async fn shutdown(&self, wait: Duration) {
+    /// Tells waiting pops to withdraw and return, and fulfillers and the
+    /// reaper to stop after their current transaction. Returns at once.
+    pub fn begin_shutdown(&self) {
         self.inner.shutdown.send_replace(true);
+    }
+
+    /// [`Self::begin_shutdown`], then waits for in-flight fulfillment
+    /// commits to finish (at most `wait`).
+    pub async fn shutdown(&self, wait: Duration) {
+        self.begin_shutdown();
         let tasks: Vec<JoinHandle<()>> = {
             let mut fulfillers = self.inner.fulfillers.lock().expect("fulfiller map lock");
             fulfillers.drain().map(|(_, task)| task).collect()
@@ -322,5 +359,24 @@ impl<S: Store> Coordinator<S> {
         .into_iter()
         .map(|(name, counter)| (name, counter.load(Ordering::Relaxed)))
         .collect()
+    }
+}
+
+/// Records delivered items: count by path, pop latency, enqueue-to-delivery wait.
+fn record_delivery(
+    keys: &QueueKeys,
+    path: &'static str,
+    started: std::time::Instant,
+    items: &[Item],
+) {
+    let label = metrics::queue_label(keys.name().as_str());
+    ::metrics::counter!(metrics::POPS, "queue" => label, "path" => path)
+        .increment(items.len() as u64);
+    ::metrics::histogram!(metrics::POP_LATENCY, "path" => path)
+        .record(started.elapsed().as_secs_f64());
+    let now = now_ms();
+    for item in items {
+        let wait_ms = now.saturating_sub(item.enqueued_at_ms);
+        ::metrics::histogram!(metrics::ITEM_WAIT).record(wait_ms as f64 / 1_000.0);
     }
 }

@@ -9,6 +9,7 @@
 //! | subspace   | key                     | value                         |
 //! |------------|-------------------------|-------------------------------|
 //! | `items`    | `(index, random)`       | item envelope                 |
+//! | `items` (priority queue) | `(priority, count, random)` | item envelope   |
 //! | `requests` | `(index, requester)`    | request envelope              |
 //! | `results`  | `(requester,)`          | result envelope               |
 //! | `meta`     | `("depth",)`, `("waiting",)`, `("wake",)` | counters (atomic add) |
@@ -184,6 +185,28 @@ impl QueueKeys {
             .map(|(index, _)| index)
     }
 
+    /// The key of a priority-queue item: `items/(priority, count, random)`.
+    /// Keys order by priority (signed, `i64::MIN` first), then by `count`
+    /// (push order within a priority), then by `random` (ties).
+    pub fn priority_item(&self, priority: i64, count: u64, random: &[u8]) -> Vec<u8> {
+        self.items.pack(&(priority, count, Bytes::from(random)))
+    }
+
+    /// `[begin, end)` of the priority-queue items of one `priority`: the
+    /// sub-range a push reads (in reverse, limit 1) for the last count.
+    pub fn priority_range(&self, priority: i64) -> (Vec<u8>, Vec<u8>) {
+        self.items.subspace(&(priority,)).range()
+    }
+
+    /// The priority and count of a priority-queue item key; `None` if the
+    /// key is not one.
+    pub fn priority_item_parts(&self, key: &[u8]) -> Option<(i64, u64)> {
+        self.items
+            .unpack::<(i64, u64, Bytes)>(key)
+            .ok()
+            .map(|(priority, count, _)| (priority, count))
+    }
+
     /// The key of the request at `index` by `requester`.
     pub fn request(&self, index: u64, requester: &[u8]) -> Vec<u8> {
         self.requests.pack(&(index, Bytes::from(requester)))
@@ -255,5 +278,40 @@ mod tests {
             other_begin >= end || other_end <= begin,
             "queues never overlap"
         );
+    }
+
+    #[test]
+    fn priority_item_keys_order_by_priority_then_count_and_stay_in_their_range() {
+        let keys = QueueKeys::of_kind(QueueKind::Priority, &QueueName::new("q").unwrap());
+        let (items_begin, items_end) = keys.items_range();
+        let priorities = [i64::MIN, i64::MIN + 1, -256, -1, 0, 1, 255, i64::MAX];
+        let mut previous: Option<Vec<u8>> = None;
+        for &priority in &priorities {
+            let (begin, end) = keys.priority_range(priority);
+            assert!(items_begin <= begin && end <= items_end);
+            for count in [0u64, 1, 255, 256, u64::MAX] {
+                for random in [[0x00; RANDOM_LEN], [0xff; RANDOM_LEN]] {
+                    let key = keys.priority_item(priority, count, &random);
+                    assert!(begin < key && key < end, "{priority}/{count} in its range");
+                    assert_eq!(keys.priority_item_parts(&key), Some((priority, count)));
+                    if let Some(previous) = &previous {
+                        assert!(
+                            previous < &key,
+                            "{priority}/{count} sorts after its predecessor"
+                        );
+                    }
+                    previous = Some(key);
+                }
+            }
+            if let Some(next) = priorities.iter().find(|&&p| p > priority) {
+                let (next_begin, _) = keys.priority_range(*next);
+                assert!(end <= next_begin, "priority ranges never overlap");
+            }
+        }
+        assert_eq!(
+            keys.priority_item_parts(&keys.item(3, &[0; RANDOM_LEN])),
+            None
+        );
+        assert_eq!(keys.priority_item_parts(&keys.depth()), None);
     }
 }

@@ -8,16 +8,29 @@
 //! - [`keys`]: the key layout of a queue (tuple-encoded subspaces).
 //! - [`envelope`]: the values stored under item, request and result keys.
 //! - [`queue`]: the FIFO queue recipe over any store.
+//! - [`priority`]: the priority queue recipe over any store.
 //! - [`staging`]: the staged pop protocol: direct pop, register, fulfill,
 //!   await, withdraw, reap.
 //! - [`coordinator`]: staged pops for callers, a fulfillment loop per queue
 //!   with waiters, the reaper, shutdown.
+//! - [`metrics`]: Prometheus metric names, descriptions, label caps.
+//! - [`config`]: the daemon's configuration (file, environment, flags).
+//! - [`server`]: the daemon: HTTP API, exporter, sampler, graceful shutdown.
+//! - [`cli`]: the `hotq` command line (daemon, client, bench); the binary
+//!   in `main.rs` only calls it.
+//! - [`bench`]: `hotq bench`.
 
 #![warn(missing_docs)]
 
+pub mod bench;
+pub mod cli;
+pub mod config;
 pub mod coordinator;
 pub mod envelope;
 pub mod keys;
+pub mod metrics;
+pub mod priority;
 pub mod queue;
+pub mod server;
 pub mod staging;
 pub mod store;

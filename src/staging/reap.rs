@@ -43,7 +43,7 @@ pub async fn reap_queue<S: Store>(
                 }
             }
             // A collect, withdrawal or fulfiller won a key: look again.
-            Err(QueueError::Store(StoreError::Conflict)) => continue,
+            Err(QueueError::Store(StoreError::Conflict)) => crate::metrics::conflict("reap"),
             Err(error) => return Err(error),
         }
     }

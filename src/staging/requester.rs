@@ -126,7 +126,11 @@ async fn collect_or_rewatch<S: Store>(
         };
         match outcome {
             Ok(collected) => return Ok(collected),
-            Err(error) if error.is_retryable() && attempt < ATTEMPTS_MAX => continue,
+            Err(error) if error.is_retryable() && attempt < ATTEMPTS_MAX => {
+                if error == StoreError::Conflict {
+                    crate::metrics::conflict("collect");
+                }
+            }
             Err(error) => return Err(error.into()),
         }
     }
@@ -143,21 +147,25 @@ fn decode(_keys: &QueueKeys, result_key: &[u8], value: &[u8]) -> Result<Item, Qu
     })
 }
 
-/// Waits for the registration's result until `deadline`, then withdraws.
-/// Returns the item if the fulfiller served the request, before or during
-/// the withdrawal.
+/// Waits for the registration's result until `deadline` (or until `stop`
+/// turns true: the daemon is shutting down), then withdraws. Returns the
+/// item if the fulfiller served the request, before or during the
+/// withdrawal. The wait is interrupted only between store transactions,
+/// so a collected item is never dropped on the floor.
 pub async fn await_result<S: Store>(
     store: &S,
     keys: &QueueKeys,
     registration: &mut Registration,
     deadline: Instant,
+    stop: &mut tokio::sync::watch::Receiver<bool>,
 ) -> Result<Option<Item>, QueueError> {
     // Bounded by the deadline: every pass waits on a watch or a short
     // fallback pause, and stops when the deadline passes.
-    while Instant::now() < deadline {
+    while Instant::now() < deadline && !*stop.borrow() {
         let fired = tokio::select! {
             fired = &mut registration.watch => fired,
             _ = tokio::time::sleep_until(deadline) => break,
+            _ = stop.changed() => break,
         };
         if fired.is_err() {
             // The store refused or dropped the watch: look again shortly.
@@ -228,6 +236,9 @@ pub async fn withdraw<S: Store>(
         match outcome {
             Ok(item) => return Ok(item),
             Err(error) if error.is_retryable() && attempt < ATTEMPTS_MAX => {
+                if error == StoreError::Conflict {
+                    crate::metrics::conflict("withdraw");
+                }
                 // Jitter so a withdrawal racing a fulfiller does not lock-step it.
                 let pause_us = rand::random::<u64>() % 2_000;
                 tokio::time::sleep(Duration::from_micros(pause_us)).await;

@@ -167,6 +167,12 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// Starts a transaction. Its read version is taken now (embedded) or at
     /// its first read (FoundationDB).
     fn begin(&self) -> Result<Self::Txn, StoreError>;
+
+    /// Makes every commit that returned durable, whatever the durability
+    /// setting (for shutdown). Backends that always are, do nothing.
+    fn flush(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 /// A serializable optimistic transaction with FoundationDB's rules.

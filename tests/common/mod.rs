@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod conformance;
+pub mod daemon;
 
 use hotq::store::embedded::{Durability, EmbeddedConfig, EmbeddedStore};
 

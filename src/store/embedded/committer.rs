@@ -110,6 +110,7 @@ fn commit_group(shared: &Shared, mut group: Vec<CommitRequest>) {
             "the committer is fjall's only writer, so the batch got the predicted version"
         );
         shared.stats.groups.fetch_add(1, Ordering::Relaxed);
+        metrics::histogram!(crate::metrics::STORE_COMMIT_GROUP_SIZE).record(group.len() as f64);
     }
 
     {

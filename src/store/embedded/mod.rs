@@ -206,15 +206,6 @@ impl EmbeddedStore {
         )
     }
 
-    /// Forces everything committed so far to disk (a no-op cost under `sync`).
-    pub fn flush(&self) -> Result<(), StoreError> {
-        self.inner
-            .shared
-            .db
-            .persist(PersistMode::SyncAll)
-            .map_err(|e| StoreError::Io(e.to_string()))
-    }
-
     /// Total commits, conflicts and fsync groups so far.
     pub fn counts(&self) -> (u64, u64, u64) {
         let stats = self.stats();
@@ -239,5 +230,13 @@ impl Store for EmbeddedStore {
             self.inner.shared.clone(),
             self.inner.commits.clone(),
         ))
+    }
+
+    fn flush(&self) -> Result<(), StoreError> {
+        self.inner
+            .shared
+            .db
+            .persist(PersistMode::SyncAll)
+            .map_err(|e| StoreError::Io(e.to_string()))
     }
 }

@@ -319,6 +319,7 @@ impl Transaction for EmbeddedTxn {
             return Ok(());
         }
         self.check_age()?;
+        let submitted = Instant::now();
         let (reply, outcome) = oneshot::channel();
         let request = CommitRequest {
             read_version: self.inner.read_version,
@@ -336,7 +337,10 @@ impl Transaction for EmbeddedTxn {
             .map_err(|_| StoreError::Cancelled)?;
         // If the committer vanished after taking the request, the writes
         // may or may not have reached disk.
-        outcome.await.map_err(|_| StoreError::MaybeCommitted)?
+        let outcome = outcome.await.map_err(|_| StoreError::MaybeCommitted)?;
+        metrics::histogram!(crate::metrics::STORE_COMMIT_LATENCY)
+            .record(submitted.elapsed().as_secs_f64());
+        outcome
     }
 }
 

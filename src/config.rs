@@ -1,0 +1,309 @@
+//! Daemon configuration: defaults, then `config/hotq.toml` (or `--config`),
+//! then `HOTQ_*` environment variables, then flags. An unknown or invalid
+//! key stops start-up with a message naming it.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::staging::StagingConfig;
+use crate::store::embedded::Durability;
+
+/// Which store the daemon runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// fjall on local disk, in process.
+    #[default]
+    Embedded,
+    /// A FoundationDB cluster (needs the `fdb` feature).
+    Fdb,
+}
+
+/// Everything `hotq serve` can be told.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// HTTP API address.
+    pub listen: SocketAddr,
+    /// Prometheus exporter address.
+    pub metrics_listen: SocketAddr,
+    /// Bearer token every API call must carry (`/healthz` excepted).
+    pub token: Option<String>,
+    /// Allow a non-loopback `listen` without a token.
+    pub allow_insecure_bind: bool,
+    /// Which store to run on.
+    pub backend: Backend,
+    /// Embedded store directory.
+    pub data_dir: PathBuf,
+    /// Embedded store durability.
+    pub durability: Durability,
+    /// FoundationDB cluster file (backend `fdb`); unset uses the default.
+    pub fdb_cluster_file: Option<String>,
+    /// Largest request body accepted, in bytes (checked before reading).
+    pub body_max_bytes: usize,
+    /// Largest `max` a pop may ask for.
+    pub pop_max_items: usize,
+    /// Largest `wait_ms` a pop may ask for.
+    pub wait_max_ms: u64,
+    /// How long shutdown waits for in-flight work, in ms.
+    pub shutdown_grace_ms: u64,
+    /// Most distinct queue label values in metrics; the rest are `_other`.
+    pub metrics_queue_labels_max: usize,
+    /// How often queue depth and oldest-item age are sampled, in ms.
+    pub metrics_sample_interval_ms: u64,
+    /// Most queues one sampling pass reads.
+    pub metrics_sample_queues_max: usize,
+    /// Staged-pop protocol settings.
+    pub staging: StagingSection,
+}
+
+/// The `[staging]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StagingSection {
+    /// Most requests one fulfillment transaction serves.
+    pub fulfill_batch_max: usize,
+    /// Most payload bytes one fulfillment transaction moves.
+    pub fulfill_bytes_max: usize,
+    /// Grace after a request's deadline before its uncollected result is reaped, in ms.
+    pub result_grace_ms: u64,
+    /// Reaper period, in ms.
+    pub reap_interval_ms: u64,
+    /// An idle fulfiller stops after this long, in ms.
+    pub fulfiller_idle_ms: u64,
+}
+
+impl Default for StagingSection {
+    fn default() -> Self {
+        let staging = StagingConfig::default();
+        StagingSection {
+            fulfill_batch_max: staging.fulfill_batch_max,
+            fulfill_bytes_max: staging.fulfill_bytes_max,
+            result_grace_ms: staging.result_grace_ms,
+            reap_interval_ms: staging.reap_interval_ms,
+            fulfiller_idle_ms: staging.fulfiller_idle_ms,
+        }
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 7070)),
+            metrics_listen: SocketAddr::from(([127, 0, 0, 1], 9464)),
+            token: None,
+            allow_insecure_bind: false,
+            backend: Backend::Embedded,
+            data_dir: PathBuf::from("./data"),
+            durability: Durability::Sync,
+            fdb_cluster_file: None,
+            body_max_bytes: 8 * 1024 * 1024,
+            pop_max_items: 100,
+            wait_max_ms: 60_000,
+            shutdown_grace_ms: 10_000,
+            metrics_queue_labels_max: 100,
+            metrics_sample_interval_ms: 1_000,
+            metrics_sample_queues_max: 1_000,
+            staging: StagingSection::default(),
+        }
+    }
+}
+
+/// A configuration that cannot be used, with what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Overrides from the command line or environment; `None` leaves the file's value.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// `--listen` / `HOTQ_LISTEN`.
+    pub listen: Option<SocketAddr>,
+    /// `--metrics-listen` / `HOTQ_METRICS_LISTEN`.
+    pub metrics_listen: Option<SocketAddr>,
+    /// `--data-dir` / `HOTQ_DATA_DIR`.
+    pub data_dir: Option<PathBuf>,
+    /// `--token` / `HOTQ_TOKEN`.
+    pub token: Option<String>,
+    /// `--durability` / `HOTQ_DURABILITY`.
+    pub durability: Option<Durability>,
+    /// `--allow-insecure-bind`.
+    pub allow_insecure_bind: bool,
+}
+
+impl Config {
+    /// Parses TOML text (`origin` names it in errors).
+    pub fn from_toml(text: &str, origin: &str) -> Result<Config, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError(format!("{origin}: {e}")))
+    }
+
+    /// Loads `path`, or the defaults when `path` is `None` and
+    /// `config/hotq.toml` does not exist.
+    pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+        let path = match path {
+            Some(path) => path.to_path_buf(),
+            None => {
+                let default = PathBuf::from("config/hotq.toml");
+                if !default.exists() {
+                    return Ok(Config::default());
+                }
+                default
+            }
+        };
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| ConfigError(format!("cannot read {}: {e}", path.display())))?;
+        Config::from_toml(&text, &path.display().to_string())
+    }
+
+    /// Applies overrides, then checks the whole configuration.
+    pub fn apply(mut self, overrides: Overrides) -> Result<Config, ConfigError> {
+        if let Some(listen) = overrides.listen {
+            self.listen = listen;
+        }
+        if let Some(listen) = overrides.metrics_listen {
+            self.metrics_listen = listen;
+        }
+        if let Some(dir) = overrides.data_dir {
+            self.data_dir = dir;
+        }
+        if let Some(token) = overrides.token {
+            self.token = Some(token);
+        }
+        if let Some(durability) = overrides.durability {
+            self.durability = durability;
+        }
+        self.allow_insecure_bind |= overrides.allow_insecure_bind;
+        self.validate()?;
+        Ok(self)
+    }
+
+    /// Checks values no type can check.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let positive = [
+            ("body_max_bytes", self.body_max_bytes as u64),
+            ("pop_max_items", self.pop_max_items as u64),
+            (
+                "metrics_queue_labels_max",
+                self.metrics_queue_labels_max as u64,
+            ),
+            (
+                "metrics_sample_interval_ms",
+                self.metrics_sample_interval_ms,
+            ),
+            (
+                "metrics_sample_queues_max",
+                self.metrics_sample_queues_max as u64,
+            ),
+            (
+                "staging.fulfill_batch_max",
+                self.staging.fulfill_batch_max as u64,
+            ),
+            (
+                "staging.fulfill_bytes_max",
+                self.staging.fulfill_bytes_max as u64,
+            ),
+            ("staging.reap_interval_ms", self.staging.reap_interval_ms),
+            ("staging.fulfiller_idle_ms", self.staging.fulfiller_idle_ms),
+        ];
+        if let Some((key, _)) = positive.iter().find(|(_, value)| *value == 0) {
+            return Err(ConfigError(format!("{key} must be at least 1")));
+        }
+        if self.staging.fulfill_batch_max > 10_000 {
+            return Err(ConfigError(
+                "staging.fulfill_batch_max must be at most 10000".into(),
+            ));
+        }
+        if self.wait_max_ms > 600_000 {
+            return Err(ConfigError(
+                "wait_max_ms must be at most 600000 (10 minutes)".into(),
+            ));
+        }
+        if self.token.as_deref() == Some("") {
+            return Err(ConfigError("token must not be empty".into()));
+        }
+        if !self.listen.ip().is_loopback() && self.token.is_none() && !self.allow_insecure_bind {
+            return Err(ConfigError(format!(
+                "listen = {} is not a loopback address and no token is set: set a token, \
+                 or allow_insecure_bind = true (--allow-insecure-bind) to serve it unauthenticated",
+                self.listen
+            )));
+        }
+        if self.backend == Backend::Fdb && !cfg!(feature = "fdb") {
+            return Err(ConfigError(
+                "backend = \"fdb\" needs a build with --features fdb".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The staging protocol's settings.
+    pub fn staging_config(&self) -> StagingConfig {
+        StagingConfig {
+            fulfill_batch_max: self.staging.fulfill_batch_max,
+            fulfill_bytes_max: self.staging.fulfill_bytes_max,
+            result_grace_ms: self.staging.result_grace_ms,
+            reap_interval_ms: self.staging.reap_interval_ms,
+            fulfiller_idle_ms: self.staging.fulfiller_idle_ms,
+            wait_max_ms: self.wait_max_ms,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shipped_example_parses_and_validates() {
+        let text = include_str!("../config/hotq.toml");
+        let config = Config::from_toml(text, "config/hotq.toml").unwrap();
+        config.validate().unwrap();
+        assert_eq!(config.listen, Config::default().listen);
+    }
+
+    #[test]
+    fn unknown_and_invalid_keys_are_named() {
+        let error = Config::from_toml("listen_port = 3", "test").unwrap_err();
+        assert!(error.0.contains("listen_port"), "{error}");
+        let error = Config::from_toml("[staging]\nbatch = 3", "test").unwrap_err();
+        assert!(error.0.contains("batch"), "{error}");
+        let error = Config::from_toml("durability = \"fast\"", "test").unwrap_err();
+        assert!(
+            error.0.contains("durability") || error.0.contains("fast"),
+            "{error}"
+        );
+        let error = Config::from_toml("pop_max_items = 0", "test")
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert!(error.0.contains("pop_max_items"), "{error}");
+    }
+
+    #[test]
+    fn public_bind_needs_a_token_or_explicit_consent() {
+        let public = Config {
+            listen: "0.0.0.0:7070".parse().unwrap(),
+            ..Config::default()
+        };
+        assert!(public.validate().is_err());
+        let with_token = Config {
+            token: Some("secret".into()),
+            ..public.clone()
+        };
+        assert!(with_token.validate().is_ok());
+        let forced = public.apply(Overrides {
+            allow_insecure_bind: true,
+            ..Overrides::default()
+        });
+        assert!(forced.is_ok());
+    }
+}

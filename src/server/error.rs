@@ -1,0 +1,104 @@
+//! The API's one error shape: `{"error":{"code","message"}}` with a
+//! fitting status and a stable `code` scripts can match on.
+
+use axum::Json;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use crate::queue::QueueError;
+use crate::store::StoreError;
+
+/// An API error: status, stable code, human message.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// Stable machine-readable code.
+    pub code: &'static str,
+    /// Human-readable detail.
+    pub message: String,
+}
+
+impl ApiError {
+    /// An error with `status`, `code` and `message`.
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// 400 `bad_parameter`.
+    pub fn bad_parameter(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, "bad_parameter", message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = Json(json!({"error": {"code": self.code, "message": self.message}}));
+        let mut response = (self.status, body).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
+        }
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+        }
+        response
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> Self {
+        match &error {
+            StoreError::TransactionTooLarge => ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "batch_too_large",
+                error.to_string(),
+            ),
+            StoreError::KeyTooLarge { .. } | StoreError::ValueTooLarge { .. } => ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "item_too_large",
+                error.to_string(),
+            ),
+            error if error.is_retryable() => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_busy",
+                error.to_string(),
+            ),
+            error => ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "store_error",
+                error.to_string(),
+            ),
+        }
+    }
+}
+
+impl From<QueueError> for ApiError {
+    fn from(error: QueueError) -> Self {
+        match error {
+            QueueError::Store(error) => error.into(),
+            QueueError::PayloadTooLarge { .. } => ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "item_too_large",
+                error.to_string(),
+            ),
+            QueueError::BadBatch { .. } => {
+                ApiError::new(StatusCode::BAD_REQUEST, "bad_batch", error.to_string())
+            }
+            QueueError::Corrupt { .. } => ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "corrupt_item",
+                error.to_string(),
+            ),
+        }
+    }
+}

@@ -1,0 +1,272 @@
+//! The daemon: HTTP API (DESIGN §5), Prometheus exporter, fulfillment loops,
+//! reaper, metrics sampler, graceful shutdown.
+//!
+//! [`serve`] takes its listeners and its shutdown signal as parameters, so
+//! tests start a real daemon on `127.0.0.1:0` and stop it when they choose.
+//!
+//! - [`error`]: the JSON error shape.
+//! - [`fifo`]: `/v1/queues/...` handlers.
+//! - [`pqueue`]: `/v1/pqueues/...` handlers.
+//! - [`sampler`]: depth, waiting and oldest-age gauges, sampled.
+
+pub mod error;
+pub mod fifo;
+pub mod pqueue;
+pub mod sampler;
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use metrics_exporter_prometheus::PrometheusHandle;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::config::Config;
+use crate::coordinator::Coordinator;
+use crate::keys::{QueueKind, QueueName};
+use crate::store::{Store, Transaction};
+use error::ApiError;
+
+/// What every handler shares.
+pub struct AppState<S: Store> {
+    /// The store.
+    pub store: S,
+    /// Staged pops and fulfillment.
+    pub coordinator: Coordinator<S>,
+    /// The running configuration.
+    pub config: Config,
+    /// Queues this daemon has served, for the sampler (bounded).
+    pub known_queues: Mutex<BTreeSet<(QueueKind, QueueName)>>,
+}
+
+impl<S: Store> AppState<S> {
+    /// Notes that `name` is in use, up to the sampler's bound.
+    pub fn note_queue(&self, kind: QueueKind, name: &QueueName) {
+        let mut known = self.known_queues.lock().expect("known queue lock");
+        if known.len() < self.config.metrics_sample_queues_max {
+            known.insert((kind, name.clone()));
+        }
+    }
+}
+
+/// Why the daemon stopped with an error.
+#[derive(Debug)]
+pub struct ServeError(pub String);
+
+impl std::fmt::Display for ServeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ServeError {}
+
+/// The API router over `state`.
+pub fn router<S: Store>(state: Arc<AppState<S>>) -> Router {
+    let api = Router::new()
+        .route("/v1/queues/{queue}/items", post(fifo::push::<S>))
+        .route(
+            "/v1/queues/{queue}/items:batch",
+            post(fifo::push_batch::<S>),
+        )
+        .route("/v1/queues/{queue}/pop", post(fifo::pop::<S>))
+        .route("/v1/queues/{queue}/peek", get(fifo::peek::<S>))
+        .route("/v1/queues/{queue}", get(fifo::stats::<S>))
+        .route("/v1/pqueues/{queue}/items", post(pqueue::push::<S>))
+        .route("/v1/pqueues/{queue}/pop", post(pqueue::pop::<S>))
+        .route("/v1/pqueues/{queue}/peek", get(pqueue::peek::<S>))
+        .route("/v1/pqueues/{queue}", get(pqueue::stats::<S>))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            authorize::<S>,
+        ));
+    Router::new()
+        .route("/healthz", get(healthz::<S>))
+        .merge(api)
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(state.config.body_max_bytes))
+        .with_state(state)
+}
+
+async fn authorize<S: Store>(
+    State(state): State<Arc<AppState<S>>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let Some(token) = state.config.token.as_deref() else {
+        return next.run(request).await;
+    };
+    let presented = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "));
+    match presented {
+        Some(presented) if constant_time_eq(presented.as_bytes(), token.as_bytes()) => {
+            next.run(request).await
+        }
+        Some(_) => ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "wrong bearer token",
+        )
+        .into_response(),
+        None => ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "missing \"Authorization: Bearer <token>\" header",
+        )
+        .into_response(),
+    }
+}
+
+/// Compares without an early exit, so timing does not reveal how much of
+/// the token matched.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut difference = a.len() ^ b.len();
+    for (i, byte) in a.iter().enumerate() {
+        difference |= (byte ^ b.get(i % b.len().max(1)).copied().unwrap_or(0)) as usize;
+    }
+    difference == 0
+}
+
+async fn healthz<S: Store>(State(state): State<Arc<AppState<S>>>) -> Response {
+    let probe = async {
+        let txn = state.store.begin()?;
+        txn.get(b"hotq-healthz", true).await
+    };
+    match probe.await {
+        Ok(_) => (
+            StatusCode::OK,
+            axum::Json(serde_json::json!({"status": "ok"})),
+        )
+            .into_response(),
+        Err(error) => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store_unavailable",
+            error.to_string(),
+        )
+        .into_response(),
+    }
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "method not allowed on this route",
+    )
+}
+
+fn metrics_router(handle: PrometheusHandle) -> Router {
+    Router::new()
+        .route(
+            "/metrics",
+            get(move || {
+                let handle = handle.clone();
+                async move {
+                    (
+                        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+                        handle.render(),
+                    )
+                }
+            }),
+        )
+        .fallback(not_found)
+}
+
+/// Runs the daemon on `store` until `shutdown` resolves: serves the API on
+/// `api`, metrics on `metrics` (if given), runs fulfillers, the reaper and
+/// the sampler. On shutdown: waiting pops withdraw and answer, the API
+/// stops accepting and drains (bounded by `shutdown_grace_ms`), fulfillers
+/// finish their commit, the store is flushed.
+pub async fn serve<S: Store>(
+    store: S,
+    config: Config,
+    api: TcpListener,
+    metrics: Option<TcpListener>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    let handle = crate::metrics::install(config.metrics_queue_labels_max);
+    let grace = Duration::from_millis(config.shutdown_grace_ms);
+    let coordinator = Coordinator::new(store.clone(), config.staging_config());
+    let state = Arc::new(AppState {
+        store: store.clone(),
+        coordinator: coordinator.clone(),
+        config,
+        known_queues: Mutex::new(BTreeSet::new()),
+    });
+    let reaper = coordinator.spawn_reaper();
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let sampler = tokio::spawn(sampler::run(state.clone(), stop_rx.clone()));
+
+    let api_address = api.local_addr().map_err(|e| ServeError(e.to_string()))?;
+    let metrics_task = match metrics {
+        Some(listener) => {
+            let address = listener
+                .local_addr()
+                .map_err(|e| ServeError(e.to_string()))?;
+            tracing::info!(%address, "metrics exporter listening");
+            let mut stop = stop_rx.clone();
+            Some(tokio::spawn(async move {
+                let served = axum::serve(listener, metrics_router(handle))
+                    .with_graceful_shutdown(async move {
+                        let _ = stop.wait_for(|stopped| *stopped).await;
+                    })
+                    .await;
+                if let Err(error) = served {
+                    tracing::error!(%error, "metrics exporter failed");
+                }
+            }))
+        }
+        None => None,
+    };
+    tracing::info!(address = %api_address, "API listening");
+
+    let drain_coordinator = coordinator.clone();
+    let stop_signal = stop_tx.clone();
+    let api_server = axum::serve(api, router(state.clone())).with_graceful_shutdown(async move {
+        shutdown.await;
+        tracing::info!("shutdown requested: withdrawing waiting pops, draining requests");
+        // Waiting pops withdraw and answer now, so the drain is quick.
+        drain_coordinator.begin_shutdown();
+        stop_signal.send_replace(true);
+    });
+    let mut stopped = stop_rx.clone();
+    let served = tokio::select! {
+        served = api_server => served.map_err(|e| ServeError(e.to_string())),
+        // Connections that outlive the grace period after the signal are cut.
+        _ = async {
+            let _ = stopped.wait_for(|stopped| *stopped).await;
+            tokio::time::sleep(grace).await;
+        } => {
+            tracing::warn!("in-flight requests outlived the shutdown grace period; closing them");
+            Ok(())
+        }
+    };
+    stop_tx.send_replace(true);
+    coordinator.shutdown(grace).await;
+    let _ = reaper.await;
+    let _ = sampler.await;
+    if let Some(task) = metrics_task {
+        let _ = tokio::time::timeout(grace, task).await;
+    }
+    store
+        .flush()
+        .map_err(|e| ServeError(format!("final flush failed: {e}")))?;
+    tracing::info!("stopped");
+    served
+}

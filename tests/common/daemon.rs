@@ -1,0 +1,79 @@
+//! A real daemon on `127.0.0.1:0`, started as a library call with an
+//! injected shutdown, and an HTTP client for it.
+
+use std::net::SocketAddr;
+
+use hotq::config::Config;
+use hotq::store::embedded::{Durability, EmbeddedConfig, EmbeddedStore};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// A running daemon; dropping it without [`Daemon::stop`] leaves it running
+/// until the test's runtime ends.
+pub struct Daemon {
+    pub url: String,
+    pub metrics_url: String,
+    pub store: EmbeddedStore,
+    pub dir: Option<tempfile::TempDir>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<Result<(), hotq::server::ServeError>>>,
+}
+
+impl Daemon {
+    /// Starts a daemon on a fresh embedded store with `configure` applied.
+    pub async fn start(configure: impl FnOnce(&mut Config)) -> Daemon {
+        let dir = tempfile::tempdir().unwrap();
+        let mut daemon = Daemon::start_in(dir.path(), Durability::Sync, configure).await;
+        daemon.dir = Some(dir);
+        daemon
+    }
+
+    /// Starts a daemon on the embedded store in `path`.
+    pub async fn start_in(
+        path: &std::path::Path,
+        durability: Durability,
+        configure: impl FnOnce(&mut Config),
+    ) -> Daemon {
+        let mut store_config = EmbeddedConfig::new(path);
+        store_config.durability = durability;
+        let store = EmbeddedStore::open(store_config).unwrap();
+        let mut config = Config::default();
+        configure(&mut config);
+        let api = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let metrics = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let api_address: SocketAddr = api.local_addr().unwrap();
+        let metrics_address: SocketAddr = metrics.local_addr().unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(hotq::server::serve(
+            store.clone(),
+            config,
+            api,
+            Some(metrics),
+            async move {
+                let _ = stopped.await;
+            },
+        ));
+        Daemon {
+            url: format!("http://{api_address}"),
+            metrics_url: format!("http://{metrics_address}/metrics"),
+            store,
+            dir: None,
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    /// Signals shutdown and waits for the daemon to finish.
+    pub async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        self.task.take().unwrap().await.unwrap().unwrap();
+    }
+}
+
+/// A client with generous timeouts (long polls take their wait).
+pub fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(120))
+        .build()
+        .unwrap()
+}
