@@ -26,7 +26,14 @@ struct Running {
 /// Starts `hotq serve` on port 0 and reads the bound address from its log.
 fn start(data_dir: &std::path::Path) -> Running {
     let mut child = Command::new(env!("CARGO_BIN_EXE_hotq"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--data-dir"])
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--data-dir",
+        ])
         .arg(data_dir)
         .env("RUST_LOG", "info")
         .stdout(Stdio::null())
@@ -43,10 +50,14 @@ fn start(data_dir: &std::path::Path) -> Running {
     });
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let line = rx
-            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            .expect("the daemon logs its address within 60 s");
-        let Ok(log) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
+        let Ok(line) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the daemon did not log its address within 60 s");
+        };
+        let Ok(log) = serde_json::from_str::<serde_json::Value>(&line) else {
+            continue;
+        };
         if log["fields"]["message"] == "API listening" {
             let address = log["fields"]["address"].as_str().unwrap().to_string();
             return Running {
@@ -66,10 +77,16 @@ fn terminate(mut running: Running) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         if let Some(status) = running.child.try_wait().unwrap() {
-            assert!(status.success(), "the daemon exits 0 on SIGTERM, got {status}");
+            assert!(
+                status.success(),
+                "the daemon exits 0 on SIGTERM, got {status}"
+            );
             return;
         }
-        assert!(Instant::now() < deadline, "the daemon exits within 30 s of SIGTERM");
+        assert!(
+            Instant::now() < deadline,
+            "the daemon exits within 30 s of SIGTERM"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -88,7 +105,12 @@ async fn sigterm_under_load_strands_nothing() {
         tasks.push(tokio::spawn(async move {
             for n in 0..100_000 {
                 let id = format!("{pusher}-{n}");
-                let Ok(response) = client.post(format!("{url}/v1/queues/load/items")).body(id.clone()).send().await else {
+                let Ok(response) = client
+                    .post(format!("{url}/v1/queues/load/items"))
+                    .body(id.clone())
+                    .send()
+                    .await
+                else {
                     return;
                 };
                 if response.status() != StatusCode::CREATED {
@@ -102,13 +124,22 @@ async fn sigterm_under_load_strands_nothing() {
         let (client, url, delivered) = (client.clone(), url.clone(), delivered.clone());
         tasks.push(tokio::spawn(async move {
             for _ in 0..1_000_000 {
-                let Ok(response) = client.post(format!("{url}/v1/queues/load/pop?wait_ms=20000")).send().await else {
+                let Ok(response) = client
+                    .post(format!("{url}/v1/queues/load/pop?wait_ms=20000"))
+                    .send()
+                    .await
+                else {
                     return;
                 };
                 match response.status() {
                     StatusCode::OK => {
-                        let Ok(body) = response.bytes().await else { return };
-                        delivered.lock().unwrap().push(String::from_utf8(body.to_vec()).unwrap());
+                        let Ok(body) = response.bytes().await else {
+                            return;
+                        };
+                        delivered
+                            .lock()
+                            .unwrap()
+                            .push(String::from_utf8(body.to_vec()).unwrap());
                     }
                     StatusCode::NO_CONTENT => {}
                     _ => return,
@@ -116,7 +147,10 @@ async fn sigterm_under_load_strands_nothing() {
             }
         }));
     }
-    common::wait_until("a load is running", Duration::from_secs(60), || delivered.lock().unwrap().len() >= 300).await;
+    common::wait_until("a load is running", Duration::from_secs(60), || {
+        delivered.lock().unwrap().len() >= 300
+    })
+    .await;
     let term = tokio::task::spawn_blocking(move || terminate(running));
     term.await.unwrap();
     for task in tasks {
@@ -126,40 +160,67 @@ async fn sigterm_under_load_strands_nothing() {
     let pushed: HashSet<String> = pushed.lock().unwrap().iter().cloned().collect();
     let delivered_list = delivered.lock().unwrap().clone();
     let delivered: HashSet<String> = delivered_list.iter().cloned().collect();
-    assert_eq!(delivered.len(), delivered_list.len(), "an item was delivered twice");
+    assert_eq!(
+        delivered.len(),
+        delivered_list.len(),
+        "an item was delivered twice"
+    );
 
     let keys = QueueKeys::new(&QueueName::new("load").unwrap());
     let remaining: HashSet<String> = {
         let store = EmbeddedStore::open(EmbeddedConfig::new(dir.path())).unwrap();
-        assert!(common::scan(&store, keys.requests_range()).await.is_empty(), "requests stranded");
-        assert!(common::scan(&store, keys.results_range()).await.is_empty(), "results stranded");
+        assert!(
+            common::scan(&store, keys.requests_range()).await.is_empty(),
+            "requests stranded"
+        );
+        assert!(
+            common::scan(&store, keys.results_range()).await.is_empty(),
+            "results stranded"
+        );
         common::scan(&store, keys.items_range())
             .await
             .iter()
             .map(|row| String::from_utf8(decode_item(&row.value).unwrap().1.to_vec()).unwrap())
             .collect()
     };
-    assert!(remaining.is_disjoint(&delivered), "an item was delivered yet remains");
-    let missing: Vec<_> = pushed.iter().filter(|id| !delivered.contains(*id) && !remaining.contains(*id)).collect();
-    assert!(missing.is_empty(), "pushed but neither delivered nor present: {missing:?}");
+    assert!(
+        remaining.is_disjoint(&delivered),
+        "an item was delivered yet remains"
+    );
+    let missing: Vec<_> = pushed
+        .iter()
+        .filter(|id| !delivered.contains(*id) && !remaining.contains(*id))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "pushed but neither delivered nor present: {missing:?}"
+    );
 
     // After a restart the remaining items come out over HTTP.
     let running = start(dir.path());
     let mut drained = HashSet::new();
     loop {
-        let response = client.post(format!("{}/v1/queues/load/pop?max=100", running.url)).send().await.unwrap();
+        let response = client
+            .post(format!("{}/v1/queues/load/pop?max=100", running.url))
+            .send()
+            .await
+            .unwrap();
         if response.status() == StatusCode::NO_CONTENT {
             break;
         }
         let items: Vec<String> = response.json().await.unwrap();
         for item in items {
             use base64::Engine;
-            let bytes = base64::engine::general_purpose::STANDARD.decode(item).unwrap();
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(item)
+                .unwrap();
             drained.insert(String::from_utf8(bytes).unwrap());
         }
     }
     assert_eq!(drained, remaining);
-    tokio::task::spawn_blocking(move || terminate(running)).await.unwrap();
+    tokio::task::spawn_blocking(move || terminate(running))
+        .await
+        .unwrap();
     eprintln!(
         "shutdown: {} pushed, {} delivered before SIGTERM, {} drained after restart",
         pushed.len(),
