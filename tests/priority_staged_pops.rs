@@ -231,13 +231,10 @@ async fn one_batch_serves_min_requesters_smallest_and_max_requesters_largest_in_
     coordinator.shutdown(Duration::from_secs(10)).await;
 }
 
-/// Known issue in `staging::fulfill::fulfill_once`, kept as a reproduction
-/// (run with `--ignored`): with fewer items than waiting requests, every
-/// front (min) request is matched before any back (max) request, whatever
-/// the registration order, so a max requester that registered first
-/// loses the only item to a min requester that registered after it.
+/// With fewer items than waiting requests, the earliest request is served
+/// whatever its end: a max requester that registered first must not lose
+/// the only item to a min requester that registered after it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known issue: fulfill serves front requests before earlier back requests"]
 async fn scarce_items_go_to_the_earliest_request_whatever_its_end() {
     let (store, _dir) = common::embedded_store(Durability::Sync);
     let queue = PriorityQueue::new(store.clone(), QueueName::new("fair-pq").unwrap());

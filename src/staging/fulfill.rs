@@ -4,10 +4,10 @@
 //! Requests and items are read with snapshot (so reading many costs no
 //! conflicts), and a read-conflict key is added on each one consumed: the
 //! commit fails only if another transaction consumed one of the same keys.
-//! Front requests take items from the front in request order; back
-//! requests (priority `pop_max`) take items from the back.
+//! Requests are served in request order, front requests from the front
+//! and back requests (priority `pop_max`) from the back.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 
 use crate::envelope::{End, ResultValue, decode_request, encode_result, now_ms};
 use crate::keys::QueueKeys;
@@ -93,6 +93,11 @@ pub async fn fulfill_once<S: Store>(
     } else {
         Vec::new()
     };
+    // The pool is the smallest `wanted_front` items and the largest
+    // `wanted_back`, sorted and without overlap. Requests take from it in
+    // request order, each from its own end, so when items are scarce the
+    // earliest requests are served whatever their end; when they are not,
+    // front requests take exactly the front read and back requests the back.
     let taken: HashSet<Vec<u8>> = front.iter().map(|item| item.key.clone()).collect();
     let back: Vec<_> = if wanted_back > 0 {
         read_end(&txn, keys, End::Back, wanted_back, true)
@@ -103,7 +108,13 @@ pub async fn fulfill_once<S: Store>(
     } else {
         Vec::new()
     };
-    let (mut front, mut back) = (front.into_iter(), back.into_iter());
+    let mut pool: VecDeque<_> = front.into_iter().chain(back.into_iter().rev()).collect();
+    debug_assert!(
+        pool.iter()
+            .zip(pool.iter().skip(1))
+            .all(|(a, b)| a.key < b.key),
+        "the pool is sorted by key and holds each item once"
+    );
 
     let mut served = 0usize;
     let mut bytes = 0usize;
@@ -113,8 +124,8 @@ pub async fn fulfill_once<S: Store>(
     for (request_key, requester, request) in live {
         let item = if bytes < bytes_max {
             match request.end {
-                End::Front => front.next(),
-                End::Back => back.next(),
+                End::Front => pool.pop_front(),
+                End::Back => pool.pop_back(),
             }
         } else {
             None

@@ -138,21 +138,21 @@ fn commit_group(shared: &Shared, mut group: Vec<CommitRequest>) {
         }
     }
 
-    let mut committed = 0u64;
-    let mut conflicted = 0u64;
-    for (request, outcome) in group.into_iter().zip(outcomes) {
-        match &outcome {
-            Ok(()) => committed += 1,
-            Err(StoreError::Conflict) => conflicted += 1,
-            Err(_) => {}
-        }
-        let _ = request.reply.send(outcome);
-    }
+    // Counted before answering, so a caller that saw its commit return
+    // also sees it counted.
+    let committed = outcomes.iter().filter(|outcome| outcome.is_ok()).count() as u64;
+    let conflicted = outcomes
+        .iter()
+        .filter(|outcome| matches!(outcome, Err(StoreError::Conflict)))
+        .count() as u64;
     shared.stats.commits.fetch_add(committed, Ordering::Relaxed);
     shared
         .stats
         .conflicts
         .fetch_add(conflicted, Ordering::Relaxed);
+    for (request, outcome) in group.into_iter().zip(outcomes) {
+        let _ = request.reply.send(outcome);
+    }
 
     let visible = shared.db.visible_seqno();
     shared
