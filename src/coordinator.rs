@@ -214,7 +214,10 @@ impl<S: Store> Coordinator<S> {
             if fulfilled.served + fulfilled.expired > 0 {
                 StagingStats::add(&stats.fulfill_batches, 1);
                 StagingStats::add(&stats.requests_expired, fulfilled.expired as u64);
-                ::metrics::histogram!(metrics::FULFILL_BATCH_SIZE).record(fulfilled.served as f64);
+                if fulfilled.served > 0 {
+                    ::metrics::histogram!(metrics::FULFILL_BATCH_SIZE)
+                        .record(fulfilled.served as f64);
+                }
                 if fulfilled.expired > 0 {
                     ::metrics::counter!(metrics::REQUESTS_EXPIRED, "queue" => metrics::queue_label(keys.name().as_str()))
                         .increment(fulfilled.expired as u64);

@@ -42,6 +42,9 @@ pub const STORE_COMMIT_GROUP_SIZE: &str = "hotq_store_commit_group_size";
 
 /// The label value for queues past the label cap.
 pub const OVERFLOW_QUEUE_LABEL: &str = "_other";
+/// The label value for requests naming an invalid queue (they must not
+/// take label slots).
+pub const INVALID_QUEUE_LABEL: &str = "_invalid";
 
 const LATENCY_BUCKETS_S: &[f64] = &[
     0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,

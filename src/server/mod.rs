@@ -43,17 +43,46 @@ pub struct AppState<S: Store> {
     pub coordinator: Coordinator<S>,
     /// The running configuration.
     pub config: Config,
-    /// Queues this daemon has served, for the sampler (bounded).
-    pub known_queues: Mutex<BTreeSet<(QueueKind, QueueName)>>,
+    /// Queues this daemon has served recently, for the sampler (bounded).
+    pub known_queues: Mutex<KnownQueues>,
+}
+
+/// The most recently used queues, at most a bound of them: when full, the
+/// queue used longest ago makes room.
+#[derive(Debug, Default)]
+pub struct KnownQueues {
+    order: std::collections::VecDeque<(QueueKind, QueueName)>,
+    members: BTreeSet<(QueueKind, QueueName)>,
+}
+
+impl KnownQueues {
+    /// Notes a use of `queue`, keeping at most `max` queues.
+    pub fn note(&mut self, queue: (QueueKind, QueueName), max: usize) {
+        if self.members.contains(&queue) {
+            // Refreshing the order on every use would cost a scan; a queue
+            // in steady use is re-noted after it ages out, which is enough.
+            return;
+        }
+        while self.order.len() >= max.max(1) {
+            if let Some(oldest) = self.order.pop_front() {
+                self.members.remove(&oldest);
+            }
+        }
+        self.members.insert(queue.clone());
+        self.order.push_back(queue);
+    }
+
+    /// The queues held.
+    pub fn iter(&self) -> impl Iterator<Item = &(QueueKind, QueueName)> {
+        self.order.iter()
+    }
 }
 
 impl<S: Store> AppState<S> {
-    /// Notes that `name` is in use, up to the sampler's bound.
+    /// Notes that `name` is in use, for the sampler.
     pub fn note_queue(&self, kind: QueueKind, name: &QueueName) {
         let mut known = self.known_queues.lock().expect("known queue lock");
-        if known.len() < self.config.metrics_sample_queues_max {
-            known.insert((kind, name.clone()));
-        }
+        known.note((kind, name.clone()), self.config.metrics_sample_queues_max);
     }
 }
 
@@ -207,7 +236,7 @@ pub async fn serve<S: Store>(
         store: store.clone(),
         coordinator: coordinator.clone(),
         config,
-        known_queues: Mutex::new(BTreeSet::new()),
+        known_queues: Mutex::new(KnownQueues::default()),
     });
     let reaper = coordinator.spawn_reaper();
     let (stop_tx, stop_rx) = watch::channel(false);
