@@ -50,10 +50,11 @@ pub(crate) fn run(
 }
 
 fn commit_group(shared: &Shared, mut group: Vec<CommitRequest>) {
-    let version = shared.db.seqno();
     let mut outcomes: Vec<Result<(), StoreError>> = Vec::with_capacity(group.len());
-    {
+    let version = {
         let mut resolver = shared.resolver.lock().expect("resolver lock");
+        let version = resolver.last_version + 1;
+        let mut accepted_writes = false;
         for request in &group {
             let outcome = if request.began.elapsed() > shared.age_max
                 || resolver.is_too_old(request.read_version)
@@ -68,47 +69,35 @@ fn commit_group(shared: &Shared, mut group: Vec<CommitRequest>) {
                 // Later requests in this group read below `version`, so they
                 // conflict with these writes exactly as with a committed batch.
                 resolver.record_writes(version, &request.writes);
+                accepted_writes = true;
                 Ok(())
             };
             outcomes.push(outcome);
         }
-    }
+        if accepted_writes {
+            resolver.last_version = version;
+        }
+        accepted_writes.then_some(version)
+    };
 
     let accepted = group
         .iter()
         .zip(&outcomes)
         .filter(|(request, outcome)| outcome.is_ok() && !request.writes.is_empty())
         .map(|(request, _)| &request.writes);
-    let final_values = match final_values(shared, accepted) {
+    let written = match version {
+        Some(version) => write_group(shared, version, accepted),
+        None => Ok(BTreeMap::new()),
+    };
+    let final_values = match written {
         Ok(values) => values,
         Err(error) => {
             fail_writers(group, outcomes, error);
+            prune(shared);
             return;
         }
     };
-
     if !final_values.is_empty() {
-        let mut batch = shared
-            .db
-            .batch()
-            .durability(Some(shared.durability.persist_mode()));
-        for (key, value) in &final_values {
-            match value {
-                Some(value) => batch.insert(&shared.data, key.as_slice(), value.as_slice()),
-                None => batch.remove(&shared.data, key.as_slice()),
-            }
-        }
-        if let Err(error) = batch.commit() {
-            fail_writers(group, outcomes, StoreError::Io(error.to_string()));
-            return;
-        }
-        // The resolver recorded these writes at `version`; if fjall had
-        // numbered the batch differently, conflict checks would be wrong.
-        assert_eq!(
-            shared.db.visible_seqno(),
-            version + 1,
-            "the committer is fjall's only writer, so the batch got the predicted version"
-        );
         shared.stats.groups.fetch_add(1, Ordering::Relaxed);
         metrics::histogram!(crate::metrics::STORE_COMMIT_GROUP_SIZE).record(group.len() as f64);
     }
@@ -154,12 +143,56 @@ fn commit_group(shared: &Shared, mut group: Vec<CommitRequest>) {
         let _ = request.reply.send(outcome);
     }
 
-    let visible = shared.db.visible_seqno();
+    prune(shared);
+}
+
+fn prune(shared: &Shared) {
+    let visible = shared.visibility.lock().expect("visibility lock").published + 1;
     shared
         .resolver
         .lock()
         .expect("resolver lock")
         .prune(visible);
+}
+
+/// Writes the accepted requests of group `version` as one fjall batch and
+/// publishes the version, whether or not the write succeeded (a failed
+/// write poisons fjall; its recorded writes then only cause conflicts).
+fn write_group<'a>(
+    shared: &Shared,
+    version: u64,
+    accepted: impl Iterator<Item = &'a WriteSet>,
+) -> Result<BTreeMap<Vec<u8>, Option<Vec<u8>>>, StoreError> {
+    let values = final_values(shared, accepted);
+    let written = values.and_then(|values| {
+        if values.is_empty() {
+            return Ok(values);
+        }
+        let mut batch = shared
+            .db
+            .batch()
+            .durability(Some(shared.durability.persist_mode()));
+        for (key, value) in &values {
+            match value {
+                Some(value) => batch.insert(&shared.data, key.as_slice(), value.as_slice()),
+                None => batch.remove(&shared.data, key.as_slice()),
+            }
+        }
+        // From here until published, new snapshots that could see part of
+        // this batch are refused (see `Visibility`).
+        shared
+            .visibility
+            .lock()
+            .expect("visibility lock")
+            .inflight_floor = Some(shared.db.seqno());
+        batch.commit().map_err(|e| StoreError::Io(e.to_string()))?;
+        Ok(values)
+    });
+    let mut visibility = shared.visibility.lock().expect("visibility lock");
+    assert!(version > visibility.published, "group versions only grow");
+    visibility.published = version;
+    visibility.inflight_floor = None;
+    written
 }
 
 /// The value every key written by the accepted requests ends up with, in

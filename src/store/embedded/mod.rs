@@ -110,10 +110,27 @@ pub struct StoreStats {
     pub groups: AtomicU64,
 }
 
+/// Which commit versions readers may see.
+///
+/// Versions are hotq's own (one per committed group), not fjall sequence
+/// numbers: fjall's background flushes also take sequence numbers and
+/// advance its visible sequence number, which could expose a batch while it
+/// is still being written. A snapshot is therefore only accepted when no
+/// batch is in flight below its fjall instant.
+#[derive(Debug, Default)]
+pub(crate) struct Visibility {
+    /// The newest group version fully written (and fsynced under `sync`).
+    pub(crate) published: u64,
+    /// While a group is being written: fjall's next sequence number before
+    /// the write began, a lower bound on the batch's own.
+    pub(crate) inflight_floor: Option<u64>,
+}
+
 /// What every transaction and the committer share.
 pub(crate) struct Shared {
     db: fjall::Database,
     data: fjall::Keyspace,
+    visibility: Mutex<Visibility>,
     resolver: Mutex<Resolver>,
     watches: Mutex<Watches>,
     durability: Durability,
@@ -162,7 +179,8 @@ impl EmbeddedStore {
             .map_err(io)?;
         let age_max = Duration::from_millis(TRANSACTION_AGE_MAX_MS);
         let shared = Arc::new(Shared {
-            resolver: Mutex::new(Resolver::new(db.visible_seqno(), age_max)),
+            visibility: Mutex::new(Visibility::default()),
+            resolver: Mutex::new(Resolver::new(1, age_max)),
             watches: Mutex::new(Watches::new(config.watches_max)),
             db,
             data,
@@ -226,10 +244,7 @@ impl Store for EmbeddedStore {
             .stats
             .begins
             .fetch_add(1, Ordering::Relaxed);
-        Ok(EmbeddedTxn::begin(
-            self.inner.shared.clone(),
-            self.inner.commits.clone(),
-        ))
+        EmbeddedTxn::begin(self.inner.shared.clone(), self.inner.commits.clone())
     }
 
     fn flush(&self) -> Result<(), StoreError> {

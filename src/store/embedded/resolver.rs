@@ -5,9 +5,9 @@
 //! live read version, or older than the transaction age limit, are dropped.
 //! A transaction whose read version falls below what is kept is too old.
 //!
-//! Versions are fjall sequence numbers: a commit applied as batch `v` is
-//! visible to snapshots with instant `> v`, so a transaction reading at
-//! instant `rv` conflicts with writes at versions `>= rv`.
+//! Versions count committed groups: the group written as version `v` is
+//! visible to transactions whose read version is `> v`, so a transaction
+//! reading at `rv` conflicts with writes at versions `>= rv`.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
@@ -29,11 +29,16 @@ struct LogEntry {
 pub(crate) struct Resolver {
     /// Newest commit version that wrote each recently written key.
     point_writes: BTreeMap<Vec<u8>, u64>,
+    /// Newest commit version that set (or added to) each recently written
+    /// key: the writes that can end a stretch's emptiness. Clears cannot.
+    point_inserts: BTreeMap<Vec<u8>, u64>,
     /// Recently cleared ranges: (begin, end, version).
     range_writes: Vec<(Vec<u8>, Vec<u8>, u64)>,
     log: VecDeque<LogEntry>,
     /// Every write at a version `>= floor` is still recorded.
     floor: u64,
+    /// The newest version given to a group.
+    pub(crate) last_version: u64,
     /// Read versions of live transactions, with how many hold each.
     live: BTreeMap<u64, usize>,
     /// Stretches known to be empty.
@@ -45,9 +50,11 @@ impl Resolver {
     pub(crate) fn new(floor: u64, age_max: Duration) -> Self {
         Resolver {
             point_writes: BTreeMap::new(),
+            point_inserts: BTreeMap::new(),
             range_writes: Vec::new(),
             log: VecDeque::new(),
             floor,
+            last_version: floor.saturating_sub(1),
             live: BTreeMap::new(),
             empty: EmptyRanges::default(),
             age_max,
@@ -116,6 +123,7 @@ impl Resolver {
             self.point_writes.insert(key.clone(), version);
             keys.push(key.clone());
             if !matches!(op, super::write_set::KeyOp::Clear) {
+                self.point_inserts.insert(key.clone(), version);
                 self.empty.split_at(key);
             }
         }
@@ -134,14 +142,22 @@ impl Resolver {
     }
 
     /// Records that a reader at `read_version` saw `[begin, end)` empty, if no
-    /// commit since wrote inside it (else the observation is stale and dropped).
+    /// commit since set a key inside it (else the observation is stale and
+    /// dropped). Clears since then do not matter: they only empty it more,
+    /// and under contention the range a reader saw empty is exactly where
+    /// other pops are clearing.
     pub(crate) fn observe_empty(&mut self, read_version: u64, begin: Vec<u8>, end: Vec<u8>) {
         if begin >= end || self.is_too_old(read_version) {
             return;
         }
-        let range = [(begin, end)];
-        if !self.intersects_since(read_version, &range) {
-            let [(begin, end)] = range;
+        let inserted = self
+            .point_inserts
+            .range::<[u8], _>((
+                Bound::Included(begin.as_slice()),
+                Bound::Excluded(end.as_slice()),
+            ))
+            .any(|(_, version)| *version >= read_version);
+        if !inserted {
             let horizon = self.live.keys().next().copied().unwrap_or(read_version);
             self.empty.record(&begin, &end, read_version, horizon);
         }
@@ -167,6 +183,9 @@ impl Resolver {
             }
             let entry = self.log.pop_front().expect("front exists");
             for key in entry.keys {
+                if self.point_inserts.get(&key) == Some(&entry.version) {
+                    self.point_inserts.remove(&key);
+                }
                 if self.point_writes.get(&key) == Some(&entry.version) {
                     self.point_writes.remove(&key);
                 }
@@ -194,6 +213,30 @@ mod tests {
         assert!(resolver.intersects_since(7, &range));
         assert!(!resolver.intersects_since(8, &range));
         assert!(!resolver.intersects_since(0, &[(b"l".to_vec(), b"z".to_vec())]));
+    }
+
+    #[test]
+    fn emptiness_survives_later_clears_but_not_later_sets() {
+        let mut resolver = Resolver::new(0, Duration::from_secs(5));
+        resolver.register(5);
+        let mut clears = WriteSet::default();
+        clears.clear(b"c");
+        resolver.record_writes(6, &clears);
+        resolver.observe_empty(5, b"a".to_vec(), b"m".to_vec());
+        assert_eq!(
+            resolver.empty.skip_forward(b"a", b"z", 5),
+            b"m",
+            "a clear keeps it empty"
+        );
+        let mut sets = WriteSet::default();
+        sets.set(b"q", b"v");
+        resolver.record_writes(7, &sets);
+        resolver.observe_empty(5, b"n".to_vec(), b"t".to_vec());
+        assert_eq!(
+            resolver.empty.skip_forward(b"n", b"z", 5),
+            b"n",
+            "a set after the read voids it"
+        );
     }
 
     #[test]

@@ -55,17 +55,43 @@ fn io(error: fjall::Error) -> StoreError {
 }
 
 impl EmbeddedTxn {
-    pub(crate) fn begin(shared: Arc<Shared>, commits: mpsc::Sender<CommitRequest>) -> Self {
-        // Snapshot and registration under one lock: pruning cannot drop
-        // history this read version needs between the two.
-        let (snapshot, read_version) = {
-            let mut resolver = shared.resolver.lock().expect("resolver lock");
+    pub(crate) fn begin(
+        shared: Arc<Shared>,
+        commits: mpsc::Sender<CommitRequest>,
+    ) -> Result<Self, StoreError> {
+        let started = Instant::now();
+        // Bounded: a group in flight finishes within an fsync; a store that
+        // stalls for the whole transaction age limit is reported.
+        let (snapshot, read_version) = loop {
+            let visibility = shared.visibility.lock().expect("visibility lock");
             let snapshot = shared.db.snapshot();
-            let read_version = snapshot.seqno();
-            resolver.register(read_version);
-            (snapshot, read_version)
+            let torn = visibility
+                .inflight_floor
+                .is_some_and(|floor| snapshot.seqno() > floor);
+            if !torn {
+                // Every group up to `published` is in this snapshot, none after.
+                let read_version = visibility.published + 1;
+                // Registration under the same lock: pruning cannot drop
+                // history this read version needs in between.
+                shared
+                    .resolver
+                    .lock()
+                    .expect("resolver lock")
+                    .register(read_version);
+                break (snapshot, read_version);
+            }
+            // fjall made a batch visible before the committer published
+            // it: wait for the committer rather than read half a group.
+            drop(snapshot);
+            drop(visibility);
+            if started.elapsed() > shared.age_max {
+                return Err(StoreError::Io(
+                    "the committer has not published a group for 5 s".into(),
+                ));
+            }
+            std::thread::yield_now();
         };
-        EmbeddedTxn {
+        Ok(EmbeddedTxn {
             inner: Arc::new(TxnInner {
                 shared,
                 commits,
@@ -74,10 +100,10 @@ impl EmbeddedTxn {
                 snapshot,
                 pending: Mutex::new(Some(Pending::default())),
             }),
-        }
+        })
     }
 
-    /// The read version (a fjall snapshot instant).
+    /// The read version: groups at or after it are not visible.
     pub fn read_version(&self) -> u64 {
         self.inner.read_version
     }
