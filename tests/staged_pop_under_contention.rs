@@ -149,3 +149,19 @@ async fn two_coordinators_on_one_store_still_exactly_once() {
         coordinator.shutdown(Duration::from_secs(10)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memtable_flushes_mid_load_keep_exactly_once() {
+    // fjall's flushes take sequence numbers and advance its visible one in
+    // the background; with a 256 KiB memtable they happen throughout the
+    // load, racing the committer's batches.
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = hotq::store::embedded::EmbeddedConfig::new(dir.path());
+    config.memtable_bytes = Some(256 * 1024);
+    let store = EmbeddedStore::open(config).unwrap();
+    let coordinator = Coordinator::new(store.clone(), StagingConfig::default());
+    let load = run_contention(&store, std::slice::from_ref(&coordinator)).await;
+    assert_exactly_once(&load.delivered);
+    report("small memtable", std::slice::from_ref(&coordinator), &store);
+    coordinator.shutdown(Duration::from_secs(10)).await;
+}

@@ -81,6 +81,9 @@ pub struct EmbeddedConfig {
     pub watches_max: usize,
     /// fjall block cache, in bytes.
     pub cache_bytes: u64,
+    /// fjall memtable size, in bytes; a smaller one flushes more often
+    /// (fjall's default, 64 MiB, when unset). Fixed when the store is created.
+    pub memtable_bytes: Option<u64>,
 }
 
 impl EmbeddedConfig {
@@ -93,6 +96,7 @@ impl EmbeddedConfig {
             commit_queue_max: 16_384,
             watches_max: 100_000,
             cache_bytes: 64 * 1024 * 1024,
+            memtable_bytes: None,
         }
     }
 }
