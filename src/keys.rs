@@ -245,6 +245,17 @@ impl QueueKeys {
         self.meta.pack(&("waiting",))
     }
 
+    /// The next item index, kept with `atomic_max` so it never goes back,
+    /// even when the queue drains (see [`crate::queue`]).
+    pub fn next_index(&self) -> Vec<u8> {
+        self.meta.pack(&("next_index",))
+    }
+
+    /// The next request index, kept like [`Self::next_index`].
+    pub fn next_request(&self) -> Vec<u8> {
+        self.meta.pack(&("next_request",))
+    }
+
     /// Bumped whenever the fulfiller has new work; fulfillers watch it.
     pub fn wake(&self) -> Vec<u8> {
         self.meta.pack(&("wake",))

@@ -1,8 +1,15 @@
 //! The FIFO queue recipe over any [`Store`].
 //!
-//! Items live under `items/(index, random)`. A push takes the last index
-//! with a *snapshot* read and writes at index + 1, so concurrent pushes
-//! never conflict (equal indexes are ordered by the random suffix). A direct
+//! Items live under `items/(index, random)`. A push takes the next index
+//! with a *snapshot* read and writes there, so concurrent pushes never
+//! conflict (equal indexes are ordered by the random suffix).
+//!
+//! Where the recipe reads the last item's key, hotq reads `meta/next_index`,
+//! which pushes raise with `atomic_max` (a write conflict only). The two
+//! agree while the queue holds items; once it drains, the recipe would
+//! restart at index 0, in front of every tombstone the drained items left,
+//! so later range reads would walk them all. The mark never goes back, and
+//! a point read is cheaper than a reverse range read. A direct
 //! pop reads the first item without snapshot (limit 1), clears it and
 //! commits; two pops of the same head conflict, and the loser is told so
 //! as a typed outcome rather than retried blindly.
@@ -14,7 +21,7 @@ use rand::RngCore;
 use crate::envelope::{PAYLOAD_SIZE_MAX, decode_item, encode_item, now_ms};
 use crate::keys::{QueueKeys, QueueName, RANDOM_LEN};
 use crate::store::{
-    RangeRead, RetryPolicy, Store, StoreError, Transaction, decode_counter, transact,
+    RangeRead, RetryPolicy, Store, StoreError, Transaction, decode_counter, decode_mark, transact,
 };
 
 /// Most items one `push_batch` accepts.
@@ -164,23 +171,15 @@ impl<S: Store> Queue<S> {
     }
 
     async fn write_items(&self, txn: &S::Txn, values: &[Vec<u8>]) -> Result<(), StoreError> {
-        let next_index = self.last_index(txn).await?.map_or(0, |index| index + 1);
+        let next_index = decode_mark(txn.get(&self.keys.next_index(), true).await?.as_deref());
         let mut rng = rand::rng();
         for (offset, value) in values.iter().enumerate() {
             let mut random = [0u8; RANDOM_LEN];
             rng.fill_bytes(&mut random);
             txn.set(&self.keys.item(next_index + offset as u64, &random), value)?;
         }
+        txn.atomic_max(&self.keys.next_index(), next_index + values.len() as u64)?;
         txn.atomic_add(&self.keys.depth(), values.len() as i64)
-    }
-
-    /// The index of the last item, read with snapshot so pushes never conflict.
-    async fn last_index(&self, txn: &S::Txn) -> Result<Option<u64>, StoreError> {
-        let (begin, end) = self.keys.items_range();
-        let rows = txn
-            .get_range(RangeRead::new(&begin, &end, 1).reverse().snapshot())
-            .await?;
-        Ok(rows.first().and_then(|row| self.keys.item_index(&row.key)))
     }
 
     /// One direct-pop attempt: the first item, cleared in our commit.

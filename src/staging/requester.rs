@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use crate::envelope::{End, RequestValue, decode_result, encode_item, encode_request, now_ms};
 use crate::keys::QueueKeys;
 use crate::queue::{Item, QueueError};
-use crate::store::{RangeRead, Store, StoreError, Transaction, Watch};
+use crate::store::{Store, StoreError, Transaction, Watch, decode_mark};
 
 /// Bytes of a requester id.
 pub const REQUESTER_LEN: usize = 16;
@@ -60,20 +60,16 @@ async fn try_register<S: Store>(
     let mut requester = [0u8; REQUESTER_LEN];
     rand::rng().fill_bytes(&mut requester);
     let txn = store.begin()?;
-    let (begin, stop) = keys.requests_range();
-    let last = txn
-        .get_range(RangeRead::new(&begin, &stop, 1).reverse().snapshot())
-        .await?;
-    let index = last
-        .first()
-        .and_then(|row| keys.request_parts(&row.key))
-        .map_or(0, |(index, _)| index + 1);
+    // Like a push's index: a snapshot read of a mark raised with
+    // atomic_max, so registrations never conflict and never restart at 0.
+    let index = decode_mark(txn.get(&keys.next_request(), true).await?.as_deref());
     let request_key = keys.request(index, &requester);
     let result_key = keys.result(&requester);
     txn.set(
         &request_key,
         &encode_request(&RequestValue { deadline_ms, end }),
     )?;
+    txn.atomic_max(&keys.next_request(), index + 1)?;
     txn.atomic_add(&keys.waiting(), 1)?;
     txn.atomic_add(&keys.wake(), 1)?;
     txn.set(&keys.registry_key(), b"")?;

@@ -289,6 +289,12 @@ impl Transaction for FdbTransaction {
         self.with(|trx| trx.atomic_op(key, &operand, MutationType::Add))
     }
 
+    fn atomic_max(&self, key: &[u8], value: u64) -> Result<(), StoreError> {
+        check_key(key)?;
+        let operand = value.to_le_bytes();
+        self.with(|trx| trx.atomic_op(key, &operand, MutationType::Max))
+    }
+
     fn watch(&self, key: &[u8]) -> Result<Watch, StoreError> {
         check_key(key)?;
         let pending = self.with(|trx| trx.watch(key))?;

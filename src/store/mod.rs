@@ -150,6 +150,38 @@ pub fn apply_add(existing: Option<&[u8]>, delta: i64) -> Vec<u8> {
         .to_vec()
 }
 
+/// Applies FoundationDB's `MAX` mutation: the larger of the existing value
+/// and `value`, both read as little-endian unsigned integers (the existing
+/// one zero-extended or truncated to 8 bytes).
+pub fn apply_max(existing: Option<&[u8]>, value: u64) -> Vec<u8> {
+    let current = u64::from_le_bytes(
+        apply_add(existing, 0)
+            .try_into()
+            .expect("apply_add returns 8 bytes"),
+    );
+    current.max(value).to_le_bytes().to_vec()
+}
+
+/// An atomic mutation: a write conflict only, applied at commit time to
+/// whatever is committed then.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Atomic {
+    /// FoundationDB's `ADD`.
+    Add(i64),
+    /// FoundationDB's `MAX`.
+    Max(u64),
+}
+
+impl Atomic {
+    /// The value after applying this mutation to `existing`.
+    pub fn apply(self, existing: Option<&[u8]>) -> Vec<u8> {
+        match self {
+            Atomic::Add(delta) => apply_add(existing, delta),
+            Atomic::Max(value) => apply_max(existing, value),
+        }
+    }
+}
+
 /// Reads a counter written by `atomic_add` (missing reads as 0).
 pub fn decode_counter(value: Option<&[u8]>) -> i64 {
     i64::from_le_bytes(
@@ -214,6 +246,10 @@ pub trait Transaction: Clone + Send + Sync + 'static {
     /// a write conflict only, never a read conflict.
     fn atomic_add(&self, key: &[u8], delta: i64) -> Result<(), StoreError>;
 
+    /// Sets the little-endian counter at `key` to `value` if that is larger,
+    /// at commit time: a write conflict only, never a read conflict.
+    fn atomic_max(&self, key: &[u8], value: u64) -> Result<(), StoreError>;
+
     /// Watches `key`: active once this transaction commits, fires when the
     /// key's value changes after that. Fails with [`StoreError::Cancelled`]
     /// if the transaction does not commit.
@@ -249,4 +285,13 @@ impl std::fmt::Debug for Watch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Watch")
     }
+}
+
+/// Reads a mark written by `atomic_max` (missing reads as 0).
+pub fn decode_mark(value: Option<&[u8]>) -> u64 {
+    u64::from_le_bytes(
+        apply_add(value, 0)
+            .try_into()
+            .expect("apply_add returns 8 bytes"),
+    )
 }

@@ -223,6 +223,48 @@ pub async fn blind_writes_and_atomic_adds<S: Store>(store: S) {
     assert_eq!(decode_counter(total.as_deref()), (1..=50).sum::<i64>());
 }
 
+/// Concurrent `atomic_max`es all commit and leave the largest; reads in
+/// the transaction see the mutation applied.
+pub async fn atomic_max_keeps_the_largest<S: Store>(store: S) {
+    let space = Space::new();
+    let mark = space.key("mark");
+    let txns: Vec<S::Txn> = (0..20).map(|_| store.begin().unwrap()).collect();
+    let mut tasks = Vec::new();
+    for (i, txn) in txns.into_iter().enumerate() {
+        let mark = mark.clone();
+        // Out of order on purpose: 7, 14, 1, 8, ...
+        let value = (i as u64 * 7) % 20 + 100;
+        tasks.push(tokio::spawn(async move {
+            txn.atomic_max(&mark, value).unwrap();
+            txn.commit().await
+        }));
+    }
+    for task in tasks {
+        assert_eq!(task.await.unwrap(), Ok(()));
+    }
+    assert_eq!(
+        hotq::store::decode_mark(read(&store, &mark).await.as_deref()),
+        119
+    );
+    let txn = store.begin().unwrap();
+    txn.atomic_max(&mark, 50).unwrap();
+    assert_eq!(
+        txn.get(&mark, false).await.unwrap(),
+        Some(119u64.to_le_bytes().to_vec())
+    );
+    txn.atomic_max(&mark, 500).unwrap();
+    txn.atomic_add(&mark, 1).unwrap();
+    assert_eq!(
+        txn.get(&mark, false).await.unwrap(),
+        Some(501u64.to_le_bytes().to_vec())
+    );
+    txn.commit().await.unwrap();
+    assert_eq!(
+        hotq::store::decode_mark(read(&store, &mark).await.as_deref()),
+        501
+    );
+}
+
 /// Reads see the transaction's own sets, clears and range clears.
 pub async fn read_your_writes<S: Store>(store: S) {
     let space = Space::new();
@@ -372,6 +414,7 @@ macro_rules! conformance_tests {
             range_read_conflict_ranges,
             point_reads_and_explicit_conflicts,
             blind_writes_and_atomic_adds,
+            atomic_max_keeps_the_largest,
             read_your_writes,
             watch_fires_on_change_only,
             old_transaction_is_too_old,

@@ -16,8 +16,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::Shared;
 use super::watches::WatchSender;
-use super::write_set::{KeyOp, WriteSet};
-use crate::store::{StoreError, apply_add};
+use super::write_set::{KeyOp, WriteSet, apply_all};
+use crate::store::StoreError;
 
 /// A transaction handed to the committer.
 pub(crate) struct CommitRequest {
@@ -216,12 +216,12 @@ fn final_values<'a>(
             let value = match op {
                 KeyOp::Set(value) => Some(value.clone()),
                 KeyOp::Clear => None,
-                KeyOp::Add(delta) => {
+                KeyOp::Atomic(mutations) => {
                     let base = match values.get(key) {
                         Some(value) => value.clone(),
                         None => read_latest(shared, key),
                     };
-                    Some(apply_add(base.as_deref(), *delta))
+                    Some(apply_all(base.as_deref(), mutations))
                 }
             };
             values.insert(key.clone(), value);

@@ -10,10 +10,10 @@ use tokio::sync::{mpsc, oneshot};
 use super::Shared;
 use super::committer::CommitRequest;
 use super::watches::WatchSender;
-use super::write_set::{Overlay, WriteSet};
+use super::write_set::{Overlay, WriteSet, apply_all};
 use crate::store::{
-    KeyValue, RangeRead, StoreError, TRANSACTION_SIZE_MAX, Transaction, Watch, apply_add,
-    check_key, check_value, key_after,
+    Atomic, KeyValue, RangeRead, StoreError, TRANSACTION_SIZE_MAX, Transaction, Watch, check_key,
+    check_value, key_after,
 };
 
 /// What a transaction accumulates until it commits.
@@ -157,6 +157,14 @@ impl EmbeddedTxn {
             .map(|v| v.to_vec()))
     }
 
+    fn atomic(&self, key: &[u8], mutation: Atomic) -> Result<(), StoreError> {
+        check_key(key)?;
+        self.with_pending(|pending| {
+            pending.writes.atomic(key, mutation);
+            Self::check_write_size(pending)
+        })
+    }
+
     /// Committed rows of `[begin, end)` at the read version, starting past
     /// known-empty stretches; reports what it saw empty on the way.
     fn read_committed(
@@ -248,9 +256,9 @@ impl Transaction for EmbeddedTxn {
         })?;
         match overlay {
             Overlay::Known(value) => Ok(value),
-            Overlay::AddTo(delta) => {
+            Overlay::Apply(mutations) => {
                 let base = self.committed_value(key)?;
-                Ok(Some(apply_add(base.as_deref(), delta)))
+                Ok(Some(apply_all(base.as_deref(), &mutations)))
             }
             Overlay::Untouched => self.committed_value(key),
         }
@@ -310,11 +318,11 @@ impl Transaction for EmbeddedTxn {
     }
 
     fn atomic_add(&self, key: &[u8], delta: i64) -> Result<(), StoreError> {
-        check_key(key)?;
-        self.with_pending(|pending| {
-            pending.writes.add(key, delta);
-            Self::check_write_size(pending)
-        })
+        self.atomic(key, Atomic::Add(delta))
+    }
+
+    fn atomic_max(&self, key: &[u8], value: u64) -> Result<(), StoreError> {
+        self.atomic(key, Atomic::Max(value))
     }
 
     fn watch(&self, key: &[u8]) -> Result<Watch, StoreError> {

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use crate::store::{KeyValue, apply_add};
+use crate::store::{Atomic, KeyValue, apply_add};
 
 /// What a transaction did to one key, last write wins.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,8 +13,8 @@ pub(crate) enum KeyOp {
     Set(Vec<u8>),
     /// Cleared.
     Clear,
-    /// Add this delta to whatever is committed at commit time.
-    Add(i64),
+    /// Apply these mutations, in order, to whatever is committed at commit time.
+    Atomic(Vec<Atomic>),
 }
 
 /// The writes of one transaction.
@@ -36,8 +36,8 @@ pub(crate) struct WriteSet {
 pub(crate) enum Overlay {
     /// The write set decides: this value, or absent.
     Known(Option<Vec<u8>>),
-    /// The committed value with this delta added.
-    AddTo(i64),
+    /// The committed value with these mutations applied.
+    Apply(Vec<Atomic>),
     /// The write set does not touch the key.
     Untouched,
 }
@@ -57,14 +57,27 @@ impl WriteSet {
         self.ops.insert(key.to_vec(), KeyOp::Clear);
     }
 
-    pub(crate) fn add(&mut self, key: &[u8], delta: i64) {
+    pub(crate) fn atomic(&mut self, key: &[u8], mutation: Atomic) {
         self.bytes += key.len() + 8;
-        let op = match self.ops.get(key) {
-            Some(KeyOp::Set(value)) => KeyOp::Set(apply_add(Some(value), delta)),
-            Some(KeyOp::Clear) => KeyOp::Set(apply_add(None, delta)),
-            Some(KeyOp::Add(previous)) => KeyOp::Add(previous.wrapping_add(delta)),
-            None if self.is_cleared(key) => KeyOp::Set(apply_add(None, delta)),
-            None => KeyOp::Add(delta),
+        let op = match self.ops.remove(key) {
+            Some(KeyOp::Set(value)) => KeyOp::Set(mutation.apply(Some(&value))),
+            Some(KeyOp::Clear) => KeyOp::Set(mutation.apply(None)),
+            Some(KeyOp::Atomic(mut mutations)) => {
+                match (mutations.last_mut(), mutation) {
+                    // Consecutive adds fold into one, so a counter bumped in
+                    // a loop stays one mutation.
+                    (Some(Atomic::Add(previous)), Atomic::Add(delta)) => {
+                        *previous = previous.wrapping_add(delta);
+                    }
+                    (Some(Atomic::Max(previous)), Atomic::Max(value)) => {
+                        *previous = (*previous).max(value)
+                    }
+                    _ => mutations.push(mutation),
+                }
+                KeyOp::Atomic(mutations)
+            }
+            None if self.is_cleared(key) => KeyOp::Set(mutation.apply(None)),
+            None => KeyOp::Atomic(vec![mutation]),
         };
         self.ops.insert(key.to_vec(), op);
     }
@@ -110,7 +123,7 @@ impl WriteSet {
         match self.ops.get(key) {
             Some(KeyOp::Set(value)) => Overlay::Known(Some(value.clone())),
             Some(KeyOp::Clear) => Overlay::Known(None),
-            Some(KeyOp::Add(delta)) => Overlay::AddTo(*delta),
+            Some(KeyOp::Atomic(mutations)) => Overlay::Apply(mutations.clone()),
             None if self.is_cleared(key) => Overlay::Known(None),
             None => Overlay::Untouched,
         }
@@ -170,7 +183,9 @@ impl WriteSet {
                 let value = match op {
                     KeyOp::Set(value) => Some(value.clone()),
                     KeyOp::Clear => None,
-                    KeyOp::Add(delta) => Some(apply_add(committed_value.as_deref(), *delta)),
+                    KeyOp::Atomic(mutations) => {
+                        Some(apply_all(committed_value.as_deref(), mutations))
+                    }
                 };
                 if let Some(value) = value {
                     rows.push(KeyValue {
@@ -188,6 +203,15 @@ impl WriteSet {
         }
         Ok(rows)
     }
+}
+
+/// `existing` with `mutations` applied in order.
+pub(crate) fn apply_all(existing: Option<&[u8]>, mutations: &[Atomic]) -> Vec<u8> {
+    let mut value = existing.map(<[u8]>::to_vec);
+    for mutation in mutations {
+        value = Some(mutation.apply(value.as_deref()));
+    }
+    value.unwrap_or_else(|| apply_add(None, 0))
 }
 
 #[cfg(test)]
@@ -233,19 +257,28 @@ mod tests {
     }
 
     #[test]
-    fn add_composes_with_earlier_writes() {
+    fn atomics_compose_with_earlier_writes() {
         let mut writes = WriteSet::default();
-        writes.add(b"n", 2);
-        writes.add(b"n", 3);
-        assert_eq!(writes.overlay(b"n"), Overlay::AddTo(5));
+        writes.atomic(b"n", Atomic::Add(2));
+        writes.atomic(b"n", Atomic::Add(3));
+        assert_eq!(writes.overlay(b"n"), Overlay::Apply(vec![Atomic::Add(5)]));
+        writes.atomic(b"n", Atomic::Max(9));
+        assert_eq!(
+            writes.overlay(b"n"),
+            Overlay::Apply(vec![Atomic::Add(5), Atomic::Max(9)])
+        );
+        let (one, seven) = (1u64.to_le_bytes(), 7u64.to_le_bytes());
+        let mutations = [Atomic::Add(5), Atomic::Max(9)];
+        assert_eq!(apply_all(Some(&one), &mutations), 9u64.to_le_bytes());
+        assert_eq!(apply_all(Some(&seven), &mutations), 12u64.to_le_bytes());
         writes.set(b"m", &7i64.to_le_bytes());
-        writes.add(b"m", 1);
+        writes.atomic(b"m", Atomic::Add(1));
         assert_eq!(
             writes.overlay(b"m"),
             Overlay::Known(Some(8i64.to_le_bytes().to_vec()))
         );
         writes.clear_range(b"a", b"z");
-        writes.add(b"n", 1);
+        writes.atomic(b"n", Atomic::Add(1));
         assert_eq!(
             writes.overlay(b"n"),
             Overlay::Known(Some(1i64.to_le_bytes().to_vec()))
