@@ -18,10 +18,11 @@ use std::fmt;
 
 use rand::RngCore;
 
-use crate::envelope::{PAYLOAD_SIZE_MAX, decode_item, encode_item, now_ms};
+use crate::envelope::{End, PAYLOAD_SIZE_MAX, encode_item, now_ms};
 use crate::keys::{QueueKeys, QueueName, RANDOM_LEN};
+use crate::staging::direct::read_end;
 use crate::store::{
-    RangeRead, RetryPolicy, Store, StoreError, Transaction, decode_counter, decode_mark, transact,
+    RetryPolicy, Store, StoreError, Transaction, decode_counter, decode_mark, transact,
 };
 
 /// Most items one `push_batch` accepts.
@@ -247,25 +248,8 @@ impl<S: Store> Queue<S> {
         txn: &S::Txn,
         snapshot: bool,
     ) -> Result<Option<Item>, QueueError> {
-        let (begin, end) = self.keys.items_range();
-        let mut read = RangeRead::new(&begin, &end, 1);
-        read.snapshot = snapshot;
-        let rows = txn.get_range(read).await?;
-        match rows.into_iter().next() {
-            None => Ok(None),
-            Some(row) => {
-                let (enqueued_at_ms, payload) =
-                    decode_item(&row.value).ok_or_else(|| QueueError::Corrupt {
-                        key: row.key.clone(),
-                    })?;
-                let payload = payload.to_vec();
-                Ok(Some(Item {
-                    key: row.key,
-                    enqueued_at_ms,
-                    payload,
-                }))
-            }
-        }
+        let items = read_end(txn, &self.keys, End::Front, 1, snapshot).await?;
+        Ok(items.into_iter().next())
     }
 }
 
