@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::envelope::{End, now_ms};
+use crate::envelope::{End, encode_item, now_ms};
 use crate::keys::{QueueKeys, QueueKind, QueueName};
 use crate::metrics;
 use crate::queue::{DirectPop, Item, QueueError};
@@ -22,7 +22,7 @@ use crate::staging::fulfill::fulfill_once;
 use crate::staging::reap::{reap_queue, registered_queues};
 use crate::staging::requester::{WithdrawOnDrop, await_result, deadline_after, register};
 use crate::staging::{StagingConfig, StagingStats};
-use crate::store::{RangeRead, Store, StoreError, Transaction};
+use crate::store::{RangeRead, RetryPolicy, Store, StoreError, Transaction, transact};
 
 /// Backoff ceiling after a fulfillment conflict, in microseconds.
 const FULFILL_CONFLICT_BACKOFF_US_MAX: u64 = 2_000;
@@ -97,12 +97,76 @@ impl<S: Store> Coordinator<S> {
 
     /// Pops up to `max` items: a direct pop takes up to `max` at once; a
     /// staged pop delivers one.
+    ///
+    /// The pop runs in its own task: once a commit that takes an item is
+    /// submitted it completes even if the caller goes away (an HTTP client
+    /// disconnecting drops the handler's future), and items nobody is
+    /// left to receive are put back where they were.
     pub async fn pop_many(
         &self,
         keys: &QueueKeys,
         end: End,
         max: usize,
         wait: Duration,
+    ) -> Result<Vec<Item>, QueueError> {
+        let (mut deliver, delivered) = tokio::sync::oneshot::channel();
+        let coordinator = self.clone();
+        let keys = keys.clone();
+        tokio::spawn(async move {
+            let (gone_tx, gone_rx) = watch::channel(false);
+            let mut pop = std::pin::pin!(coordinator.pop_detached(&keys, end, max, wait, gone_rx));
+            let outcome = tokio::select! {
+                outcome = &mut pop => outcome,
+                // The caller left while waiting: withdraw now rather than
+                // hold a request (and take an item) for the rest of the wait.
+                _ = deliver.closed() => {
+                    gone_tx.send_replace(true);
+                    pop.await
+                }
+            };
+            if let Err(Ok(items)) = deliver.send(outcome)
+                && !items.is_empty()
+            {
+                coordinator.put_back(&keys, items).await;
+            }
+        });
+        match delivered.await {
+            Ok(outcome) => outcome,
+            // The task panicked: nothing was delivered to anyone.
+            Err(_) => Err(QueueError::Store(StoreError::Cancelled)),
+        }
+    }
+
+    /// Returns items whose caller went away to their original keys.
+    async fn put_back(&self, keys: &QueueKeys, items: Vec<Item>) {
+        let store = &self.inner.store;
+        let restored = transact(store, RetryPolicy::default(), |txn| {
+            let items = &items;
+            async move {
+                for item in items {
+                    txn.set(&item.key, &encode_item(item.enqueued_at_ms, &item.payload))?;
+                }
+                txn.atomic_add(&keys.depth(), items.len() as i64)
+            }
+        })
+        .await;
+        match restored {
+            Ok(()) => {
+                tracing::debug!(queue = %keys.name(), items = items.len(), "put back items of a pop whose caller left")
+            }
+            Err(error) => {
+                tracing::error!(queue = %keys.name(), %error, items = items.len(), "could not put back items of a pop whose caller left")
+            }
+        }
+    }
+
+    async fn pop_detached(
+        &self,
+        keys: &QueueKeys,
+        end: End,
+        max: usize,
+        wait: Duration,
+        mut caller_gone: watch::Receiver<bool>,
     ) -> Result<Vec<Item>, QueueError> {
         let started = std::time::Instant::now();
         let wait = wait.min(Duration::from_millis(self.inner.config.wait_max_ms));
@@ -128,15 +192,15 @@ impl<S: Store> Coordinator<S> {
         StagingStats::add(&stats.requests_registered, 1);
         let guard = WithdrawOnDrop::new(self.inner.store.clone(), keys.clone(), &registration);
         self.ensure_fulfiller(keys);
-        let mut stop = self.inner.shutdown.subscribe();
-        let outcome = await_result(
-            &self.inner.store,
-            keys,
-            &mut registration,
-            deadline,
-            &mut stop,
-        )
-        .await;
+        let mut shutdown = self.inner.shutdown.subscribe();
+        let stop = async move {
+            tokio::select! {
+                _ = shutdown.wait_for(|stopped| *stopped) => {}
+                _ = caller_gone.wait_for(|gone| *gone) => {}
+            }
+        };
+        let outcome =
+            await_result(&self.inner.store, keys, &mut registration, deadline, stop).await;
         guard.disarm();
         match outcome? {
             Some(item) => {

@@ -70,11 +70,15 @@ pub async fn fulfill_once<S: Store>(
     let mut expired = 0usize;
     let mut live = Vec::with_capacity(rows.len());
     for row in rows {
-        let Some((_, requester)) = keys.request_parts(&row.key) else {
-            return Err(QueueError::Corrupt { key: row.key });
-        };
-        let Some(request) = decode_request(&row.value) else {
-            return Err(QueueError::Corrupt { key: row.key });
+        let parsed = keys.request_parts(&row.key).zip(decode_request(&row.value));
+        let Some(((_, requester), request)) = parsed else {
+            // Not something hotq wrote: clearing it keeps one bad row from
+            // stalling the queue's every fulfillment.
+            // It never counted as waiting, so `waiting` is left alone.
+            tracing::warn!(queue = %keys.name(), key = ?row.key, "clearing a malformed request");
+            txn.add_read_conflict_key(&row.key)?;
+            txn.clear(&row.key)?;
+            continue;
         };
         if request.deadline_ms < now {
             // Cleared, not served: its requester has stopped waiting.

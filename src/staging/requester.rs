@@ -122,7 +122,7 @@ async fn collect_or_rewatch<S: Store>(
         };
         match outcome {
             Ok(collected) => return Ok(collected),
-            Err(error) if error.is_retryable() && attempt < ATTEMPTS_MAX => {
+            Err(error) if retry_consuming(&error) && attempt < ATTEMPTS_MAX => {
                 if error == StoreError::Conflict {
                     crate::metrics::conflict("collect");
                 }
@@ -144,7 +144,7 @@ fn decode(_keys: &QueueKeys, result_key: &[u8], value: &[u8]) -> Result<Item, Qu
 }
 
 /// Waits for the registration's result until `deadline` (or until `stop`
-/// turns true: the daemon is shutting down), then withdraws. Returns the
+/// resolves: the daemon is shutting down, or the caller left), then withdraws. Returns the
 /// item if the fulfiller served the request, before or during the
 /// withdrawal. The wait is interrupted only between store transactions,
 /// so a collected item is never dropped on the floor.
@@ -153,15 +153,16 @@ pub async fn await_result<S: Store>(
     keys: &QueueKeys,
     registration: &mut Registration,
     deadline: Instant,
-    stop: &mut tokio::sync::watch::Receiver<bool>,
+    stop: impl std::future::Future<Output = ()>,
 ) -> Result<Option<Item>, QueueError> {
     // Bounded by the deadline: every pass waits on a watch or a short
     // fallback pause, and stops when the deadline passes.
-    while Instant::now() < deadline && !*stop.borrow() {
+    let mut stop = std::pin::pin!(stop);
+    while Instant::now() < deadline {
         let fired = tokio::select! {
             fired = &mut registration.watch => fired,
             _ = tokio::time::sleep_until(deadline) => break,
-            _ = stop.changed() => break,
+            _ = &mut stop => break,
         };
         if fired.is_err() {
             // The store refused or dropped the watch: look again shortly.
@@ -231,7 +232,7 @@ pub async fn withdraw<S: Store>(
         };
         match outcome {
             Ok(item) => return Ok(item),
-            Err(error) if error.is_retryable() && attempt < ATTEMPTS_MAX => {
+            Err(error) if retry_consuming(&error) && attempt < ATTEMPTS_MAX => {
                 if error == StoreError::Conflict {
                     crate::metrics::conflict("withdraw");
                 }
@@ -288,6 +289,13 @@ impl<S: Store> Drop for WithdrawOnDrop<S> {
             }
         });
     }
+}
+
+/// Whether a transaction that consumes a result may be run again after
+/// `error`. Not after "maybe committed": the first run may have taken the
+/// result, and a second would find nothing and lose the item.
+fn retry_consuming(error: &StoreError) -> bool {
+    error.is_retryable() && !error.is_maybe_committed()
 }
 
 /// A deadline `wait` from now, as both a tokio instant and epoch milliseconds.

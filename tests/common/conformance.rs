@@ -356,6 +356,36 @@ pub async fn watch_fires_on_change_only<S: Store>(store: S) {
     );
 }
 
+/// A watch on a key the watching transaction also wrote compares against
+/// what that transaction left there: a write by another transaction that
+/// committed in between fires it (the fulfiller watches the depth counter
+/// it decrements, and must wake for a push that landed meanwhile).
+pub async fn watch_on_a_written_key_sees_other_writers<S: Store>(store: S) {
+    let space = Space::new();
+    let counter = space.key("depth");
+    let setup = store.begin().unwrap();
+    setup.atomic_add(&counter, 5).unwrap();
+    setup.commit().await.unwrap();
+
+    let watcher = store.begin().unwrap();
+    assert_eq!(
+        watcher.get(&counter, true).await.unwrap(),
+        Some(5i64.to_le_bytes().to_vec())
+    );
+    watcher.atomic_add(&counter, -1).unwrap();
+    let watch = watcher.watch(&counter).unwrap();
+    let pusher = store.begin().unwrap();
+    pusher.atomic_add(&counter, 1).unwrap();
+    pusher.commit().await.unwrap();
+    watcher.commit().await.unwrap();
+    // The watcher left 4; the store holds 5.
+    let fired = tokio::time::timeout(Duration::from_secs(30), watch).await;
+    assert_eq!(
+        fired.expect("the watch fires for the other writer's add"),
+        Ok(())
+    );
+}
+
 /// A transaction older than 5 s fails as too old and writes nothing.
 pub async fn old_transaction_is_too_old<S: Store>(store: S) {
     let space = Space::new();
@@ -417,6 +447,7 @@ macro_rules! conformance_tests {
             atomic_max_keeps_the_largest,
             read_your_writes,
             watch_fires_on_change_only,
+            watch_on_a_written_key_sees_other_writers,
             old_transaction_is_too_old,
             oversized_writes_fail,
         );

@@ -116,12 +116,16 @@ fn commit_group(shared: &Shared, mut group: Vec<CommitRequest>) {
                     .get(&key)
                     .cloned()
                     .unwrap_or_else(|| read_latest(shared, &key));
-                let expected =
-                    if request.writes.ops.contains_key(&key) || request.writes.is_cleared(&key) {
-                        current.clone()
-                    } else {
-                        read_snapshot(shared, &request.snapshot, &key)
-                    };
+                // What this transaction saw (or wrote) there: any other
+                // value, whoever wrote it, fires the watch.
+                let seen = read_snapshot(shared, &request.snapshot, &key);
+                let expected = match request.writes.ops.get(&key) {
+                    Some(KeyOp::Set(value)) => Some(value.clone()),
+                    Some(KeyOp::Clear) => None,
+                    Some(KeyOp::Atomic(mutations)) => Some(apply_all(seen.as_deref(), mutations)),
+                    None if request.writes.is_cleared(&key) => None,
+                    None => seen,
+                };
                 watches.arm(key, expected, current.as_deref(), sender);
             }
         }
