@@ -310,3 +310,64 @@ async fn idle_waiters_and_fulfillers_do_not_poll() {
         .expect("the push wakes the fulfiller");
     assert_eq!(item.payload, b"wake up");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reaper_pages_past_live_requests_and_forgets_idle_queues() {
+    let (store, _dir, coordinator, queue) = setup(StagingConfig::default());
+    let keys = queue.keys().clone();
+    // 600 live requests (more than one reaper page), then one already expired.
+    let mut live = Vec::new();
+    for _ in 0..600 {
+        live.push(
+            register(&store, &keys, End::Front, now_ms() + 600_000)
+                .await
+                .unwrap(),
+        );
+    }
+    register(&store, &keys, End::Front, now_ms().saturating_sub(1))
+        .await
+        .unwrap();
+    let reaped = coordinator.reap_all().await.unwrap();
+    assert_eq!(
+        reaped.requests, 1,
+        "the expired request behind 600 live ones is cleared"
+    );
+    assert_eq!(waiting_count(&store, &keys).await, 600);
+    let listed = |queues: Vec<QueueKeys>| queues.iter().any(|q| q.name() == keys.name());
+    assert!(listed(
+        hotq::staging::reap::registered_queues(&store)
+            .await
+            .unwrap()
+    ));
+
+    for registration in &live {
+        hotq::staging::requester::withdraw(
+            &store,
+            &keys,
+            &registration.request_key,
+            &registration.result_key,
+            true,
+        )
+        .await
+        .unwrap();
+    }
+    assert_no_requests_or_results(&store, &keys).await;
+    coordinator.reap_all().await.unwrap();
+    assert!(
+        !listed(
+            hotq::staging::reap::registered_queues(&store)
+                .await
+                .unwrap()
+        ),
+        "a queue with nothing staged leaves the registry"
+    );
+    // The next registration lists it again.
+    register(&store, &keys, End::Front, now_ms() + 1_000)
+        .await
+        .unwrap();
+    assert!(listed(
+        hotq::staging::reap::registered_queues(&store)
+            .await
+            .unwrap()
+    ));
+}

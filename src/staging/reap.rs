@@ -25,46 +25,76 @@ const REAP_PASSES_MAX: usize = 100;
 const REGISTRY_SCAN_MAX: usize = 100_000;
 
 /// Sweeps one queue as of `now_ms`: returns expired results and clears
-/// expired requests, in bounded transactions, until none is left or the
-/// pass bound is reached.
+/// expired requests, page by page (expired entries behind unexpired ones
+/// are reached too), in bounded transactions. A queue left with neither
+/// requests nor results is dropped from the registry.
 pub async fn reap_queue<S: Store>(
     store: &S,
     keys: &QueueKeys,
     now_ms: u64,
 ) -> Result<Reaped, QueueError> {
     let mut total = Reaped::default();
+    let mut cursors = Cursors {
+        results: Some(keys.results_range().0),
+        requests: Some(keys.requests_range().0),
+    };
     for _ in 0..REAP_PASSES_MAX {
-        match reap_pass(store, keys, now_ms).await {
-            Ok((reaped, more)) => {
+        if cursors.results.is_none() && cursors.requests.is_none() {
+            break;
+        }
+        match reap_pass(store, keys, now_ms, &cursors).await {
+            Ok((reaped, next)) => {
                 total.results += reaped.results;
                 total.requests += reaped.requests;
-                if !more {
-                    break;
-                }
+                cursors = next;
             }
-            // A collect, withdrawal or fulfiller won a key: look again.
+            // A collect, withdrawal or fulfiller won a key: read the page again.
             Err(QueueError::Store(StoreError::Conflict)) => crate::metrics::conflict("reap"),
             Err(error) => return Err(error),
         }
     }
+    forget_if_idle(store, keys).await?;
     Ok(total)
+}
+
+/// Where the next page of each subspace starts; `None` when it is done.
+struct Cursors {
+    results: Option<Vec<u8>>,
+    requests: Option<Vec<u8>>,
+}
+
+/// Reads one page of `[from, end)`; returns the rows and the next page's start.
+async fn page<T: Transaction>(
+    txn: &T,
+    from: &Option<Vec<u8>>,
+    end: &[u8],
+) -> Result<(Vec<KeyValue>, Option<Vec<u8>>), QueueError> {
+    let Some(from) = from else {
+        return Ok((Vec::new(), None));
+    };
+    let rows = txn
+        .get_range(RangeRead::new(from, end, REAP_BATCH_MAX).snapshot())
+        .await?;
+    let next = match rows.last() {
+        Some(last) if rows.len() >= REAP_BATCH_MAX => Some(crate::store::key_after(&last.key)),
+        _ => None,
+    };
+    Ok((rows, next))
 }
 
 async fn reap_pass<S: Store>(
     store: &S,
     keys: &QueueKeys,
     now_ms: u64,
-) -> Result<(Reaped, bool), QueueError> {
+    cursors: &Cursors,
+) -> Result<(Reaped, Cursors), QueueError> {
     let txn = store.begin()?;
-    let (begin, end) = keys.results_range();
-    let results = txn
-        .get_range(RangeRead::new(&begin, &end, REAP_BATCH_MAX).snapshot())
-        .await?;
-    let (begin, end) = keys.requests_range();
-    let requests = txn
-        .get_range(RangeRead::new(&begin, &end, REAP_BATCH_MAX).snapshot())
-        .await?;
-    let more = results.len() >= REAP_BATCH_MAX || requests.len() >= REAP_BATCH_MAX;
+    let (results, next_results) = page(&txn, &cursors.results, &keys.results_range().1).await?;
+    let (requests, next_requests) = page(&txn, &cursors.requests, &keys.requests_range().1).await?;
+    let next = Cursors {
+        results: next_results,
+        requests: next_requests,
+    };
     let mut reaped = Reaped::default();
     for KeyValue { key, value } in results {
         let result =
@@ -96,11 +126,31 @@ async fn reap_pass<S: Store>(
     if reaped.requests > 0 {
         txn.atomic_add(&keys.waiting(), -(reaped.requests as i64))?;
     }
-    if reaped == Reaped::default() {
-        return Ok((reaped, false));
+    if reaped != Reaped::default() {
+        txn.commit().await?;
     }
-    txn.commit().await?;
-    Ok((reaped, more))
+    Ok((reaped, next))
+}
+
+/// Drops the queue from the registry when it holds no request and no
+/// result. Both reads are non-snapshot, so a registration that commits
+/// meanwhile (it writes a request and the registry entry) conflicts, and the
+/// entry stays.
+async fn forget_if_idle<S: Store>(store: &S, keys: &QueueKeys) -> Result<(), QueueError> {
+    let txn = store.begin()?;
+    let (begin, end) = keys.requests_range();
+    let requests = txn.get_range(RangeRead::new(&begin, &end, 1)).await?;
+    let (begin, end) = keys.results_range();
+    let results = txn.get_range(RangeRead::new(&begin, &end, 1)).await?;
+    if !requests.is_empty() || !results.is_empty() {
+        return Ok(());
+    }
+    txn.add_read_conflict_key(&keys.registry_key())?;
+    txn.clear(&keys.registry_key())?;
+    match txn.commit().await {
+        Ok(()) | Err(StoreError::Conflict) => Ok(()),
+        Err(error) => Err(error.into()),
+    }
 }
 
 /// The queues that ever staged a pop, from the registry (at most 100,000).

@@ -82,6 +82,9 @@ impl StoreError {
             1032 => StoreError::TooManyWatches,
             1101 => StoreError::Cancelled,
             2017 => StoreError::UsedAfterCommit,
+            // FoundationDB does not say the length; 0 stands for "unknown".
+            2102 => StoreError::KeyTooLarge { len: 0 },
+            2103 => StoreError::ValueTooLarge { len: 0 },
             code => StoreError::Backend {
                 code,
                 message: message.into(),

@@ -230,10 +230,14 @@ impl Transaction for FdbTransaction {
 
     async fn get_range(&self, range: RangeRead<'_>) -> Result<Vec<KeyValue>, StoreError> {
         range.validate()?;
+        check_key(range.begin)?;
+        check_key(range.end)?;
         let mut opt = RangeOption {
             begin: KeySelector::first_greater_or_equal(range.begin.to_vec()),
             end: KeySelector::first_greater_or_equal(range.end.to_vec()),
-            limit: Some(range.limit),
+            // FoundationDB takes an i32 limit; larger asks are capped, which
+            // only shortens a read that could not be served in 5 s anyway.
+            limit: Some(range.limit.min(i32::MAX as usize)),
             mode: StreamingMode::WantAll,
             reverse: range.reverse,
             ..RangeOption::default()
