@@ -13,7 +13,7 @@
 //!
 //! Transports: in-process (the library on an embedded store in
 //! `--data-dir`, a fresh temporary directory by default) or `--url` (HTTP
-//! against a running daemon; staged only, since the daemon always stages).
+//! against a running daemon; `naive` there asks for `pop?path=direct`).
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -78,7 +78,7 @@ pub struct BenchArgs {
     /// Push+pop cycles for the tombstone scenario.
     #[arg(long, default_value_t = 1_000_000)]
     pub cycles: usize,
-    /// Run against a daemon at this URL instead of in process (staged only).
+    /// Run against a daemon at this URL instead of in process.
     #[arg(long)]
     pub url: Option<String>,
     /// Bearer token for `--url`.
@@ -178,10 +178,8 @@ pub async fn run(args: BenchArgs) -> Result<u8, String> {
                 for &mode in &args.modes {
                     let result = match (&store, &args.url) {
                         (Some(store), _) => drain_in_process(store, &args, mode, workers).await?,
-                        (None, Some(url)) if mode == Mode::Staged => {
-                            drain_http(url, &args, workers).await?
-                        }
-                        (None, _) => continue,
+                        (None, Some(url)) => drain_http(url, &args, mode, workers).await?,
+                        (None, None) => unreachable!("no store means a URL was given"),
                     };
                     all_exact &= result.exact;
                     print_drain(&result, args.json);
@@ -403,7 +401,12 @@ fn summarize(
     }
 }
 
-async fn drain_http(url: &str, args: &BenchArgs, workers: usize) -> Result<DrainResult, String> {
+async fn drain_http(
+    url: &str,
+    args: &BenchArgs,
+    mode: Mode,
+    workers: usize,
+) -> Result<DrainResult, String> {
     use base64::Engine;
     let base64 = base64::engine::general_purpose::STANDARD;
     let client = reqwest::Client::builder()
@@ -439,12 +442,15 @@ async fn drain_http(url: &str, args: &BenchArgs, workers: usize) -> Result<Drain
             run.clone(),
             auth.clone(),
         );
-        let (items, wait_ms) = (args.items, args.wait_ms);
+        let items = args.items;
+        let query = match mode {
+            Mode::Staged => format!("wait_ms={}", args.wait_ms),
+            Mode::Naive => "path=direct".to_string(),
+        };
         tasks.push(tokio::spawn(async move {
             while tally.delivered.load(Ordering::SeqCst) < items && Instant::now() < deadline {
                 let call = Instant::now();
-                let mut request =
-                    client.post(format!("{url}/v1/queues/{run}/pop?wait_ms={wait_ms}"));
+                let mut request = client.post(format!("{url}/v1/queues/{run}/pop?{query}"));
                 if let Some(auth) = &auth {
                     request = request.header("authorization", auth);
                 }
@@ -454,7 +460,8 @@ async fn drain_http(url: &str, args: &BenchArgs, workers: usize) -> Result<Drain
                         let body = response.bytes().await.map_err(|e| e.to_string())?;
                         tally.record(started, call, body.to_vec());
                     }
-                    204 => {}
+                    // 503: the recipe's retries ran out under contention; try again.
+                    204 | 503 => {}
                     status => return Err(format!("pop answered {status}")),
                 }
             }

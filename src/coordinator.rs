@@ -137,6 +137,36 @@ impl<S: Store> Coordinator<S> {
         }
     }
 
+    /// Pops one item the way FoundationDB's recipe does: direct pops,
+    /// conflicts retried with backoff, never a request. For comparison with
+    /// [`Self::pop`]; like it, a pop whose caller left is put back.
+    pub async fn pop_recipe(&self, keys: &QueueKeys) -> Result<Vec<Item>, QueueError> {
+        let (deliver, delivered) = tokio::sync::oneshot::channel();
+        let coordinator = self.clone();
+        let keys = keys.clone();
+        tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            let queue =
+                crate::queue::Queue::new(coordinator.inner.store.clone(), keys.name().clone());
+            let outcome = queue
+                .pop()
+                .await
+                .map(|item| item.into_iter().collect::<Vec<_>>());
+            if let Ok(items) = &outcome {
+                StagingStats::add(&coordinator.inner.stats.direct_pops, items.len() as u64);
+                record_delivery(&keys, "direct", started, items);
+            }
+            if let Err(Ok(items)) = deliver.send(outcome)
+                && !items.is_empty()
+            {
+                coordinator.put_back(&keys, items).await;
+            }
+        });
+        delivered
+            .await
+            .unwrap_or(Err(QueueError::Store(StoreError::Cancelled)))
+    }
+
     /// Returns items whose caller went away to their original keys.
     async fn put_back(&self, keys: &QueueKeys, items: Vec<Item>) {
         let store = &self.inner.store;

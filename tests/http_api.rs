@@ -293,6 +293,22 @@ async fn bad_input_gets_a_clear_error_and_changes_nothing() {
             "bad_parameter",
         ),
         case(
+            "unknown pop path",
+            Method::POST,
+            "/v1/queues/jobs/pop?path=sideways",
+            b"",
+            StatusCode::BAD_REQUEST,
+            "bad_parameter",
+        ),
+        case(
+            "direct pop with a wait",
+            Method::POST,
+            "/v1/queues/jobs/pop?path=direct&wait_ms=5",
+            b"",
+            StatusCode::BAD_REQUEST,
+            "bad_parameter",
+        ),
+        case(
             "wrong method on pop",
             Method::GET,
             "/v1/queues/jobs/pop",

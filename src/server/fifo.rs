@@ -76,6 +76,10 @@ pub struct PopParams {
     pub wait_ms: u64,
     /// Most items to return.
     pub max: Option<usize>,
+    /// `staged` (the default: direct pop, then a request on conflict) or
+    /// `direct` (FoundationDB's recipe as written: retry conflicts with
+    /// backoff, never register; for comparison — it needs `wait_ms=0`).
+    pub path: Option<String>,
 }
 
 /// Checks a pop's parameters against the configured caps.
@@ -210,13 +214,34 @@ pub async fn pop<S: Store>(
 ) -> Result<Response, ApiError> {
     let result = async {
         let name = queue_name(&queue)?;
+        let path = match &params {
+            Ok(Query(params)) => params.path.clone(),
+            Err(_) => None,
+        };
         let (wait, max) = pop_limits(&state, params)?;
         state.note_queue(QueueKind::Fifo, &name);
         let keys = QueueKeys::new(&name);
-        let items = state
-            .coordinator
-            .pop_many(&keys, End::Front, max, wait)
-            .await?;
+        let items = match path.as_deref() {
+            None | Some("staged") => {
+                state
+                    .coordinator
+                    .pop_many(&keys, End::Front, max, wait)
+                    .await?
+            }
+            Some("direct") if wait.is_zero() && max == 1 => {
+                state.coordinator.pop_recipe(&keys).await?
+            }
+            Some("direct") => {
+                return Err(ApiError::bad_parameter(
+                    "path=direct takes neither wait_ms nor max > 1",
+                ));
+            }
+            Some(other) => {
+                return Err(ApiError::bad_parameter(format!(
+                    "path must be staged or direct, got {other:?}"
+                )));
+            }
+        };
         Ok((items, max))
     }
     .await;

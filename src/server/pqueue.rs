@@ -119,6 +119,7 @@ pub async fn pop<S: Store>(
         let limits = Ok(Query(PopParams {
             wait_ms: params.wait_ms,
             max: params.max,
+            path: None,
         }));
         let (wait, max) = pop_limits(&state, limits)?;
         state.note_queue(QueueKind::Priority, &name);
