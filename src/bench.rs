@@ -472,12 +472,7 @@ async fn drain_http(
         task.await.map_err(|e| e.to_string())??;
     }
     Ok(summarize(
-        &tally,
-        args.items,
-        started,
-        "http",
-        Mode::Staged,
-        workers,
+        &tally, args.items, started, "http", mode, workers,
     ))
 }
 
