@@ -126,7 +126,8 @@ pub fn items_response(items: Vec<Item>, as_array: bool) -> Response {
     response
 }
 
-fn outcome<T>(result: &Result<T, ApiError>) -> &'static str {
+/// The outcome label of a call.
+pub fn outcome<T>(result: &Result<T, ApiError>) -> &'static str {
     if result.is_ok() { "ok" } else { "error" }
 }
 

@@ -14,8 +14,8 @@ use serde_json::json;
 use super::AppState;
 use super::error::ApiError;
 use super::fifo::{
-    PopParams, body_bytes, check_item, items_response, pop_limits, pop_outcome, queue_name,
-    queue_stats,
+    PopParams, body_bytes, check_item, items_response, outcome, pop_limits, pop_outcome,
+    queue_name, queue_stats,
 };
 use crate::envelope::End;
 use crate::keys::{QueueKeys, QueueKind};
@@ -98,11 +98,7 @@ pub async fn push<S: Store>(
         Ok((StatusCode::CREATED, Json(json!({"pushed": 1}))).into_response())
     }
     .await;
-    operation(
-        &queue,
-        "pq_push",
-        if result.is_ok() { "ok" } else { "error" },
-    );
+    operation(&queue, "pq_push", outcome(&result));
     result
 }
 
@@ -150,11 +146,7 @@ pub async fn peek<S: Store>(
         Ok(items_response(item.into_iter().collect(), false))
     }
     .await;
-    operation(
-        &queue,
-        "pq_peek",
-        if result.is_ok() { "ok" } else { "error" },
-    );
+    operation(&queue, "pq_peek", outcome(&result));
     result
 }
 
