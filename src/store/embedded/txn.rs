@@ -60,6 +60,7 @@ impl EmbeddedTxn {
         commits: mpsc::Sender<CommitRequest>,
     ) -> Result<Self, StoreError> {
         let started = Instant::now();
+        let mut spins = 0u32;
         // Bounded: a group in flight finishes within an fsync; a store that
         // stalls for the whole transaction age limit is reported.
         let (snapshot, read_version) = loop {
@@ -89,7 +90,14 @@ impl EmbeddedTxn {
                     "the committer has not published a group for 5 s".into(),
                 ));
             }
-            std::thread::yield_now();
+            // Usually the committer publishes within microseconds; if a
+            // flush opened the window during an fsync, stop spinning.
+            spins += 1;
+            if spins < 64 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(std::time::Duration::from_micros(50));
+            }
         };
         Ok(EmbeddedTxn {
             inner: Arc::new(TxnInner {
