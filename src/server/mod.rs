@@ -288,8 +288,10 @@ pub async fn serve<S: Store>(
     };
     stop_tx.send_replace(true);
     coordinator.shutdown(grace).await;
-    let _ = reaper.await;
-    let _ = sampler.await;
+    // Both stop at their next check of the signal; a sweep stuck on the
+    // store is not waited for past the grace period.
+    let _ = tokio::time::timeout(grace, reaper).await;
+    let _ = tokio::time::timeout(grace, sampler).await;
     if let Some(task) = metrics_task {
         let _ = tokio::time::timeout(grace, task).await;
     }
