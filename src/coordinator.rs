@@ -124,11 +124,7 @@ impl<S: Store> Coordinator<S> {
                     pop.await
                 }
             };
-            if let Err(Ok(items)) = deliver.send(outcome)
-                && !items.is_empty()
-            {
-                coordinator.put_back(&keys, items).await;
-            }
+            coordinator.hand_over(&keys, deliver, outcome).await;
         });
         match delivered.await {
             Ok(outcome) => outcome,
@@ -156,15 +152,26 @@ impl<S: Store> Coordinator<S> {
                 StagingStats::add(&coordinator.inner.stats.direct_pops, items.len() as u64);
                 record_delivery(&keys, "direct", started, items);
             }
-            if let Err(Ok(items)) = deliver.send(outcome)
-                && !items.is_empty()
-            {
-                coordinator.put_back(&keys, items).await;
-            }
+            coordinator.hand_over(&keys, deliver, outcome).await;
         });
         delivered
             .await
             .unwrap_or(Err(QueueError::Store(StoreError::Cancelled)))
+    }
+
+    /// Hands a pop's outcome to its caller, or puts the items back where
+    /// they were if the caller is gone.
+    async fn hand_over(
+        &self,
+        keys: &QueueKeys,
+        deliver: tokio::sync::oneshot::Sender<Result<Vec<Item>, QueueError>>,
+        outcome: Result<Vec<Item>, QueueError>,
+    ) {
+        if let Err(Ok(items)) = deliver.send(outcome)
+            && !items.is_empty()
+        {
+            self.put_back(keys, items).await;
+        }
     }
 
     /// Returns items whose caller went away to their original keys.
