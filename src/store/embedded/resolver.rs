@@ -100,14 +100,7 @@ impl Resolver {
         ranges: &[(Vec<u8>, Vec<u8>)],
     ) -> bool {
         ranges.iter().any(|(begin, end)| {
-            let point_hit = self
-                .point_writes
-                .range::<[u8], _>((
-                    Bound::Included(begin.as_slice()),
-                    Bound::Excluded(end.as_slice()),
-                ))
-                .any(|(_, version)| *version >= read_version);
-            point_hit
+            written_since(&self.point_writes, begin, end, read_version)
                 || self
                     .range_writes
                     .iter()
@@ -150,14 +143,7 @@ impl Resolver {
         if begin >= end || self.is_too_old(read_version) {
             return;
         }
-        let inserted = self
-            .point_inserts
-            .range::<[u8], _>((
-                Bound::Included(begin.as_slice()),
-                Bound::Excluded(end.as_slice()),
-            ))
-            .any(|(_, version)| *version >= read_version);
-        if !inserted {
+        if !written_since(&self.point_inserts, &begin, &end, read_version) {
             let horizon = self.live.keys().next().copied().unwrap_or(read_version);
             self.empty.record(&begin, &end, read_version, horizon);
         }
@@ -197,6 +183,18 @@ impl Resolver {
             .retain(|(_, _, version)| *version >= floor);
         self.empty.coalesce(horizon);
     }
+}
+
+/// True when `writes` holds a key in `[begin, end)` written at or after `read_version`.
+fn written_since(
+    writes: &BTreeMap<Vec<u8>, u64>,
+    begin: &[u8],
+    end: &[u8],
+    read_version: u64,
+) -> bool {
+    writes
+        .range::<[u8], _>((Bound::Included(begin), Bound::Excluded(end)))
+        .any(|(_, version)| *version >= read_version)
 }
 
 #[cfg(test)]
