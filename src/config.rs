@@ -2,10 +2,13 @@
 //! then `HOTQ_*` environment variables, then flags. An unknown or invalid
 //! key stops start-up with a message naming it.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+
+use crate::lease::{DeliveryPolicy, MAX_DELIVERIES_DEFAULT};
 
 use crate::staging::StagingConfig;
 use crate::store::embedded::Durability;
@@ -57,6 +60,41 @@ pub struct Config {
     pub metrics_sample_queues_max: usize,
     /// Staged-pop protocol settings.
     pub staging: StagingSection,
+    /// Leases, dead letters and delays.
+    pub leases: LeasesSection,
+}
+
+/// The `[leases]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LeasesSection {
+    /// Deliveries under a lease before an item goes to `<queue>.dead`.
+    pub max_deliveries: u32,
+    /// Longest `lease_ms` a pop or extend may ask for.
+    pub lease_max_ms: u64,
+    /// Longest `delay_ms` a push or nack may ask for.
+    pub delay_max_ms: u64,
+    /// Per-queue settings, by queue name (`[leases.queues.<name>]`).
+    pub queues: HashMap<String, QueueLeaseSection>,
+}
+
+/// A `[leases.queues.<name>]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueLeaseSection {
+    /// Deliveries under a lease before an item of this queue is dead-lettered.
+    pub max_deliveries: u32,
+}
+
+impl Default for LeasesSection {
+    fn default() -> Self {
+        LeasesSection {
+            max_deliveries: MAX_DELIVERIES_DEFAULT,
+            lease_max_ms: 12 * 60 * 60 * 1_000,
+            delay_max_ms: 7 * 24 * 60 * 60 * 1_000,
+            queues: HashMap::new(),
+        }
+    }
 }
 
 /// The `[staging]` table.
@@ -107,6 +145,7 @@ impl Default for Config {
             metrics_sample_interval_ms: 1_000,
             metrics_sample_queues_max: 1_000,
             staging: StagingSection::default(),
+            leases: LeasesSection::default(),
         }
     }
 }
@@ -213,6 +252,9 @@ impl Config {
             ),
             ("staging.reap_interval_ms", self.staging.reap_interval_ms),
             ("staging.fulfiller_idle_ms", self.staging.fulfiller_idle_ms),
+            ("leases.max_deliveries", self.leases.max_deliveries as u64),
+            ("leases.lease_max_ms", self.leases.lease_max_ms),
+            ("leases.delay_max_ms", self.leases.delay_max_ms),
         ];
         if let Some((key, _)) = positive.iter().find(|(_, value)| *value == 0) {
             return Err(ConfigError(format!("{key} must be at least 1")));
@@ -226,6 +268,16 @@ impl Config {
             return Err(ConfigError(
                 "wait_max_ms must be at most 600000 (10 minutes)".into(),
             ));
+        }
+        for (name, queue) in &self.leases.queues {
+            if let Err(error) = crate::keys::QueueName::new(name) {
+                return Err(ConfigError(format!("leases.queues.{name:?}: {error}")));
+            }
+            if queue.max_deliveries == 0 {
+                return Err(ConfigError(format!(
+                    "leases.queues.{name}.max_deliveries must be at least 1"
+                )));
+            }
         }
         if self.token.as_deref() == Some("") {
             return Err(ConfigError("token must not be empty".into()));
@@ -254,6 +306,15 @@ impl Config {
             reap_interval_ms: self.staging.reap_interval_ms,
             fulfiller_idle_ms: self.staging.fulfiller_idle_ms,
             wait_max_ms: self.wait_max_ms,
+            delivery: DeliveryPolicy {
+                max_deliveries_default: self.leases.max_deliveries,
+                per_queue: self
+                    .leases
+                    .queues
+                    .iter()
+                    .map(|(name, queue)| (name.clone(), queue.max_deliveries))
+                    .collect(),
+            },
         }
     }
 }
@@ -280,6 +341,26 @@ mod tests {
         assert!(
             error.0.contains("durability") || error.0.contains("fast"),
             "{error}"
+        );
+        let error = Config::from_toml("[leases.queues.\"a/b\"]\nmax_deliveries = 2", "test")
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert!(error.0.contains("a/b"), "{error}");
+        let error = Config::from_toml("[leases.queues.jobs]\nmax_deliveries = 0", "test")
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert!(error.0.contains("jobs.max_deliveries"), "{error}");
+        let config = Config::from_toml("[leases.queues.jobs]\nmax_deliveries = 2", "test").unwrap();
+        let policy = config.staging_config().delivery;
+        assert_eq!(
+            policy.max_deliveries(&crate::keys::QueueName::new("jobs").unwrap()),
+            Some(2)
+        );
+        assert_eq!(
+            policy.max_deliveries(&crate::keys::QueueName::new("other").unwrap()),
+            Some(5)
         );
         let error = Config::from_toml("pop_max_items = 0", "test")
             .unwrap()

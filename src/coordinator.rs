@@ -1,20 +1,24 @@
 //! The coordinator: staged pops for callers, a fulfillment loop per queue
-//! with waiters, and the reaper, all stopped by one shutdown signal.
+//! with waiters, the reaper, and the timer that returns expired leases and
+//! reveals delayed items, all stopped by one shutdown signal.
 //!
 //! Several coordinators may share one store (two daemons on one cluster):
 //! their fulfillers then conflict on the keys they both consume, and the
 //! loser retries; an item is never handed out twice.
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
-use crate::envelope::{End, encode_item, now_ms};
+use crate::envelope::{End, RequestValue, now_ms};
 use crate::keys::{QueueKeys, QueueKind, QueueName};
+use crate::lease::settle::{self, Returned};
+use crate::lease::timers::{expire_leases, next_due, reveal_delayed};
+use crate::lease::{LeaseError, Receipt};
 use crate::metrics;
 use crate::queue::{DirectPop, Item, QueueError};
 use crate::staging::direct::{Attempt, try_pop};
@@ -35,6 +39,11 @@ struct Inner<S: Store> {
     stats: StagingStats,
     fulfillers: Mutex<HashMap<(QueueKind, QueueName), JoinHandle<()>>>,
     shutdown: watch::Sender<bool>,
+    /// When the timer next looks, in epoch ms (`u64::MAX` while it sweeps,
+    /// so anything scheduled meanwhile wakes it).
+    timer_next_ms: AtomicU64,
+    /// Wakes the timer for a due time earlier than `timer_next_ms`.
+    timer_wake: Notify,
 }
 
 /// Staged pops, fulfillment loops and the reaper over one store.
@@ -62,6 +71,8 @@ impl<S: Store> Coordinator<S> {
                 stats: StagingStats::default(),
                 fulfillers: Mutex::new(HashMap::new()),
                 shutdown,
+                timer_next_ms: AtomicU64::new(u64::MAX),
+                timer_wake: Notify::new(),
             }),
         }
     }
@@ -109,12 +120,27 @@ impl<S: Store> Coordinator<S> {
         max: usize,
         wait: Duration,
     ) -> Result<Vec<Item>, QueueError> {
+        self.pop_leased(keys, end, max, wait, 0).await
+    }
+
+    /// [`Self::pop_many`], with each item moved under a lease of `lease_ms`
+    /// (0: no lease, the item is deleted) in the commit that takes it. A
+    /// leased item is held until acked, nacked, or its lease expires.
+    pub async fn pop_leased(
+        &self,
+        keys: &QueueKeys,
+        end: End,
+        max: usize,
+        wait: Duration,
+        lease_ms: u64,
+    ) -> Result<Vec<Item>, QueueError> {
         let (mut deliver, delivered) = tokio::sync::oneshot::channel();
         let coordinator = self.clone();
         let keys = keys.clone();
         tokio::spawn(async move {
             let (gone_tx, gone_rx) = watch::channel(false);
-            let mut pop = std::pin::pin!(coordinator.pop_detached(&keys, end, max, wait, gone_rx));
+            let mut pop =
+                std::pin::pin!(coordinator.pop_detached(&keys, end, max, wait, lease_ms, gone_rx));
             let outcome = tokio::select! {
                 outcome = &mut pop => outcome,
                 // The caller left while waiting: withdraw now rather than
@@ -124,6 +150,15 @@ impl<S: Store> Coordinator<S> {
                     pop.await
                 }
             };
+            if let Ok(items) = &outcome
+                && let Some(expires_at_ms) = items
+                    .iter()
+                    .filter_map(|i| i.lease)
+                    .map(|l| l.expires_at_ms)
+                    .min()
+            {
+                coordinator.schedule(expires_at_ms);
+            }
             coordinator.hand_over(&keys, deliver, outcome).await;
         });
         match delivered.await {
@@ -174,25 +209,31 @@ impl<S: Store> Coordinator<S> {
         }
     }
 
-    /// Returns items whose caller went away to their original keys.
+    /// Returns items whose caller went away to their original keys (leased
+    /// ones are released from their lease, their delivery uncounted).
     async fn put_back(&self, keys: &QueueKeys, items: Vec<Item>) {
         let store = &self.inner.store;
+        let (leased, unleased): (Vec<Item>, Vec<Item>) =
+            items.into_iter().partition(|item| item.lease.is_some());
         let restored = transact(store, RetryPolicy::default(), |txn| {
-            let items = &items;
+            let items = &unleased;
             async move {
                 for item in items {
-                    txn.set(&item.key, &encode_item(item.enqueued_at_ms, &item.payload))?;
+                    txn.set(&item.key, &item.stored_value())?;
                 }
                 txn.atomic_add(&keys.depth(), items.len() as i64)
             }
         })
-        .await;
+        .await
+        .map_err(QueueError::from)
+        .and(settle::release(store, keys, &leased).await.map(|_| ()));
+        let items = leased.len() + unleased.len();
         match restored {
             Ok(()) => {
-                tracing::debug!(queue = %keys.name(), items = items.len(), "put back items of a pop whose caller left")
+                tracing::debug!(queue = %keys.name(), items, "put back items of a pop whose caller left")
             }
             Err(error) => {
-                tracing::error!(queue = %keys.name(), %error, items = items.len(), "could not put back items of a pop whose caller left")
+                tracing::error!(queue = %keys.name(), %error, items, "could not put back items of a pop whose caller left")
             }
         }
     }
@@ -203,12 +244,13 @@ impl<S: Store> Coordinator<S> {
         end: End,
         max: usize,
         wait: Duration,
+        lease_ms: u64,
         mut caller_gone: watch::Receiver<bool>,
     ) -> Result<Vec<Item>, QueueError> {
         let started = std::time::Instant::now();
         let wait = wait.min(Duration::from_millis(self.inner.config.wait_max_ms));
         let stats = &self.inner.stats;
-        let (attempt, items) = try_pop(&self.inner.store, keys, end, max).await?;
+        let (attempt, items) = try_pop(&self.inner.store, keys, end, max, lease_ms).await?;
         match attempt {
             Attempt::Done(DirectPop::Popped(_)) => {
                 StagingStats::add(&stats.direct_pops, items.len() as u64);
@@ -225,7 +267,12 @@ impl<S: Store> Coordinator<S> {
         // Even a zero wait registers after a conflict: the fulfiller may
         // serve it at once, and withdrawing is exact either way.
         let (deadline, deadline_ms) = deadline_after(wait);
-        let mut registration = register(&self.inner.store, keys, end, deadline_ms).await?;
+        let request = RequestValue {
+            deadline_ms,
+            end,
+            lease_ms,
+        };
+        let mut registration = register(&self.inner.store, keys, &request).await?;
         StagingStats::add(&stats.requests_registered, 1);
         let guard = WithdrawOnDrop::new(self.inner.store.clone(), keys.clone(), &registration);
         self.ensure_fulfiller(keys);
@@ -398,25 +445,157 @@ impl<S: Store> Coordinator<S> {
         Ok(total)
     }
 
-    /// Runs [`Self::reap_all`] every `reap_interval_ms` until shutdown.
+    /// Runs [`Self::reap_all`] every `reap_interval_ms`, and the timer
+    /// (expired leases, delayed items; see [`Self::sweep_due`]), until
+    /// shutdown. The handle ends when both have stopped.
     pub fn spawn_reaper(&self) -> JoinHandle<()> {
-        let coordinator = self.clone();
+        let reaper = self.clone();
+        let timer = self.clone();
         tokio::spawn(async move {
-            let mut shutdown = coordinator.inner.shutdown.subscribe();
-            let interval = Duration::from_millis(coordinator.inner.config.reap_interval_ms.max(1));
-            loop {
-                tokio::select! {
-                    _ = tokio::time::sleep(interval) => {}
-                    _ = shutdown.changed() => return,
-                }
-                if *shutdown.borrow() {
-                    return;
-                }
-                if let Err(error) = coordinator.reap_all().await {
-                    tracing::warn!(%error, "reaper sweep failed");
-                }
-            }
+            tokio::join!(reaper.reap_loop(), timer.timer_loop());
         })
+    }
+
+    async fn reap_loop(self) {
+        let mut shutdown = self.inner.shutdown.subscribe();
+        let interval = Duration::from_millis(self.inner.config.reap_interval_ms.max(1));
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(interval) => {}
+                _ = shutdown.changed() => return,
+            }
+            if *shutdown.borrow() {
+                return;
+            }
+            if let Err(error) = self.reap_all().await {
+                tracing::warn!(%error, "reaper sweep failed");
+            }
+        }
+    }
+
+    /// Tells the timer that something comes due at `due_ms` (epoch ms): a
+    /// lease this process issued, a delayed item it wrote. Wakes it only
+    /// when that is earlier than its next look. Leases and delays written
+    /// by other processes are found by the timer's own sweeps, at most
+    /// `reap_interval_ms` late.
+    pub fn schedule(&self, due_ms: u64) {
+        let next = self.inner.timer_next_ms.fetch_min(due_ms, Ordering::AcqRel);
+        if due_ms < next {
+            self.inner.timer_wake.notify_one();
+        }
+    }
+
+    /// Bounded: one sweep per wake; it sleeps until the earliest due time
+    /// it found (at most `reap_interval_ms`), a [`Self::schedule`] of an
+    /// earlier one, or shutdown.
+    async fn timer_loop(self) {
+        let mut shutdown = self.inner.shutdown.subscribe();
+        let interval_ms = self.inner.config.reap_interval_ms.max(1);
+        loop {
+            if *shutdown.borrow() {
+                return;
+            }
+            self.inner.timer_next_ms.store(u64::MAX, Ordering::Release);
+            let now = now_ms();
+            let next = match self.sweep_due(now).await {
+                Ok(Some(due)) => due.min(now + interval_ms),
+                Ok(None) => now + interval_ms,
+                Err(error) => {
+                    tracing::warn!(%error, "lease and delay sweep failed");
+                    now + interval_ms
+                }
+            };
+            // Keeps an earlier time scheduled while the sweep ran.
+            let next = self
+                .inner
+                .timer_next_ms
+                .fetch_min(next, Ordering::AcqRel)
+                .min(next);
+            let pause = Duration::from_millis(next.saturating_sub(now_ms()));
+            tokio::select! {
+                _ = tokio::time::sleep(pause) => {}
+                _ = self.inner.timer_wake.notified() => {}
+                _ = shutdown.changed() => return,
+            }
+        }
+    }
+
+    /// Returns every lease expired at `now_ms` and reveals every delayed
+    /// item due, in every registered queue. Returns the earliest time
+    /// something else comes due (`now_ms` when a bound left work undone).
+    pub async fn sweep_due(&self, now_ms: u64) -> Result<Option<u64>, QueueError> {
+        let store = &self.inner.store;
+        let stats = &self.inner.stats;
+        let mut earliest: Option<u64> = None;
+        for keys in registered_queues(store).await? {
+            let max_deliveries = self.inner.config.delivery.max_deliveries(keys.name());
+            let leases = expire_leases(store, &keys, now_ms, max_deliveries).await?;
+            let delayed = reveal_delayed(store, &keys, now_ms).await?;
+            let label = metrics::queue_label(keys.name().as_str());
+            if leases.redelivered > 0 {
+                StagingStats::add(&stats.leases_expired, leases.redelivered as u64);
+                ::metrics::counter!(metrics::REDELIVERIES, "queue" => label.clone())
+                    .increment(leases.redelivered as u64);
+            }
+            if leases.dead_lettered > 0 {
+                StagingStats::add(&stats.dead_lettered, leases.dead_lettered as u64);
+                ::metrics::counter!(metrics::DEAD_LETTERED, "queue" => label)
+                    .increment(leases.dead_lettered as u64);
+            }
+            StagingStats::add(&stats.delayed_revealed, delayed.revealed as u64);
+            let due = if leases.more || delayed.more {
+                Some(now_ms)
+            } else {
+                next_due(store, &keys).await?
+            };
+            earliest = match (earliest, due) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        Ok(earliest)
+    }
+
+    /// Acks the lease `receipt` of queue `keys`: the item is done.
+    pub async fn ack(&self, keys: &QueueKeys, receipt: &Receipt) -> Result<(), LeaseError> {
+        settle::ack(&self.inner.store, keys, receipt).await?;
+        ::metrics::counter!(metrics::ACKS, "queue" => metrics::queue_label(keys.name().as_str()))
+            .increment(1);
+        Ok(())
+    }
+
+    /// Nacks the lease `receipt`: the item returns now, or after
+    /// `delay_ms`, or goes to the dead-letter queue once out of deliveries.
+    pub async fn nack(
+        &self,
+        keys: &QueueKeys,
+        receipt: &Receipt,
+        delay_ms: u64,
+    ) -> Result<Returned, LeaseError> {
+        let max_deliveries = self.inner.config.delivery.max_deliveries(keys.name());
+        let returned =
+            settle::nack(&self.inner.store, keys, receipt, delay_ms, max_deliveries).await?;
+        let label = metrics::queue_label(keys.name().as_str());
+        ::metrics::counter!(metrics::NACKS, "queue" => label.clone()).increment(1);
+        match returned {
+            Returned::Delayed { visible_at_ms } => self.schedule(visible_at_ms),
+            Returned::DeadLettered => {
+                StagingStats::add(&self.inner.stats.dead_lettered, 1);
+                ::metrics::counter!(metrics::DEAD_LETTERED, "queue" => label).increment(1);
+            }
+            Returned::Requeued => {}
+        }
+        Ok(returned)
+    }
+
+    /// Moves the lease `receipt`'s expiry to `lease_ms` from now; returns it.
+    pub async fn extend(
+        &self,
+        keys: &QueueKeys,
+        receipt: &Receipt,
+        lease_ms: u64,
+    ) -> Result<u64, LeaseError> {
+        settle::extend(&self.inner.store, keys, receipt, lease_ms).await
     }
 
     /// Tells waiting pops to withdraw and return, and fulfillers and the
@@ -459,6 +638,9 @@ impl<S: Store> Coordinator<S> {
             ("requests_expired", &s.requests_expired),
             ("requests_withdrawn", &s.requests_withdrawn),
             ("results_reaped", &s.results_reaped),
+            ("leases_expired", &s.leases_expired),
+            ("dead_lettered", &s.dead_lettered),
+            ("delayed_revealed", &s.delayed_revealed),
         ]
         .into_iter()
         .map(|(name, counter)| (name, counter.load(Ordering::Relaxed)))

@@ -1,21 +1,31 @@
-//! Values stored under item, request and result keys. Each starts with a
-//! version byte; integers are big-endian.
+//! Values stored under item, request, result, lease and delayed keys. Each
+//! starts with a version byte; integers are big-endian.
 //!
-//! - item: `1, enqueued_at_ms, payload`
-//! - request: `1, deadline_ms, end`
-//! - result: `1, deadline_ms, enqueued_at_ms, key_len (u32), item key, payload`
+//! - item: `2, enqueued_at_ms, deliveries (u32), dead-letter origin`
+//!   (`len (u8), queue name, deliveries at death (u32)`; `len` 0 for
+//!   none), `payload`. Version 1 (`1, enqueued_at_ms, payload`) is read as
+//!   an item never delivered under a lease.
+//! - request: `1, deadline_ms, end, lease_ms` (`lease_ms` 0: no lease;
+//!   a 10-byte request without it reads as 0).
+//! - result: `2, deadline_ms, leased (u8), [receipt (16), expires_at_ms],
+//!   key_len (u32), item key, item envelope`.
+//! - lease: `1, key_len (u32), item key, item envelope` (its `deliveries`
+//!   already counts the delivery the lease belongs to).
+//! - delayed: `1, key_len (u32), original key (empty: the tail), item envelope`.
+//!
+//! Every decoder returns `None` for bytes hotq did not write; it never panics.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::store::VALUE_SIZE_MAX;
 
-const VERSION: u8 = 1;
-const HEADER_LEN: usize = 1 + 8;
-
 /// Largest payload an item can carry, in bytes. Below the store's value
-/// limit by enough to carry the item through a result envelope, which adds
-/// a deadline and the item's original key.
+/// limit by enough to carry the item through a result or lease envelope,
+/// which add a deadline, a receipt, the item's original key and a
+/// dead-letter origin.
 pub const PAYLOAD_SIZE_MAX: usize = VALUE_SIZE_MAX - 1_024;
+/// Bytes of a lease receipt.
+pub const RECEIPT_LEN: usize = 16;
 
 /// Milliseconds since the Unix epoch, now.
 pub fn now_ms() -> u64 {
@@ -25,22 +35,142 @@ pub fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// Encodes an item envelope.
+/// Reads big-endian integers and byte strings off the front of a value;
+/// every read is checked, so malformed values decode to `None`.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Some(head)
+    }
+
+    fn u8(&mut self) -> Option<u8> {
+        self.take(1).map(|b| b[0])
+    }
+
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_be_bytes(self.take(4)?.try_into().ok()?))
+    }
+
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_be_bytes(self.take(8)?.try_into().ok()?))
+    }
+
+    fn rest(&self) -> &'a [u8] {
+        self.0
+    }
+}
+
+/// Where a dead-lettered item came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetter {
+    /// The queue it was dead-lettered from.
+    pub queue: String,
+    /// Its delivery count when it was given up on.
+    pub deliveries: u32,
+}
+
+/// An item's envelope: everything stored with its payload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ItemValue {
+    /// When the item was pushed, in ms since the epoch.
+    pub enqueued_at_ms: u64,
+    /// Deliveries under a lease so far (0 for an item never leased).
+    pub deliveries: u32,
+    /// Set for an item in a dead-letter queue.
+    pub dead_letter: Option<DeadLetter>,
+    /// The item's bytes.
+    pub payload: Vec<u8>,
+}
+
+impl ItemValue {
+    /// A fresh item, never delivered.
+    pub fn new(enqueued_at_ms: u64, payload: Vec<u8>) -> ItemValue {
+        ItemValue {
+            enqueued_at_ms,
+            deliveries: 0,
+            dead_letter: None,
+            payload,
+        }
+    }
+}
+
+/// Encodes a fresh item's envelope (never delivered, not dead-lettered).
 pub fn encode_item(enqueued_at_ms: u64, payload: &[u8]) -> Vec<u8> {
-    let mut value = Vec::with_capacity(HEADER_LEN + payload.len());
-    value.push(VERSION);
+    encode_item_parts(enqueued_at_ms, 0, None, payload)
+}
+
+/// Encodes an item envelope.
+pub fn encode_item_value(item: &ItemValue) -> Vec<u8> {
+    encode_item_parts(
+        item.enqueued_at_ms,
+        item.deliveries,
+        item.dead_letter.as_ref(),
+        &item.payload,
+    )
+}
+
+fn encode_item_parts(
+    enqueued_at_ms: u64,
+    deliveries: u32,
+    dead_letter: Option<&DeadLetter>,
+    payload: &[u8],
+) -> Vec<u8> {
+    let origin_len = dead_letter.map_or(0, |d| d.queue.len() + 4);
+    let mut value = Vec::with_capacity(14 + origin_len + payload.len());
+    value.push(2);
     value.extend_from_slice(&enqueued_at_ms.to_be_bytes());
+    value.extend_from_slice(&deliveries.to_be_bytes());
+    match dead_letter {
+        Some(dead) => {
+            // Queue names are at most 133 bytes (see `keys::QueueName`).
+            let len = u8::try_from(dead.queue.len()).expect("queue names fit a u8 length");
+            assert!(len > 0, "a dead-letter origin names a queue");
+            value.push(len);
+            value.extend_from_slice(dead.queue.as_bytes());
+            value.extend_from_slice(&dead.deliveries.to_be_bytes());
+        }
+        None => value.push(0),
+    }
     value.extend_from_slice(payload);
     value
 }
 
-/// Decodes an item envelope into (enqueue time, payload); `None` if malformed.
-pub fn decode_item(value: &[u8]) -> Option<(u64, &[u8])> {
-    if value.len() < HEADER_LEN || value[0] != VERSION {
-        return None;
+/// Decodes an item envelope; `None` if malformed.
+pub fn decode_item(value: &[u8]) -> Option<ItemValue> {
+    let mut reader = Reader(value);
+    match reader.u8()? {
+        1 => {
+            let enqueued_at_ms = reader.u64()?;
+            Some(ItemValue::new(enqueued_at_ms, reader.rest().to_vec()))
+        }
+        2 => {
+            let enqueued_at_ms = reader.u64()?;
+            let deliveries = reader.u32()?;
+            let dead_letter = match reader.u8()? {
+                0 => None,
+                len => {
+                    let queue = std::str::from_utf8(reader.take(len as usize)?).ok()?;
+                    Some(DeadLetter {
+                        queue: queue.to_string(),
+                        deliveries: reader.u32()?,
+                    })
+                }
+            };
+            Some(ItemValue {
+                enqueued_at_ms,
+                deliveries,
+                dead_letter,
+                payload: reader.rest().to_vec(),
+            })
+        }
+        _ => None,
     }
-    let enqueued_at_ms = u64::from_be_bytes(value[1..HEADER_LEN].try_into().ok()?);
-    Some((enqueued_at_ms, &value[HEADER_LEN..]))
 }
 
 /// Which end of a queue a pop takes from: the front (FIFO, priority min)
@@ -60,113 +190,253 @@ pub struct RequestValue {
     pub deadline_ms: u64,
     /// The end it pops from.
     pub end: End,
+    /// Lease the item for this long instead of deleting it; 0 for none.
+    pub lease_ms: u64,
+}
+
+impl RequestValue {
+    /// A request for the front, without a lease, waiting until `deadline_ms`.
+    pub fn front(deadline_ms: u64) -> RequestValue {
+        RequestValue {
+            deadline_ms,
+            end: End::Front,
+            lease_ms: 0,
+        }
+    }
 }
 
 /// Encodes a request envelope.
 pub fn encode_request(request: &RequestValue) -> Vec<u8> {
-    let mut value = Vec::with_capacity(10);
-    value.push(VERSION);
+    let mut value = Vec::with_capacity(18);
+    value.push(1);
     value.extend_from_slice(&request.deadline_ms.to_be_bytes());
     value.push(match request.end {
         End::Front => 0,
         End::Back => 1,
     });
+    value.extend_from_slice(&request.lease_ms.to_be_bytes());
     value
 }
 
 /// Decodes a request envelope; `None` if malformed.
 pub fn decode_request(value: &[u8]) -> Option<RequestValue> {
-    if value.len() != 10 || value[0] != VERSION {
+    let mut reader = Reader(value);
+    if reader.u8()? != 1 {
         return None;
     }
-    let deadline_ms = u64::from_be_bytes(value[1..9].try_into().ok()?);
-    let end = match value[9] {
+    let deadline_ms = reader.u64()?;
+    let end = match reader.u8()? {
         0 => End::Front,
         1 => End::Back,
         _ => return None,
     };
-    Some(RequestValue { deadline_ms, end })
+    let lease_ms = match reader.rest().len() {
+        0 => 0,
+        8 => reader.u64()?,
+        _ => return None,
+    };
+    Some(RequestValue {
+        deadline_ms,
+        end,
+        lease_ms,
+    })
+}
+
+/// The lease a delivered item is held under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseTag {
+    /// The receipt that acks, nacks or extends it.
+    pub receipt: [u8; RECEIPT_LEN],
+    /// When it expires unless acked or extended, in ms since the epoch.
+    pub expires_at_ms: u64,
 }
 
 /// An item handed to a requester, with what it takes to put it back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResultValue {
-    /// After this the reaper returns the item to `item_key`.
+    /// After this the reaper returns the item to `item_key` (or, for a
+    /// leased item, only clears the result: the lease returns the item).
     pub deadline_ms: u64,
-    /// When the item was pushed.
-    pub enqueued_at_ms: u64,
+    /// Set when the item was delivered under a lease.
+    pub lease: Option<LeaseTag>,
     /// The key the item was taken from.
     pub item_key: Vec<u8>,
-    /// The item's bytes.
-    pub payload: Vec<u8>,
+    /// The item as it stood in the queue.
+    pub item: ItemValue,
 }
 
 /// Encodes a result envelope.
 pub fn encode_result(result: &ResultValue) -> Vec<u8> {
-    let mut value = Vec::with_capacity(21 + result.item_key.len() + result.payload.len());
-    value.push(VERSION);
+    let item = encode_item_value(&result.item);
+    let mut value = Vec::with_capacity(38 + result.item_key.len() + item.len());
+    value.push(2);
     value.extend_from_slice(&result.deadline_ms.to_be_bytes());
-    value.extend_from_slice(&result.enqueued_at_ms.to_be_bytes());
-    value.extend_from_slice(&(result.item_key.len() as u32).to_be_bytes());
-    value.extend_from_slice(&result.item_key);
-    value.extend_from_slice(&result.payload);
+    match &result.lease {
+        Some(lease) => {
+            value.push(1);
+            value.extend_from_slice(&lease.receipt);
+            value.extend_from_slice(&lease.expires_at_ms.to_be_bytes());
+        }
+        None => value.push(0),
+    }
+    push_keyed(&mut value, &result.item_key, &item);
     value
 }
 
 /// Decodes a result envelope; `None` if malformed.
 pub fn decode_result(value: &[u8]) -> Option<ResultValue> {
-    if value.len() < 21 || value[0] != VERSION {
+    let mut reader = Reader(value);
+    if reader.u8()? != 2 {
         return None;
     }
-    let deadline_ms = u64::from_be_bytes(value[1..9].try_into().ok()?);
-    let enqueued_at_ms = u64::from_be_bytes(value[9..17].try_into().ok()?);
-    let key_len = u32::from_be_bytes(value[17..21].try_into().ok()?) as usize;
-    let rest = &value[21..];
-    if rest.len() < key_len {
-        return None;
-    }
+    let deadline_ms = reader.u64()?;
+    let lease = match reader.u8()? {
+        0 => None,
+        1 => Some(LeaseTag {
+            receipt: reader.take(RECEIPT_LEN)?.try_into().ok()?,
+            expires_at_ms: reader.u64()?,
+        }),
+        _ => return None,
+    };
+    let (item_key, item) = read_keyed(reader)?;
     Some(ResultValue {
         deadline_ms,
-        enqueued_at_ms,
-        item_key: rest[..key_len].to_vec(),
-        payload: rest[key_len..].to_vec(),
+        lease,
+        item_key,
+        item,
     })
+}
+
+/// A leased item (under `leases/(expires_at_ms, receipt)`) or a delayed
+/// one (under `delayed/(visible_at_ms, random)`): the item and where it
+/// returns to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldItem {
+    /// The key it returns to; empty for a delayed push, which goes to the
+    /// queue's tail when it becomes visible.
+    pub item_key: Vec<u8>,
+    /// The item; for a lease, `deliveries` counts this delivery.
+    pub item: ItemValue,
+}
+
+/// Encodes a lease or delayed envelope.
+pub fn encode_held(held: &HeldItem) -> Vec<u8> {
+    let item = encode_item_value(&held.item);
+    let mut value = Vec::with_capacity(5 + held.item_key.len() + item.len());
+    value.push(1);
+    push_keyed(&mut value, &held.item_key, &item);
+    value
+}
+
+/// Decodes a lease or delayed envelope; `None` if malformed.
+pub fn decode_held(value: &[u8]) -> Option<HeldItem> {
+    let mut reader = Reader(value);
+    if reader.u8()? != 1 {
+        return None;
+    }
+    let (item_key, item) = read_keyed(reader)?;
+    Some(HeldItem { item_key, item })
+}
+
+fn push_keyed(value: &mut Vec<u8>, key: &[u8], item: &[u8]) {
+    value.extend_from_slice(&(key.len() as u32).to_be_bytes());
+    value.extend_from_slice(key);
+    value.extend_from_slice(item);
+}
+
+fn read_keyed(mut reader: Reader<'_>) -> Option<(Vec<u8>, ItemValue)> {
+    let key_len = reader.u32()? as usize;
+    let key = reader.take(key_len)?.to_vec();
+    let item = decode_item(reader.rest())?;
+    Some((key, item))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn request_and_result_round_trip() {
-        let request = RequestValue {
-            deadline_ms: 7,
-            end: End::Back,
-        };
-        assert_eq!(decode_request(&encode_request(&request)), Some(request));
-        assert_eq!(decode_request(b"garbage"), None);
-        let result = ResultValue {
-            deadline_ms: 9,
+    fn dead_item() -> ItemValue {
+        ItemValue {
             enqueued_at_ms: 3,
-            item_key: b"key".to_vec(),
+            deliveries: 5,
+            dead_letter: Some(DeadLetter {
+                queue: "jobs".into(),
+                deliveries: 5,
+            }),
             payload: b"payload".to_vec(),
-        };
-        assert_eq!(decode_result(&encode_result(&result)), Some(result));
-        let mut truncated = encode_result(&ResultValue {
-            deadline_ms: 1,
-            enqueued_at_ms: 1,
-            item_key: vec![1; 10],
-            payload: vec![],
-        });
-        truncated.truncate(25);
-        assert_eq!(decode_result(&truncated), None);
+        }
     }
 
     #[test]
-    fn round_trip_and_rejects_garbage() {
-        let value = encode_item(42, b"payload");
-        assert_eq!(decode_item(&value), Some((42, &b"payload"[..])));
+    fn items_round_trip_and_version_1_still_reads() {
+        let item = dead_item();
+        assert_eq!(decode_item(&encode_item_value(&item)), Some(item));
+        let fresh = decode_item(&encode_item(42, b"p")).unwrap();
+        assert_eq!(fresh, ItemValue::new(42, b"p".to_vec()));
+        let mut v1 = vec![1];
+        v1.extend_from_slice(&42u64.to_be_bytes());
+        v1.extend_from_slice(b"p");
+        assert_eq!(decode_item(&v1), Some(fresh));
+    }
+
+    #[test]
+    fn requests_results_and_held_items_round_trip() {
+        let request = RequestValue {
+            deadline_ms: 7,
+            end: End::Back,
+            lease_ms: 30_000,
+        };
+        assert_eq!(decode_request(&encode_request(&request)), Some(request));
+        let mut old = encode_request(&RequestValue {
+            deadline_ms: 7,
+            end: End::Front,
+            lease_ms: 0,
+        });
+        old.truncate(10);
+        assert_eq!(decode_request(&old).map(|r| r.lease_ms), Some(0));
+        for lease in [
+            None,
+            Some(LeaseTag {
+                receipt: [7; RECEIPT_LEN],
+                expires_at_ms: 99,
+            }),
+        ] {
+            let result = ResultValue {
+                deadline_ms: 9,
+                lease,
+                item_key: b"key".to_vec(),
+                item: dead_item(),
+            };
+            assert_eq!(decode_result(&encode_result(&result)), Some(result));
+        }
+        let held = HeldItem {
+            item_key: Vec::new(),
+            item: dead_item(),
+        };
+        assert_eq!(decode_held(&encode_held(&held)), Some(held));
+    }
+
+    #[test]
+    fn garbage_and_truncations_decode_to_none() {
+        assert_eq!(decode_item(b""), None);
         assert_eq!(decode_item(b"short"), None);
         assert_eq!(decode_item(&[9; 20]), None);
+        assert_eq!(decode_request(b"garbage"), None);
+        let result = encode_result(&ResultValue {
+            deadline_ms: 1,
+            lease: None,
+            item_key: vec![1; 10],
+            item: dead_item(),
+        });
+        for len in 0..result.len() - b"payload".len() {
+            assert_eq!(decode_result(&result[..len]), None, "truncated at {len}");
+        }
+        let held = encode_held(&HeldItem {
+            item_key: vec![1; 10],
+            item: dead_item(),
+        });
+        for len in 0..held.len() - b"payload".len() {
+            assert_eq!(decode_held(&held[..len]), None, "truncated at {len}");
+        }
     }
 }

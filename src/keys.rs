@@ -12,19 +12,29 @@
 //! | `items` (priority queue) | `(priority, count, random)` | item envelope   |
 //! | `requests` | `(index, requester)`    | request envelope              |
 //! | `results`  | `(requester,)`          | result envelope               |
-//! | `meta`     | `("depth",)`, `("waiting",)`, `("wake",)` | counters (atomic add) |
+//! | `leases`   | `(expires_at_ms, receipt)` | lease envelope: item and its key |
+//! | `receipts` | `(receipt,)`            | the lease's `expires_at_ms`    |
+//! | `delayed`  | `(visible_at_ms, random)` | delayed envelope: item and its key |
+//! | `meta`     | `("depth",)`, `("waiting",)`, `("leased",)`, `("delayed",)`, `("wake",)` | counters (atomic add) |
+//!
+//! Leases and delayed items are keyed by the time they are due, so the
+//! timer finds everything due with one range read from the subspace's start.
 
 use std::fmt;
 
 use foundationdb_tuple::{Bytes, Subspace};
 
-/// Longest queue name, in bytes.
+/// Longest queue name, in bytes (a dead-letter queue's name may add
+/// [`DEAD_LETTER_SUFFIX`] to it).
 pub const QUEUE_NAME_LEN_MAX: usize = 128;
+/// The dead-letter queue of `q` is the queue `q.dead`.
+pub const DEAD_LETTER_SUFFIX: &str = ".dead";
 /// Bytes of randomness in every item key (orders ties, keeps keys unique).
 pub const RANDOM_LEN: usize = 16;
 
 /// A validated queue name: 1 to 128 characters of `A-Z a-z 0-9 . _ -`,
-/// not starting with `.`.
+/// not starting with `.`, plus `.dead` for the dead-letter queue of a
+/// 128-character name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct QueueName(String);
 
@@ -43,9 +53,15 @@ impl std::error::Error for InvalidQueueName {}
 impl QueueName {
     /// Validates `name`.
     pub fn new(name: &str) -> Result<QueueName, InvalidQueueName> {
-        if name.is_empty() || name.len() > QUEUE_NAME_LEN_MAX {
+        let len_max = if name.ends_with(DEAD_LETTER_SUFFIX) {
+            QUEUE_NAME_LEN_MAX + DEAD_LETTER_SUFFIX.len()
+        } else {
+            QUEUE_NAME_LEN_MAX
+        };
+        if name.is_empty() || name.len() > len_max {
             return Err(InvalidQueueName(format!(
-                "queue name must be 1 to {QUEUE_NAME_LEN_MAX} bytes long, got {}",
+                "queue name must be 1 to {QUEUE_NAME_LEN_MAX} bytes long \
+                 (plus {DEAD_LETTER_SUFFIX} for a dead-letter queue), got {}",
                 name.len()
             )));
         }
@@ -68,6 +84,22 @@ impl QueueName {
     /// The name as text.
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// True for a dead-letter queue (a name ending in `.dead`).
+    pub fn is_dead_letter(&self) -> bool {
+        self.0.ends_with(DEAD_LETTER_SUFFIX)
+    }
+
+    /// The queue's dead-letter queue, `{name}.dead`; `None` for a
+    /// dead-letter queue, which does not dead-letter again.
+    pub fn dead_letter(&self) -> Option<QueueName> {
+        if self.is_dead_letter() {
+            return None;
+        }
+        let name = QueueName(format!("{}{DEAD_LETTER_SUFFIX}", self.0));
+        debug_assert!(QueueName::new(name.as_str()).is_ok());
+        Some(name)
     }
 }
 
@@ -130,6 +162,9 @@ pub struct QueueKeys {
     items: Subspace,
     requests: Subspace,
     results: Subspace,
+    leases: Subspace,
+    receipts: Subspace,
+    delayed: Subspace,
     meta: Subspace,
 }
 
@@ -148,6 +183,9 @@ impl QueueKeys {
             items: root.subspace(&"items"),
             requests: root.subspace(&"requests"),
             results: root.subspace(&"results"),
+            leases: root.subspace(&"leases"),
+            receipts: root.subspace(&"receipts"),
+            delayed: root.subspace(&"delayed"),
             meta: root.subspace(&"meta"),
         }
     }
@@ -235,6 +273,67 @@ impl QueueKeys {
         self.results.range()
     }
 
+    /// The key of the lease `receipt`, expiring at `expires_at_ms`.
+    pub fn lease(&self, expires_at_ms: u64, receipt: &[u8]) -> Vec<u8> {
+        self.leases.pack(&(expires_at_ms, Bytes::from(receipt)))
+    }
+
+    /// `[begin, end)` of the leases subspace.
+    pub fn leases_range(&self) -> (Vec<u8>, Vec<u8>) {
+        self.leases.range()
+    }
+
+    /// `[begin, end)` of the leases that expired at or before `now_ms`.
+    pub fn leases_due_range(&self, now_ms: u64) -> (Vec<u8>, Vec<u8>) {
+        (self.leases.range().0, self.leases.pack(&(now_ms + 1,)))
+    }
+
+    /// The expiry and receipt of a lease key.
+    pub fn lease_parts(&self, key: &[u8]) -> Option<(u64, Vec<u8>)> {
+        self.leases
+            .unpack::<(u64, Bytes)>(key)
+            .ok()
+            .map(|(expires_at_ms, receipt)| (expires_at_ms, receipt.into_owned()))
+    }
+
+    /// The key mapping `receipt` to its lease's expiry.
+    pub fn receipt(&self, receipt: &[u8]) -> Vec<u8> {
+        self.receipts.pack(&(Bytes::from(receipt),))
+    }
+
+    /// The key of a delayed item, visible from `visible_at_ms`.
+    pub fn delayed(&self, visible_at_ms: u64, random: &[u8]) -> Vec<u8> {
+        self.delayed.pack(&(visible_at_ms, Bytes::from(random)))
+    }
+
+    /// `[begin, end)` of the delayed subspace.
+    pub fn delayed_range(&self) -> (Vec<u8>, Vec<u8>) {
+        self.delayed.range()
+    }
+
+    /// `[begin, end)` of the delayed items visible at `now_ms`.
+    pub fn delayed_due_range(&self, now_ms: u64) -> (Vec<u8>, Vec<u8>) {
+        (self.delayed.range().0, self.delayed.pack(&(now_ms + 1,)))
+    }
+
+    /// The time a delayed item becomes visible, from its key.
+    pub fn delayed_visible_at(&self, key: &[u8]) -> Option<u64> {
+        self.delayed
+            .unpack::<(u64, Bytes)>(key)
+            .ok()
+            .map(|(visible_at_ms, _)| visible_at_ms)
+    }
+
+    /// The count of items under a lease, kept with atomic adds.
+    pub fn leased(&self) -> Vec<u8> {
+        self.meta.pack(&("leased",))
+    }
+
+    /// The count of delayed items, kept with atomic adds.
+    pub fn delayed_count(&self) -> Vec<u8> {
+        self.meta.pack(&("delayed",))
+    }
+
     /// The item count, kept with atomic adds.
     pub fn depth(&self) -> Vec<u8> {
         self.meta.pack(&("depth",))
@@ -271,6 +370,46 @@ mod tests {
         assert!(QueueName::new("jobs-1.high_prio").is_ok());
         for bad in ["", ".hidden", "a/b", "sp ace", "ü", &"x".repeat(129)] {
             assert!(QueueName::new(bad).is_err(), "{bad:?} must be refused");
+        }
+    }
+
+    #[test]
+    fn dead_letter_names() {
+        let long = QueueName::new(&"x".repeat(QUEUE_NAME_LEN_MAX)).unwrap();
+        let dead = long.dead_letter().unwrap();
+        assert_eq!(QueueName::new(dead.as_str()), Ok(dead.clone()));
+        assert!(dead.is_dead_letter());
+        assert_eq!(
+            dead.dead_letter(),
+            None,
+            "a dead-letter queue does not dead-letter"
+        );
+        assert!(QueueName::new(&"x".repeat(QUEUE_NAME_LEN_MAX + 1)).is_err());
+    }
+
+    #[test]
+    fn due_ranges_hold_exactly_what_is_due() {
+        let keys = QueueKeys::new(&QueueName::new("q").unwrap());
+        let (begin, end) = keys.leases_due_range(1_000);
+        let (all_begin, all_end) = keys.leases_range();
+        assert_eq!(begin, all_begin);
+        assert!(end < all_end);
+        for (at, due) in [
+            (0, true),
+            (999, true),
+            (1_000, true),
+            (1_001, false),
+            (u64::MAX - 1, false),
+        ] {
+            for receipt in [[0u8; 16], [0xff; 16]] {
+                let key = keys.lease(at, &receipt);
+                assert_eq!(begin <= key && key < end, due, "lease at {at}");
+                assert_eq!(keys.lease_parts(&key), Some((at, receipt.to_vec())));
+                let delayed = keys.delayed(at, &receipt);
+                let (begin, end) = keys.delayed_due_range(1_000);
+                assert_eq!(begin <= delayed && delayed < end, due, "delayed at {at}");
+                assert_eq!(keys.delayed_visible_at(&delayed), Some(at));
+            }
         }
     }
 

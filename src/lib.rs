@@ -11,8 +11,10 @@
 //! - [`priority`]: the priority queue recipe over any store.
 //! - [`staging`]: the staged pop protocol: direct pop, register, fulfill,
 //!   await, withdraw, reap.
+//! - [`lease`]: at-least-once delivery: leases, ack, nack, extend,
+//!   redelivery counts, dead letters, delayed items.
 //! - [`coordinator`]: staged pops for callers, a fulfillment loop per queue
-//!   with waiters, the reaper, shutdown.
+//!   with waiters, the reaper, the lease and delay timer, shutdown.
 //! - [`metrics`]: Prometheus metric names, descriptions, label caps.
 //! - [`config`]: the daemon's configuration (file, environment, flags).
 //! - [`server`]: the daemon: HTTP API, exporter, sampler, graceful shutdown.
@@ -28,6 +30,7 @@ pub mod config;
 pub mod coordinator;
 pub mod envelope;
 pub mod keys;
+pub mod lease;
 pub mod metrics;
 pub mod priority;
 pub mod queue;

@@ -35,6 +35,18 @@ pub const OLDEST_ITEM_AGE: &str = "hotq_oldest_item_age_seconds";
 pub const REQUESTS_EXPIRED: &str = "hotq_requests_expired_total";
 /// Uncollected results returned to their queue, by queue.
 pub const RESULTS_REAPED: &str = "hotq_results_reaped_total";
+/// Items held under a lease, by queue (sampled).
+pub const LEASED_ITEMS: &str = "hotq_leased_items";
+/// Delayed items not yet visible, by queue (sampled).
+pub const DELAYED_ITEMS: &str = "hotq_delayed_items";
+/// Leases acked, by queue.
+pub const ACKS: &str = "hotq_acks_total";
+/// Leases nacked, by queue.
+pub const NACKS: &str = "hotq_nacks_total";
+/// Expired leases whose item went back to its queue, by queue.
+pub const REDELIVERIES: &str = "hotq_redeliveries_total";
+/// Items moved to a dead-letter queue, by the queue they left.
+pub const DEAD_LETTERED: &str = "hotq_dead_lettered_total";
 /// Store commit latency, submit to durable answer.
 pub const STORE_COMMIT_LATENCY: &str = "hotq_store_commit_seconds";
 /// Transactions per fsync group (embedded store).
@@ -123,7 +135,7 @@ fn describe() {
     describe_counter!(
         CONFLICTS,
         Unit::Count,
-        "Commit conflicts by protocol step (direct_pop, fulfill, withdraw, collect, reap)."
+        "Commit conflicts by protocol step (direct_pop, fulfill, withdraw, collect, reap, expire, reveal)."
     );
     describe_counter!(
         POPS,
@@ -165,6 +177,32 @@ fn describe() {
         RESULTS_REAPED,
         Unit::Count,
         "Uncollected results returned to their queue."
+    );
+    describe_gauge!(
+        LEASED_ITEMS,
+        Unit::Count,
+        "Items delivered under a lease and not yet acked, nacked or expired (sampled)."
+    );
+    describe_gauge!(
+        DELAYED_ITEMS,
+        Unit::Count,
+        "Items pushed or nacked with a delay, not yet visible (sampled)."
+    );
+    describe_counter!(ACKS, Unit::Count, "Leases acked: items done.");
+    describe_counter!(
+        NACKS,
+        Unit::Count,
+        "Leases nacked: items returned (or dead-lettered) by their worker."
+    );
+    describe_counter!(
+        REDELIVERIES,
+        Unit::Count,
+        "Expired leases whose item went back to its queue for another delivery."
+    );
+    describe_counter!(
+        DEAD_LETTERED,
+        Unit::Count,
+        "Items moved to the dead-letter queue after max_deliveries, by the queue they left."
     );
     describe_histogram!(
         STORE_COMMIT_LATENCY,

@@ -18,8 +18,12 @@ use std::fmt;
 
 use rand::RngCore;
 
-use crate::envelope::{End, PAYLOAD_SIZE_MAX, encode_item, now_ms};
+use crate::envelope::{
+    DeadLetter, End, HeldItem, ItemValue, PAYLOAD_SIZE_MAX, encode_held, encode_item,
+    encode_item_value, now_ms,
+};
 use crate::keys::{QueueKeys, QueueName, RANDOM_LEN};
+use crate::lease::Lease;
 use crate::staging::direct::read_end;
 use crate::store::{
     RetryPolicy, Store, StoreError, Transaction, decode_counter, decode_mark, transact,
@@ -37,6 +41,41 @@ pub struct Item {
     pub enqueued_at_ms: u64,
     /// The bytes pushed.
     pub payload: Vec<u8>,
+    /// Deliveries under a lease before this one.
+    pub deliveries: u32,
+    /// Where a dead-lettered item came from.
+    pub dead_letter: Option<DeadLetter>,
+    /// The lease it is held under, when popped with one.
+    pub lease: Option<Lease>,
+}
+
+impl Item {
+    /// The item stored under `key` as `value`, not leased.
+    pub fn from_value(key: Vec<u8>, value: ItemValue) -> Item {
+        Item {
+            key,
+            enqueued_at_ms: value.enqueued_at_ms,
+            payload: value.payload,
+            deliveries: value.deliveries,
+            dead_letter: value.dead_letter,
+            lease: None,
+        }
+    }
+
+    /// The item's envelope as it stood in the queue.
+    pub fn value(&self) -> ItemValue {
+        ItemValue {
+            enqueued_at_ms: self.enqueued_at_ms,
+            deliveries: self.deliveries,
+            dead_letter: self.dead_letter.clone(),
+            payload: self.payload.clone(),
+        }
+    }
+
+    /// The encoded envelope as it stood in the queue (what a put-back writes).
+    pub fn stored_value(&self) -> Vec<u8> {
+        encode_item_value(&self.value())
+    }
 }
 
 /// The outcome of one direct-pop attempt.
@@ -143,19 +182,7 @@ impl<S: Store> Queue<S> {
     /// Appends up to [`PUSH_BATCH_MAX`] items in one commit, in order.
     /// All or none are written.
     pub async fn push_batch<P: AsRef<[u8]>>(&self, payloads: &[P]) -> Result<(), QueueError> {
-        if payloads.is_empty() || payloads.len() > PUSH_BATCH_MAX {
-            return Err(QueueError::BadBatch {
-                len: payloads.len(),
-            });
-        }
-        if let Some(big) = payloads
-            .iter()
-            .find(|p| p.as_ref().len() > PAYLOAD_SIZE_MAX)
-        {
-            return Err(QueueError::PayloadTooLarge {
-                len: big.as_ref().len(),
-            });
-        }
+        check_batch(payloads)?;
         let enqueued_at_ms = now_ms();
         let values: Vec<Vec<u8>> = payloads
             .iter()
@@ -165,22 +192,49 @@ impl<S: Store> Queue<S> {
         // retry after "maybe committed" could duplicate it: not retried.
         transact(&self.store, self.retry, |txn| {
             let values = &values;
-            async move { self.write_items(&txn, values).await }
+            async move { append_in(&txn, &self.keys, values).await }
         })
         .await?;
         Ok(())
     }
 
-    async fn write_items(&self, txn: &S::Txn, values: &[Vec<u8>]) -> Result<(), StoreError> {
-        let next_index = decode_mark(txn.get(&self.keys.next_index(), true).await?.as_deref());
-        let mut rng = rand::rng();
-        for (offset, value) in values.iter().enumerate() {
-            let mut random = [0u8; RANDOM_LEN];
-            rng.fill_bytes(&mut random);
-            txn.set(&self.keys.item(next_index + offset as u64, &random), value)?;
-        }
-        txn.atomic_max(&self.keys.next_index(), next_index + values.len() as u64)?;
-        txn.atomic_add(&self.keys.depth(), values.len() as i64)
+    /// Pushes up to [`PUSH_BATCH_MAX`] items in one commit, invisible to
+    /// pops until `delay_ms` from now, when the coordinator's timer appends
+    /// them, in order, at the queue's tail. All or none are written.
+    pub async fn push_batch_delayed<P: AsRef<[u8]>>(
+        &self,
+        payloads: &[P],
+        delay_ms: u64,
+    ) -> Result<u64, QueueError> {
+        check_batch(payloads)?;
+        let now = now_ms();
+        let visible_at_ms = now.saturating_add(delay_ms);
+        let values: Vec<Vec<u8>> = payloads
+            .iter()
+            .map(|p| {
+                encode_held(&HeldItem {
+                    item_key: Vec::new(),
+                    item: ItemValue::new(now, p.as_ref().to_vec()),
+                })
+            })
+            .collect();
+        transact(&self.store, self.retry, |txn| {
+            let values = &values;
+            async move {
+                // One random prefix per batch plus the position keeps the
+                // batch's order among items due at the same millisecond.
+                let mut random = [0u8; RANDOM_LEN];
+                rand::rng().fill_bytes(&mut random[..RANDOM_LEN - 4]);
+                for (position, value) in values.iter().enumerate() {
+                    random[RANDOM_LEN - 4..].copy_from_slice(&(position as u32).to_be_bytes());
+                    txn.set(&self.keys.delayed(visible_at_ms, &random), value)?;
+                }
+                txn.atomic_add(&self.keys.delayed_count(), values.len() as i64)?;
+                txn.set(&self.keys.registry_key(), b"")
+            }
+        })
+        .await?;
+        Ok(visible_at_ms)
     }
 
     /// One direct-pop attempt: the first item, cleared in our commit.
@@ -253,9 +307,46 @@ impl<S: Store> Queue<S> {
     }
 }
 
+/// Checks a batch's length and every payload's size.
+fn check_batch<P: AsRef<[u8]>>(payloads: &[P]) -> Result<(), QueueError> {
+    if payloads.is_empty() || payloads.len() > PUSH_BATCH_MAX {
+        return Err(QueueError::BadBatch {
+            len: payloads.len(),
+        });
+    }
+    if let Some(big) = payloads
+        .iter()
+        .find(|p| p.as_ref().len() > PAYLOAD_SIZE_MAX)
+    {
+        return Err(QueueError::PayloadTooLarge {
+            len: big.as_ref().len(),
+        });
+    }
+    Ok(())
+}
+
+/// Appends encoded item envelopes at the tail of the FIFO queue `keys`, in
+/// order, in `txn`: the index comes from a snapshot read of the
+/// `next_index` mark, so appends never conflict with each other.
+pub async fn append_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    values: &[Vec<u8>],
+) -> Result<(), StoreError> {
+    let next_index = decode_mark(txn.get(&keys.next_index(), true).await?.as_deref());
+    let mut rng = rand::rng();
+    for (offset, value) in values.iter().enumerate() {
+        let mut random = [0u8; RANDOM_LEN];
+        rng.fill_bytes(&mut random);
+        txn.set(&keys.item(next_index + offset as u64, &random), value)?;
+    }
+    txn.atomic_max(&keys.next_index(), next_index + values.len() as u64)?;
+    txn.atomic_add(&keys.depth(), values.len() as i64)
+}
+
 /// Inside a retried transaction body only store errors travel; a corrupt
 /// envelope is reported as a non-retryable backend error naming the key.
-fn corrupt_as_store(error: QueueError) -> StoreError {
+pub(crate) fn corrupt_as_store(error: QueueError) -> StoreError {
     match error {
         QueueError::Store(error) => error,
         other => StoreError::Backend {

@@ -157,7 +157,7 @@ fn kill_9_mid_load_loses_and_duplicates_nothing() {
         let remaining: HashSet<String> = common::scan(&store, keys.items_range())
             .await
             .iter()
-            .map(|row| String::from_utf8(decode_item(&row.value).unwrap().1.to_vec()).unwrap())
+            .map(|row| String::from_utf8(decode_item(&row.value).unwrap().payload).unwrap())
             .collect();
         let both: Vec<_> = remaining.iter().filter(|id| delivered.contains_key(*id)).collect();
         assert!(both.is_empty(), "delivered yet still queued: {both:?}");

@@ -15,7 +15,7 @@ use std::time::Duration;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use common::daemon::{Daemon, http};
-use hotq::envelope::{End, now_ms};
+use hotq::envelope::{RequestValue, now_ms};
 use hotq::keys::{QueueKeys, QueueName};
 use hotq::metrics;
 use reqwest::StatusCode;
@@ -533,7 +533,7 @@ async fn every_dashboard_series_is_exported() {
     // An expired request: registered with a deadline already past, cleared
     // by the daemon's reaper.
     let expire = QueueKeys::new(&QueueName::new("dash-expire").unwrap());
-    hotq::staging::requester::register(&daemon.store, &expire, End::Front, now_ms() - 1)
+    hotq::staging::requester::register(&daemon.store, &expire, &RequestValue::front(now_ms() - 1))
         .await
         .unwrap();
     scrape_until(&client, metrics_url, "an expired request counted", |s| {
@@ -545,10 +545,13 @@ async fn every_dashboard_series_is_exported() {
     // the HTTP pop behind it started the fulfiller) and never collects.
     push(&client, url, "dash-reap", "stranded").await;
     let reap = QueueKeys::new(&QueueName::new("dash-reap").unwrap());
-    let _dead =
-        hotq::staging::requester::register(&daemon.store, &reap, End::Front, now_ms() + 2_000)
-            .await
-            .unwrap();
+    let _dead = hotq::staging::requester::register(
+        &daemon.store,
+        &reap,
+        &RequestValue::front(now_ms() + 2_000),
+    )
+    .await
+    .unwrap();
     assert_eq!(
         pop(&client, url, "dash-reap", 300).await,
         None,

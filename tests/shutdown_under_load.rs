@@ -180,7 +180,7 @@ async fn sigterm_under_load_strands_nothing() {
         common::scan(&store, keys.items_range())
             .await
             .iter()
-            .map(|row| String::from_utf8(decode_item(&row.value).unwrap().1.to_vec()).unwrap())
+            .map(|row| String::from_utf8(decode_item(&row.value).unwrap().payload).unwrap())
             .collect()
     };
     assert!(

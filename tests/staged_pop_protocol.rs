@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use hotq::coordinator::Coordinator;
-use hotq::envelope::{End, now_ms};
+use hotq::envelope::{End, RequestValue, now_ms};
 use hotq::keys::{QueueKeys, QueueName};
 use hotq::queue::Queue;
 use hotq::staging::requester::register;
@@ -125,7 +125,7 @@ async fn short_waits_racing_the_fulfiller_lose_nothing() {
         .await
         .into_iter()
         .map(|row| {
-            String::from_utf8(hotq::envelope::decode_item(&row.value).unwrap().1.to_vec()).unwrap()
+            String::from_utf8(hotq::envelope::decode_item(&row.value).unwrap().payload).unwrap()
         })
         .collect();
     let unique: HashSet<&String> = delivered.iter().collect();
@@ -158,7 +158,7 @@ async fn a_dead_requesters_item_returns_to_its_place() {
     let original = queue.peek().await.unwrap().unwrap();
     // A requester registers (the direct pop it skipped would have
     // conflicted) and vanishes without ever collecting.
-    let registration = register(&store, &keys, End::Front, now_ms() + 300)
+    let registration = register(&store, &keys, &RequestValue::front(now_ms() + 300))
         .await
         .unwrap();
     drop(registration);
@@ -324,14 +324,18 @@ async fn the_reaper_pages_past_live_requests_and_forgets_idle_queues() {
     let mut live = Vec::new();
     for _ in 0..600 {
         live.push(
-            register(&store, &keys, End::Front, now_ms() + 600_000)
+            register(&store, &keys, &RequestValue::front(now_ms() + 600_000))
                 .await
                 .unwrap(),
         );
     }
-    register(&store, &keys, End::Front, now_ms().saturating_sub(1))
-        .await
-        .unwrap();
+    register(
+        &store,
+        &keys,
+        &RequestValue::front(now_ms().saturating_sub(1)),
+    )
+    .await
+    .unwrap();
     let reaped = coordinator.reap_all().await.unwrap();
     assert_eq!(
         reaped.requests, 1,
@@ -367,7 +371,7 @@ async fn the_reaper_pages_past_live_requests_and_forgets_idle_queues() {
         "a queue with nothing staged leaves the registry"
     );
     // The next registration lists it again.
-    register(&store, &keys, End::Front, now_ms() + 1_000)
+    register(&store, &keys, &RequestValue::front(now_ms() + 1_000))
         .await
         .unwrap();
     assert!(listed(

@@ -25,6 +25,16 @@ use crate::store::{Store, Transaction, decode_counter};
 
 /// Header carrying an item's enqueue time (ms since the epoch).
 pub const ENQUEUED_AT_HEADER: &str = "hotq-enqueued-at-ms";
+/// Header carrying a leased item's receipt.
+pub const RECEIPT_HEADER: &str = "hotq-receipt";
+/// Header carrying a leased item's delivery count (1 the first time).
+pub const DELIVERY_COUNT_HEADER: &str = "hotq-delivery-count";
+/// Header carrying a leased item's expiry (ms since the epoch).
+pub const LEASE_EXPIRES_HEADER: &str = "hotq-lease-expires-at-ms";
+/// Header naming the queue a dead-lettered item came from.
+pub const DEAD_LETTER_FROM_HEADER: &str = "hotq-dead-letter-from";
+/// Header carrying a dead-lettered item's delivery count when it died.
+pub const DEAD_LETTER_DELIVERIES_HEADER: &str = "hotq-dead-letter-deliveries";
 
 /// Validates a queue name from the path.
 pub fn queue_name(raw: &str) -> Result<QueueName, ApiError> {
@@ -80,6 +90,39 @@ pub struct PopParams {
     /// `direct` (FoundationDB's recipe as written: retry conflicts with
     /// backoff, never register; for comparison — it needs `wait_ms=0`).
     pub path: Option<String>,
+    /// Lease each item for this long instead of deleting it, in ms.
+    pub lease_ms: Option<u64>,
+}
+
+/// Checks a `lease_ms` (pop, extend): 1 to the configured maximum.
+pub fn check_lease_ms<S: Store>(state: &AppState<S>, lease_ms: u64) -> Result<u64, ApiError> {
+    let max = state.config.leases.lease_max_ms;
+    if lease_ms == 0 || lease_ms > max {
+        return Err(ApiError::bad_parameter(format!(
+            "lease_ms must be 1 to {max}, got {lease_ms}"
+        )));
+    }
+    Ok(lease_ms)
+}
+
+/// Checks a `delay_ms` (push, nack): 0 to the configured maximum.
+pub fn check_delay_ms<S: Store>(state: &AppState<S>, delay_ms: u64) -> Result<u64, ApiError> {
+    let max = state.config.leases.delay_max_ms;
+    if delay_ms > max {
+        return Err(ApiError::bad_parameter(format!(
+            "delay_ms must be 0 to {max}, got {delay_ms}"
+        )));
+    }
+    Ok(delay_ms)
+}
+
+/// Query of a push: an optional `delay_ms`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PushParams {
+    /// Keep the items invisible for this long, in ms (default 0).
+    #[serde(default)]
+    pub delay_ms: u64,
 }
 
 /// Checks a pop's parameters against the configured caps.
@@ -105,12 +148,17 @@ pub fn pop_limits<S: Store>(
 }
 
 /// The answer to a pop or peek: 204 when empty, the item's bytes when one
-/// was asked for, a JSON array of base64 items otherwise.
+/// was asked for, a JSON array otherwise: of base64 strings, or for leased
+/// items of objects `{"item", "receipt", "delivery_count", "lease_expires_at_ms"}`.
 pub fn items_response(items: Vec<Item>, as_array: bool) -> Response {
     if items.is_empty() {
         return StatusCode::NO_CONTENT.into_response();
     }
     if as_array {
+        if items.iter().any(|item| item.lease.is_some()) {
+            let objects: Vec<serde_json::Value> = items.iter().map(item_object).collect();
+            return (StatusCode::OK, Json(objects)).into_response();
+        }
         let encoded: Vec<String> = items
             .iter()
             .map(|item| BASE64.encode(&item.payload))
@@ -118,12 +166,41 @@ pub fn items_response(items: Vec<Item>, as_array: bool) -> Response {
         return (StatusCode::OK, Json(encoded)).into_response();
     }
     let item = items.into_iter().next().expect("non-empty");
+    let mut headers = vec![(ENQUEUED_AT_HEADER, item.enqueued_at_ms.to_string())];
+    if let Some(lease) = &item.lease {
+        headers.push((RECEIPT_HEADER, lease.receipt.to_string()));
+        headers.push((DELIVERY_COUNT_HEADER, lease.delivery_count.to_string()));
+        headers.push((LEASE_EXPIRES_HEADER, lease.expires_at_ms.to_string()));
+    }
+    if let Some(dead) = &item.dead_letter {
+        headers.push((DEAD_LETTER_FROM_HEADER, dead.queue.clone()));
+        headers.push((DEAD_LETTER_DELIVERIES_HEADER, dead.deliveries.to_string()));
+    }
     let mut response = (StatusCode::OK, item.payload).into_response();
-    response.headers_mut().insert(
-        ENQUEUED_AT_HEADER,
-        HeaderValue::from_str(&item.enqueued_at_ms.to_string()).expect("digits are a valid header"),
-    );
+    for (name, value) in headers {
+        // Digits, hex and queue names (A-Z a-z 0-9 . _ -) are valid header values.
+        let value = HeaderValue::from_str(&value).expect("a valid header value");
+        response.headers_mut().insert(name, value);
+    }
     response
+}
+
+/// One leased item of a JSON array answer.
+fn item_object(item: &Item) -> serde_json::Value {
+    let mut object = json!({
+        "item": BASE64.encode(&item.payload),
+        "enqueued_at_ms": item.enqueued_at_ms,
+    });
+    if let Some(lease) = &item.lease {
+        object["receipt"] = json!(lease.receipt.to_string());
+        object["delivery_count"] = json!(lease.delivery_count);
+        object["lease_expires_at_ms"] = json!(lease.expires_at_ms);
+    }
+    if let Some(dead) = &item.dead_letter {
+        object["dead_letter_from"] = json!(dead.queue);
+        object["dead_letter_deliveries"] = json!(dead.deliveries);
+    }
+    object
 }
 
 /// The outcome label of a call.
@@ -131,44 +208,71 @@ pub fn outcome<T>(result: &Result<T, ApiError>) -> &'static str {
     if result.is_ok() { "ok" } else { "error" }
 }
 
-/// `POST /v1/queues/{queue}/items`: pushes the body as one item.
+/// `POST /v1/queues/{queue}/items?delay_ms=`: pushes the body as one item.
 pub async fn push<S: Store>(
     State(state): State<Arc<AppState<S>>>,
     Path(queue): Path<String>,
+    params: Result<Query<PushParams>, QueryRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let result = async {
         let name = queue_name(&queue)?;
+        let delay_ms = push_delay(&state, params)?;
         let body = body_bytes(body)?;
         check_item(&body)?;
-        state.note_queue(QueueKind::Fifo, &name);
-        Queue::new(state.store.clone(), name).push(&body).await?;
-        Ok((StatusCode::CREATED, Json(json!({"pushed": 1}))).into_response())
+        push_items(&state, name, &[body.to_vec()], delay_ms).await
     }
     .await;
     operation(&queue, "push", outcome(&result));
     result
 }
 
-/// `POST /v1/queues/{queue}/items:batch`: a JSON array of base64 items,
-/// pushed in one commit, in order; all or nothing.
+/// `POST /v1/queues/{queue}/items:batch?delay_ms=`: a JSON array of
+/// base64 items, pushed in one commit, in order; all or nothing.
 pub async fn push_batch<S: Store>(
     State(state): State<Arc<AppState<S>>>,
     Path(queue): Path<String>,
+    params: Result<Query<PushParams>, QueryRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let result = async {
         let name = queue_name(&queue)?;
+        let delay_ms = push_delay(&state, params)?;
         let payloads = decode_batch(&body_bytes(body)?)?;
-        state.note_queue(QueueKind::Fifo, &name);
-        Queue::new(state.store.clone(), name)
-            .push_batch(&payloads)
-            .await?;
-        Ok((StatusCode::CREATED, Json(json!({"pushed": payloads.len()}))).into_response())
+        push_items(&state, name, &payloads, delay_ms).await
     }
     .await;
     operation(&queue, "push_batch", outcome(&result));
     result
+}
+
+fn push_delay<S: Store>(
+    state: &AppState<S>,
+    params: Result<Query<PushParams>, QueryRejection>,
+) -> Result<u64, ApiError> {
+    let Query(params) = params.map_err(|e| ApiError::bad_parameter(e.body_text()))?;
+    check_delay_ms(state, params.delay_ms)
+}
+
+/// Pushes checked payloads now, or delayed: then the answer says when they
+/// become visible, and the timer is told.
+async fn push_items<S: Store>(
+    state: &AppState<S>,
+    name: QueueName,
+    payloads: &[Vec<u8>],
+    delay_ms: u64,
+) -> Result<Response, ApiError> {
+    state.note_queue(QueueKind::Fifo, &name);
+    let queue = Queue::new(state.store.clone(), name);
+    let body = if delay_ms == 0 {
+        queue.push_batch(payloads).await?;
+        json!({"pushed": payloads.len()})
+    } else {
+        let visible_at_ms = queue.push_batch_delayed(payloads, delay_ms).await?;
+        state.coordinator.schedule(visible_at_ms);
+        json!({"pushed": payloads.len(), "visible_at_ms": visible_at_ms})
+    };
+    Ok((StatusCode::CREATED, Json(body)).into_response())
 }
 
 /// Parses and checks a batch body: a JSON array of 1 to 1,000 base64 strings.
@@ -215,26 +319,29 @@ pub async fn pop<S: Store>(
 ) -> Result<Response, ApiError> {
     let result = async {
         let name = queue_name(&queue)?;
-        let path = match &params {
-            Ok(Query(params)) => params.path.clone(),
-            Err(_) => None,
+        let (path, lease_ms) = match &params {
+            Ok(Query(params)) => (params.path.clone(), params.lease_ms),
+            Err(_) => (None, None),
         };
         let (wait, max) = pop_limits(&state, params)?;
+        let lease_ms = lease_ms
+            .map(|lease_ms| check_lease_ms(&state, lease_ms))
+            .transpose()?;
         state.note_queue(QueueKind::Fifo, &name);
         let keys = QueueKeys::new(&name);
         let items = match path.as_deref() {
             None | Some("staged") => {
                 state
                     .coordinator
-                    .pop_many(&keys, End::Front, max, wait)
+                    .pop_leased(&keys, End::Front, max, wait, lease_ms.unwrap_or(0))
                     .await?
             }
-            Some("direct") if wait.is_zero() && max == 1 => {
+            Some("direct") if wait.is_zero() && max == 1 && lease_ms.is_none() => {
                 state.coordinator.pop_recipe(&keys).await?
             }
             Some("direct") => {
                 return Err(ApiError::bad_parameter(
-                    "path=direct takes neither wait_ms nor max > 1",
+                    "path=direct takes neither wait_ms, nor max > 1, nor lease_ms",
                 ));
             }
             Some(other) => {
@@ -275,7 +382,8 @@ pub async fn peek<S: Store>(
     result
 }
 
-/// Depth, waiting requests and oldest-item age of one queue.
+/// Depth, waiting requests, leased and delayed items and oldest-item age
+/// of one queue.
 pub async fn queue_stats<S: Store>(
     store: &S,
     keys: &QueueKeys,
@@ -283,6 +391,8 @@ pub async fn queue_stats<S: Store>(
     let txn = store.begin()?;
     let depth = decode_counter(txn.get(&keys.depth(), true).await?.as_deref());
     let waiting = decode_counter(txn.get(&keys.waiting(), true).await?.as_deref());
+    let leased = decode_counter(txn.get(&keys.leased(), true).await?.as_deref());
+    let delayed = decode_counter(txn.get(&keys.delayed_count(), true).await?.as_deref());
     let oldest = read_end(&txn, keys, End::Front, 1, true).await?;
     let oldest_age_ms = match keys.kind() {
         QueueKind::Fifo => oldest
@@ -295,6 +405,8 @@ pub async fn queue_stats<S: Store>(
         "queue": keys.name().as_str(),
         "depth": depth,
         "waiting": waiting,
+        "leased": leased,
+        "delayed": delayed,
         "oldest_item_age_ms": oldest_age_ms,
     }))
 }

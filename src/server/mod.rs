@@ -6,11 +6,13 @@
 //!
 //! - [`error`]: the JSON error shape.
 //! - [`fifo`]: `/v1/queues/...` handlers.
+//! - [`leases`]: ack, nack, extend by receipt; dead-letter re-drive.
 //! - [`pqueue`]: `/v1/pqueues/...` handlers.
-//! - [`sampler`]: depth, waiting and oldest-age gauges, sampled.
+//! - [`sampler`]: depth, waiting, leased, delayed and oldest-age gauges, sampled.
 
 pub mod error;
 pub mod fifo;
+pub mod leases;
 pub mod pqueue;
 pub mod sampler;
 
@@ -109,6 +111,13 @@ pub fn router<S: Store>(state: Arc<AppState<S>>) -> Router {
         .route("/v1/queues/{queue}/pop", post(fifo::pop::<S>))
         .route("/v1/queues/{queue}/peek", get(fifo::peek::<S>))
         .route("/v1/queues/{queue}", get(fifo::stats::<S>))
+        .route("/v1/queues/{queue}/ack/{receipt}", post(leases::ack::<S>))
+        .route("/v1/queues/{queue}/nack/{receipt}", post(leases::nack::<S>))
+        .route(
+            "/v1/queues/{queue}/extend/{receipt}",
+            post(leases::extend::<S>),
+        )
+        .route("/v1/queues/{queue}/redrive", post(leases::redrive::<S>))
         .route("/v1/pqueues/{queue}/items", post(pqueue::push::<S>))
         .route("/v1/pqueues/{queue}/pop", post(pqueue::pop::<S>))
         .route("/v1/pqueues/{queue}/peek", get(pqueue::peek::<S>))

@@ -113,6 +113,7 @@ pub async fn pop<S: Store>(
         let Query(params) = params.map_err(|e| ApiError::bad_parameter(e.body_text()))?;
         let end = parse_end(params.end.as_deref())?;
         let limits = Ok(Query(PopParams {
+            lease_ms: None,
             wait_ms: params.wait_ms,
             max: params.max,
             path: None,

@@ -1,4 +1,4 @@
-//! Samples depth, waiting requests and oldest-item age of the queues this
+//! Samples depth, waiting requests, leased and delayed items and oldest-item age of the queues this
 //! daemon serves (and those in the staging registry), at a fixed interval
 //! and for a bounded number of queues, so a scrape never scans a queue.
 //! Depth and waiting come from the counters pushes, pops and requests
@@ -14,7 +14,9 @@ use tokio::sync::watch;
 use super::AppState;
 use super::fifo::queue_stats;
 use crate::keys::QueueKeys;
-use crate::metrics::{OLDEST_ITEM_AGE, QUEUE_DEPTH, REQUESTS_WAITING, queue_label};
+use crate::metrics::{
+    DELAYED_ITEMS, LEASED_ITEMS, OLDEST_ITEM_AGE, QUEUE_DEPTH, REQUESTS_WAITING, queue_label,
+};
 use crate::staging::reap::registered_queues;
 use crate::store::Store;
 
@@ -50,7 +52,7 @@ pub async fn sample_once<S: Store>(state: &AppState<S>) {
     }
     // Queues past the label cap share one label: their depths and
     // waiting counts add up, their oldest age is the oldest of them.
-    let mut by_label: BTreeMap<String, (f64, f64, f64)> = BTreeMap::new();
+    let mut by_label: BTreeMap<String, [f64; 5]> = BTreeMap::new();
     for (kind, name) in queues.into_iter().take(limit) {
         let keys = QueueKeys::of_kind(kind, &name);
         let Ok(stats) = queue_stats(&state.store, &keys).await else {
@@ -58,13 +60,17 @@ pub async fn sample_once<S: Store>(state: &AppState<S>) {
         };
         let number = |field: &str| stats[field].as_f64().unwrap_or(0.0);
         let entry = by_label.entry(queue_label(name.as_str())).or_default();
-        entry.0 += number("depth");
-        entry.1 += number("waiting");
-        entry.2 = entry.2.max(number("oldest_item_age_ms") / 1_000.0);
+        entry[0] += number("depth");
+        entry[1] += number("waiting");
+        entry[2] = entry[2].max(number("oldest_item_age_ms") / 1_000.0);
+        entry[3] += number("leased");
+        entry[4] += number("delayed");
     }
-    for (label, (depth, waiting, oldest_age_s)) in by_label {
+    for (label, [depth, waiting, oldest_age_s, leased, delayed]) in by_label {
         metrics::gauge!(QUEUE_DEPTH, "queue" => label.clone()).set(depth);
         metrics::gauge!(REQUESTS_WAITING, "queue" => label.clone()).set(waiting);
-        metrics::gauge!(OLDEST_ITEM_AGE, "queue" => label).set(oldest_age_s);
+        metrics::gauge!(OLDEST_ITEM_AGE, "queue" => label.clone()).set(oldest_age_s);
+        metrics::gauge!(LEASED_ITEMS, "queue" => label.clone()).set(leased);
+        metrics::gauge!(DELAYED_ITEMS, "queue" => label).set(delayed);
     }
 }

@@ -1,7 +1,8 @@
 //! One direct-pop attempt, at either end of a queue.
 
-use crate::envelope::{End, decode_item};
+use crate::envelope::{End, decode_item, now_ms};
 use crate::keys::QueueKeys;
+use crate::lease::lease_in;
 use crate::queue::{DirectPop, Item, QueueError};
 use crate::store::{RangeRead, Store, StoreError, Transaction, decode_counter};
 
@@ -31,39 +32,40 @@ pub async fn read_end<T: Transaction>(
         .await?
         .into_iter()
         .map(|row| {
-            let (enqueued_at_ms, payload) =
-                decode_item(&row.value).ok_or_else(|| QueueError::Corrupt {
-                    key: row.key.clone(),
-                })?;
-            Ok(Item {
-                enqueued_at_ms,
-                payload: payload.to_vec(),
-                key: row.key,
-            })
+            let value = decode_item(&row.value).ok_or_else(|| QueueError::Corrupt {
+                key: row.key.clone(),
+            })?;
+            Ok(Item::from_value(row.key, value))
         })
         .collect()
 }
 
 /// Tries once to take up to `max` items from `end` of the queue: if no
 /// request is waiting (snapshot check), reads them without snapshot, clears
-/// them and commits. A conflict is returned, not retried.
+/// them (moving each under a lease when `lease_ms` > 0) and commits. A
+/// conflict is returned, not retried.
 pub async fn try_pop<S: Store>(
     store: &S,
     keys: &QueueKeys,
     end: End,
     max: usize,
+    lease_ms: u64,
 ) -> Result<(Attempt, Vec<Item>), QueueError> {
     let txn = store.begin()?;
     let waiting = decode_counter(txn.get(&keys.waiting(), true).await?.as_deref());
     if waiting > 0 {
         return Ok((Attempt::RequestsWaiting, Vec::new()));
     }
-    let items = read_end(&txn, keys, end, max.max(1), false).await?;
+    let mut items = read_end(&txn, keys, end, max.max(1), false).await?;
     if items.is_empty() {
         return Ok((Attempt::Done(DirectPop::Empty), items));
     }
-    for item in &items {
+    let now = now_ms();
+    for item in &mut items {
         txn.clear(&item.key)?;
+        if lease_ms > 0 {
+            lease_in(&txn, keys, item, lease_ms, now)?;
+        }
     }
     txn.atomic_add(&keys.depth(), -(items.len() as i64))?;
     match txn.commit().await {

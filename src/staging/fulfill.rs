@@ -9,8 +9,9 @@
 
 use std::collections::{HashSet, VecDeque};
 
-use crate::envelope::{End, ResultValue, decode_request, encode_result, now_ms};
+use crate::envelope::{End, LeaseTag, ResultValue, decode_request, encode_result, now_ms};
 use crate::keys::QueueKeys;
+use crate::lease::lease_in;
 use crate::queue::QueueError;
 use crate::staging::direct::read_end;
 use crate::store::{RangeRead, Store, StoreError, Transaction, Watch};
@@ -134,7 +135,7 @@ pub async fn fulfill_once<S: Store>(
         } else {
             None
         };
-        let Some(item) = item else {
+        let Some(mut item) = item else {
             unserved += 1;
             next_deadline_ms =
                 Some(next_deadline_ms.map_or(request.deadline_ms, |d| d.min(request.deadline_ms)));
@@ -142,17 +143,26 @@ pub async fn fulfill_once<S: Store>(
         };
         txn.add_read_conflict_key(&request_key)?;
         txn.add_read_conflict_key(&item.key)?;
-        bytes += item.payload.len();
-        let result = ResultValue {
-            deadline_ms: request.deadline_ms + result_grace_ms,
-            enqueued_at_ms: item.enqueued_at_ms,
-            item_key: item.key.clone(),
-            payload: item.payload,
-        };
-        txn.set(&keys.result(&requester), &encode_result(&result))?;
         txn.clear(&request_key)?;
         txn.clear(&item.key)?;
-        served_enqueue_ms.push(item.enqueued_at_ms);
+        bytes += item.payload.len();
+        // A leased request gets its item under a lease from this commit on;
+        // the result carries the receipt to the requester.
+        if request.lease_ms > 0 {
+            lease_in(&txn, keys, &mut item, request.lease_ms, now)?;
+        }
+        let lease = item.lease.map(|lease| LeaseTag {
+            receipt: lease.receipt.0,
+            expires_at_ms: lease.expires_at_ms,
+        });
+        let result = ResultValue {
+            deadline_ms: request.deadline_ms + result_grace_ms,
+            lease,
+            item: item.value(),
+            item_key: item.key,
+        };
+        txn.set(&keys.result(&requester), &encode_result(&result))?;
+        served_enqueue_ms.push(result.item.enqueued_at_ms);
         served += 1;
     }
     if served > 0 {

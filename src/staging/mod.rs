@@ -39,6 +39,8 @@ pub struct StagingConfig {
     pub fulfiller_idle_ms: u64,
     /// Longest a pop may wait.
     pub wait_max_ms: u64,
+    /// Deliveries under a lease before an item is dead-lettered, per queue.
+    pub delivery: crate::lease::DeliveryPolicy,
 }
 
 impl Default for StagingConfig {
@@ -50,6 +52,7 @@ impl Default for StagingConfig {
             reap_interval_ms: 1_000,
             fulfiller_idle_ms: 30_000,
             wait_max_ms: 60_000,
+            delivery: crate::lease::DeliveryPolicy::default(),
         }
     }
 }
@@ -77,6 +80,12 @@ pub struct StagingStats {
     pub results_reaped: AtomicU64,
     /// Withdrawals and collects that conflicted and were retried.
     pub cancel_conflicts: AtomicU64,
+    /// Expired leases whose item went back to its queue.
+    pub leases_expired: AtomicU64,
+    /// Items moved to a dead-letter queue.
+    pub dead_lettered: AtomicU64,
+    /// Delayed items that became visible.
+    pub delayed_revealed: AtomicU64,
 }
 
 impl StagingStats {

@@ -3,7 +3,7 @@
 //! consumed key is read-conflict-checked, so a late collect or withdrawal
 //! and the reaper can never both take the same result.
 
-use crate::envelope::{decode_request, decode_result, encode_item};
+use crate::envelope::{decode_request, decode_result, encode_item_value};
 use crate::keys::{QueueKeys, QueueKind, registry_entry, registry_range};
 use crate::queue::QueueError;
 use crate::store::{KeyValue, RangeRead, Store, StoreError, Transaction};
@@ -96,6 +96,7 @@ async fn reap_pass<S: Store>(
         requests: next_requests,
     };
     let mut reaped = Reaped::default();
+    let mut leased_results_cleared = 0usize;
     for KeyValue { key, value } in results {
         let result =
             decode_result(&value).ok_or_else(|| QueueError::Corrupt { key: key.clone() })?;
@@ -104,11 +105,14 @@ async fn reap_pass<S: Store>(
         }
         txn.add_read_conflict_key(&key)?;
         txn.clear(&key)?;
-        txn.set(
-            &result.item_key,
-            &encode_item(result.enqueued_at_ms, &result.payload),
-        )?;
-        reaped.results += 1;
+        // A leased item is held by its lease as well; the lease's expiry
+        // returns it (with the delivery counted: it may have been seen).
+        if result.lease.is_none() {
+            txn.set(&result.item_key, &encode_item_value(&result.item))?;
+            reaped.results += 1;
+        } else {
+            leased_results_cleared += 1;
+        }
     }
     for KeyValue { key, value } in requests {
         let request =
@@ -126,23 +130,27 @@ async fn reap_pass<S: Store>(
     if reaped.requests > 0 {
         txn.atomic_add(&keys.waiting(), -(reaped.requests as i64))?;
     }
-    if reaped != Reaped::default() {
+    if reaped != Reaped::default() || leased_results_cleared > 0 {
         txn.commit().await?;
     }
     Ok((reaped, next))
 }
 
-/// Drops the queue from the registry when it holds no request and no
-/// result. Both reads are non-snapshot, so a registration that commits
-/// meanwhile (it writes a request and the registry entry) conflicts, and the
-/// entry stays.
+/// Drops the queue from the registry when it holds no request, result,
+/// lease or delayed item. The reads are non-snapshot, so a registration,
+/// leased pop or delayed push that commits meanwhile (each writes the
+/// registry entry too) conflicts, and the entry stays.
 async fn forget_if_idle<S: Store>(store: &S, keys: &QueueKeys) -> Result<(), QueueError> {
     let txn = store.begin()?;
     let (begin, end) = keys.requests_range();
     let requests = txn.get_range(RangeRead::new(&begin, &end, 1)).await?;
     let (begin, end) = keys.results_range();
     let results = txn.get_range(RangeRead::new(&begin, &end, 1)).await?;
-    if !requests.is_empty() || !results.is_empty() {
+    let (begin, end) = keys.leases_range();
+    let leases = txn.get_range(RangeRead::new(&begin, &end, 1)).await?;
+    let (begin, end) = keys.delayed_range();
+    let delayed = txn.get_range(RangeRead::new(&begin, &end, 1)).await?;
+    if !requests.is_empty() || !results.is_empty() || !leases.is_empty() || !delayed.is_empty() {
         return Ok(());
     }
     txn.add_read_conflict_key(&keys.registry_key())?;

@@ -6,8 +6,9 @@ use std::time::Duration;
 use rand::RngCore;
 use tokio::time::Instant;
 
-use crate::envelope::{End, RequestValue, decode_result, encode_item, encode_request, now_ms};
+use crate::envelope::{RequestValue, decode_result, encode_request, now_ms};
 use crate::keys::QueueKeys;
+use crate::lease::{Lease, Receipt};
 use crate::queue::{Item, QueueError};
 use crate::store::{Store, StoreError, Transaction, Watch, decode_mark};
 
@@ -37,13 +38,12 @@ pub struct Registration {
 pub async fn register<S: Store>(
     store: &S,
     keys: &QueueKeys,
-    end: End,
-    deadline_ms: u64,
+    request: &RequestValue,
 ) -> Result<Registration, StoreError> {
     let mut attempt = 0;
     loop {
         attempt += 1;
-        match try_register(store, keys, end, deadline_ms).await {
+        match try_register(store, keys, request).await {
             Ok(registration) => return Ok(registration),
             Err(error) if error.is_retryable() && attempt < ATTEMPTS_MAX => continue,
             Err(error) => return Err(error),
@@ -54,8 +54,7 @@ pub async fn register<S: Store>(
 async fn try_register<S: Store>(
     store: &S,
     keys: &QueueKeys,
-    end: End,
-    deadline_ms: u64,
+    request: &RequestValue,
 ) -> Result<Registration, StoreError> {
     let mut requester = [0u8; REQUESTER_LEN];
     rand::rng().fill_bytes(&mut requester);
@@ -65,10 +64,7 @@ async fn try_register<S: Store>(
     let index = decode_mark(txn.get(&keys.next_request(), true).await?.as_deref());
     let request_key = keys.request(index, &requester);
     let result_key = keys.result(&requester);
-    txn.set(
-        &request_key,
-        &encode_request(&RequestValue { deadline_ms, end }),
-    )?;
+    txn.set(&request_key, &encode_request(request))?;
     txn.atomic_max(&keys.next_request(), index + 1)?;
     txn.atomic_add(&keys.waiting(), 1)?;
     txn.atomic_add(&keys.wake(), 1)?;
@@ -136,11 +132,13 @@ fn decode(_keys: &QueueKeys, result_key: &[u8], value: &[u8]) -> Result<Item, Qu
     let result = decode_result(value).ok_or_else(|| QueueError::Corrupt {
         key: result_key.to_vec(),
     })?;
-    Ok(Item {
-        key: result.item_key,
-        enqueued_at_ms: result.enqueued_at_ms,
-        payload: result.payload,
-    })
+    let mut item = Item::from_value(result.item_key, result.item);
+    item.lease = result.lease.map(|tag| Lease {
+        receipt: Receipt(tag.receipt),
+        expires_at_ms: tag.expires_at_ms,
+        delivery_count: item.deliveries.saturating_add(1),
+    });
+    Ok(item)
 }
 
 /// Waits for the registration's result until `deadline` (or until `stop`
@@ -186,8 +184,9 @@ pub async fn await_result<S: Store>(
 
 /// Withdraws a request. If the fulfiller already served it, the result is
 /// taken: returned to the caller, or with `restore` put back under the
-/// item's original key (the caller is gone). Both reads are non-snapshot,
-/// so a concurrent fulfillment or reap makes one side conflict and retry.
+/// item's original key (the caller is gone; a leased item is released from
+/// its lease right after). Both reads are non-snapshot, so a concurrent
+/// fulfillment or reap makes one side conflict and retry.
 pub async fn withdraw<S: Store>(
     store: &S,
     keys: &QueueKeys,
@@ -216,14 +215,16 @@ pub async fn withdraw<S: Store>(
         let outcome = match outcome {
             Ok(Some(value)) => {
                 let item = decode(keys, result_key, &value)?;
-                let restored = if restore {
-                    txn.set(&item.key, &encode_item(item.enqueued_at_ms, &item.payload))
+                // A leased item is not in the result alone: its lease holds
+                // it too, and is released once the result is gone.
+                let restored = if restore && item.lease.is_none() {
+                    txn.set(&item.key, &item.stored_value())
                         .and_then(|()| txn.atomic_add(&keys.depth(), 1))
                 } else {
                     Ok(())
                 };
                 match restored {
-                    Ok(()) => txn.commit().await.map(|()| (!restore).then_some(item)),
+                    Ok(()) => txn.commit().await.map(|()| Some(item)),
                     Err(error) => Err(error),
                 }
             }
@@ -231,6 +232,12 @@ pub async fn withdraw<S: Store>(
             Err(error) => Err(error),
         };
         match outcome {
+            Ok(Some(item)) if restore => {
+                if item.lease.is_some() {
+                    crate::lease::settle::release(store, keys, std::slice::from_ref(&item)).await?;
+                }
+                return Ok(None);
+            }
             Ok(item) => return Ok(item),
             Err(error) if retry_consuming(&error) && attempt < ATTEMPTS_MAX => {
                 if error == StoreError::Conflict {

@@ -1,0 +1,234 @@
+//! At-least-once delivery: leases with ack, nack and extend, redelivery
+//! counts, dead letters, and delayed items.
+//!
+//! A leased pop moves its item, in the same commit that takes it from the
+//! queue (direct or staged), to `leases/(expires_at_ms, receipt)`, and maps
+//! `receipts/(receipt)` to the expiry, so a receipt finds its lease with two
+//! point reads and the timer finds every expired lease with one range read.
+//!
+//! - [`settle`]: `ack` (delete), `nack` (return now or after a delay),
+//!   `extend` (move the expiry out), and `release` (a pop whose caller left
+//!   before it got the item: back as if never delivered).
+//! - [`timers`]: the coordinator's side: expired leases go back to the
+//!   item's original key with their delivery counted, or to the dead-letter
+//!   queue after `max_deliveries`; delayed items become visible when due.
+//! - [`redrive`]: a dead-letter queue's items back to where they came from.
+//!
+//! Every transaction that consumes a lease or a delayed item reads its key
+//! without snapshot (or adds a read-conflict on it), so an ack racing the
+//! timer, or a nack racing an extend, has exactly one winner: the other
+//! conflicts, re-reads, and finds the receipt gone.
+
+pub mod redrive;
+pub mod settle;
+pub mod timers;
+
+use std::collections::HashMap;
+use std::fmt;
+
+use rand::RngCore;
+
+use crate::envelope::{HeldItem, ItemValue, RECEIPT_LEN, encode_held};
+use crate::keys::{QueueKeys, QueueName};
+use crate::queue::{Item, QueueError};
+use crate::store::{StoreError, Transaction};
+
+/// Default of `max_deliveries`: deliveries under a lease before an item
+/// goes to the dead-letter queue.
+pub const MAX_DELIVERIES_DEFAULT: u32 = 5;
+
+/// The opaque handle of one lease: 16 random bytes, written as 32 lowercase
+/// hex digits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Receipt(pub [u8; RECEIPT_LEN]);
+
+impl Receipt {
+    /// A fresh random receipt.
+    pub fn random() -> Receipt {
+        let mut bytes = [0u8; RECEIPT_LEN];
+        rand::rng().fill_bytes(&mut bytes);
+        Receipt(bytes)
+    }
+
+    /// Parses 32 hex digits; `None` for anything else.
+    pub fn parse(text: &str) -> Option<Receipt> {
+        // `from_str_radix` alone would take a sign ("+f").
+        if text.len() != RECEIPT_LEN * 2 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        let mut bytes = [0u8; RECEIPT_LEN];
+        for (i, byte) in bytes.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&text[i * 2..i * 2 + 2], 16).ok()?;
+        }
+        Some(Receipt(bytes))
+    }
+}
+
+impl fmt::Display for Receipt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for byte in self.0 {
+            write!(f, "{byte:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The lease a delivered item is held under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lease {
+    /// Acks, nacks or extends the lease.
+    pub receipt: Receipt,
+    /// When the item returns to the queue unless acked or extended, in ms
+    /// since the epoch.
+    pub expires_at_ms: u64,
+    /// This delivery's number: 1 the first time the item is leased.
+    pub delivery_count: u32,
+}
+
+/// Why a receipt could not be acted on, or the store failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseError {
+    /// No lease has this receipt: never issued, already acked or nacked,
+    /// or expired and returned to the queue.
+    UnknownReceipt,
+    /// The lease expired; the item is being returned to the queue (or
+    /// dead-lettered), and this receipt no longer acts on it.
+    Expired {
+        /// When it expired, in ms since the epoch.
+        expired_at_ms: u64,
+    },
+    /// The store failed, or holds something hotq did not write.
+    Queue(QueueError),
+}
+
+impl From<StoreError> for LeaseError {
+    fn from(error: StoreError) -> Self {
+        LeaseError::Queue(QueueError::Store(error))
+    }
+}
+
+impl From<QueueError> for LeaseError {
+    fn from(error: QueueError) -> Self {
+        LeaseError::Queue(error)
+    }
+}
+
+impl fmt::Display for LeaseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LeaseError::UnknownReceipt => f.write_str(
+                "no lease has this receipt (never issued, already settled, or expired and redelivered)",
+            ),
+            LeaseError::Expired { expired_at_ms } => write!(
+                f,
+                "the lease expired at {expired_at_ms} ms since the epoch; the item returns to the queue"
+            ),
+            LeaseError::Queue(error) => write!(f, "{error}"),
+        }
+    }
+}
+
+impl std::error::Error for LeaseError {}
+
+/// How many deliveries each queue allows before dead-lettering.
+#[derive(Debug, Clone)]
+pub struct DeliveryPolicy {
+    /// For queues not named in `per_queue`.
+    pub max_deliveries_default: u32,
+    /// Per-queue overrides, by queue name.
+    pub per_queue: HashMap<String, u32>,
+}
+
+impl Default for DeliveryPolicy {
+    fn default() -> Self {
+        DeliveryPolicy {
+            max_deliveries_default: MAX_DELIVERIES_DEFAULT,
+            per_queue: HashMap::new(),
+        }
+    }
+}
+
+impl DeliveryPolicy {
+    /// Deliveries `queue` allows; `None` for a dead-letter queue, whose
+    /// items are redelivered however often (there is nowhere further to send them).
+    pub fn max_deliveries(&self, queue: &QueueName) -> Option<u32> {
+        if queue.is_dead_letter() {
+            return None;
+        }
+        Some(
+            self.per_queue
+                .get(queue.as_str())
+                .copied()
+                .unwrap_or(self.max_deliveries_default),
+        )
+    }
+}
+
+/// Puts `item`, which the caller clears from its key in the same
+/// transaction, under a fresh lease of `lease_ms` from `now_ms`, and
+/// records the lease on the item.
+pub fn lease_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    item: &mut Item,
+    lease_ms: u64,
+    now_ms: u64,
+) -> Result<(), StoreError> {
+    assert!(lease_ms > 0, "a lease lasts at least a millisecond");
+    assert!(item.lease.is_none(), "an item is leased once per delivery");
+    let receipt = Receipt::random();
+    let expires_at_ms = now_ms.saturating_add(lease_ms);
+    let delivery_count = item.deliveries.saturating_add(1);
+    let held = HeldItem {
+        item_key: item.key.clone(),
+        item: ItemValue {
+            deliveries: delivery_count,
+            ..item.value()
+        },
+    };
+    txn.set(&keys.lease(expires_at_ms, &receipt.0), &encode_held(&held))?;
+    txn.set(&keys.receipt(&receipt.0), &expires_at_ms.to_be_bytes())?;
+    txn.atomic_add(&keys.leased(), 1)?;
+    // The timer of a daemon started after a crash finds leases through the registry.
+    txn.set(&keys.registry_key(), b"")?;
+    item.lease = Some(Lease {
+        receipt,
+        expires_at_ms,
+        delivery_count,
+    });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn receipts_round_trip_as_hex_and_reject_anything_else() {
+        let receipt = Receipt::random();
+        let text = receipt.to_string();
+        assert_eq!(text.len(), 32);
+        assert_eq!(Receipt::parse(&text), Some(receipt));
+        for bad in [
+            "",
+            "zz",
+            &text[..31],
+            &format!("{text}0"),
+            &"é".repeat(16),
+            &"g".repeat(32),
+            &"+f".repeat(16),
+        ] {
+            assert_eq!(Receipt::parse(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn dead_letter_queues_never_dead_letter() {
+        let mut policy = DeliveryPolicy::default();
+        policy.per_queue.insert("poison".into(), 2);
+        let name = |n: &str| QueueName::new(n).unwrap();
+        assert_eq!(policy.max_deliveries(&name("jobs")), Some(5));
+        assert_eq!(policy.max_deliveries(&name("poison")), Some(2));
+        assert_eq!(policy.max_deliveries(&name("jobs.dead")), None);
+    }
+}

@@ -1,0 +1,234 @@
+//! Acting on a lease by its receipt: ack, nack, extend, and release.
+
+use crate::envelope::{HeldItem, ItemValue, decode_held, encode_held, encode_item_value, now_ms};
+use crate::keys::QueueKeys;
+use crate::queue::{Item, QueueError, append_in};
+use crate::store::{RetryPolicy, Store, StoreError, Transaction, transact};
+
+use super::{LeaseError, Receipt};
+
+/// Where a nacked or expired item went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Returned {
+    /// Back under its original key, visible now.
+    Requeued,
+    /// Under its original key again once the delay has passed.
+    Delayed {
+        /// When it becomes visible, in ms since the epoch.
+        visible_at_ms: u64,
+    },
+    /// Out of deliveries: appended to the dead-letter queue.
+    DeadLettered,
+}
+
+/// A lease found by its receipt, both keys read without snapshot.
+struct Open {
+    lease_key: Vec<u8>,
+    receipt_key: Vec<u8>,
+    held: HeldItem,
+}
+
+/// Finds the lease of `receipt`. With `expired_ok`, a lease past its expiry
+/// that the timer has not yet returned is still opened.
+async fn open<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    receipt: &Receipt,
+    now_ms: u64,
+    expired_ok: bool,
+) -> Result<Result<Open, LeaseError>, StoreError> {
+    let receipt_key = keys.receipt(&receipt.0);
+    let Some(value) = txn.get(&receipt_key, false).await? else {
+        return Ok(Err(LeaseError::UnknownReceipt));
+    };
+    let corrupt = |key: &[u8]| Err(LeaseError::Queue(QueueError::Corrupt { key: key.to_vec() }));
+    let Ok(expires) = <[u8; 8]>::try_from(value.as_slice()) else {
+        return Ok(corrupt(&receipt_key));
+    };
+    let expires_at_ms = u64::from_be_bytes(expires);
+    if expires_at_ms <= now_ms && !expired_ok {
+        return Ok(Err(LeaseError::Expired {
+            expired_at_ms: expires_at_ms,
+        }));
+    }
+    let lease_key = keys.lease(expires_at_ms, &receipt.0);
+    // Receipt and lease are written and cleared together, always.
+    let Some(held) = txn
+        .get(&lease_key, false)
+        .await?
+        .as_deref()
+        .and_then(decode_held)
+    else {
+        return Ok(corrupt(&lease_key));
+    };
+    Ok(Ok(Open {
+        lease_key,
+        receipt_key,
+        held,
+    }))
+}
+
+impl Open {
+    fn clear<T: Transaction>(&self, txn: &T, keys: &QueueKeys) -> Result<(), StoreError> {
+        txn.clear(&self.lease_key)?;
+        txn.clear(&self.receipt_key)?;
+        txn.atomic_add(&keys.leased(), -1)
+    }
+}
+
+/// Settling transactions consume a lease: after "maybe committed" the first
+/// run may have taken it, and a second would report a wrong outcome.
+const SETTLE_RETRY: RetryPolicy = RetryPolicy {
+    attempts_max: 100,
+    backoff_initial_ms: 1,
+    backoff_max_ms: 50,
+    retry_maybe_committed: false,
+};
+
+async fn settle<S, R, F, Fut>(store: &S, body: F) -> Result<R, LeaseError>
+where
+    S: Store,
+    F: Fn(S::Txn) -> Fut,
+    Fut: std::future::Future<Output = Result<Result<R, LeaseError>, StoreError>>,
+{
+    transact(store, SETTLE_RETRY, body).await?
+}
+
+/// Acks the lease: the item is done and deleted.
+pub async fn ack<S: Store>(
+    store: &S,
+    keys: &QueueKeys,
+    receipt: &Receipt,
+) -> Result<(), LeaseError> {
+    settle(store, |txn| async move {
+        let open = match open(&txn, keys, receipt, now_ms(), false).await? {
+            Ok(open) => open,
+            Err(error) => return Ok(Err(error)),
+        };
+        open.clear(&txn, keys)?;
+        Ok(Ok(()))
+    })
+    .await
+}
+
+/// Moves the lease's expiry to `lease_ms` from now; returns the new expiry.
+pub async fn extend<S: Store>(
+    store: &S,
+    keys: &QueueKeys,
+    receipt: &Receipt,
+    lease_ms: u64,
+) -> Result<u64, LeaseError> {
+    assert!(lease_ms > 0, "a lease lasts at least a millisecond");
+    settle(store, |txn| async move {
+        let now = now_ms();
+        let open = match open(&txn, keys, receipt, now, false).await? {
+            Ok(open) => open,
+            Err(error) => return Ok(Err(error)),
+        };
+        let expires_at_ms = now.saturating_add(lease_ms);
+        txn.clear(&open.lease_key)?;
+        txn.set(
+            &keys.lease(expires_at_ms, &receipt.0),
+            &encode_held(&open.held),
+        )?;
+        txn.set(&open.receipt_key, &expires_at_ms.to_be_bytes())?;
+        Ok(Ok(expires_at_ms))
+    })
+    .await
+}
+
+/// Nacks the lease: the item goes back now (`delay_ms` 0) or after
+/// `delay_ms`, or to the dead-letter queue once it has had
+/// `max_deliveries` (`None`: no limit).
+pub async fn nack<S: Store>(
+    store: &S,
+    keys: &QueueKeys,
+    receipt: &Receipt,
+    delay_ms: u64,
+    max_deliveries: Option<u32>,
+) -> Result<Returned, LeaseError> {
+    settle(store, |txn| async move {
+        let now = now_ms();
+        let open = match open(&txn, keys, receipt, now, false).await? {
+            Ok(open) => open,
+            Err(error) => return Ok(Err(error)),
+        };
+        open.clear(&txn, keys)?;
+        let returned = return_held(&txn, keys, open.held, delay_ms, now, max_deliveries).await?;
+        Ok(Ok(returned))
+    })
+    .await
+}
+
+/// Returns leased items whose pop never reached its caller, as if they had
+/// not been delivered: same key, same delivery count as before. A lease
+/// the timer already returned is skipped.
+pub async fn release<S: Store>(
+    store: &S,
+    keys: &QueueKeys,
+    items: &[Item],
+) -> Result<usize, QueueError> {
+    transact(store, SETTLE_RETRY, |txn| async move {
+        let mut released = 0;
+        for item in items {
+            let Some(lease) = item.lease else { continue };
+            let open = match open(&txn, keys, &lease.receipt, now_ms(), true).await? {
+                Ok(open) => open,
+                Err(LeaseError::Queue(error)) => return Ok(Err(error)),
+                // The timer returned it already (expiry is not checked here).
+                Err(LeaseError::UnknownReceipt | LeaseError::Expired { .. }) => continue,
+            };
+            open.clear(&txn, keys)?;
+            let item = ItemValue {
+                deliveries: open.held.item.deliveries.saturating_sub(1),
+                ..open.held.item
+            };
+            txn.set(&open.held.item_key, &encode_item_value(&item))?;
+            released += 1;
+        }
+        if released > 0 {
+            txn.atomic_add(&keys.depth(), released as i64)?;
+        }
+        Ok(Ok(released))
+    })
+    .await?
+}
+
+/// Puts an item that left its lease (nack, expiry) where it belongs next:
+/// the dead-letter queue when it is out of deliveries, the delayed
+/// subspace when `delay_ms` > 0, its original key otherwise.
+pub(crate) async fn return_held<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    held: HeldItem,
+    delay_ms: u64,
+    now_ms: u64,
+    max_deliveries: Option<u32>,
+) -> Result<Returned, StoreError> {
+    if let Some(max) = max_deliveries
+        && held.item.deliveries >= max
+        && let Some(dead) = keys.name().dead_letter()
+    {
+        let item = ItemValue {
+            deliveries: 0,
+            dead_letter: Some(crate::envelope::DeadLetter {
+                queue: keys.name().as_str().to_string(),
+                deliveries: held.item.deliveries,
+            }),
+            ..held.item
+        };
+        append_in(txn, &QueueKeys::new(&dead), &[encode_item_value(&item)]).await?;
+        return Ok(Returned::DeadLettered);
+    }
+    if delay_ms > 0 {
+        let visible_at_ms = now_ms.saturating_add(delay_ms);
+        let random = Receipt::random();
+        txn.set(&keys.delayed(visible_at_ms, &random.0), &encode_held(&held))?;
+        txn.atomic_add(&keys.delayed_count(), 1)?;
+        txn.set(&keys.registry_key(), b"")?;
+        return Ok(Returned::Delayed { visible_at_ms });
+    }
+    txn.set(&held.item_key, &encode_item_value(&held.item))?;
+    txn.atomic_add(&keys.depth(), 1)?;
+    Ok(Returned::Requeued)
+}

@@ -1,0 +1,165 @@
+//! `/v1/queues/{queue}/ack|nack|extend/{receipt}` and
+//! `/v1/queues/{queue}/redrive`: leases and dead letters over HTTP.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::AppState;
+use super::error::ApiError;
+use super::fifo::{check_delay_ms, check_lease_ms, outcome, queue_name};
+use crate::keys::QueueKeys;
+use crate::lease::redrive::{REDRIVE_BATCH_MAX, redrive as redrive_items};
+use crate::lease::{LeaseError, Receipt};
+use crate::metrics::operation;
+use crate::store::Store;
+
+impl From<LeaseError> for ApiError {
+    fn from(error: LeaseError) -> Self {
+        match error {
+            LeaseError::UnknownReceipt => {
+                ApiError::new(StatusCode::NOT_FOUND, "unknown_receipt", error.to_string())
+            }
+            LeaseError::Expired { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "lease_expired", error.to_string())
+            }
+            LeaseError::Queue(error) => error.into(),
+        }
+    }
+}
+
+fn receipt(raw: &str) -> Result<Receipt, ApiError> {
+    Receipt::parse(raw).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "unknown_receipt",
+            format!("{raw:?} is not a receipt (32 hex digits)"),
+        )
+    })
+}
+
+fn query<T>(params: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
+    params
+        .map(|Query(params)| params)
+        .map_err(|e| ApiError::bad_parameter(e.body_text()))
+}
+
+/// `POST /v1/queues/{queue}/ack/{receipt}`: 204; the item is done.
+pub async fn ack<S: Store>(
+    State(state): State<Arc<AppState<S>>>,
+    Path((queue, raw)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let result = async {
+        let keys = QueueKeys::new(&queue_name(&queue)?);
+        state.coordinator.ack(&keys, &receipt(&raw)?).await?;
+        Ok(StatusCode::NO_CONTENT.into_response())
+    }
+    .await;
+    operation(&queue, "ack", outcome(&result));
+    result
+}
+
+/// Query of a nack.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NackParams {
+    /// Keep the item invisible for this long first, in ms (default 0).
+    #[serde(default)]
+    pub delay_ms: u64,
+}
+
+/// `POST /v1/queues/{queue}/nack/{receipt}?delay_ms=`: 204; the item
+/// returns now or after the delay (or is dead-lettered).
+pub async fn nack<S: Store>(
+    State(state): State<Arc<AppState<S>>>,
+    Path((queue, raw)): Path<(String, String)>,
+    params: Result<Query<NackParams>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let result = async {
+        let keys = QueueKeys::new(&queue_name(&queue)?);
+        let delay_ms = check_delay_ms(&state, query(params)?.delay_ms)?;
+        state
+            .coordinator
+            .nack(&keys, &receipt(&raw)?, delay_ms)
+            .await?;
+        Ok(StatusCode::NO_CONTENT.into_response())
+    }
+    .await;
+    operation(&queue, "nack", outcome(&result));
+    result
+}
+
+/// Query of an extend.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExtendParams {
+    /// The new lease, from now, in ms.
+    pub lease_ms: Option<u64>,
+}
+
+/// `POST /v1/queues/{queue}/extend/{receipt}?lease_ms=`: 204; the lease
+/// now expires `lease_ms` from now.
+pub async fn extend<S: Store>(
+    State(state): State<Arc<AppState<S>>>,
+    Path((queue, raw)): Path<(String, String)>,
+    params: Result<Query<ExtendParams>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let result = async {
+        let keys = QueueKeys::new(&queue_name(&queue)?);
+        let lease_ms = query(params)?
+            .lease_ms
+            .ok_or_else(|| ApiError::bad_parameter("lease_ms is required"))?;
+        let lease_ms = check_lease_ms(&state, lease_ms)?;
+        state
+            .coordinator
+            .extend(&keys, &receipt(&raw)?, lease_ms)
+            .await?;
+        Ok(StatusCode::NO_CONTENT.into_response())
+    }
+    .await;
+    operation(&queue, "extend", outcome(&result));
+    result
+}
+
+/// Query of a re-drive.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedriveParams {
+    /// Most items to move (default and cap 1,000).
+    pub max: Option<usize>,
+}
+
+/// `POST /v1/queues/{queue}.dead/redrive?max=`: 200 `{"redriven": n}`;
+/// moves up to `max` items from the front of a dead-letter queue back to
+/// the queues they came from, as fresh items.
+pub async fn redrive<S: Store>(
+    State(state): State<Arc<AppState<S>>>,
+    Path(queue): Path<String>,
+    params: Result<Query<RedriveParams>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let result = async {
+        let name = queue_name(&queue)?;
+        if !name.is_dead_letter() {
+            return Err(ApiError::bad_parameter(format!(
+                "{name} is not a dead-letter queue (its name ends in .dead)"
+            )));
+        }
+        let max = query(params)?.max.unwrap_or(REDRIVE_BATCH_MAX);
+        if max == 0 || max > REDRIVE_BATCH_MAX {
+            return Err(ApiError::bad_parameter(format!(
+                "max must be 1 to {REDRIVE_BATCH_MAX}, got {max}"
+            )));
+        }
+        let moved = redrive_items(&state.store, &name, max).await?;
+        Ok(Json(json!({"redriven": moved})).into_response())
+    }
+    .await;
+    operation(&queue, "redrive", outcome(&result));
+    result
+}
