@@ -1,6 +1,6 @@
 //! The `hotq` command line: `serve` runs the daemon; `push`, `pop`, `peek`,
-//! `stats` and `pq ...` talk to a running daemon over HTTP; `bench`
-//! measures.
+//! `stats`, `ack`, `nack`, `extend`, `redrive` and `pq ...` talk to a
+//! running daemon over HTTP; `bench` measures.
 //!
 //! Exit codes a script can rely on: 0 done (for `pop`/`peek`: got an item),
 //! 3 empty (no item within the wait), 1 error, 2 usage.
@@ -45,10 +45,15 @@ pub enum Command {
         client: ClientArgs,
         /// Queue name.
         queue: String,
+        /// Keep the items invisible for this long first.
+        #[arg(long, default_value_t = 0)]
+        delay_ms: u64,
         /// Items; none reads stdin, one item per non-empty line.
         items: Vec<String>,
     },
-    /// Pop from a FIFO queue; prints the item's bytes.
+    /// Pop from a FIFO queue; prints the item's bytes. With `--lease-ms`,
+    /// prints one line per item: receipt, delivery count and item,
+    /// tab-separated (`read -r receipt count item`).
     Pop {
         /// Daemon connection.
         #[command(flatten)]
@@ -60,6 +65,59 @@ pub enum Command {
         wait_ms: u64,
         /// Pop up to this many items, one per output line.
         #[arg(long, default_value_t = 1)]
+        max: usize,
+        /// Lease the items for this long instead of deleting them; ack,
+        /// nack or extend them by receipt.
+        #[arg(long)]
+        lease_ms: Option<u64>,
+    },
+    /// Ack a leased item: it is done.
+    Ack {
+        /// Daemon connection.
+        #[command(flatten)]
+        client: ClientArgs,
+        /// Queue name.
+        queue: String,
+        /// The receipt `pop --lease-ms` printed.
+        receipt: String,
+    },
+    /// Nack a leased item: it returns to the queue, now or after a delay
+    /// (or goes to `<queue>.dead` once out of deliveries).
+    Nack {
+        /// Daemon connection.
+        #[command(flatten)]
+        client: ClientArgs,
+        /// Queue name.
+        queue: String,
+        /// The receipt `pop --lease-ms` printed.
+        receipt: String,
+        /// Keep the item invisible for this long first.
+        #[arg(long, default_value_t = 0)]
+        delay_ms: u64,
+    },
+    /// Extend a lease to `--lease-ms` from now.
+    Extend {
+        /// Daemon connection.
+        #[command(flatten)]
+        client: ClientArgs,
+        /// Queue name.
+        queue: String,
+        /// The receipt `pop --lease-ms` printed.
+        receipt: String,
+        /// The new lease, from now.
+        #[arg(long)]
+        lease_ms: u64,
+    },
+    /// Move items of a dead-letter queue (`<queue>.dead`) back to the
+    /// queues they came from.
+    Redrive {
+        /// Daemon connection.
+        #[command(flatten)]
+        client: ClientArgs,
+        /// The dead-letter queue's name.
+        queue: String,
+        /// Most items to move.
+        #[arg(long, default_value_t = 1_000)]
         max: usize,
     },
     /// Print a FIFO queue's first item without taking it.
@@ -180,16 +238,59 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Push {
             client,
             queue,
+            delay_ms,
             items,
-        } => push(&client, &format!("/v1/queues/{queue}/items:batch"), items).await,
+        } => {
+            let path = format!("/v1/queues/{queue}/items:batch?delay_ms={delay_ms}");
+            push(&client, &path, items).await
+        }
         Command::Pop {
             client,
             queue,
             wait_ms,
             max,
+            lease_ms: None,
         } => {
             let path = format!("/v1/queues/{queue}/pop?wait_ms={wait_ms}&max={max}");
             fetch_items(&client, reqwest::Method::POST, &path, max > 1, wait_ms).await
+        }
+        Command::Pop {
+            client,
+            queue,
+            wait_ms,
+            max,
+            lease_ms: Some(lease_ms),
+        } => {
+            let path =
+                format!("/v1/queues/{queue}/pop?wait_ms={wait_ms}&max={max}&lease_ms={lease_ms}");
+            fetch_leased(&client, &path, max > 1, wait_ms).await
+        }
+        Command::Ack {
+            client,
+            queue,
+            receipt,
+        } => post_empty(&client, &format!("/v1/queues/{queue}/ack/{receipt}")).await,
+        Command::Nack {
+            client,
+            queue,
+            receipt,
+            delay_ms,
+        } => {
+            let path = format!("/v1/queues/{queue}/nack/{receipt}?delay_ms={delay_ms}");
+            post_empty(&client, &path).await
+        }
+        Command::Extend {
+            client,
+            queue,
+            receipt,
+            lease_ms,
+        } => {
+            let path = format!("/v1/queues/{queue}/extend/{receipt}?lease_ms={lease_ms}");
+            post_empty(&client, &path).await
+        }
+        Command::Redrive { client, queue, max } => {
+            let path = format!("/v1/queues/{queue}/redrive?max={max}");
+            print_answer(&client, reqwest::Method::POST, &path).await
         }
         Command::Peek { client, queue } => {
             fetch_items(
@@ -349,10 +450,78 @@ async fn fetch_items(
     Ok(EXIT_OK)
 }
 
-async fn stats(client: &ClientArgs, path: &str) -> Result<u8, String> {
-    let http = http_client(0)?;
+/// Pops leased items: one line each, `receipt \t delivery count \t item`.
+async fn fetch_leased(
+    client: &ClientArgs,
+    path: &str,
+    as_array: bool,
+    wait_ms: u64,
+) -> Result<u8, String> {
+    let http = http_client(wait_ms)?;
     let response =
-        expect_success(send(&http, client, reqwest::Method::GET, path, None).await?).await?;
+        expect_success(send(&http, client, reqwest::Method::POST, path, None).await?).await?;
+    if response.status() == reqwest::StatusCode::NO_CONTENT {
+        return Ok(EXIT_EMPTY);
+    }
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_string)
+            .ok_or_else(|| format!("the answer lacks the {name} header"))
+    };
+    let lines: Vec<(String, String, Vec<u8>)> = if as_array {
+        let body = response.bytes().await.map_err(|e| e.to_string())?;
+        let objects: Vec<serde_json::Value> =
+            serde_json::from_slice(&body).map_err(|e| e.to_string())?;
+        objects
+            .iter()
+            .map(|object| {
+                let item = object["item"].as_str().unwrap_or_default();
+                Ok((
+                    object["receipt"].as_str().unwrap_or_default().to_string(),
+                    object["delivery_count"].to_string(),
+                    BASE64.decode(item).map_err(|e| e.to_string())?,
+                ))
+            })
+            .collect::<Result<_, String>>()?
+    } else {
+        let receipt = header(crate::server::fifo::RECEIPT_HEADER)?;
+        let count = header(crate::server::fifo::DELIVERY_COUNT_HEADER)?;
+        let body = response.bytes().await.map_err(|e| e.to_string())?;
+        vec![(receipt, count, body.to_vec())]
+    };
+    let mut out = std::io::stdout().lock();
+    for (receipt, count, item) in lines {
+        out.write_all(format!("{receipt}\t{count}\t").as_bytes())
+            .and_then(|()| out.write_all(&item))
+            .and_then(|()| out.write_all(b"\n"))
+            .map_err(|e| e.to_string())?;
+    }
+    out.flush().map_err(|e| e.to_string())?;
+    Ok(EXIT_OK)
+}
+
+/// POSTs to `path` with no body and expects success (ack, nack, extend).
+async fn post_empty(client: &ClientArgs, path: &str) -> Result<u8, String> {
+    let http = http_client(0)?;
+    expect_success(send(&http, client, reqwest::Method::POST, path, None).await?).await?;
+    Ok(EXIT_OK)
+}
+
+async fn stats(client: &ClientArgs, path: &str) -> Result<u8, String> {
+    print_answer(client, reqwest::Method::GET, path).await
+}
+
+/// Sends a bodiless request and prints the answer's body (JSON).
+async fn print_answer(
+    client: &ClientArgs,
+    method: reqwest::Method,
+    path: &str,
+) -> Result<u8, String> {
+    let http = http_client(0)?;
+    let response = expect_success(send(&http, client, method, path, None).await?).await?;
     let body = response.text().await.map_err(|e| e.to_string())?;
     println!("{body}");
     Ok(EXIT_OK)

@@ -6,90 +6,15 @@
 mod common;
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::daemon::http;
+use common::process::{start, terminate};
 use hotq::envelope::decode_item;
 use hotq::keys::{QueueKeys, QueueName};
 use hotq::store::embedded::{EmbeddedConfig, EmbeddedStore};
 use reqwest::StatusCode;
-
-struct Running {
-    child: Child,
-    url: String,
-}
-
-/// Starts `hotq serve` on port 0 and reads the bound address from its log.
-fn start(data_dir: &std::path::Path) -> Running {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hotq"))
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--metrics-listen",
-            "127.0.0.1:0",
-            "--data-dir",
-        ])
-        .arg(data_dir)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            let _ = tx.send(line);
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let Ok(line) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) else {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the daemon did not log its address within 60 s");
-        };
-        let Ok(log) = serde_json::from_str::<serde_json::Value>(&line) else {
-            continue;
-        };
-        if log["fields"]["message"] == "API listening" {
-            let address = log["fields"]["address"].as_str().unwrap().to_string();
-            return Running {
-                child,
-                url: format!("http://{address}"),
-            };
-        }
-    }
-}
-
-fn terminate(mut running: Running) {
-    let status = Command::new("kill")
-        .args(["-TERM", &running.child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(status) = running.child.try_wait().unwrap() {
-            assert!(
-                status.success(),
-                "the daemon exits 0 on SIGTERM, got {status}"
-            );
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the daemon exits within 30 s of SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_under_load_strands_nothing() {

@@ -3,6 +3,7 @@
 
 pub mod conformance;
 pub mod daemon;
+pub mod process;
 
 use hotq::store::embedded::{Durability, EmbeddedConfig, EmbeddedStore};
 

@@ -1,0 +1,86 @@
+//! The built `hotq` binary as a child process, for tests that kill it.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// A running `hotq serve` child.
+pub struct Running {
+    pub child: Child,
+    pub url: String,
+}
+
+/// Starts `hotq serve` on port 0 and reads the bound address from its log.
+pub fn start(data_dir: &std::path::Path) -> Running {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hotq"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--data-dir",
+        ])
+        .arg(data_dir)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let Ok(line) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the daemon did not log its address within 60 s");
+        };
+        let Ok(log) = serde_json::from_str::<serde_json::Value>(&line) else {
+            continue;
+        };
+        if log["fields"]["message"] == "API listening" {
+            let address = log["fields"]["address"].as_str().unwrap().to_string();
+            return Running {
+                child,
+                url: format!("http://{address}"),
+            };
+        }
+    }
+}
+
+pub fn terminate(mut running: Running) {
+    let status = Command::new("kill")
+        .args(["-TERM", &running.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(status) = running.child.try_wait().unwrap() {
+            assert!(
+                status.success(),
+                "the daemon exits 0 on SIGTERM, got {status}"
+            );
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the daemon exits within 30 s of SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Kills the daemon with SIGKILL (no shutdown, no flush) and reaps it.
+pub fn kill9(mut running: Running) {
+    running.child.kill().unwrap();
+    running.child.wait().unwrap();
+}
