@@ -1,0 +1,161 @@
+//! An ack, or an extend, racing the expiry of the same lease resolves to
+//! exactly one outcome, every time: either the worker's call succeeds and
+//! the item never comes back, or the expiry wins, the call is refused, and
+//! the item is back in the queue with its delivery counted.
+//!
+//! The expiry is driven by calling the timer's sweep with a clock past the
+//! lease's expiry while the worker's call runs with the real clock (the
+//! lease is far from expired for it), so both sides really contend on the
+//! store in every round.
+
+mod common;
+
+use std::time::Duration;
+
+use hotq::coordinator::Coordinator;
+use hotq::envelope::End;
+use hotq::keys::{QueueKeys, QueueName};
+use hotq::lease::timers::expire_leases;
+use hotq::lease::{Lease, LeaseError};
+use hotq::queue::Queue;
+use hotq::staging::StagingConfig;
+use hotq::store::embedded::{Durability, EmbeddedStore};
+
+const ROUNDS: usize = 300;
+const LEASE_MS: u64 = 600_000;
+
+async fn leased_item(
+    coordinator: &Coordinator<EmbeddedStore>,
+    queue: &Queue<EmbeddedStore>,
+    keys: &QueueKeys,
+    round: usize,
+) -> Lease {
+    queue.push(format!("item-{round}").as_bytes()).await.unwrap();
+    let items = coordinator
+        .pop_leased(keys, End::Front, 1, Duration::ZERO, LEASE_MS)
+        .await
+        .unwrap();
+    assert_eq!(items.len(), 1);
+    items[0].lease.unwrap()
+}
+
+/// Runs one side of a race in its own task, after a few yields that vary
+/// by round and side, so each side sometimes reads before the other commits.
+fn race_side<T: Send + 'static>(
+    round: usize,
+    side: usize,
+    work: impl std::future::Future<Output = T> + Send + 'static,
+) -> tokio::task::JoinHandle<T> {
+    let yields = (round * 7 + side * 3) % 5;
+    tokio::spawn(async move {
+        for _ in 0..yields {
+            tokio::task::yield_now().await;
+        }
+        work.await
+    })
+}
+
+/// What the queue holds after a round: (visible items, leases).
+async fn holdings(store: &EmbeddedStore, keys: &QueueKeys) -> (usize, usize) {
+    let items = common::scan(store, keys.items_range()).await.len();
+    let leases = common::scan(store, keys.leases_range()).await.len();
+    (items, leases)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ack_racing_expiry_has_exactly_one_winner() {
+    let (store, _dir) = common::embedded_store(Durability::Buffered);
+    let coordinator = Coordinator::new(store.clone(), StagingConfig::default());
+    let name = QueueName::new("race-ack").unwrap();
+    let keys = QueueKeys::new(&name);
+    let queue = Queue::new(store.clone(), name);
+    let (mut acked, mut expired) = (0, 0);
+    for round in 0..ROUNDS {
+        let lease = leased_item(&coordinator, &queue, &keys, round).await;
+        let ack = {
+            let (coordinator, keys) = (coordinator.clone(), keys.clone());
+            race_side(round, 0, async move { coordinator.ack(&keys, &lease.receipt).await })
+        };
+        let sweep = {
+            let (store, keys) = (store.clone(), keys.clone());
+            race_side(round, 1, async move {
+                expire_leases(&store, &keys, lease.expires_at_ms, Some(5)).await
+            })
+        };
+        let (ack, swept) = (ack.await.unwrap(), sweep.await.unwrap().unwrap());
+        match ack {
+            Ok(()) => {
+                assert_eq!(swept.redelivered, 0, "round {round}: acked and redelivered");
+                assert_eq!(holdings(&store, &keys).await, (0, 0), "round {round}");
+                acked += 1;
+            }
+            Err(LeaseError::UnknownReceipt) => {
+                assert_eq!(swept.redelivered, 1, "round {round}: refused and not redelivered");
+                assert_eq!(holdings(&store, &keys).await, (1, 0), "round {round}");
+                let item = queue.pop().await.unwrap().unwrap();
+                assert_eq!(item.deliveries, 1, "the expired delivery is counted");
+                expired += 1;
+            }
+            Err(other) => panic!("round {round}: unexpected {other}"),
+        }
+    }
+    let (_, conflicts, _) = store.counts();
+    eprintln!(
+        "ack vs expiry, {ROUNDS} rounds: ack won {acked}, expiry won {expired}, \
+         {conflicts} commits lost a conflict and were retried"
+    );
+    assert!(acked > 0 && expired > 0, "both outcomes were exercised");
+    assert!(conflicts > 0, "the two sides overlapped in some rounds");
+    assert!(queue.is_empty().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extend_racing_expiry_has_exactly_one_winner() {
+    let (store, _dir) = common::embedded_store(Durability::Buffered);
+    let coordinator = Coordinator::new(store.clone(), StagingConfig::default());
+    let name = QueueName::new("race-extend").unwrap();
+    let keys = QueueKeys::new(&name);
+    let queue = Queue::new(store.clone(), name);
+    let (mut extended, mut expired) = (0, 0);
+    for round in 0..ROUNDS {
+        let lease = leased_item(&coordinator, &queue, &keys, round).await;
+        let extend = {
+            let (coordinator, keys) = (coordinator.clone(), keys.clone());
+            race_side(round, 0, async move {
+                coordinator.extend(&keys, &lease.receipt, 2 * LEASE_MS).await
+            })
+        };
+        let sweep = {
+            let (store, keys) = (store.clone(), keys.clone());
+            race_side(round, 1, async move {
+                expire_leases(&store, &keys, lease.expires_at_ms, Some(5)).await
+            })
+        };
+        let (extend, swept) = (extend.await.unwrap(), sweep.await.unwrap().unwrap());
+        match extend {
+            Ok(expires_at_ms) => {
+                assert!(expires_at_ms > lease.expires_at_ms);
+                assert_eq!(swept.redelivered, 0, "round {round}: extended and redelivered");
+                assert_eq!(holdings(&store, &keys).await, (0, 1), "round {round}");
+                // The extended lease is the one that acts now.
+                coordinator.ack(&keys, &lease.receipt).await.unwrap();
+                extended += 1;
+            }
+            Err(LeaseError::UnknownReceipt) => {
+                assert_eq!(swept.redelivered, 1, "round {round}: refused and not redelivered");
+                assert_eq!(holdings(&store, &keys).await, (1, 0), "round {round}");
+                queue.pop().await.unwrap().unwrap();
+                expired += 1;
+            }
+            Err(other) => panic!("round {round}: unexpected {other}"),
+        }
+        assert_eq!(holdings(&store, &keys).await, (0, 0));
+    }
+    let (_, conflicts, _) = store.counts();
+    eprintln!(
+        "extend vs expiry, {ROUNDS} rounds: extend won {extended}, expiry won {expired}, \
+         {conflicts} commits lost a conflict and were retried"
+    );
+    assert!(extended > 0 && expired > 0, "both outcomes were exercised");
+    assert!(conflicts > 0, "the two sides overlapped in some rounds");
+}
