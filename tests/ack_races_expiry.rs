@@ -30,7 +30,10 @@ async fn leased_item(
     keys: &QueueKeys,
     round: usize,
 ) -> Lease {
-    queue.push(format!("item-{round}").as_bytes()).await.unwrap();
+    queue
+        .push(format!("item-{round}").as_bytes())
+        .await
+        .unwrap();
     let items = coordinator
         .pop_leased(keys, End::Front, 1, Duration::ZERO, LEASE_MS)
         .await
@@ -74,7 +77,9 @@ async fn ack_racing_expiry_has_exactly_one_winner() {
         let lease = leased_item(&coordinator, &queue, &keys, round).await;
         let ack = {
             let (coordinator, keys) = (coordinator.clone(), keys.clone());
-            race_side(round, 0, async move { coordinator.ack(&keys, &lease.receipt).await })
+            race_side(round, 0, async move {
+                coordinator.ack(&keys, &lease.receipt).await
+            })
         };
         let sweep = {
             let (store, keys) = (store.clone(), keys.clone());
@@ -90,7 +95,10 @@ async fn ack_racing_expiry_has_exactly_one_winner() {
                 acked += 1;
             }
             Err(LeaseError::UnknownReceipt) => {
-                assert_eq!(swept.redelivered, 1, "round {round}: refused and not redelivered");
+                assert_eq!(
+                    swept.redelivered, 1,
+                    "round {round}: refused and not redelivered"
+                );
                 assert_eq!(holdings(&store, &keys).await, (1, 0), "round {round}");
                 let item = queue.pop().await.unwrap().unwrap();
                 assert_eq!(item.deliveries, 1, "the expired delivery is counted");
@@ -122,7 +130,9 @@ async fn extend_racing_expiry_has_exactly_one_winner() {
         let extend = {
             let (coordinator, keys) = (coordinator.clone(), keys.clone());
             race_side(round, 0, async move {
-                coordinator.extend(&keys, &lease.receipt, 2 * LEASE_MS).await
+                coordinator
+                    .extend(&keys, &lease.receipt, 2 * LEASE_MS)
+                    .await
             })
         };
         let sweep = {
@@ -135,14 +145,20 @@ async fn extend_racing_expiry_has_exactly_one_winner() {
         match extend {
             Ok(expires_at_ms) => {
                 assert!(expires_at_ms > lease.expires_at_ms);
-                assert_eq!(swept.redelivered, 0, "round {round}: extended and redelivered");
+                assert_eq!(
+                    swept.redelivered, 0,
+                    "round {round}: extended and redelivered"
+                );
                 assert_eq!(holdings(&store, &keys).await, (0, 1), "round {round}");
                 // The extended lease is the one that acts now.
                 coordinator.ack(&keys, &lease.receipt).await.unwrap();
                 extended += 1;
             }
             Err(LeaseError::UnknownReceipt) => {
-                assert_eq!(swept.redelivered, 1, "round {round}: refused and not redelivered");
+                assert_eq!(
+                    swept.redelivered, 1,
+                    "round {round}: refused and not redelivered"
+                );
                 assert_eq!(holdings(&store, &keys).await, (1, 0), "round {round}");
                 queue.pop().await.unwrap().unwrap();
                 expired += 1;

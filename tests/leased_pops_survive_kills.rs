@@ -1,0 +1,237 @@
+//! At-least-once delivery across crashes: workers pop with leases over
+//! HTTP and ack each item after "processing" it, while the built daemon is
+//! killed with SIGKILL three times at moments set by the load and
+//! restarted. At the end every pushed item was acked (the store holds none
+//! of them anywhere), no lease is left, and the redeliveries are at most
+//! the items that could have been in flight at the kills.
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use common::daemon::http;
+use common::process::{kill9, start, terminate};
+use hotq::keys::{QueueKeys, QueueName};
+use hotq::store::embedded::{EmbeddedConfig, EmbeddedStore};
+use reqwest::StatusCode;
+
+const ITEMS: usize = 1_200;
+const WORKERS: usize = 12;
+const KILLS: usize = 3;
+const LEASE_MS: u64 = 1_500;
+
+#[derive(Default)]
+struct Log {
+    /// Deliveries per item.
+    deliveries: HashMap<String, u32>,
+    /// Items acked with 204.
+    acked: HashSet<String>,
+    /// Items whose ack got no answer (the daemon died under it): acked or not.
+    ack_unanswered: HashSet<String>,
+}
+
+/// One worker: pop with a lease, ack, repeat; survives the daemon's deaths
+/// by retrying against its current address. Ends when `done` is set.
+async fn worker(url: Arc<RwLock<String>>, log: Arc<Mutex<Log>>, done: Arc<RwLock<bool>>) {
+    let client = http();
+    while !*done.read().unwrap() {
+        let base = url.read().unwrap().clone();
+        let popped = client
+            .post(format!(
+                "{base}/v1/queues/work/pop?lease_ms={LEASE_MS}&wait_ms=200"
+            ))
+            .send()
+            .await;
+        let Ok(response) = popped else {
+            // The daemon is down: try again at its next address.
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            continue;
+        };
+        if response.status() != StatusCode::OK {
+            continue;
+        }
+        let receipt = response.headers()["hotq-receipt"]
+            .to_str()
+            .unwrap()
+            .to_string();
+        let Ok(body) = response.text().await else {
+            continue;
+        };
+        *log.lock()
+            .unwrap()
+            .deliveries
+            .entry(body.clone())
+            .or_default() += 1;
+        // The ack goes to whichever daemon runs now; if it dies under the
+        // ack, the ack is retried, and a 404 then is ambiguous.
+        let mut unanswered = false;
+        loop {
+            let base = url.read().unwrap().clone();
+            match client
+                .post(format!("{base}/v1/queues/work/ack/{receipt}"))
+                .send()
+                .await
+            {
+                Ok(response) if response.status() == StatusCode::NO_CONTENT => {
+                    log.lock().unwrap().acked.insert(body);
+                    break;
+                }
+                Ok(response) => {
+                    let status = response.status();
+                    assert!(
+                        status == StatusCode::NOT_FOUND || status == StatusCode::CONFLICT,
+                        "ack answered {status}"
+                    );
+                    if unanswered {
+                        log.lock().unwrap().ack_unanswered.insert(body);
+                    }
+                    break;
+                }
+                Err(_) => {
+                    unanswered = true;
+                    if *done.read().unwrap() {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leased_pops_lose_nothing_when_the_daemon_is_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = tokio::task::spawn_blocking({
+        let path = dir.path().to_path_buf();
+        move || start(&path)
+    })
+    .await
+    .unwrap();
+    let client = http();
+    let pushed: Vec<String> = (0..ITEMS).map(|n| format!("item-{n}")).collect();
+    for chunk in pushed.chunks(500) {
+        use base64::Engine;
+        let encoded: Vec<String> = chunk
+            .iter()
+            .map(|item| base64::engine::general_purpose::STANDARD.encode(item))
+            .collect();
+        let response = client
+            .post(format!("{}/v1/queues/work/items:batch", first.url))
+            .json(&encoded)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::CREATED);
+    }
+
+    let url = Arc::new(RwLock::new(first.url.clone()));
+    let log = Arc::new(Mutex::new(Log::default()));
+    let done = Arc::new(RwLock::new(false));
+    let workers: Vec<_> = (0..WORKERS)
+        .map(|_| tokio::spawn(worker(url.clone(), log.clone(), done.clone())))
+        .collect();
+
+    let mut running = first;
+    for kill in 1..=KILLS {
+        // Kill when the load has acked its share: a moment the load sets.
+        let target = kill * ITEMS / (KILLS + 1);
+        common::wait_until(
+            "the load to reach the next kill",
+            Duration::from_secs(120),
+            || log.lock().unwrap().acked.len() >= target,
+        )
+        .await;
+        // ... plus a random few milliseconds, so the kill lands anywhere
+        // in a pop, an ack or a fulfillment.
+        tokio::time::sleep(Duration::from_millis(rand::random::<u64>() % 40)).await;
+        tokio::task::spawn_blocking(move || kill9(running))
+            .await
+            .unwrap();
+        let path = dir.path().to_path_buf();
+        running = tokio::task::spawn_blocking(move || start(&path))
+            .await
+            .unwrap();
+        *url.write().unwrap() = running.url.clone();
+    }
+
+    // Done when every item is acked, or unanswered-acked and gone.
+    let stats_url = format!("{}/v1/queues/work", running.url);
+    common::eventually("every item to be acked", Duration::from_secs(120), || {
+        let (client, stats_url, log) = (client.clone(), stats_url.clone(), log.clone());
+        async move {
+            let settled = {
+                let log = log.lock().unwrap();
+                log.acked.len() + log.ack_unanswered.difference(&log.acked).count() >= ITEMS
+            };
+            let Ok(response) = client.get(&stats_url).send().await else {
+                return false;
+            };
+            let stats: serde_json::Value = response.json().await.unwrap();
+            settled && stats["depth"] == 0 && stats["leased"] == 0
+        }
+    })
+    .await;
+    *done.write().unwrap() = true;
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    tokio::task::spawn_blocking(move || terminate(running))
+        .await
+        .unwrap();
+
+    let log = log.lock().unwrap();
+    let keys = QueueKeys::new(&QueueName::new("work").unwrap());
+    let store = EmbeddedStore::open(EmbeddedConfig::new(dir.path())).unwrap();
+    for (what, range) in [
+        ("items", keys.items_range()),
+        ("leases", keys.leases_range()),
+        ("requests", keys.requests_range()),
+        ("delayed", keys.delayed_range()),
+    ] {
+        let left = common::scan(&store, range).await;
+        assert!(left.is_empty(), "{} {what} left after the load", left.len());
+    }
+    // A staged pop's result whose requester died with a daemon waits for
+    // the reaper (its deadline plus grace); a leased one holds no item of
+    // its own: its lease returned the item, and the lease is gone.
+    let stale = common::scan(&store, keys.results_range()).await;
+    for row in &stale {
+        let result = hotq::envelope::decode_result(&row.value).unwrap();
+        let lease = result.lease.expect("every pop in this test is leased");
+        let receipt = common::scan(
+            &store,
+            (keys.receipt(&lease.receipt), {
+                let mut end = keys.receipt(&lease.receipt);
+                end.push(0);
+                end
+            }),
+        )
+        .await;
+        assert!(receipt.is_empty(), "a stale result's lease still exists");
+    }
+    let delivered: HashSet<&String> = log.deliveries.keys().collect();
+    assert_eq!(delivered.len(), ITEMS, "every pushed item was delivered");
+    for item in &pushed {
+        assert!(
+            log.acked.contains(item) || log.ack_unanswered.contains(item),
+            "{item} was never acked"
+        );
+    }
+    let deliveries: u32 = log.deliveries.values().sum();
+    let redeliveries = deliveries as usize - ITEMS;
+    eprintln!(
+        "{ITEMS} items, {KILLS} SIGKILLs, {WORKERS} workers: {deliveries} deliveries, \
+         {redeliveries} redeliveries, {} acks unanswered, {} stale leased results awaiting the reaper",
+        log.ack_unanswered.len(),
+        stale.len()
+    );
+    // A worker holds at most one item at a time, so at most one item per
+    // worker was in flight at each kill.
+    assert!(
+        redeliveries <= KILLS * WORKERS,
+        "{redeliveries} redeliveries for {KILLS} kills of {WORKERS} workers"
+    );
+}
