@@ -44,6 +44,12 @@ const DEFINED: &[&str] = &[
     metrics::RESULTS_REAPED,
     metrics::STORE_COMMIT_LATENCY,
     metrics::STORE_COMMIT_GROUP_SIZE,
+    metrics::LEASED_ITEMS,
+    metrics::DELAYED_ITEMS,
+    metrics::ACKS,
+    metrics::NACKS,
+    metrics::REDELIVERIES,
+    metrics::DEAD_LETTERED,
 ];
 
 /// The metrics labelled by queue (the others have no `queue` label).
@@ -55,6 +61,12 @@ const QUEUE_LABELLED: &[&str] = &[
     metrics::OLDEST_ITEM_AGE,
     metrics::REQUESTS_EXPIRED,
     metrics::RESULTS_REAPED,
+    metrics::LEASED_ITEMS,
+    metrics::DELAYED_ITEMS,
+    metrics::ACKS,
+    metrics::NACKS,
+    metrics::REDELIVERIES,
+    metrics::DEAD_LETTERED,
 ];
 
 const HISTOGRAM_SUFFIXES: &[&str] = &["_bucket", "_sum", "_count"];
@@ -469,10 +481,62 @@ async fn every_dashboard_series_is_exported() {
         config.metrics_sample_interval_ms = 50;
         config.staging.result_grace_ms = 100;
         config.staging.reap_interval_ms = 50;
+        config.leases.queues.insert(
+            "dash-lease".into(),
+            hotq::config::QueueLeaseSection { max_deliveries: 2 },
+        );
     })
     .await;
     let client = http();
     let (url, metrics_url) = (daemon.url.as_str(), daemon.metrics_url.as_str());
+
+    // Leases: an ack, a nack, an expiry that redelivers, a second nack
+    // that dead-letters (max_deliveries is 2), and a delayed push.
+    let leased_pop = |lease_ms: u64| {
+        let client = client.clone();
+        async move {
+            let response = client
+                .post(format!(
+                    "{url}/v1/queues/dash-lease/pop?lease_ms={lease_ms}&wait_ms=30000"
+                ))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status(), StatusCode::OK);
+            response.headers()["hotq-receipt"]
+                .to_str()
+                .unwrap()
+                .to_string()
+        }
+    };
+    push(&client, url, "dash-lease", "ack").await;
+    push(&client, url, "dash-lease", "poison").await;
+    push(&client, url, "dash-lease", "expires").await;
+    for op in ["ack", "nack", "nack"] {
+        let receipt = leased_pop(60_000).await;
+        let response = client
+            .post(format!("{url}/v1/queues/dash-lease/{op}/{receipt}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::NO_CONTENT, "{op}");
+    }
+    leased_pop(1).await;
+    let response = client
+        .post(format!("{url}/v1/queues/dash-lease/items?delay_ms=60000"))
+        .body("later")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let lease = [("queue", "dash-lease")];
+    scrape_until(&client, metrics_url, "lease counters", |s| {
+        total(s, metrics::ACKS, &lease) > 0.0
+            && total(s, metrics::NACKS, &lease) > 0.0
+            && total(s, metrics::DEAD_LETTERED, &lease) > 0.0
+            && total(s, metrics::REDELIVERIES, &lease) > 0.0
+    })
+    .await;
 
     // Normal traffic: a push and a direct pop.
     push(&client, url, "dash-traffic", "direct").await;
