@@ -182,7 +182,7 @@ async fn leased_pops_lose_nothing_when_the_daemon_is_killed() {
         .await
         .unwrap();
 
-    let log = log.lock().unwrap();
+    let log = std::mem::take(&mut *log.lock().unwrap());
     let keys = QueueKeys::new(&QueueName::new("work").unwrap());
     let store = EmbeddedStore::open(EmbeddedConfig::new(dir.path())).unwrap();
     for (what, range) in [
