@@ -426,7 +426,14 @@ impl<S: Store> Coordinator<S> {
     pub async fn reap_all(&self) -> Result<crate::staging::reap::Reaped, QueueError> {
         let mut total = crate::staging::reap::Reaped::default();
         for keys in registered_queues(&self.inner.store).await? {
-            let reaped = reap_queue(&self.inner.store, &keys, now_ms()).await?;
+            // One queue's failure must not stop the sweep of the others.
+            let reaped = match reap_queue(&self.inner.store, &keys, now_ms()).await {
+                Ok(reaped) => reaped,
+                Err(error) => {
+                    tracing::warn!(queue = %keys.name(), %error, "reaping a queue failed");
+                    continue;
+                }
+            };
             total.results += reaped.results;
             total.requests += reaped.requests;
             let label = metrics::queue_label(keys.name().as_str());
@@ -474,8 +481,8 @@ impl<S: Store> Coordinator<S> {
     }
 
     /// Tells the timer that something comes due at `due_ms` (epoch ms): a
-    /// lease this process issued, a delayed item it wrote. Wakes it only
-    /// when that is earlier than its next look. Leases and delays written
+    /// lease this process issued or shortened, a delayed item it wrote.
+    /// Wakes it only when that is earlier than its next look. Leases and delays written
     /// by other processes are found by the timer's own sweeps, at most
     /// `reap_interval_ms` late.
     pub fn schedule(&self, due_ms: u64) {
@@ -485,37 +492,43 @@ impl<S: Store> Coordinator<S> {
         }
     }
 
-    /// Bounded: one sweep per wake; it sleeps until the earliest due time
-    /// it found (at most `reap_interval_ms`), a [`Self::schedule`] of an
-    /// earlier one, or shutdown.
+    /// Bounded: one sweep per due time; between sweeps it sleeps until the
+    /// earliest due time it knows (at most `reap_interval_ms` away), waking
+    /// early only when [`Self::schedule`] lowers that time, and sweeping
+    /// only once it has come.
     async fn timer_loop(self) {
         let mut shutdown = self.inner.shutdown.subscribe();
         let interval_ms = self.inner.config.reap_interval_ms.max(1);
+        let next_ms = &self.inner.timer_next_ms;
         loop {
             if *shutdown.borrow() {
                 return;
             }
-            self.inner.timer_next_ms.store(u64::MAX, Ordering::Release);
             let now = now_ms();
-            let next = match self.sweep_due(now).await {
-                Ok(Some(due)) => due.min(now + interval_ms),
-                Ok(None) => now + interval_ms,
+            let planned = now.saturating_add(interval_ms);
+            // A lease issued while the sweep runs wakes the timer only if
+            // it is due before the planned next look.
+            next_ms.store(planned, Ordering::Release);
+            let due = match self.sweep_due(now).await {
+                Ok(due) => due.unwrap_or(planned).min(planned),
                 Err(error) => {
                     tracing::warn!(%error, "lease and delay sweep failed");
-                    now + interval_ms
+                    planned
                 }
             };
-            // Keeps an earlier time scheduled while the sweep ran.
-            let next = self
-                .inner
-                .timer_next_ms
-                .fetch_min(next, Ordering::AcqRel)
-                .min(next);
-            let pause = Duration::from_millis(next.saturating_sub(now_ms()));
-            tokio::select! {
-                _ = tokio::time::sleep(pause) => {}
-                _ = self.inner.timer_wake.notified() => {}
-                _ = shutdown.changed() => return,
+            let mut next = next_ms.fetch_min(due, Ordering::AcqRel).min(due);
+            loop {
+                let pause = Duration::from_millis(next.saturating_sub(now_ms()));
+                tokio::select! {
+                    _ = tokio::time::sleep(pause) => break,
+                    _ = self.inner.timer_wake.notified() => {
+                        next = next_ms.load(Ordering::Acquire);
+                        if next <= now_ms() {
+                            break;
+                        }
+                    }
+                    _ = shutdown.changed() => return,
+                }
             }
         }
     }
@@ -529,8 +542,21 @@ impl<S: Store> Coordinator<S> {
         let mut earliest: Option<u64> = None;
         for keys in registered_queues(store).await? {
             let max_deliveries = self.inner.config.delivery.max_deliveries(keys.name());
-            let leases = expire_leases(store, &keys, now_ms, max_deliveries).await?;
-            let delayed = reveal_delayed(store, &keys, now_ms).await?;
+            // One queue's failure must not stop the sweep of the others;
+            // it is tried again at the next sweep.
+            let swept = async {
+                let leases = expire_leases(store, &keys, now_ms, max_deliveries).await?;
+                let delayed = reveal_delayed(store, &keys, now_ms).await?;
+                Ok::<_, QueueError>((leases, delayed))
+            };
+            let (leases, delayed) = match swept.await {
+                Ok(swept) => swept,
+                Err(error) => {
+                    tracing::warn!(queue = %keys.name(), %error, "expiring leases or revealing delayed items failed");
+                    earliest = Some(earliest.map_or(now_ms + 1_000, |e| e.min(now_ms + 1_000)));
+                    continue;
+                }
+            };
             let label = metrics::queue_label(keys.name().as_str());
             if leases.redelivered > 0 {
                 StagingStats::add(&stats.leases_expired, leases.redelivered as u64);
@@ -588,14 +614,17 @@ impl<S: Store> Coordinator<S> {
         Ok(returned)
     }
 
-    /// Moves the lease `receipt`'s expiry to `lease_ms` from now; returns it.
+    /// Moves the lease `receipt`'s expiry to `lease_ms` (at least 1) from
+    /// now, shorter or longer; returns the new expiry.
     pub async fn extend(
         &self,
         keys: &QueueKeys,
         receipt: &Receipt,
         lease_ms: u64,
     ) -> Result<u64, LeaseError> {
-        settle::extend(&self.inner.store, keys, receipt, lease_ms).await
+        let expires_at_ms = settle::extend(&self.inner.store, keys, receipt, lease_ms).await?;
+        self.schedule(expires_at_ms);
+        Ok(expires_at_ms)
     }
 
     /// Tells waiting pops to withdraw and return, and fulfillers and the

@@ -1,14 +1,16 @@
 //! Values stored under item, request, result, lease and delayed keys. Each
 //! starts with a version byte; integers are big-endian.
 //!
-//! - item: `2, enqueued_at_ms, deliveries (u32), dead-letter origin`
+//! - item: `1, enqueued_at_ms, payload` for an item never delivered under a
+//!   lease; else `2, enqueued_at_ms, deliveries (u32), dead-letter origin`
 //!   (`len (u8), queue name, deliveries at death (u32)`; `len` 0 for
-//!   none), `payload`. Version 1 (`1, enqueued_at_ms, payload`) is read as
-//!   an item never delivered under a lease.
+//!   none), `payload`.
 //! - request: `1, deadline_ms, end, lease_ms` (`lease_ms` 0: no lease;
 //!   a 10-byte request without it reads as 0).
 //! - result: `2, deadline_ms, leased (u8), [receipt (16), expires_at_ms],
-//!   key_len (u32), item key, item envelope`.
+//!   key_len (u32), item key, item envelope`; version 1 (`1, deadline_ms,
+//!   enqueued_at_ms, key_len, item key, payload`), from binaries without
+//!   leases, still reads.
 //! - lease: `1, key_len (u32), item key, item envelope` (its `deliveries`
 //!   already counts the delivery the lease belongs to).
 //! - delayed: `1, key_len (u32), original key (empty: the tail), item envelope`.
@@ -121,6 +123,14 @@ fn encode_item_parts(
     dead_letter: Option<&DeadLetter>,
     payload: &[u8],
 ) -> Vec<u8> {
+    if deliveries == 0 && dead_letter.is_none() {
+        // A fresh item keeps version 1, which binaries without leases read.
+        let mut value = Vec::with_capacity(9 + payload.len());
+        value.push(1);
+        value.extend_from_slice(&enqueued_at_ms.to_be_bytes());
+        value.extend_from_slice(payload);
+        return value;
+    }
     let origin_len = dead_letter.map_or(0, |d| d.queue.len() + 4);
     let mut value = Vec::with_capacity(14 + origin_len + payload.len());
     value.push(2);
@@ -286,8 +296,21 @@ pub fn encode_result(result: &ResultValue) -> Vec<u8> {
 /// Decodes a result envelope; `None` if malformed.
 pub fn decode_result(value: &[u8]) -> Option<ResultValue> {
     let mut reader = Reader(value);
-    if reader.u8()? != 2 {
-        return None;
+    match reader.u8()? {
+        1 => {
+            let deadline_ms = reader.u64()?;
+            let enqueued_at_ms = reader.u64()?;
+            let key_len = reader.u32()? as usize;
+            let item_key = reader.take(key_len)?.to_vec();
+            return Some(ResultValue {
+                deadline_ms,
+                lease: None,
+                item_key,
+                item: ItemValue::new(enqueued_at_ms, reader.rest().to_vec()),
+            });
+        }
+        2 => {}
+        _ => return None,
     }
     let deadline_ms = reader.u64()?;
     let lease = match reader.u8()? {
@@ -376,7 +399,20 @@ mod tests {
         let mut v1 = vec![1];
         v1.extend_from_slice(&42u64.to_be_bytes());
         v1.extend_from_slice(b"p");
+        assert_eq!(
+            encode_item(42, b"p"),
+            v1,
+            "a fresh item is written as version 1"
+        );
         assert_eq!(decode_item(&v1), Some(fresh));
+        let leased_once = ItemValue {
+            deliveries: 1,
+            ..ItemValue::new(42, b"p".to_vec())
+        };
+        assert_eq!(
+            decode_item(&encode_item_value(&leased_once)),
+            Some(leased_once)
+        );
     }
 
     #[test]
@@ -414,6 +450,21 @@ mod tests {
             item: dead_item(),
         };
         assert_eq!(decode_held(&encode_held(&held)), Some(held));
+        // A result written by a binary without leases.
+        let mut v1 = vec![1];
+        v1.extend_from_slice(&9u64.to_be_bytes());
+        v1.extend_from_slice(&3u64.to_be_bytes());
+        v1.extend_from_slice(&3u32.to_be_bytes());
+        v1.extend_from_slice(b"keypayload");
+        assert_eq!(
+            decode_result(&v1),
+            Some(ResultValue {
+                deadline_ms: 9,
+                lease: None,
+                item_key: b"key".to_vec(),
+                item: ItemValue::new(3, b"payload".to_vec()),
+            })
+        );
     }
 
     #[test]

@@ -58,10 +58,16 @@ fn race_side<T: Send + 'static>(
     })
 }
 
-/// What the queue holds after a round: (visible items, leases).
+/// What the queue holds after a round: (visible items, leases); the depth
+/// and leased counters must agree with the scans.
 async fn holdings(store: &EmbeddedStore, keys: &QueueKeys) -> (usize, usize) {
+    use hotq::store::{Store, Transaction, decode_counter};
     let items = common::scan(store, keys.items_range()).await.len();
     let leases = common::scan(store, keys.leases_range()).await.len();
+    let txn = store.begin().unwrap();
+    let depth = decode_counter(txn.get(&keys.depth(), true).await.unwrap().as_deref());
+    let leased = decode_counter(txn.get(&keys.leased(), true).await.unwrap().as_deref());
+    assert_eq!((depth as usize, leased as usize), (items, leases), "counters drifted");
     (items, leases)
 }
 

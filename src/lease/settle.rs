@@ -172,26 +172,38 @@ pub async fn release<S: Store>(
         let mut released = 0;
         for item in items {
             let Some(lease) = item.lease else { continue };
-            let open = match open(&txn, keys, &lease.receipt, now_ms(), true).await? {
-                Ok(open) => open,
-                Err(LeaseError::Queue(error)) => return Ok(Err(error)),
-                // The timer returned it already (expiry is not checked here).
-                Err(LeaseError::UnknownReceipt | LeaseError::Expired { .. }) => continue,
-            };
-            open.clear(&txn, keys)?;
-            let item = ItemValue {
-                deliveries: open.held.item.deliveries.saturating_sub(1),
-                ..open.held.item
-            };
-            txn.set(&open.held.item_key, &encode_item_value(&item))?;
-            released += 1;
-        }
-        if released > 0 {
-            txn.atomic_add(&keys.depth(), released as i64)?;
+            match release_in(&txn, keys, &lease.receipt).await? {
+                Ok(true) => released += 1,
+                Ok(false) => {}
+                Err(error) => return Ok(Err(error)),
+            }
         }
         Ok(Ok(released))
     })
     .await?
+}
+
+/// In `txn`: returns the item of lease `receipt` to its key with its
+/// delivery uncounted (it never reached a worker), expired or not. `false`
+/// when the lease is gone (the timer returned it, or it was settled).
+pub(crate) async fn release_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    receipt: &Receipt,
+) -> Result<Result<bool, QueueError>, StoreError> {
+    let open = match open(txn, keys, receipt, now_ms(), true).await? {
+        Ok(open) => open,
+        Err(LeaseError::Queue(error)) => return Ok(Err(error)),
+        Err(LeaseError::UnknownReceipt | LeaseError::Expired { .. }) => return Ok(Ok(false)),
+    };
+    open.clear(txn, keys)?;
+    let item = ItemValue {
+        deliveries: open.held.item.deliveries.saturating_sub(1),
+        ..open.held.item
+    };
+    txn.set(&open.held.item_key, &encode_item_value(&item))?;
+    txn.atomic_add(&keys.depth(), 1)?;
+    Ok(Ok(true))
 }
 
 /// Puts an item that left its lease (nack, expiry) where it belongs next:

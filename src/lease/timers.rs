@@ -13,6 +13,10 @@ use super::settle::{Returned, return_held};
 
 /// Most leases or delayed items one transaction moves.
 pub const DUE_BATCH_MAX: usize = 256;
+/// Most value bytes one transaction moves (a store transaction is limited
+/// to 10 MB, and every moved item is written once more). At least one
+/// row is always taken, and a row is at most 100 kB.
+pub const DUE_BATCH_BYTES_MAX: usize = 4 * 1024 * 1024;
 /// Most transactions one sweep of one queue runs (the rest waits for the
 /// next sweep, which comes at once when work was left).
 const DUE_PASSES_MAX: usize = 64;
@@ -43,11 +47,10 @@ pub async fn expire_leases<S: Store>(
     let (begin, end) = keys.leases_due_range(now_ms);
     for _ in 0..DUE_PASSES_MAX {
         let txn = store.begin()?;
-        let rows = due_rows(&txn, &begin, &end).await?;
+        let (rows, full) = due_rows(&txn, &begin, &end).await?;
         if rows.is_empty() {
             return Ok(swept);
         }
-        let full = rows.len() >= DUE_BATCH_MAX;
         let mut pass = Swept::default();
         for KeyValue { key, value } in &rows {
             // Consumes the lease: an ack, nack or extend of it conflicts.
@@ -93,11 +96,10 @@ pub async fn reveal_delayed<S: Store>(
     let (begin, end) = keys.delayed_due_range(now_ms);
     for _ in 0..DUE_PASSES_MAX {
         let txn = store.begin()?;
-        let rows = due_rows(&txn, &begin, &end).await?;
+        let (rows, full) = due_rows(&txn, &begin, &end).await?;
         if rows.is_empty() {
             return Ok(swept);
         }
-        let full = rows.len() >= DUE_BATCH_MAX;
         let mut to_tail = Vec::new();
         let mut returned = 0usize;
         for KeyValue { key, value } in &rows {
@@ -138,13 +140,26 @@ pub async fn reveal_delayed<S: Store>(
     Ok(swept)
 }
 
+/// The first due rows of `[begin, end)`, at most [`DUE_BATCH_MAX`] and
+/// [`DUE_BATCH_BYTES_MAX`] bytes (at least one), and whether more may follow.
 async fn due_rows<T: Transaction>(
     txn: &T,
     begin: &[u8],
     end: &[u8],
-) -> Result<Vec<KeyValue>, StoreError> {
-    txn.get_range(RangeRead::new(begin, end, DUE_BATCH_MAX).snapshot())
-        .await
+) -> Result<(Vec<KeyValue>, bool), StoreError> {
+    let mut rows = txn
+        .get_range(RangeRead::new(begin, end, DUE_BATCH_MAX).snapshot())
+        .await?;
+    let mut full = rows.len() >= DUE_BATCH_MAX;
+    let mut bytes = 0usize;
+    if let Some(cut) = rows.iter().position(|row| {
+        bytes += row.key.len() + row.value.len();
+        bytes > DUE_BATCH_BYTES_MAX
+    }) {
+        rows.truncate(cut.max(1));
+        full = true;
+    }
+    Ok((rows, full))
 }
 
 /// When `keys` next has a lease expiring or a delayed item coming due,

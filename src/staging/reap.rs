@@ -5,6 +5,8 @@
 
 use crate::envelope::{decode_request, decode_result, encode_item_value};
 use crate::keys::{QueueKeys, QueueKind, registry_entry, registry_range};
+use crate::lease::Receipt;
+use crate::lease::settle::release_in;
 use crate::queue::QueueError;
 use crate::store::{KeyValue, RangeRead, Store, StoreError, Transaction};
 
@@ -105,13 +107,22 @@ async fn reap_pass<S: Store>(
         }
         txn.add_read_conflict_key(&key)?;
         txn.clear(&key)?;
-        // A leased item is held by its lease as well; the lease's expiry
-        // returns it (with the delivery counted: it may have been seen).
-        if result.lease.is_none() {
-            txn.set(&result.item_key, &encode_item_value(&result.item))?;
-            reaped.results += 1;
-        } else {
-            leased_results_cleared += 1;
+        match result.lease {
+            None => {
+                txn.set(&result.item_key, &encode_item_value(&result.item))?;
+                txn.atomic_add(&keys.depth(), 1)?;
+                reaped.results += 1;
+            }
+            // A leased item is held by its lease as well: released in this
+            // commit with its delivery uncounted (nobody collected it), or
+            // already returned by the lease's expiry.
+            Some(lease) => {
+                if release_in(&txn, keys, &Receipt(lease.receipt)).await?? {
+                    reaped.results += 1;
+                } else {
+                    leased_results_cleared += 1;
+                }
+            }
         }
     }
     for KeyValue { key, value } in requests {
@@ -123,9 +134,6 @@ async fn reap_pass<S: Store>(
         txn.add_read_conflict_key(&key)?;
         txn.clear(&key)?;
         reaped.requests += 1;
-    }
-    if reaped.results > 0 {
-        txn.atomic_add(&keys.depth(), reaped.results as i64)?;
     }
     if reaped.requests > 0 {
         txn.atomic_add(&keys.waiting(), -(reaped.requests as i64))?;

@@ -8,6 +8,7 @@ use tokio::time::Instant;
 
 use crate::envelope::{RequestValue, decode_result, encode_request, now_ms};
 use crate::keys::QueueKeys;
+use crate::lease::settle::release_in;
 use crate::lease::{Lease, Receipt};
 use crate::queue::{Item, QueueError};
 use crate::store::{Store, StoreError, Transaction, Watch, decode_mark};
@@ -185,7 +186,7 @@ pub async fn await_result<S: Store>(
 /// Withdraws a request. If the fulfiller already served it, the result is
 /// taken: returned to the caller, or with `restore` put back under the
 /// item's original key (the caller is gone; a leased item is released from
-/// its lease right after). Both reads are non-snapshot, so a concurrent
+/// its lease in the same commit). Both reads are non-snapshot, so a concurrent
 /// fulfillment or reap makes one side conflict and retry.
 pub async fn withdraw<S: Store>(
     store: &S,
@@ -215,13 +216,18 @@ pub async fn withdraw<S: Store>(
         let outcome = match outcome {
             Ok(Some(value)) => {
                 let item = decode(keys, result_key, &value)?;
-                // A leased item is not in the result alone: its lease holds
-                // it too, and is released once the result is gone.
-                let restored = if restore && item.lease.is_none() {
-                    txn.set(&item.key, &item.stored_value())
-                        .and_then(|()| txn.atomic_add(&keys.depth(), 1))
-                } else {
-                    Ok(())
+                // A leased item is held by its lease too: released in the
+                // same commit, its delivery uncounted (nobody saw it).
+                let restored = match (&item.lease, restore) {
+                    (_, false) => Ok(()),
+                    (None, true) => txn
+                        .set(&item.key, &item.stored_value())
+                        .and_then(|()| txn.atomic_add(&keys.depth(), 1)),
+                    (Some(lease), true) => match release_in(&txn, keys, &lease.receipt).await {
+                        Ok(Ok(_released)) => Ok(()),
+                        Ok(Err(error)) => return Err(error),
+                        Err(error) => Err(error),
+                    },
                 };
                 match restored {
                     Ok(()) => txn.commit().await.map(|()| Some(item)),
@@ -232,12 +238,7 @@ pub async fn withdraw<S: Store>(
             Err(error) => Err(error),
         };
         match outcome {
-            Ok(Some(item)) if restore => {
-                if item.lease.is_some() {
-                    crate::lease::settle::release(store, keys, std::slice::from_ref(&item)).await?;
-                }
-                return Ok(None);
-            }
+            Ok(Some(_)) if restore => return Ok(None),
             Ok(item) => return Ok(item),
             Err(error) if retry_consuming(&error) && attempt < ATTEMPTS_MAX => {
                 if error == StoreError::Conflict {
