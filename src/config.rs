@@ -270,8 +270,17 @@ impl Config {
             ));
         }
         for (name, queue) in &self.leases.queues {
-            if let Err(error) = crate::keys::QueueName::new(name) {
-                return Err(ConfigError(format!("leases.queues.{name:?}: {error}")));
+            match crate::keys::QueueName::new(name) {
+                Err(error) => {
+                    return Err(ConfigError(format!("leases.queues.{name:?}: {error}")));
+                }
+                Ok(queue) if queue.is_dead_letter() => {
+                    return Err(ConfigError(format!(
+                        "leases.queues.{name}: a dead-letter queue never dead-letters, \
+                         so max_deliveries does not apply to it"
+                    )));
+                }
+                Ok(_) => {}
             }
             if queue.max_deliveries == 0 {
                 return Err(ConfigError(format!(
