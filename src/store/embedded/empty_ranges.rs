@@ -44,55 +44,67 @@ impl EmptyRanges {
     }
 
     /// Where a forward scan of `[begin, end)` at `read_version` may start.
+    ///
+    /// Stretches are disjoint, so after the stretch covering `begin` the
+    /// only one that can cover the position reached is the next in key
+    /// order, starting exactly there: one map lookup, then a walk.
     pub(crate) fn skip_forward(&self, begin: &[u8], end: &[u8], read_version: u64) -> Vec<u8> {
-        let mut position = begin.to_vec();
-        for _ in 0..HOPS_MAX {
-            if position.as_slice() >= end {
-                break;
-            }
-            let covering = self
+        let covering = self
+            .stretches
+            .range::<[u8], _>((Bound::Unbounded, Bound::Included(begin)))
+            .next_back();
+        let mut position = begin;
+        if let Some((start, stretch)) = covering
+            && begin < end
+            && stretch.end.as_slice() > begin
+            && stretch.since <= read_version
+        {
+            position = stretch.end.as_slice();
+            let following = self
                 .stretches
-                .range::<[u8], _>((Bound::Unbounded, Bound::Included(position.as_slice())))
-                .next_back();
-            match covering {
-                Some((_, stretch)) if stretch.end > position && stretch.since <= read_version => {
-                    position = stretch.end.clone();
+                .range::<[u8], _>((Bound::Excluded(start.as_slice()), Bound::Unbounded));
+            for (start, stretch) in following.take(HOPS_MAX - 1) {
+                if position >= end || start.as_slice() != position || stretch.since > read_version {
+                    break;
                 }
-                _ => break,
+                position = stretch.end.as_slice();
             }
         }
-        if position.as_slice() > end {
-            end.to_vec()
-        } else {
-            position
-        }
+        position.min(end).to_vec()
     }
 
     /// Where a reverse scan of `[begin, end)` at `read_version` may start (its new end).
+    ///
+    /// As [`Self::skip_forward`], mirrored: after the stretch covering the
+    /// key before `end`, only the previous one in key order, ending exactly
+    /// where the position is, can cover it.
     pub(crate) fn skip_reverse(&self, begin: &[u8], end: &[u8], read_version: u64) -> Vec<u8> {
-        let mut position = end.to_vec();
-        for _ in 0..HOPS_MAX {
-            if position.as_slice() <= begin {
-                break;
-            }
-            let covering = self
+        let covering = self
+            .stretches
+            .range::<[u8], _>((Bound::Unbounded, Bound::Excluded(end)))
+            .next_back();
+        let mut position = end;
+        if let Some((start, stretch)) = covering
+            && end > begin
+            && stretch.end.as_slice() >= end
+            && stretch.since <= read_version
+        {
+            position = start.as_slice();
+            let preceding = self
                 .stretches
-                .range::<[u8], _>((Bound::Unbounded, Bound::Excluded(position.as_slice())))
-                .next_back();
-            match covering {
-                Some((start, stretch))
-                    if stretch.end >= position && stretch.since <= read_version =>
+                .range::<[u8], _>((Bound::Unbounded, Bound::Excluded(start.as_slice())))
+                .rev();
+            for (start, stretch) in preceding.take(HOPS_MAX - 1) {
+                if position <= begin
+                    || stretch.end.as_slice() != position
+                    || stretch.since > read_version
                 {
-                    position = start.clone();
+                    break;
                 }
-                _ => break,
+                position = start.as_slice();
             }
         }
-        if position.as_slice() < begin {
-            begin.to_vec()
-        } else {
-            position
-        }
+        position.max(begin).to_vec()
     }
 
     /// Records that `[begin, end)` holds no key at any version from `since` to now,
@@ -348,5 +360,95 @@ mod tests {
         assert_eq!(empty.skip_forward(&keys[0], &keys[199], 100), keys[101]);
         // One hop over the merged stretch, then one per younger stretch.
         assert_eq!(empty.skip_forward(&keys[0], &keys[199], 500), keys[199]);
+    }
+
+    /// The skips as first written: one map lookup per hop.
+    fn skip_forward_by_lookups(
+        empty: &EmptyRanges,
+        begin: &[u8],
+        end: &[u8],
+        read_version: u64,
+    ) -> Vec<u8> {
+        let mut position = begin.to_vec();
+        for _ in 0..HOPS_MAX {
+            if position.as_slice() >= end {
+                break;
+            }
+            let covering = empty
+                .stretches
+                .range::<[u8], _>((Bound::Unbounded, Bound::Included(position.as_slice())))
+                .next_back();
+            match covering {
+                Some((_, stretch)) if stretch.end > position && stretch.since <= read_version => {
+                    position = stretch.end.clone();
+                }
+                _ => break,
+            }
+        }
+        position.min(end.to_vec())
+    }
+
+    fn skip_reverse_by_lookups(
+        empty: &EmptyRanges,
+        begin: &[u8],
+        end: &[u8],
+        read_version: u64,
+    ) -> Vec<u8> {
+        let mut position = end.to_vec();
+        for _ in 0..HOPS_MAX {
+            if position.as_slice() <= begin {
+                break;
+            }
+            let covering = empty
+                .stretches
+                .range::<[u8], _>((Bound::Unbounded, Bound::Excluded(position.as_slice())))
+                .next_back();
+            match covering {
+                Some((start, stretch))
+                    if stretch.end >= position && stretch.since <= read_version =>
+                {
+                    position = start.clone();
+                }
+                _ => break,
+            }
+        }
+        position.max(begin.to_vec())
+    }
+
+    #[test]
+    fn walking_skips_agree_with_one_lookup_per_hop() {
+        use rand::Rng;
+        let mut rng = rand::rng();
+        let key = |rng: &mut rand::rngs::ThreadRng| vec![rng.random_range(0u8..64)];
+        for _ in 0..200 {
+            let mut empty = EmptyRanges::default();
+            for _ in 0..rng.random_range(0..40) {
+                if rng.random_bool(0.8) {
+                    let (a, b) = (key(&mut rng), key(&mut rng));
+                    let since = rng.random_range(0..20);
+                    let horizon = rng.random_range(0..20);
+                    let (low, high) = if a <= b { (a, b) } else { (b, a) };
+                    empty.record(&low, &high, since, horizon);
+                } else {
+                    empty.split_at(&key(&mut rng));
+                }
+            }
+            for _ in 0..50 {
+                let (begin, end) = (key(&mut rng), key(&mut rng));
+                let version = rng.random_range(0..25);
+                assert_eq!(
+                    empty.skip_forward(&begin, &end, version),
+                    skip_forward_by_lookups(&empty, &begin, &end, version),
+                    "forward {begin:?}..{end:?} at {version} over {:?}",
+                    empty.stretches
+                );
+                assert_eq!(
+                    empty.skip_reverse(&begin, &end, version),
+                    skip_reverse_by_lookups(&empty, &begin, &end, version),
+                    "reverse {begin:?}..{end:?} at {version} over {:?}",
+                    empty.stretches
+                );
+            }
+        }
     }
 }
