@@ -23,8 +23,9 @@ use crate::metrics;
 use crate::queue::{DirectPop, Item, QueueError};
 use crate::staging::direct::{Attempt, try_pop};
 use crate::staging::fulfill::fulfill_once;
+use crate::staging::local::{LocalWaiter, LocalWaiters};
 use crate::staging::reap::{reap_queue, registered_queues};
-use crate::staging::requester::{WithdrawOnDrop, await_result, deadline_after, register};
+use crate::staging::requester::{WithdrawOnDrop, await_result, deadline_after, register_with};
 use crate::staging::{StagingConfig, StagingStats};
 use crate::store::{RangeRead, RetryPolicy, Store, StoreError, Transaction, transact};
 
@@ -44,6 +45,8 @@ struct Inner<S: Store> {
     timer_next_ms: AtomicU64,
     /// Wakes the timer for a due time earlier than `timer_next_ms`.
     timer_wake: Notify,
+    /// Pops waiting in this process, served in memory by its fulfillers.
+    local: Arc<LocalWaiters>,
 }
 
 /// Staged pops, fulfillment loops and the reaper over one store.
@@ -73,6 +76,7 @@ impl<S: Store> Coordinator<S> {
                 shutdown,
                 timer_next_ms: AtomicU64::new(u64::MAX),
                 timer_wake: Notify::new(),
+                local: Arc::new(LocalWaiters::default()),
             }),
         }
     }
@@ -272,7 +276,9 @@ impl<S: Store> Coordinator<S> {
             end,
             lease_ms,
         };
-        let mut registration = register(&self.inner.store, keys, &request).await?;
+        let mut local = LocalWaiter::new(self.inner.local.clone());
+        let mut registration =
+            register_with(&self.inner.store, keys, &request, |id| local.add_id(id)).await?;
         StagingStats::add(&stats.requests_registered, 1);
         let guard = WithdrawOnDrop::new(self.inner.store.clone(), keys.clone(), &registration);
         self.ensure_fulfiller(keys);
@@ -283,8 +289,15 @@ impl<S: Store> Coordinator<S> {
                 _ = caller_gone.wait_for(|gone| *gone) => {}
             }
         };
-        let outcome =
-            await_result(&self.inner.store, keys, &mut registration, deadline, stop).await;
+        let outcome = await_result(
+            &self.inner.store,
+            keys,
+            &mut registration,
+            Some(&mut local),
+            deadline,
+            stop,
+        )
+        .await;
         guard.disarm();
         match outcome? {
             Some(item) => {
@@ -336,16 +349,31 @@ impl<S: Store> Coordinator<S> {
             if *shutdown.borrow() {
                 return;
             }
+            let local = &self.inner.local;
             let outcome = fulfill_once(
                 &self.inner.store,
                 &keys,
                 config.fulfill_batch_max,
                 config.fulfill_bytes_max,
                 config.result_grace_ms,
+                &|requester| local.is_local(requester),
             )
             .await;
             let fulfilled = match outcome {
-                Ok(fulfilled) => fulfilled,
+                Ok(mut fulfilled) => {
+                    // Durable now: hand over, and put back what nobody here takes.
+                    let handed = std::mem::take(&mut fulfilled.handed);
+                    StagingStats::add(&stats.local_hand_offs, handed.len() as u64);
+                    let unclaimed: Vec<Item> = handed
+                        .into_iter()
+                        .filter_map(|(requester, item)| local.hand_over(&requester, item).err())
+                        .collect();
+                    if !unclaimed.is_empty() {
+                        StagingStats::add(&stats.local_hand_offs_unclaimed, unclaimed.len() as u64);
+                        self.put_back(&keys, unclaimed).await;
+                    }
+                    fulfilled
+                }
                 Err(QueueError::Store(StoreError::Conflict)) => {
                     StagingStats::add(&stats.fulfill_conflicts, 1);
                     metrics::conflict("fulfill");
@@ -670,6 +698,8 @@ impl<S: Store> Coordinator<S> {
             ("leases_expired", &s.leases_expired),
             ("dead_lettered", &s.dead_lettered),
             ("delayed_revealed", &s.delayed_revealed),
+            ("local_hand_offs", &s.local_hand_offs),
+            ("local_hand_offs_unclaimed", &s.local_hand_offs_unclaimed),
         ]
         .into_iter()
         .map(|(name, counter)| (name, counter.load(Ordering::Relaxed)))

@@ -67,7 +67,11 @@ async fn holdings(store: &EmbeddedStore, keys: &QueueKeys) -> (usize, usize) {
     let txn = store.begin().unwrap();
     let depth = decode_counter(txn.get(&keys.depth(), true).await.unwrap().as_deref());
     let leased = decode_counter(txn.get(&keys.leased(), true).await.unwrap().as_deref());
-    assert_eq!((depth as usize, leased as usize), (items, leases), "counters drifted");
+    assert_eq!(
+        (depth as usize, leased as usize),
+        (items, leases),
+        "counters drifted"
+    );
     (items, leases)
 }
 

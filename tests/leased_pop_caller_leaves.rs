@@ -35,7 +35,9 @@ async fn served_leased_request(
         lease_ms: 600_000,
     };
     let registration = register(store, keys, &request).await.unwrap();
-    let fulfilled = fulfill_once(store, keys, 16, 1 << 20, 0).await.unwrap();
+    let fulfilled = fulfill_once(store, keys, 16, 1 << 20, 0, &|_| false)
+        .await
+        .unwrap();
     assert_eq!(fulfilled.served, 1);
     assert_eq!(common::scan(store, keys.results_range()).await.len(), 1);
     assert_eq!(common::scan(store, keys.leases_range()).await.len(), 1);

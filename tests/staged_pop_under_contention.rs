@@ -120,6 +120,15 @@ async fn sixty_four_poppers_four_pushers_every_item_once() {
         StagingStats::get(&stats.fulfill_batches) > 0,
         "fulfillment batches ran"
     );
+    // One process: every staged pop was handed over in memory (the only
+    // other way a staged pop ends with an item is a withdrawal that finds a
+    // result, and no result is written for a local requester).
+    assert_eq!(
+        StagingStats::get(&stats.local_hand_offs)
+            - StagingStats::get(&stats.local_hand_offs_unclaimed),
+        StagingStats::get(&stats.staged_pops),
+        "staged pops served in memory"
+    );
     let queue = Queue::new(store.clone(), QueueName::new("hot").unwrap());
     assert_eq!(queue.len().await.unwrap(), 0);
     coordinator.shutdown(Duration::from_secs(10)).await;

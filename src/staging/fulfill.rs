@@ -1,5 +1,7 @@
 //! One fulfillment transaction: pair waiting requests with items, many at
-//! once, and write each item under its requester's result key.
+//! once, and write each item under its requester's result key (or, for a
+//! requester in this process, hand it over in memory after the commit;
+//! see [`super::local`]).
 //!
 //! Requests and items are read with snapshot (so reading many costs no
 //! conflicts), and a read-conflict key is added on each one consumed: the
@@ -12,7 +14,7 @@ use std::collections::{HashSet, VecDeque};
 use crate::envelope::{End, LeaseTag, ResultValue, decode_request, encode_result, now_ms};
 use crate::keys::QueueKeys;
 use crate::lease::lease_in;
-use crate::queue::QueueError;
+use crate::queue::{Item, QueueError};
 use crate::staging::direct::read_end;
 use crate::store::{RangeRead, Store, StoreError, Transaction, Watch};
 
@@ -35,6 +37,9 @@ pub struct Fulfilled {
     /// Each served pair: (request index order position, item enqueue time),
     /// for wait-time measurement.
     pub served_enqueue_ms: Vec<u64>,
+    /// Items for requesters in this process, by requester id, to hand over
+    /// once the commit is durable (no result was written for them).
+    pub handed: Vec<(Vec<u8>, Item)>,
 }
 
 /// Runs one fulfillment transaction on queue `keys`. A conflict is returned
@@ -46,6 +51,7 @@ pub async fn fulfill_once<S: Store>(
     batch_max: usize,
     bytes_max: usize,
     result_grace_ms: u64,
+    is_local: &(dyn Fn(&[u8]) -> bool + Sync),
 ) -> Result<Fulfilled, QueueError> {
     let txn = store.begin()?;
     let (begin, end) = keys.requests_range();
@@ -64,6 +70,7 @@ pub async fn fulfill_once<S: Store>(
             next_deadline_ms: None,
             watch: Some(watch),
             served_enqueue_ms: Vec::new(),
+            handed: Vec::new(),
         });
     }
 
@@ -126,6 +133,7 @@ pub async fn fulfill_once<S: Store>(
     let mut served_enqueue_ms = Vec::new();
     let mut next_deadline_ms: Option<u64> = None;
     let mut unserved = 0usize;
+    let mut handed = Vec::new();
     for (request_key, requester, request) in live {
         let item = if bytes < bytes_max {
             match request.end {
@@ -151,6 +159,12 @@ pub async fn fulfill_once<S: Store>(
         if request.lease_ms > 0 {
             lease_in(&txn, keys, &mut item, request.lease_ms, now)?;
         }
+        served_enqueue_ms.push(item.enqueued_at_ms);
+        served += 1;
+        if is_local(&requester) {
+            handed.push((requester, item));
+            continue;
+        }
         let lease = item.lease.map(|lease| LeaseTag {
             receipt: lease.receipt.0,
             expires_at_ms: lease.expires_at_ms,
@@ -162,8 +176,6 @@ pub async fn fulfill_once<S: Store>(
             item_key: item.key,
         };
         txn.set(&keys.result(&requester), &encode_result(&result))?;
-        served_enqueue_ms.push(result.item.enqueued_at_ms);
-        served += 1;
     }
     if served > 0 {
         txn.atomic_add(&keys.depth(), -(served as i64))?;
@@ -187,6 +199,7 @@ pub async fn fulfill_once<S: Store>(
             next_deadline_ms,
             watch,
             served_enqueue_ms,
+            handed,
         }),
         Err(StoreError::Conflict) => Err(QueueError::Store(StoreError::Conflict)),
         Err(error) => Err(error.into()),

@@ -6,6 +6,8 @@
 //!   collect; withdraw on timeout or drop, taking the item if the fulfiller won.
 //! - [`fulfill`]: one fulfillment transaction pairing waiting requests with
 //!   items, many at once.
+//! - [`local`]: requesters in the fulfiller's own process get their items
+//!   in memory, without a result write and a collect commit.
 //! - [`reap`]: return results nobody collected, clear requests nobody serves.
 //!
 //! Exactly-once hand-off: an item leaves `items` in the same commit that
@@ -16,6 +18,7 @@
 
 pub mod direct;
 pub mod fulfill;
+pub mod local;
 pub mod reap;
 pub mod requester;
 
@@ -86,6 +89,10 @@ pub struct StagingStats {
     pub dead_lettered: AtomicU64,
     /// Delayed items that became visible.
     pub delayed_revealed: AtomicU64,
+    /// Staged pops served in memory (requester in this process).
+    pub local_hand_offs: AtomicU64,
+    /// Local hand-offs whose requester had gone: item put back.
+    pub local_hand_offs_unclaimed: AtomicU64,
 }
 
 impl StagingStats {

@@ -11,12 +11,16 @@ use crate::keys::QueueKeys;
 use crate::lease::settle::release_in;
 use crate::lease::{Lease, Receipt};
 use crate::queue::{Item, QueueError};
+use crate::staging::local::LocalWaiter;
 use crate::store::{Store, StoreError, Transaction, Watch, decode_mark};
 
 /// Bytes of a requester id.
 pub const REQUESTER_LEN: usize = 16;
 /// Most attempts of one withdraw or collect transaction.
 const ATTEMPTS_MAX: u32 = 200;
+/// Longest wait for a hand-off the fulfiller already took (it sends right
+/// after its commit returns).
+const LOCAL_HAND_OFF_WAIT: Duration = Duration::from_secs(30);
 /// Pause between collects when the store refused a watch (a fallback, not
 /// the normal path).
 const WATCH_FALLBACK_POLL_MS: u64 = 25;
@@ -41,10 +45,24 @@ pub async fn register<S: Store>(
     keys: &QueueKeys,
     request: &RequestValue,
 ) -> Result<Registration, StoreError> {
+    register_with(store, keys, request, |_| {}).await
+}
+
+/// [`register`], calling `on_attempt` with each attempt's requester id
+/// before that attempt commits (a local waiter maps the id to itself).
+pub async fn register_with<S: Store>(
+    store: &S,
+    keys: &QueueKeys,
+    request: &RequestValue,
+    mut on_attempt: impl FnMut(&[u8]),
+) -> Result<Registration, StoreError> {
     let mut attempt = 0;
     loop {
         attempt += 1;
-        match try_register(store, keys, request).await {
+        let mut requester = [0u8; REQUESTER_LEN];
+        rand::rng().fill_bytes(&mut requester);
+        on_attempt(&requester);
+        match try_register(store, keys, request, &requester).await {
             Ok(registration) => return Ok(registration),
             Err(error) if error.is_retryable() && attempt < ATTEMPTS_MAX => continue,
             Err(error) => return Err(error),
@@ -56,15 +74,14 @@ async fn try_register<S: Store>(
     store: &S,
     keys: &QueueKeys,
     request: &RequestValue,
+    requester: &[u8; REQUESTER_LEN],
 ) -> Result<Registration, StoreError> {
-    let mut requester = [0u8; REQUESTER_LEN];
-    rand::rng().fill_bytes(&mut requester);
     let txn = store.begin()?;
     // Like a push's index: a snapshot read of a mark raised with
     // atomic_max, so registrations never conflict and never restart at 0.
     let index = decode_mark(txn.get(&keys.next_request(), true).await?.as_deref());
-    let request_key = keys.request(index, &requester);
-    let result_key = keys.result(&requester);
+    let request_key = keys.request(index, requester);
+    let result_key = keys.result(requester);
     txn.set(&request_key, &encode_request(request))?;
     txn.atomic_max(&keys.next_request(), index + 1)?;
     txn.atomic_add(&keys.waiting(), 1)?;
@@ -143,22 +160,37 @@ fn decode(_keys: &QueueKeys, result_key: &[u8], value: &[u8]) -> Result<Item, Qu
 }
 
 /// Waits for the registration's result until `deadline` (or until `stop`
-/// resolves: the daemon is shutting down, or the caller left), then withdraws. Returns the
-/// item if the fulfiller served the request, before or during the
-/// withdrawal. The wait is interrupted only between store transactions,
-/// so a collected item is never dropped on the floor.
+/// resolves: the daemon is shutting down, or the caller left), then
+/// withdraws. Returns the item if a fulfiller served the request, before
+/// or during the withdrawal: through the result key, or, for a `local`
+/// waiter served by this process's fulfiller, in memory. The wait is
+/// interrupted only between store transactions, so a collected item is
+/// never dropped on the floor.
 pub async fn await_result<S: Store>(
     store: &S,
     keys: &QueueKeys,
     registration: &mut Registration,
+    mut local: Option<&mut LocalWaiter>,
     deadline: Instant,
     stop: impl std::future::Future<Output = ()>,
 ) -> Result<Option<Item>, QueueError> {
-    // Bounded by the deadline: every pass waits on a watch or a short
-    // fallback pause, and stops when the deadline passes.
+    // Bounded by the deadline: every pass waits on a watch, the local
+    // hand-off or a short fallback pause, and stops when the deadline passes.
     let mut stop = std::pin::pin!(stop);
+    let mut local_open = local.is_some();
     while Instant::now() < deadline {
+        let handed = async {
+            match local.as_deref_mut() {
+                Some(waiter) if local_open => (&mut waiter.receiver).await.ok(),
+                _ => std::future::pending().await,
+            }
+        };
         let fired = tokio::select! {
+            item = handed => match item {
+                Some(item) => return Ok(Some(item)),
+                // The hand-off was dropped unsent: only the result key remains.
+                None => { local_open = false; continue }
+            },
             fired = &mut registration.watch => fired,
             _ = tokio::time::sleep_until(deadline) => break,
             _ = &mut stop => break,
@@ -173,14 +205,30 @@ pub async fn await_result<S: Store>(
             Collected::Rewatch(watch) => registration.watch = watch,
         }
     }
-    withdraw(
+    let withdrawn = withdraw(
         store,
         keys,
         &registration.request_key,
         &registration.result_key,
         false,
     )
-    .await
+    .await?;
+    if let Some(waiter) = local
+        && waiter.close()
+    {
+        // This process's fulfiller consumed the request before the
+        // withdrawal read it, and took the hand-off: the item follows its
+        // commit at once (or never, if that task died: then it was lost
+        // with it, as on a crash).
+        debug_assert!(withdrawn.is_none(), "a request is served once");
+        return Ok(
+            tokio::time::timeout(LOCAL_HAND_OFF_WAIT, &mut waiter.receiver)
+                .await
+                .ok()
+                .and_then(Result::ok),
+        );
+    }
+    Ok(withdrawn)
 }
 
 /// Withdraws a request. If the fulfiller already served it, the result is
