@@ -366,7 +366,7 @@ impl<S: Store> Coordinator<S> {
                     StagingStats::add(&stats.local_hand_offs, handed.len() as u64);
                     let unclaimed: Vec<Item> = handed
                         .into_iter()
-                        .filter_map(|(requester, item)| local.hand_over(&requester, item).err())
+                        .filter_map(|(requester, item)| local.hand_over(&requester, item))
                         .collect();
                     if !unclaimed.is_empty() {
                         StagingStats::add(&stats.local_hand_offs_unclaimed, unclaimed.len() as u64);

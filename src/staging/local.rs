@@ -130,7 +130,7 @@ mod tests {
         waiter.add_id(b"second-attempt");
         assert!(waiters.is_local(b"first-attempt") && waiters.is_local(b"second-attempt"));
         assert!(!waiters.is_local(b"someone-else"));
-        assert_eq!(waiters.hand_over(b"second-attempt", item(b"a")), Ok(()));
+        assert_eq!(waiters.hand_over(b"second-attempt", item(b"a")), None);
         // The same waiter served twice (two attempts' requests): the second comes back.
         assert_eq!(
             waiters.hand_over(b"first-attempt", item(b"b")),
@@ -143,7 +143,7 @@ mod tests {
         let mut left = LocalWaiter::new(waiters.clone());
         left.add_id(b"left");
         assert!(!left.close(), "nothing was handed over");
-        assert_eq!(waiters.hand_over(b"left", item(b"c")), Err(item(b"c")));
+        assert_eq!(waiters.hand_over(b"left", item(b"c")), Some(item(b"c")));
         let dropped = {
             let mut waiter = LocalWaiter::new(waiters.clone());
             waiter.add_id(b"dropped");
