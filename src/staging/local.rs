@@ -41,19 +41,21 @@ impl LocalWaiters {
             .contains_key(requester)
     }
 
-    /// Hands `item` to `requester`; gives it back when nobody here takes it
-    /// (the requester has gone, or was already handed an item).
-    pub fn hand_over(&self, requester: &[u8], item: Item) -> Result<(), Item> {
+    /// Hands `item` to `requester`; gives it back (`Some`) when nobody
+    /// here takes it (the requester has gone, or was already handed one).
+    pub fn hand_over(&self, requester: &[u8], item: Item) -> Option<Item> {
         let slot = self
             .slots
             .lock()
             .expect("local waiters lock")
             .remove(requester);
-        let Some(slot) = slot else { return Err(item) };
+        let Some(slot) = slot else {
+            return Some(item);
+        };
         let sender = slot.lock().expect("local slot lock").take();
         match sender {
-            Some(sender) => sender.send(item),
-            None => Err(item),
+            Some(sender) => sender.send(item).err(),
+            None => Some(item),
         }
     }
 }
@@ -134,7 +136,7 @@ mod tests {
         // The same waiter served twice (two attempts' requests): the second comes back.
         assert_eq!(
             waiters.hand_over(b"first-attempt", item(b"b")),
-            Err(item(b"b"))
+            Some(item(b"b"))
         );
         assert!(waiter.close(), "a hand-off was taken");
         assert_eq!((&mut waiter.receiver).await.unwrap(), item(b"a"));
