@@ -254,7 +254,14 @@ impl<S: Store> Coordinator<S> {
         let started = std::time::Instant::now();
         let wait = wait.min(Duration::from_millis(self.inner.config.wait_max_ms));
         let stats = &self.inner.stats;
-        let (attempt, items) = try_pop(&self.inner.store, keys, end, max, lease_ms).await?;
+        // Pops of this queue already wait here: the head is contended, and
+        // a direct attempt would most likely conflict (and jump the line).
+        let attempt = if !wait.is_zero() && self.inner.local.waiting_on(keys) > 0 {
+            (Attempt::RequestsWaiting, Vec::new())
+        } else {
+            try_pop(&self.inner.store, keys, end, max, lease_ms).await?
+        };
+        let (attempt, items) = attempt;
         match attempt {
             Attempt::Done(DirectPop::Popped(_)) => {
                 StagingStats::add(&stats.direct_pops, items.len() as u64);
@@ -276,7 +283,7 @@ impl<S: Store> Coordinator<S> {
             end,
             lease_ms,
         };
-        let mut local = LocalWaiter::new(self.inner.local.clone());
+        let mut local = LocalWaiter::new(self.inner.local.clone(), keys);
         let mut registration =
             register_with(&self.inner.store, keys, &request, |id| local.add_id(id)).await?;
         StagingStats::add(&stats.requests_registered, 1);

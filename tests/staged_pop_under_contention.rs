@@ -110,11 +110,19 @@ async fn sixty_four_poppers_four_pushers_every_item_once() {
         &store,
     );
     let stats = coordinator.stats();
-    assert!(StagingStats::get(&stats.direct_pops) > 0, "direct pops ran");
-    assert!(StagingStats::get(&stats.staged_pops) > 0, "staged pops ran");
+    // In one process, a pop that finds others of its queue already waiting
+    // here registers without a direct attempt: under this load nearly every
+    // pop is staged, and direct attempts (and their conflicts) are rare.
+    // (Conflicting direct pops are exercised with wait_ms=0 bursts in
+    // tests/metrics_exported.rs, and across processes below.)
+    assert_eq!(
+        StagingStats::get(&stats.direct_pops) + StagingStats::get(&stats.staged_pops),
+        ITEMS as u64,
+        "every item came out through one of the two paths"
+    );
     assert!(
-        StagingStats::get(&stats.direct_conflicts) > 0,
-        "pops conflicted"
+        StagingStats::get(&stats.staged_pops) > ITEMS as u64 / 2,
+        "most pops were staged"
     );
     assert!(
         StagingStats::get(&stats.fulfill_batches) > 0,

@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::oneshot;
 
+use crate::keys::{QueueKeys, QueueKind, QueueName};
 use crate::queue::Item;
 
 /// Where a local requester's item goes.
@@ -30,9 +31,20 @@ type Slot = Arc<Mutex<Option<oneshot::Sender<Item>>>>;
 #[derive(Debug, Default)]
 pub struct LocalWaiters {
     slots: Mutex<HashMap<Vec<u8>, Slot>>,
+    /// Pops waiting here, per queue (entries removed at zero).
+    per_queue: Mutex<HashMap<(QueueKind, QueueName), usize>>,
 }
 
 impl LocalWaiters {
+    /// How many pops of queue `keys` wait in this process now.
+    pub fn waiting_on(&self, keys: &QueueKeys) -> usize {
+        let per_queue = self.per_queue.lock().expect("local waiters lock");
+        per_queue
+            .get(&(keys.kind(), keys.name().clone()))
+            .copied()
+            .unwrap_or(0)
+    }
+
     /// True when `requester` waits in this process.
     pub fn is_local(&self, requester: &[u8]) -> bool {
         self.slots
@@ -64,6 +76,7 @@ impl LocalWaiters {
 /// registration attempt, all leading to the same receiver), removed on drop.
 pub struct LocalWaiter {
     waiters: Arc<LocalWaiters>,
+    queue: (QueueKind, QueueName),
     slot: Slot,
     ids: Vec<Vec<u8>>,
     /// The item, when this process's fulfiller served the request.
@@ -71,11 +84,19 @@ pub struct LocalWaiter {
 }
 
 impl LocalWaiter {
-    /// A waiter with no id yet.
-    pub fn new(waiters: Arc<LocalWaiters>) -> LocalWaiter {
+    /// A waiter on queue `keys`, with no id yet.
+    pub fn new(waiters: Arc<LocalWaiters>, keys: &QueueKeys) -> LocalWaiter {
         let (sender, receiver) = oneshot::channel();
+        let queue = (keys.kind(), keys.name().clone());
+        *waiters
+            .per_queue
+            .lock()
+            .expect("local waiters lock")
+            .entry(queue.clone())
+            .or_default() += 1;
         LocalWaiter {
             waiters,
+            queue,
             slot: Arc::new(Mutex::new(Some(sender))),
             ids: Vec::new(),
             receiver,
@@ -110,6 +131,13 @@ impl LocalWaiter {
 impl Drop for LocalWaiter {
     fn drop(&mut self) {
         self.close();
+        let mut per_queue = self.waiters.per_queue.lock().expect("local waiters lock");
+        if let Some(count) = per_queue.get_mut(&self.queue) {
+            *count -= 1;
+            if *count == 0 {
+                per_queue.remove(&self.queue);
+            }
+        }
     }
 }
 
@@ -127,7 +155,9 @@ mod tests {
     #[tokio::test]
     async fn a_hand_off_reaches_its_waiter_once_and_comes_back_when_nobody_waits() {
         let waiters = Arc::new(LocalWaiters::default());
-        let mut waiter = LocalWaiter::new(waiters.clone());
+        let keys = QueueKeys::new(&QueueName::new("q").unwrap());
+        let mut waiter = LocalWaiter::new(waiters.clone(), &keys);
+        assert_eq!(waiters.waiting_on(&keys), 1);
         waiter.add_id(b"first-attempt");
         waiter.add_id(b"second-attempt");
         assert!(waiters.is_local(b"first-attempt") && waiters.is_local(b"second-attempt"));
@@ -142,12 +172,12 @@ mod tests {
         assert_eq!((&mut waiter.receiver).await.unwrap(), item(b"a"));
         assert!(!waiters.is_local(b"first-attempt"));
 
-        let mut left = LocalWaiter::new(waiters.clone());
+        let mut left = LocalWaiter::new(waiters.clone(), &keys);
         left.add_id(b"left");
         assert!(!left.close(), "nothing was handed over");
         assert_eq!(waiters.hand_over(b"left", item(b"c")), Some(item(b"c")));
         let dropped = {
-            let mut waiter = LocalWaiter::new(waiters.clone());
+            let mut waiter = LocalWaiter::new(waiters.clone(), &keys);
             waiter.add_id(b"dropped");
             waiter
         };
