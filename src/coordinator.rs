@@ -22,10 +22,12 @@ use crate::lease::{LeaseError, Receipt};
 use crate::metrics;
 use crate::queue::{DirectPop, Item, QueueError};
 use crate::staging::direct::{Attempt, try_pop};
-use crate::staging::fulfill::fulfill_once;
+use crate::staging::fulfill::{LocalHandoff, fulfill_once};
 use crate::staging::local::{LocalWaiter, LocalWaiters};
 use crate::staging::reap::{reap_queue, registered_queues};
-use crate::staging::requester::{WithdrawOnDrop, await_result, deadline_after, register_with};
+use crate::staging::requester::{
+    WithdrawOnDrop, await_result, deadline_after, register_with, restore_items,
+};
 use crate::staging::{StagingConfig, StagingStats};
 use crate::store::{RangeRead, RetryPolicy, Store, StoreError, Transaction, transact};
 
@@ -216,28 +218,14 @@ impl<S: Store> Coordinator<S> {
     /// Returns items whose caller went away to their original keys (leased
     /// ones are released from their lease, their delivery uncounted).
     async fn put_back(&self, keys: &QueueKeys, items: Vec<Item>) {
-        let store = &self.inner.store;
-        let (leased, unleased): (Vec<Item>, Vec<Item>) =
-            items.into_iter().partition(|item| item.lease.is_some());
-        let restored = transact(store, RetryPolicy::default(), |txn| {
-            let items = &unleased;
-            async move {
-                for item in items {
-                    txn.set(&item.key, &item.stored_value())?;
-                }
-                txn.atomic_add(&keys.depth(), items.len() as i64)
-            }
-        })
-        .await
-        .map_err(QueueError::from)
-        .and(settle::release(store, keys, &leased).await.map(|_| ()));
-        let items = leased.len() + unleased.len();
+        let count = items.len();
+        let restored = restore_items(&self.inner.store, keys, items).await;
         match restored {
             Ok(()) => {
-                tracing::debug!(queue = %keys.name(), items, "put back items of a pop whose caller left")
+                tracing::debug!(queue = %keys.name(), items = count, "put back items of a pop whose caller left")
             }
             Err(error) => {
-                tracing::error!(queue = %keys.name(), %error, items, "could not put back items of a pop whose caller left")
+                tracing::error!(queue = %keys.name(), %error, items = count, "could not put back items of a pop whose caller left")
             }
         }
     }
@@ -256,7 +244,9 @@ impl<S: Store> Coordinator<S> {
         let stats = &self.inner.stats;
         // Pops of this queue already wait here: the head is contended, and
         // a direct attempt would most likely conflict (and jump the line).
-        let attempt = if !wait.is_zero() && self.inner.local.waiting_on(keys) > 0 {
+        // (A pop of several items still tries: only a direct pop takes more
+        // than one.)
+        let attempt = if max == 1 && !wait.is_zero() && self.inner.local.waiting_on(keys) > 0 {
             (Attempt::RequestsWaiting, Vec::new())
         } else {
             try_pop(&self.inner.store, keys, end, max, lease_ms).await?
@@ -284,8 +274,22 @@ impl<S: Store> Coordinator<S> {
             lease_ms,
         };
         let mut local = LocalWaiter::new(self.inner.local.clone(), keys);
-        let mut registration =
-            register_with(&self.inner.store, keys, &request, |id| local.add_id(id)).await?;
+        let registered =
+            register_with(&self.inner.store, keys, &request, |id| local.add_id(id)).await;
+        let mut registration = match registered {
+            Ok(registration) => registration,
+            Err(error) => {
+                // An attempt reported as failed may have committed and been
+                // served here already: deliver that item, not the error.
+                if let Some(item) = local.take_handed().await {
+                    StagingStats::add(&stats.staged_pops, 1);
+                    let items = vec![item];
+                    record_delivery(keys, "staged", started, &items);
+                    return Ok(items);
+                }
+                return Err(error.into());
+            }
+        };
         StagingStats::add(&stats.requests_registered, 1);
         let guard = WithdrawOnDrop::new(self.inner.store.clone(), keys.clone(), &registration);
         self.ensure_fulfiller(keys);
@@ -346,13 +350,30 @@ impl<S: Store> Coordinator<S> {
     }
 
     async fn fulfill_loop(self, keys: QueueKeys) {
+        let marker_key = keys.handoff_marker(rand::random());
+        self.fulfill_rounds(&keys, &marker_key).await;
+        // The marker only mattered to this loop's unknown commit outcomes.
+        let cleared = transact(&self.inner.store, RetryPolicy::default(), |txn| {
+            let marker_key = &marker_key;
+            async move { txn.clear(marker_key) }
+        })
+        .await;
+        if let Err(error) = cleared {
+            tracing::debug!(queue = %keys.name(), %error, "could not clear a fulfiller's hand-off marker");
+        }
+    }
+
+    async fn fulfill_rounds(&self, keys: &QueueKeys, marker_key: &[u8]) {
+        let keys = keys.clone();
         let config = &self.inner.config;
         let stats = &self.inner.stats;
         let mut shutdown = self.inner.shutdown.subscribe();
         let idle = Duration::from_millis(config.fulfiller_idle_ms);
+        let mut attempt = 0u64;
         // Bounded: it ends on shutdown, or after `fulfiller_idle_ms`
         // without a request.
         loop {
+            attempt += 1;
             if *shutdown.borrow() {
                 return;
             }
@@ -363,7 +384,11 @@ impl<S: Store> Coordinator<S> {
                 config.fulfill_batch_max,
                 config.fulfill_bytes_max,
                 config.result_grace_ms,
-                &|requester| local.is_local(requester),
+                LocalHandoff {
+                    is_local: &|requester| local.is_local(requester),
+                    marker_key,
+                    attempt,
+                },
             )
             .await;
             let fulfilled = match outcome {

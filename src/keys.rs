@@ -355,6 +355,12 @@ impl QueueKeys {
         self.meta.pack(&("next_request",))
     }
 
+    /// The hand-off marker of fulfiller `fulfiller` (see
+    /// [`crate::staging::fulfill::LocalHandoff`]).
+    pub fn handoff_marker(&self, fulfiller: u64) -> Vec<u8> {
+        self.meta.pack(&("handoff", fulfiller))
+    }
+
     /// Bumped whenever the fulfiller has new work; fulfillers watch it.
     pub fn wake(&self) -> Vec<u8> {
         self.meta.pack(&("wake",))

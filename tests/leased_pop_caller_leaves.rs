@@ -9,7 +9,7 @@ mod common;
 use hotq::envelope::{End, RequestValue, now_ms};
 use hotq::keys::{QueueKeys, QueueName};
 use hotq::queue::Queue;
-use hotq::staging::fulfill::fulfill_once;
+use hotq::staging::fulfill::{LocalHandoff, fulfill_once};
 use hotq::staging::reap::reap_queue;
 use hotq::staging::requester::{Registration, register, withdraw};
 use hotq::store::embedded::{Durability, EmbeddedStore};
@@ -35,7 +35,7 @@ async fn served_leased_request(
         lease_ms: 600_000,
     };
     let registration = register(store, keys, &request).await.unwrap();
-    let fulfilled = fulfill_once(store, keys, 16, 1 << 20, 0, &|_| false)
+    let fulfilled = fulfill_once(store, keys, 16, 1 << 20, 0, LocalHandoff::NONE)
         .await
         .unwrap();
     assert_eq!(fulfilled.served, 1);

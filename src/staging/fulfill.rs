@@ -16,7 +16,7 @@ use crate::keys::QueueKeys;
 use crate::lease::lease_in;
 use crate::queue::{Item, QueueError};
 use crate::staging::direct::read_end;
-use crate::store::{RangeRead, Store, StoreError, Transaction, Watch};
+use crate::store::{RangeRead, Store, Transaction, Watch};
 
 /// What one fulfillment transaction did.
 #[derive(Debug)]
@@ -42,6 +42,33 @@ pub struct Fulfilled {
     pub handed: Vec<(Vec<u8>, Item)>,
 }
 
+/// How a fulfiller hands items to requesters in its own process.
+#[derive(Clone, Copy)]
+pub struct LocalHandoff<'a> {
+    /// True for a requester waiting in this process.
+    pub is_local: &'a (dyn Fn(&[u8]) -> bool + Sync),
+    /// A key only this fulfiller writes: every transaction that hands
+    /// items over sets it to its `attempt`, so a commit whose outcome is
+    /// unknown can be told applied (hand the items over) or not (they are
+    /// still in the queue).
+    pub marker_key: &'a [u8],
+    /// This transaction's number, unique for `marker_key`.
+    pub attempt: u64,
+}
+
+fn never_local(_: &[u8]) -> bool {
+    false
+}
+
+impl LocalHandoff<'static> {
+    /// No requester is local: every served request gets a result.
+    pub const NONE: LocalHandoff<'static> = LocalHandoff {
+        is_local: &never_local,
+        marker_key: b"",
+        attempt: 0,
+    };
+}
+
 /// Runs one fulfillment transaction on queue `keys`. A conflict is returned
 /// as `StoreError::Conflict`: another fulfiller or a withdrawal won; the
 /// caller retries.
@@ -51,7 +78,7 @@ pub async fn fulfill_once<S: Store>(
     batch_max: usize,
     bytes_max: usize,
     result_grace_ms: u64,
-    is_local: &(dyn Fn(&[u8]) -> bool + Sync),
+    local: LocalHandoff<'_>,
 ) -> Result<Fulfilled, QueueError> {
     let txn = store.begin()?;
     let (begin, end) = keys.requests_range();
@@ -161,7 +188,7 @@ pub async fn fulfill_once<S: Store>(
         }
         served_enqueue_ms.push(item.enqueued_at_ms);
         served += 1;
-        if is_local(&requester) {
+        if (local.is_local)(&requester) {
             handed.push((requester, item));
             continue;
         }
@@ -190,18 +217,30 @@ pub async fn fulfill_once<S: Store>(
     } else {
         None
     };
-    match txn.commit().await {
-        Ok(()) => Ok(Fulfilled {
-            served,
-            expired,
-            unserved,
-            batch_full,
-            next_deadline_ms,
-            watch,
-            served_enqueue_ms,
-            handed,
-        }),
-        Err(StoreError::Conflict) => Err(QueueError::Store(StoreError::Conflict)),
-        Err(error) => Err(error.into()),
+    if !handed.is_empty() {
+        txn.set(local.marker_key, &local.attempt.to_be_bytes())?;
     }
+    match txn.commit().await {
+        Ok(()) => {}
+        // Nobody else has the items handed over here, so an unknown
+        // outcome must be resolved, not retried: the marker says.
+        Err(error) if error.is_maybe_committed() && !handed.is_empty() => {
+            let check = store.begin()?;
+            let marker = check.get(local.marker_key, false).await?;
+            if marker.as_deref() != Some(&local.attempt.to_be_bytes()[..]) {
+                return Err(error.into());
+            }
+        }
+        Err(error) => return Err(error.into()),
+    }
+    Ok(Fulfilled {
+        served,
+        expired,
+        unserved,
+        batch_full,
+        next_deadline_ms,
+        watch,
+        served_enqueue_ms,
+        handed,
+    })
 }

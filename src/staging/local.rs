@@ -23,6 +23,9 @@ use tokio::sync::oneshot;
 use crate::keys::{QueueKeys, QueueKind, QueueName};
 use crate::queue::Item;
 
+/// Longest wait for a hand-off the fulfiller already took.
+const HAND_OFF_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Where a local requester's item goes.
 type Slot = Arc<Mutex<Option<oneshot::Sender<Item>>>>;
 
@@ -115,6 +118,19 @@ impl LocalWaiter {
         self.ids.push(requester.to_vec());
     }
 
+    /// Stops taking hand-offs, and returns the item of one already taken
+    /// for this waiter (the fulfiller sends right after taking it, so the
+    /// wait is short; bounded all the same).
+    pub async fn take_handed(&mut self) -> Option<Item> {
+        if !self.close() {
+            return None;
+        }
+        tokio::time::timeout(HAND_OFF_WAIT, &mut self.receiver)
+            .await
+            .ok()
+            .and_then(Result::ok)
+    }
+
     /// Stops taking hand-offs. True when one was already taken for this
     /// waiter (its item is in, or about to be in, [`Self::receiver`]).
     pub fn close(&mut self) -> bool {
@@ -130,7 +146,11 @@ impl LocalWaiter {
 
 impl Drop for LocalWaiter {
     fn drop(&mut self) {
-        self.close();
+        if self.close() && self.receiver.try_recv().is_ok() {
+            // Only a pop task dropped mid-wait (the runtime shutting down)
+            // gets here; every path of a running pop takes its hand-off.
+            tracing::error!(queue = %self.queue.1, "an item handed to a pop whose task was dropped is lost");
+        }
         let mut per_queue = self.waiters.per_queue.lock().expect("local waiters lock");
         if let Some(count) = per_queue.get_mut(&self.queue) {
             *count -= 1;

@@ -12,15 +12,12 @@ use crate::lease::settle::release_in;
 use crate::lease::{Lease, Receipt};
 use crate::queue::{Item, QueueError};
 use crate::staging::local::LocalWaiter;
-use crate::store::{Store, StoreError, Transaction, Watch, decode_mark};
+use crate::store::{RetryPolicy, Store, StoreError, Transaction, Watch, decode_mark, transact};
 
 /// Bytes of a requester id.
 pub const REQUESTER_LEN: usize = 16;
 /// Most attempts of one withdraw or collect transaction.
 const ATTEMPTS_MAX: u32 = 200;
-/// Longest wait for a hand-off the fulfiller already took (it sends right
-/// after its commit returns).
-const LOCAL_HAND_OFF_WAIT: Duration = Duration::from_secs(30);
 /// Pause between collects when the store refused a watch (a fallback, not
 /// the normal path).
 const WATCH_FALLBACK_POLL_MS: u64 = 25;
@@ -178,6 +175,7 @@ pub async fn await_result<S: Store>(
     // hand-off or a short fallback pause, and stops when the deadline passes.
     let mut stop = std::pin::pin!(stop);
     let mut local_open = local.is_some();
+    let mut failed = None;
     while Instant::now() < deadline {
         let handed = async {
             match local.as_deref_mut() {
@@ -200,35 +198,54 @@ pub async fn await_result<S: Store>(
             let pause = Duration::from_millis(WATCH_FALLBACK_POLL_MS);
             tokio::time::sleep_until(deadline.min(Instant::now() + pause)).await;
         }
-        match collect_or_rewatch(store, keys, &registration.result_key).await? {
-            Collected::Item(item) => return Ok(Some(item)),
-            Collected::Rewatch(watch) => registration.watch = watch,
+        match collect_or_rewatch(store, keys, &registration.result_key).await {
+            Ok(Collected::Item(item)) => {
+                return settle_local(store, keys, local, Ok(Some(item))).await;
+            }
+            Ok(Collected::Rewatch(watch)) => registration.watch = watch,
+            Err(error) => {
+                failed = Some(error);
+                break;
+            }
         }
     }
-    let withdrawn = withdraw(
-        store,
-        keys,
-        &registration.request_key,
-        &registration.result_key,
-        false,
-    )
-    .await?;
-    if let Some(waiter) = local
-        && waiter.close()
+    let outcome = match failed {
+        Some(error) => Err(error),
+        None => {
+            withdraw(
+                store,
+                keys,
+                &registration.request_key,
+                &registration.result_key,
+                false,
+            )
+            .await
+        }
+    };
+    settle_local(store, keys, local, outcome).await
+}
+
+/// Ends a local waiter's wait: if this process's fulfiller took the
+/// hand-off (it consumed a request of ours before we stopped listening),
+/// the item follows at once and is the answer, even when `found` is an
+/// error; an item found in the store as well (a second request of ours,
+/// from a retried registration, served by another process) goes back.
+async fn settle_local<S: Store>(
+    store: &S,
+    keys: &QueueKeys,
+    local: Option<&mut LocalWaiter>,
+    found: Result<Option<Item>, QueueError>,
+) -> Result<Option<Item>, QueueError> {
+    let Some(waiter) = local else { return found };
+    let Some(handed) = waiter.take_handed().await else {
+        return found;
+    };
+    if let Ok(Some(other)) = found
+        && let Err(error) = restore_items(store, keys, vec![other]).await
     {
-        // This process's fulfiller consumed the request before the
-        // withdrawal read it, and took the hand-off: the item follows its
-        // commit at once (or never, if that task died: then it was lost
-        // with it, as on a crash).
-        debug_assert!(withdrawn.is_none(), "a request is served once");
-        return Ok(
-            tokio::time::timeout(LOCAL_HAND_OFF_WAIT, &mut waiter.receiver)
-                .await
-                .ok()
-                .and_then(Result::ok),
-        );
+        tracing::error!(queue = %keys.name(), %error, "could not put back a second item served to one pop");
     }
-    Ok(withdrawn)
+    Ok(Some(handed))
 }
 
 /// Withdraws a request. If the fulfiller already served it, the result is
@@ -299,6 +316,34 @@ pub async fn withdraw<S: Store>(
             Err(error) => return Err(error.into()),
         }
     }
+}
+
+/// Puts items that were taken but reached nobody back where they were:
+/// unleased ones under their key as they stood, leased ones released from
+/// their lease with the delivery uncounted.
+pub async fn restore_items<S: Store>(
+    store: &S,
+    keys: &QueueKeys,
+    items: Vec<Item>,
+) -> Result<(), QueueError> {
+    let (leased, unleased): (Vec<Item>, Vec<Item>) =
+        items.into_iter().partition(|item| item.lease.is_some());
+    if !unleased.is_empty() {
+        transact(store, RetryPolicy::default(), |txn| {
+            let items = &unleased;
+            async move {
+                for item in items {
+                    txn.set(&item.key, &item.stored_value())?;
+                }
+                txn.atomic_add(&keys.depth(), items.len() as i64)
+            }
+        })
+        .await?;
+    }
+    if !leased.is_empty() {
+        crate::lease::settle::release(store, keys, &leased).await?;
+    }
+    Ok(())
 }
 
 /// Withdraws a registration when dropped unresolved (the waiting caller went

@@ -23,7 +23,15 @@ pub(crate) struct Watches {
     by_key: HashMap<Vec<u8>, Vec<Armed>>,
     count: usize,
     count_max: usize,
+    /// Sweep abandoned watches once `count` reaches this: twice what the
+    /// last sweep kept, so sweeps cost O(1) per watch armed and abandoned
+    /// watches never outnumber live ones by much (a watch whose waiter got
+    /// its answer another way is abandoned, not fired).
+    sweep_at: usize,
 }
+
+/// The smallest [`Watches::sweep_at`].
+const SWEEP_AT_MIN: usize = 1_024;
 
 impl Watches {
     pub(crate) fn new(count_max: usize) -> Self {
@@ -31,6 +39,7 @@ impl Watches {
             by_key: HashMap::new(),
             count: 0,
             count_max,
+            sweep_at: SWEEP_AT_MIN,
         }
     }
 
@@ -55,8 +64,9 @@ impl Watches {
             let _ = sender.send(Ok(()));
             return;
         }
-        if self.count >= self.count_max {
+        if self.count >= self.count_max.min(self.sweep_at) {
             self.drop_abandoned();
+            self.sweep_at = (2 * self.count).max(SWEEP_AT_MIN);
         }
         if self.count >= self.count_max {
             let _ = sender.send(Err(StoreError::TooManyWatches));
@@ -92,6 +102,15 @@ impl Watches {
         }
     }
 
+    #[cfg(test)]
+    fn abandoned(&self) -> usize {
+        self.by_key
+            .values()
+            .flatten()
+            .filter(|watch| watch.sender.is_closed())
+            .count()
+    }
+
     /// Fails every armed watch: the store is closing.
     pub(crate) fn cancel_all(&mut self) {
         for (_, armed) in self.by_key.drain() {
@@ -109,5 +128,37 @@ impl Watches {
             !armed.is_empty()
         });
         self.count = self.by_key.values().map(Vec::len).sum();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn abandoned_watches_are_swept_long_before_the_limit() {
+        let mut watches = Watches::new(100_000);
+        let mut live = Vec::new();
+        for n in 0..50_000u32 {
+            let (sender, receiver) = oneshot::channel();
+            watches.arm(n.to_be_bytes().to_vec(), None, None, sender);
+            // One in ten waiters keeps listening; the rest got their
+            // answer elsewhere and dropped the watch.
+            if n % 10 == 0 {
+                live.push(receiver);
+            }
+            if n % 1_000 == 0 {
+                assert_eq!(
+                    watches.len() - watches.abandoned(),
+                    live.len(),
+                    "the count covers every watch, live or abandoned"
+                );
+            }
+            assert!(
+                watches.len() <= (2 * live.len()).max(SWEEP_AT_MIN) * 2 + 1,
+                "abandoned watches stay within a constant factor of live ones"
+            );
+        }
+        assert_eq!(watches.len() - watches.abandoned(), live.len());
     }
 }
