@@ -7,8 +7,9 @@
 //! point reads and the timer finds every expired lease with one range read.
 //!
 //! - [`settle`]: `ack` (delete), `nack` (return now or after a delay),
-//!   `extend` (move the expiry out), and `release` (a pop whose caller left
-//!   before it got the item: back as if never delivered).
+//!   `extend` (move the expiry out), and the release of a leased item whose
+//!   pop reached nobody (back as if never delivered; used by
+//!   [`crate::staging::requester::restore_items`], withdrawals and the reaper).
 //! - [`timers`]: the coordinator's side: expired leases go back to the
 //!   item's original key with their delivery counted, or to the dead-letter
 //!   queue after `max_deliveries`; delayed items become visible when due.

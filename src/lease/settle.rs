@@ -1,8 +1,9 @@
-//! Acting on a lease by its receipt: ack, nack, extend, and release.
+//! Acting on a lease by its receipt: ack, nack, extend, and release (in
+//! another transaction, for a leased item that reached nobody).
 
 use crate::envelope::{HeldItem, ItemValue, decode_held, encode_held, encode_item_value, now_ms};
 use crate::keys::QueueKeys;
-use crate::queue::{Item, QueueError, append_in};
+use crate::queue::{QueueError, append_in};
 use crate::store::{RetryPolicy, Store, StoreError, Transaction, transact};
 
 use super::{LeaseError, Receipt};
@@ -158,29 +159,6 @@ pub async fn nack<S: Store>(
         Ok(Ok(returned))
     })
     .await
-}
-
-/// Returns leased items whose pop never reached its caller, as if they had
-/// not been delivered: same key, same delivery count as before. A lease
-/// the timer already returned is skipped.
-pub async fn release<S: Store>(
-    store: &S,
-    keys: &QueueKeys,
-    items: &[Item],
-) -> Result<usize, QueueError> {
-    transact(store, SETTLE_RETRY, |txn| async move {
-        let mut released = 0;
-        for item in items {
-            let Some(lease) = item.lease else { continue };
-            match release_in(&txn, keys, &lease.receipt).await? {
-                Ok(true) => released += 1,
-                Ok(false) => {}
-                Err(error) => return Ok(Err(error)),
-            }
-        }
-        Ok(Ok(released))
-    })
-    .await?
 }
 
 /// In `txn`: returns the item of lease `receipt` to its key with its

@@ -283,19 +283,14 @@ pub async fn withdraw<S: Store>(
                 let item = decode(keys, result_key, &value)?;
                 // A leased item is held by its lease too: released in the
                 // same commit, its delivery uncounted (nobody saw it).
-                let restored = match (&item.lease, restore) {
-                    (_, false) => Ok(()),
-                    (None, true) => txn
-                        .set(&item.key, &item.stored_value())
-                        .and_then(|()| txn.atomic_add(&keys.depth(), 1)),
-                    (Some(lease), true) => match release_in(&txn, keys, &lease.receipt).await {
-                        Ok(Ok(_released)) => Ok(()),
-                        Ok(Err(error)) => return Err(error),
-                        Err(error) => Err(error),
-                    },
+                let restored = if restore {
+                    restore_in(&txn, keys, &item).await
+                } else {
+                    Ok(Ok(()))
                 };
                 match restored {
-                    Ok(()) => txn.commit().await.map(|()| Some(item)),
+                    Ok(Ok(())) => txn.commit().await.map(|()| Some(item)),
+                    Ok(Err(error)) => return Err(error),
                     Err(error) => Err(error),
                 }
             }
@@ -326,24 +321,41 @@ pub async fn restore_items<S: Store>(
     keys: &QueueKeys,
     items: Vec<Item>,
 ) -> Result<(), QueueError> {
-    let (leased, unleased): (Vec<Item>, Vec<Item>) =
-        items.into_iter().partition(|item| item.lease.is_some());
-    if !unleased.is_empty() {
-        transact(store, RetryPolicy::default(), |txn| {
-            let items = &unleased;
-            async move {
-                for item in items {
-                    txn.set(&item.key, &item.stored_value())?;
+    if items.is_empty() {
+        return Ok(());
+    }
+    transact(store, RetryPolicy::default(), |txn| {
+        let items = &items;
+        async move {
+            for item in items {
+                if let Err(error) = restore_in(&txn, keys, item).await? {
+                    return Ok(Err(error));
                 }
-                txn.atomic_add(&keys.depth(), items.len() as i64)
             }
-        })
-        .await?;
+            Ok(Ok(()))
+        }
+    })
+    .await?
+}
+
+/// In `txn`: puts back one item that was taken but reached nobody (see
+/// [`restore_items`]); a leased one whose lease the timer already
+/// returned needs nothing.
+async fn restore_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    item: &Item,
+) -> Result<Result<(), QueueError>, StoreError> {
+    match &item.lease {
+        None => {
+            txn.set(&item.key, &item.stored_value())?;
+            txn.atomic_add(&keys.depth(), 1)?;
+            Ok(Ok(()))
+        }
+        Some(lease) => Ok(release_in(txn, keys, &lease.receipt)
+            .await?
+            .map(|_released| ())),
     }
-    if !leased.is_empty() {
-        crate::lease::settle::release(store, keys, &leased).await?;
-    }
-    Ok(())
 }
 
 /// Withdraws a registration when dropped unresolved (the waiting caller went
