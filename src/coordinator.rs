@@ -364,7 +364,6 @@ impl<S: Store> Coordinator<S> {
     }
 
     async fn fulfill_rounds(&self, keys: &QueueKeys, marker_key: &[u8]) {
-        let keys = keys.clone();
         let config = &self.inner.config;
         let stats = &self.inner.stats;
         let mut shutdown = self.inner.shutdown.subscribe();
@@ -380,7 +379,7 @@ impl<S: Store> Coordinator<S> {
             let local = &self.inner.local;
             let outcome = fulfill_once(
                 &self.inner.store,
-                &keys,
+                keys,
                 config.fulfill_batch_max,
                 config.fulfill_bytes_max,
                 config.result_grace_ms,
@@ -402,7 +401,7 @@ impl<S: Store> Coordinator<S> {
                         .collect();
                     if !unclaimed.is_empty() {
                         StagingStats::add(&stats.local_hand_offs_unclaimed, unclaimed.len() as u64);
-                        self.put_back(&keys, unclaimed).await;
+                        self.put_back(keys, unclaimed).await;
                     }
                     fulfilled
                 }
@@ -451,11 +450,11 @@ impl<S: Store> Coordinator<S> {
                 }
                 _ = tokio::time::sleep(until_deadline.min(idle)) => {
                     if no_requests {
-                        self.retire(&keys);
+                        self.retire(keys);
                         // A request registered just before the retirement
                         // saw this loop alive and started none: look once more.
-                        if self.has_requests(&keys).await {
-                            self.ensure_fulfiller(&keys);
+                        if self.has_requests(keys).await {
+                            self.ensure_fulfiller(keys);
                         }
                         return;
                     }
