@@ -141,6 +141,7 @@ impl<S: Store> Coordinator<S> {
         lease_ms: u64,
     ) -> Result<Vec<Item>, QueueError> {
         let (mut deliver, delivered) = tokio::sync::oneshot::channel();
+        let delivered = Delivery::new(self, keys, delivered);
         let coordinator = self.clone();
         let keys = keys.clone();
         tokio::spawn(async move {
@@ -167,11 +168,7 @@ impl<S: Store> Coordinator<S> {
             }
             coordinator.hand_over(&keys, deliver, outcome).await;
         });
-        match delivered.await {
-            Ok(outcome) => outcome,
-            // The task panicked: nothing was delivered to anyone.
-            Err(_) => Err(QueueError::Store(StoreError::Cancelled)),
-        }
+        delivered.receive().await
     }
 
     /// Pops one item the way FoundationDB's recipe does: direct pops,
@@ -179,6 +176,7 @@ impl<S: Store> Coordinator<S> {
     /// [`Self::pop`]; like it, a pop whose caller left is put back.
     pub async fn pop_recipe(&self, keys: &QueueKeys) -> Result<Vec<Item>, QueueError> {
         let (deliver, delivered) = tokio::sync::oneshot::channel();
+        let delivered = Delivery::new(self, keys, delivered);
         let coordinator = self.clone();
         let keys = keys.clone();
         tokio::spawn(async move {
@@ -195,9 +193,7 @@ impl<S: Store> Coordinator<S> {
             }
             coordinator.hand_over(&keys, deliver, outcome).await;
         });
-        delivered
-            .await
-            .unwrap_or(Err(QueueError::Store(StoreError::Cancelled)))
+        delivered.receive().await
     }
 
     /// Hands a pop's outcome to its caller, or puts the items back where
@@ -735,6 +731,65 @@ impl<S: Store> Coordinator<S> {
         .into_iter()
         .map(|(name, counter)| (name, counter.load(Ordering::Relaxed)))
         .collect()
+    }
+}
+
+type Outcome = Result<Vec<Item>, QueueError>;
+
+/// The caller's end of a detached pop. The pop task's send can succeed
+/// just before the caller's future is dropped (an HTTP client hanging up),
+/// leaving the items in the channel: dropped unread, they go back.
+struct Delivery<S: Store> {
+    receiver: Option<tokio::sync::oneshot::Receiver<Outcome>>,
+    coordinator: Coordinator<S>,
+    keys: QueueKeys,
+}
+
+impl<S: Store> Delivery<S> {
+    fn new(
+        coordinator: &Coordinator<S>,
+        keys: &QueueKeys,
+        receiver: tokio::sync::oneshot::Receiver<Outcome>,
+    ) -> Self {
+        Delivery {
+            receiver: Some(receiver),
+            coordinator: coordinator.clone(),
+            keys: keys.clone(),
+        }
+    }
+
+    async fn receive(mut self) -> Outcome {
+        let receiver = self.receiver.as_mut().expect("received once");
+        let outcome = receiver.await;
+        self.receiver = None;
+        // The task panicked: nothing was delivered to anyone.
+        outcome.unwrap_or(Err(QueueError::Store(StoreError::Cancelled)))
+    }
+}
+
+impl<S: Store> Drop for Delivery<S> {
+    fn drop(&mut self) {
+        let Some(mut receiver) = self.receiver.take() else {
+            return;
+        };
+        // After `close` a send fails and its sender puts the items back;
+        // a send before it left them here.
+        receiver.close();
+        let Ok(Ok(items)) = receiver.try_recv() else {
+            return;
+        };
+        if items.is_empty() {
+            return;
+        }
+        let (coordinator, keys) = (self.coordinator.clone(), self.keys.clone());
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move { coordinator.put_back(&keys, items).await });
+            }
+            Err(_) => {
+                tracing::error!(queue = %keys.name(), items = items.len(), "items delivered to a pop dropped outside a runtime are lost");
+            }
+        }
     }
 }
 
