@@ -18,9 +18,9 @@ use std::collections::HashMap;
 
 use rand::RngCore;
 
-use crate::envelope::{End, PAYLOAD_SIZE_MAX, encode_item, now_ms};
+use crate::envelope::{End, encode_item, now_ms};
 use crate::keys::{QueueKeys, QueueKind, QueueName, RANDOM_LEN};
-use crate::queue::{Item, PUSH_BATCH_MAX, QueueError};
+use crate::queue::{Item, QueueError, check_batch};
 use crate::staging::direct::read_end;
 use crate::store::{
     RangeRead, RetryPolicy, Store, StoreError, Transaction, decode_counter, transact,
@@ -70,21 +70,11 @@ impl<S: Store> PriorityQueue<S> {
         self.push_batch(&[(priority, payload)]).await
     }
 
-    /// Adds up to [`PUSH_BATCH_MAX`] `(priority, payload)` items in one
+    /// Adds up to [`crate::queue::PUSH_BATCH_MAX`] `(priority, payload)` items in one
     /// commit; items of equal priority keep their batch order. All or none
     /// are written.
     pub async fn push_batch<P: AsRef<[u8]>>(&self, items: &[(i64, P)]) -> Result<(), QueueError> {
-        if items.is_empty() || items.len() > PUSH_BATCH_MAX {
-            return Err(QueueError::BadBatch { len: items.len() });
-        }
-        if let Some((_, big)) = items
-            .iter()
-            .find(|(_, p)| p.as_ref().len() > PAYLOAD_SIZE_MAX)
-        {
-            return Err(QueueError::PayloadTooLarge {
-                len: big.as_ref().len(),
-            });
-        }
+        check_batch(items.iter().map(|(_, payload)| payload.as_ref()))?;
         let enqueued_at_ms = now_ms();
         let values: Vec<(i64, Vec<u8>)> = items
             .iter()

@@ -182,7 +182,7 @@ impl<S: Store> Queue<S> {
     /// Appends up to [`PUSH_BATCH_MAX`] items in one commit, in order.
     /// All or none are written.
     pub async fn push_batch<P: AsRef<[u8]>>(&self, payloads: &[P]) -> Result<(), QueueError> {
-        check_batch(payloads)?;
+        check_batch(payloads.iter().map(AsRef::as_ref))?;
         let enqueued_at_ms = now_ms();
         let values: Vec<Vec<u8>> = payloads
             .iter()
@@ -206,7 +206,7 @@ impl<S: Store> Queue<S> {
         payloads: &[P],
         delay_ms: u64,
     ) -> Result<u64, QueueError> {
-        check_batch(payloads)?;
+        check_batch(payloads.iter().map(AsRef::as_ref))?;
         let now = now_ms();
         let visible_at_ms = now.saturating_add(delay_ms);
         let values: Vec<Vec<u8>> = payloads
@@ -307,20 +307,18 @@ impl<S: Store> Queue<S> {
     }
 }
 
-/// Checks a batch's length and every payload's size.
-fn check_batch<P: AsRef<[u8]>>(payloads: &[P]) -> Result<(), QueueError> {
-    if payloads.is_empty() || payloads.len() > PUSH_BATCH_MAX {
-        return Err(QueueError::BadBatch {
-            len: payloads.len(),
-        });
+/// Checks a batch's length and every payload's size (FIFO and priority pushes).
+pub(crate) fn check_batch<'a>(
+    payloads: impl ExactSizeIterator<Item = &'a [u8]>,
+) -> Result<(), QueueError> {
+    let len = payloads.len();
+    if len == 0 || len > PUSH_BATCH_MAX {
+        return Err(QueueError::BadBatch { len });
     }
-    if let Some(big) = payloads
-        .iter()
-        .find(|p| p.as_ref().len() > PAYLOAD_SIZE_MAX)
-    {
-        return Err(QueueError::PayloadTooLarge {
-            len: big.as_ref().len(),
-        });
+    for payload in payloads {
+        if payload.len() > PAYLOAD_SIZE_MAX {
+            return Err(QueueError::PayloadTooLarge { len: payload.len() });
+        }
     }
     Ok(())
 }
