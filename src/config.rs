@@ -111,6 +111,10 @@ pub struct StagingSection {
     pub reap_interval_ms: u64,
     /// An idle fulfiller stops after this long, in ms.
     pub fulfiller_idle_ms: u64,
+    /// Staged pops wait as memory requests in this daemon's request line
+    /// (true, the default), or register in the store's request subspace
+    /// (false; see `StagingConfig::requests_in_memory`).
+    pub requests_in_memory: bool,
 }
 
 impl Default for StagingSection {
@@ -122,6 +126,7 @@ impl Default for StagingSection {
             result_grace_ms: staging.result_grace_ms,
             reap_interval_ms: staging.reap_interval_ms,
             fulfiller_idle_ms: staging.fulfiller_idle_ms,
+            requests_in_memory: staging.requests_in_memory,
         }
     }
 }
@@ -315,6 +320,7 @@ impl Config {
             reap_interval_ms: self.staging.reap_interval_ms,
             fulfiller_idle_ms: self.staging.fulfiller_idle_ms,
             wait_max_ms: self.wait_max_ms,
+            requests_in_memory: self.staging.requests_in_memory,
             delivery: DeliveryPolicy {
                 max_deliveries_default: self.leases.max_deliveries,
                 per_queue: self

@@ -23,7 +23,7 @@ use crate::metrics;
 use crate::queue::{DirectPop, Item, QueueError};
 use crate::staging::direct::{Attempt, try_pop};
 use crate::staging::fulfill::{LocalHandoff, fulfill_once};
-use crate::staging::local::{LocalWaiter, LocalWaiters};
+use crate::staging::local::{LocalId, LocalWaiter, LocalWaiters};
 use crate::staging::reap::{reap_queue, registered_queues};
 use crate::staging::requester::{
     WithdrawOnDrop, await_result, deadline_after, register_with, restore_items,
@@ -40,7 +40,7 @@ struct Inner<S: Store> {
     store: S,
     config: StagingConfig,
     stats: StagingStats,
-    fulfillers: Mutex<HashMap<(QueueKind, QueueName), JoinHandle<()>>>,
+    fulfillers: Mutex<HashMap<(QueueKind, QueueName), Fulfiller>>,
     shutdown: watch::Sender<bool>,
     /// When the timer next looks, in epoch ms (`u64::MAX` while it sweeps,
     /// so anything scheduled meanwhile wakes it).
@@ -49,6 +49,14 @@ struct Inner<S: Store> {
     timer_wake: Notify,
     /// Pops waiting in this process, served in memory by its fulfillers.
     local: Arc<LocalWaiters>,
+}
+
+/// A running fulfillment loop.
+struct Fulfiller {
+    task: JoinHandle<()>,
+    /// Wakes the loop for a memory request (stored requests wake it
+    /// through the store's wake key).
+    wake: Arc<Notify>,
 }
 
 /// Staged pops, fulfillment loops and the reaper over one store.
@@ -238,11 +246,16 @@ impl<S: Store> Coordinator<S> {
         let started = std::time::Instant::now();
         let wait = wait.min(Duration::from_millis(self.inner.config.wait_max_ms));
         let stats = &self.inner.stats;
-        // Pops of this queue already wait here: the head is contended, and
-        // a direct attempt would most likely conflict (and jump the line).
-        // (A pop of several items still tries: only a direct pop takes more
-        // than one.)
-        let attempt = if max == 1 && !wait.is_zero() && self.inner.local.waiting_on(keys) > 0 {
+        // Pops of this queue already wait here, or (memory requests) its
+        // fulfiller runs here: the head is contended, a direct attempt
+        // would most likely conflict with the fulfiller (and jump the
+        // line), and the fulfiller serves a memory request for the same
+        // one commit a direct pop costs. (A pop of several items, or one
+        // that must not wait, still tries: only a direct pop takes more
+        // than one item at once.)
+        let contended = self.inner.local.waiting_on(keys) > 0
+            || (self.inner.config.requests_in_memory && self.fulfiller_runs(keys));
+        let attempt = if max == 1 && !wait.is_zero() && contended {
             (Attempt::RequestsWaiting, Vec::new())
         } else {
             try_pop(&self.inner.store, keys, end, max, lease_ms).await?
@@ -270,6 +283,23 @@ impl<S: Store> Coordinator<S> {
             lease_ms,
         };
         let mut local = LocalWaiter::new(self.inner.local.clone(), keys);
+        if self.inner.config.requests_in_memory {
+            let item = self
+                .wait_in_memory(keys, local, request, deadline, caller_gone)
+                .await;
+            return Ok(match item {
+                Some(item) => {
+                    StagingStats::add(&stats.staged_pops, 1);
+                    let items = vec![item];
+                    record_delivery(keys, "staged", started, &items);
+                    items
+                }
+                None => {
+                    StagingStats::add(&stats.requests_withdrawn, 1);
+                    Vec::new()
+                }
+            });
+        }
         let registered =
             register_with(&self.inner.store, keys, &request, |id| local.add_id(id)).await;
         let mut registration = match registered {
@@ -320,20 +350,73 @@ impl<S: Store> Coordinator<S> {
         }
     }
 
+    /// Waits in the queue's memory request line until this process's
+    /// fulfiller hands an item over, or the deadline, shutdown or the
+    /// caller's leaving ends the wait (an item handed over meanwhile is
+    /// still taken: it left the store for this pop).
+    async fn wait_in_memory(
+        &self,
+        keys: &QueueKeys,
+        mut local: LocalWaiter,
+        request: RequestValue,
+        deadline: tokio::time::Instant,
+        mut caller_gone: watch::Receiver<bool>,
+    ) -> Option<Item> {
+        local.enqueue(request);
+        StagingStats::add(&self.inner.stats.memory_requests, 1);
+        self.start_or_wake_fulfiller(keys, true);
+        let mut shutdown = self.inner.shutdown.subscribe();
+        let stop = async move {
+            tokio::select! {
+                _ = shutdown.wait_for(|stopped| *stopped) => {}
+                _ = caller_gone.wait_for(|gone| *gone) => {}
+            }
+        };
+        tokio::select! {
+            // An error means the sender went unused: nothing was handed.
+            received = &mut local.receiver => return received.ok(),
+            _ = tokio::time::sleep_until(deadline) => {}
+            _ = stop => {}
+        }
+        // An item taken for this pop meanwhile is still delivered: it left
+        // the store for this pop.
+        local.take_handed().await
+    }
+
     /// Starts the fulfillment loop of `keys` unless one runs.
     pub fn ensure_fulfiller(&self, keys: &QueueKeys) {
+        self.start_or_wake_fulfiller(keys, false);
+    }
+
+    /// Starts the fulfillment loop of `keys`, or wakes the running one
+    /// (`wake`: a memory request joined the line; the loop may be idle).
+    fn start_or_wake_fulfiller(&self, keys: &QueueKeys, wake: bool) {
         if *self.inner.shutdown.borrow() {
             return;
         }
         let id = (keys.kind(), keys.name().clone());
         let mut fulfillers = self.inner.fulfillers.lock().expect("fulfiller map lock");
-        if fulfillers.get(&id).is_some_and(|task| !task.is_finished()) {
+        if let Some(running) = fulfillers.get(&id).filter(|f| !f.task.is_finished()) {
+            if wake {
+                // A permit is kept if the loop is busy: never lost.
+                running.wake.notify_one();
+            }
             return;
         }
         let coordinator = self.clone();
         let keys = keys.clone();
-        let task = tokio::spawn(async move { coordinator.fulfill_loop(keys).await });
-        fulfillers.insert(id, task);
+        let wake = Arc::new(Notify::new());
+        let woken = wake.clone();
+        let task = tokio::spawn(async move { coordinator.fulfill_loop(keys, woken).await });
+        fulfillers.insert(id, Fulfiller { task, wake });
+    }
+
+    /// True while the fulfillment loop of `keys` runs in this process.
+    fn fulfiller_runs(&self, keys: &QueueKeys) -> bool {
+        let fulfillers = self.inner.fulfillers.lock().expect("fulfiller map lock");
+        fulfillers
+            .get(&(keys.kind(), keys.name().clone()))
+            .is_some_and(|f| !f.task.is_finished())
     }
 
     /// Number of fulfillment loops running.
@@ -341,13 +424,19 @@ impl<S: Store> Coordinator<S> {
         let fulfillers = self.inner.fulfillers.lock().expect("fulfiller map lock");
         fulfillers
             .values()
-            .filter(|task| !task.is_finished())
+            .filter(|f| !f.task.is_finished())
             .count()
     }
 
-    async fn fulfill_loop(self, keys: QueueKeys) {
+    /// Memory requests of queue `keys` waiting in this process now (they
+    /// are not in the store's `waiting` counter).
+    pub fn memory_waiting(&self, keys: &QueueKeys) -> usize {
+        self.inner.local.memory_waiting(keys)
+    }
+
+    async fn fulfill_loop(self, keys: QueueKeys, wake: Arc<Notify>) {
         let marker_key = keys.handoff_marker(rand::random());
-        self.fulfill_rounds(&keys, &marker_key).await;
+        self.fulfill_rounds(&keys, &marker_key, &wake).await;
         // The marker only mattered to this loop's unknown commit outcomes.
         let cleared = transact(&self.inner.store, RetryPolicy::default(), |txn| {
             let marker_key = &marker_key;
@@ -359,7 +448,7 @@ impl<S: Store> Coordinator<S> {
         }
     }
 
-    async fn fulfill_rounds(&self, keys: &QueueKeys, marker_key: &[u8]) {
+    async fn fulfill_rounds(&self, keys: &QueueKeys, marker_key: &[u8], wake: &Notify) {
         let config = &self.inner.config;
         let stats = &self.inner.stats;
         let mut shutdown = self.inner.shutdown.subscribe();
@@ -373,7 +462,8 @@ impl<S: Store> Coordinator<S> {
                 return;
             }
             let local = &self.inner.local;
-            let outcome = fulfill_once(
+            let memory = local.claim_memory(keys, config.fulfill_batch_max);
+            let mut outcome = fulfill_once(
                 &self.inner.store,
                 keys,
                 config.fulfill_batch_max,
@@ -381,26 +471,37 @@ impl<S: Store> Coordinator<S> {
                 config.result_grace_ms,
                 LocalHandoff {
                     is_local: &|requester| local.is_local(requester),
+                    memory: &memory,
                     marker_key,
                     attempt,
                 },
             )
             .await;
-            let fulfilled = match outcome {
-                Ok(mut fulfilled) => {
-                    // Durable now: hand over, and put back what nobody here takes.
-                    let handed = std::mem::take(&mut fulfilled.handed);
-                    StagingStats::add(&stats.local_hand_offs, handed.len() as u64);
-                    let unclaimed: Vec<Item> = handed
-                        .into_iter()
-                        .filter_map(|(requester, item)| local.hand_over(&requester, item))
-                        .collect();
-                    if !unclaimed.is_empty() {
-                        StagingStats::add(&stats.local_hand_offs_unclaimed, unclaimed.len() as u64);
-                        self.put_back(keys, unclaimed).await;
+            // Settled whatever the outcome: a claimed memory request must
+            // not outlive its transaction. Durable now: hand over, and put
+            // back what nobody here takes.
+            let handed = match &mut outcome {
+                Ok(fulfilled) => std::mem::take(&mut fulfilled.handed),
+                Err(_) => Vec::new(),
+            };
+            StagingStats::add(&stats.local_hand_offs, handed.len() as u64);
+            let mut served_memory = Vec::new();
+            let mut unclaimed = Vec::new();
+            for (id, item) in handed {
+                match id {
+                    LocalId::Memory(seq) => served_memory.push((seq, item)),
+                    LocalId::Registered(requester) => {
+                        unclaimed.extend(local.hand_over(&requester, item))
                     }
-                    fulfilled
                 }
+            }
+            unclaimed.extend(local.settle_memory(keys, &memory, served_memory));
+            if !unclaimed.is_empty() {
+                StagingStats::add(&stats.local_hand_offs_unclaimed, unclaimed.len() as u64);
+                self.put_back(keys, unclaimed).await;
+            }
+            let fulfilled = match outcome {
+                Ok(fulfilled) => fulfilled,
                 Err(QueueError::Store(StoreError::Conflict)) => {
                     StagingStats::add(&stats.fulfill_conflicts, 1);
                     metrics::conflict("fulfill");
@@ -444,12 +545,15 @@ impl<S: Store> Coordinator<S> {
                         tokio::time::sleep(Duration::from_millis(FULFILL_ERROR_PAUSE_MS)).await;
                     }
                 }
+                _ = wake.notified() => {}
                 _ = tokio::time::sleep(until_deadline.min(idle)) => {
                     if no_requests {
                         self.retire(keys);
-                        // A request registered just before the retirement
-                        // saw this loop alive and started none: look once more.
-                        if self.has_requests(keys).await {
+                        // A request registered or queued just before the
+                        // retirement saw this loop alive and started none:
+                        // look once more.
+                        if self.has_requests(keys).await || local.memory_waiting(keys) > 0
+                        {
                             self.ensure_fulfiller(keys);
                         }
                         return;
@@ -694,7 +798,7 @@ impl<S: Store> Coordinator<S> {
         self.begin_shutdown();
         let tasks: Vec<JoinHandle<()>> = {
             let mut fulfillers = self.inner.fulfillers.lock().expect("fulfiller map lock");
-            fulfillers.drain().map(|(_, task)| task).collect()
+            fulfillers.drain().map(|(_, f)| f.task).collect()
         };
         let all = async {
             for task in tasks {
@@ -717,6 +821,7 @@ impl<S: Store> Coordinator<S> {
             ("staged_pops", &s.staged_pops),
             ("direct_conflicts", &s.direct_conflicts),
             ("requests_registered", &s.requests_registered),
+            ("memory_requests", &s.memory_requests),
             ("fulfill_batches", &s.fulfill_batches),
             ("fulfill_conflicts", &s.fulfill_conflicts),
             ("requests_expired", &s.requests_expired),

@@ -194,7 +194,7 @@ pub enum End {
 }
 
 /// A waiting pop's request.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RequestValue {
     /// When the requester stops waiting, in ms since the epoch.
     pub deadline_ms: u64,

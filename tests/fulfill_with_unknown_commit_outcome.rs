@@ -18,6 +18,7 @@ use hotq::envelope::{RequestValue, now_ms};
 use hotq::keys::{QueueKeys, QueueName};
 use hotq::queue::{Queue, QueueError};
 use hotq::staging::fulfill::{LocalHandoff, fulfill_once};
+use hotq::staging::local::{LocalId, MemoryRequest};
 use hotq::staging::requester::register_with;
 use hotq::store::embedded::{Durability, EmbeddedStore, EmbeddedTxn};
 use hotq::store::{KeyValue, RangeRead, Store, StoreError, Transaction, Watch};
@@ -113,7 +114,7 @@ async fn scenario(applies: bool) {
     };
     let queue = Queue::new(embedded.clone(), name);
     queue
-        .push_batch(&[b"one".as_slice(), b"two"])
+        .push_batch(&[b"one".as_slice(), b"two", b"three"])
         .await
         .unwrap();
     let mut local_ids = Vec::new();
@@ -124,6 +125,11 @@ async fn scenario(applies: bool) {
             .unwrap();
     }
     let is_local = |requester: &[u8]| local_ids.iter().any(|id| id == requester);
+    // And one pop waiting in memory, served between the two stored requests.
+    let memory = [MemoryRequest {
+        seq: 42,
+        request: RequestValue::front(now_ms() + 60_000),
+    }];
     let outcome = fulfill_once(
         &store,
         &keys,
@@ -132,6 +138,7 @@ async fn scenario(applies: bool) {
         0,
         LocalHandoff {
             is_local: &is_local,
+            memory: &memory,
             marker_key: &marker,
             attempt: 3,
         },
@@ -146,15 +153,19 @@ async fn scenario(applies: bool) {
     );
     if applies {
         let fulfilled = outcome.expect("an applied commit is reported as done");
-        let handed: Vec<&[u8]> = fulfilled
+        let handed: Vec<(bool, &[u8])> = fulfilled
             .handed
             .iter()
-            .map(|(_, item)| item.payload.as_slice())
+            .map(|(id, item)| (*id == LocalId::Memory(42), item.payload.as_slice()))
             .collect();
         assert_eq!(
             handed,
-            [b"one".as_slice(), b"two"],
-            "both items handed over"
+            [
+                (false, b"one".as_slice()),
+                (true, b"two"),
+                (false, b"three")
+            ],
+            "every item handed over, the memory request in its turn"
         );
         assert_eq!((remaining, requests), (0, 0), "and gone from the store");
     } else {
@@ -163,7 +174,7 @@ async fn scenario(applies: bool) {
             QueueError::Store(StoreError::MaybeCommitted),
             "an unapplied commit is reported, its items not handed over"
         );
-        assert_eq!((remaining, requests), (2, 2), "everything is where it was");
+        assert_eq!((remaining, requests), (3, 2), "everything is where it was");
     }
 }
 

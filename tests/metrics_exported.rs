@@ -344,7 +344,14 @@ async fn contention_shows_in_the_scrape() {
     const BATCH: usize = 10;
 
     let _turn = SERIAL.lock().await;
-    let daemon = Daemon::start(|config| config.metrics_sample_interval_ms = 50).await;
+    // Stored requests: a daemon's memory requests (the default) never race
+    // its fulfiller, so direct-pop conflicts show only with stored
+    // requests, or with pops from several processes.
+    let daemon = Daemon::start(|config| {
+        config.metrics_sample_interval_ms = 50;
+        config.staging.requests_in_memory = false;
+    })
+    .await;
     let client = http();
     let before = parse(&scrape(&client, &daemon.metrics_url).await);
 

@@ -2,7 +2,8 @@
 //! `Coordinator::pop` with `End::Front` (min) and `End::Back` (max): every
 //! item delivered once under contention, and one fulfillment batch hands
 //! min requesters the smallest items and max requesters the largest, each
-//! in request order.
+//! in request order; with requests in memory (the default) and in the
+//! store.
 
 mod common;
 
@@ -150,13 +151,16 @@ async fn thirty_two_min_and_thirty_two_max_poppers_every_item_once() {
     assert_no_requests_or_results(&store, &keys).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_batch_serves_min_requesters_smallest_and_max_requesters_largest_in_order() {
+in_both_request_modes!(one_batch_serves_both_ends_in_order:
+    one_batch_serves_min_requesters_smallest_and_max_requesters_largest_in_order,
+    one_batch_serves_stored_min_and_max_requests_in_order);
+
+async fn one_batch_serves_both_ends_in_order(requests_in_memory: bool) {
     const PER_END: usize = 10;
     let (store, _dir) = common::embedded_store(Durability::Sync);
     let queue = PriorityQueue::new(store.clone(), QueueName::new("order-pq").unwrap());
     let keys = queue.keys().clone();
-    let coordinator = Coordinator::new(store.clone(), StagingConfig::default());
+    let coordinator = Coordinator::new(store.clone(), common::staging(requests_in_memory));
     let mut poppers = Vec::new();
     // Registered alternately min, max, min, ..., one at a time.
     for i in 0..2 * PER_END {
@@ -172,7 +176,7 @@ async fn one_batch_serves_min_requesters_smallest_and_max_requesters_largest_in_
             }),
         ));
         common::wait_until("registration", Duration::from_secs(30), || {
-            StagingStats::get(&coordinator.stats().requests_registered) == i as u64 + 1
+            common::requests_made(&coordinator) == i as u64 + 1
         })
         .await;
     }
@@ -231,15 +235,18 @@ async fn one_batch_serves_min_requesters_smallest_and_max_requesters_largest_in_
     coordinator.shutdown(Duration::from_secs(10)).await;
 }
 
-/// With fewer items than waiting requests, the earliest request is served
-/// whatever its end: a max requester that registered first must not lose
-/// the only item to a min requester that registered after it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn scarce_items_go_to_the_earliest_request_whatever_its_end() {
+// With fewer items than waiting requests, the earliest request is served
+// whatever its end: a max requester that registered first must not lose
+// the only item to a min requester that registered after it.
+in_both_request_modes!(scarce_items_go_to_the_earliest:
+    scarce_items_go_to_the_earliest_request_whatever_its_end,
+    scarce_items_go_to_the_earliest_stored_request_whatever_its_end);
+
+async fn scarce_items_go_to_the_earliest(requests_in_memory: bool) {
     let (store, _dir) = common::embedded_store(Durability::Sync);
     let queue = PriorityQueue::new(store.clone(), QueueName::new("fair-pq").unwrap());
     let keys = queue.keys().clone();
-    let coordinator = Coordinator::new(store.clone(), StagingConfig::default());
+    let coordinator = Coordinator::new(store.clone(), common::staging(requests_in_memory));
     let mut poppers = Vec::new();
     for (i, end) in [End::Back, End::Front].into_iter().enumerate() {
         let (popper, popper_keys) = (coordinator.clone(), keys.clone());
@@ -250,7 +257,7 @@ async fn scarce_items_go_to_the_earliest_request_whatever_its_end() {
                 .unwrap()
         }));
         common::wait_until("registration", Duration::from_secs(30), || {
-            StagingStats::get(&coordinator.stats().requests_registered) == i as u64 + 1
+            common::requests_made(&coordinator) == i as u64 + 1
         })
         .await;
     }

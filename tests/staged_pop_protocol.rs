@@ -1,5 +1,7 @@
 //! The staged pop protocol's guarantees one by one: registration order,
-//! cancellation races, dead requesters, dropped pops, and no polling.
+//! cancellation races, dead requesters, dropped pops, and no polling;
+//! each with staged pops waiting as memory requests (the default) and as
+//! stored requests.
 
 mod common;
 
@@ -55,9 +57,10 @@ async fn assert_no_requests_or_results(store: &EmbeddedStore, keys: &QueueKeys) 
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn waiting_requests_are_served_in_registration_order() {
-    let (store, _dir, coordinator, queue) = setup(StagingConfig::default());
+in_both_request_modes!(served_in_request_order: waiting_requests_are_served_in_registration_order, stored_requests_are_served_in_registration_order);
+
+async fn served_in_request_order(requests_in_memory: bool) {
+    let (store, _dir, coordinator, queue) = setup(common::staging(requests_in_memory));
     let keys = queue.keys().clone();
     let mut poppers = Vec::new();
     for i in 0..20u64 {
@@ -70,7 +73,7 @@ async fn waiting_requests_are_served_in_registration_order() {
         }));
         // The next popper registers only after this one has.
         common::wait_until("registration", Duration::from_secs(30), || {
-            StagingStats::get(&coordinator.stats().requests_registered) == i + 1
+            common::requests_made(&coordinator) == i + 1
         })
         .await;
     }
@@ -89,9 +92,10 @@ async fn waiting_requests_are_served_in_registration_order() {
     assert_no_requests_or_results(&store, &keys).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn short_waits_racing_the_fulfiller_lose_nothing() {
-    let (store, _dir, coordinator, queue) = setup(StagingConfig::default());
+in_both_request_modes!(short_waits_race_the_fulfiller: short_waits_racing_the_fulfiller_lose_nothing, short_stored_waits_racing_the_fulfiller_lose_nothing);
+
+async fn short_waits_race_the_fulfiller(requests_in_memory: bool) {
+    let (store, _dir, coordinator, queue) = setup(common::staging(requests_in_memory));
     let keys = queue.keys().clone();
     let pusher = {
         let queue = queue.clone();
@@ -192,9 +196,10 @@ async fn a_dead_requesters_item_returns_to_its_place() {
     reaper.await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dropped_pop_withdraws_and_puts_back_what_it_was_handed() {
-    let (store, _dir, coordinator, queue) = setup(StagingConfig::default());
+in_both_request_modes!(dropped_pops_put_back: a_dropped_pop_withdraws_and_puts_back_what_it_was_handed, a_dropped_stored_pop_withdraws_and_puts_back_what_it_was_handed);
+
+async fn dropped_pops_put_back(requests_in_memory: bool) {
+    let (store, _dir, coordinator, queue) = setup(common::staging(requests_in_memory));
     let keys = queue.keys().clone();
     for round in 0..50u64 {
         let popping = {
@@ -206,7 +211,7 @@ async fn a_dropped_pop_withdraws_and_puts_back_what_it_was_handed() {
             })
         };
         common::wait_until("registration", Duration::from_secs(30), || {
-            StagingStats::get(&coordinator.stats().requests_registered) == round + 1
+            common::requests_made(&coordinator) == round + 1
         })
         .await;
         // Push and abort at once: the abort lands before, during or after
@@ -220,7 +225,10 @@ async fn a_dropped_pop_withdraws_and_puts_back_what_it_was_handed() {
             &format!("round {round}: the item in exactly one place"),
             Duration::from_secs(30),
             || async {
+                // Neither a stored request nor a memory request (which a
+                // fulfiller could still serve) is left.
                 outstanding(&store, &keys).await == 0
+                    && coordinator.memory_waiting(&keys) == 0
                     && queue.len().await.unwrap() + delivered as u64 == 1
             },
         )
@@ -273,9 +281,10 @@ async fn outstanding(store: &EmbeddedStore, keys: &QueueKeys) -> usize {
         + common::scan(store, keys.results_range()).await.len()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn idle_waiters_and_fulfillers_do_not_poll() {
-    let (store, _dir, coordinator, queue) = setup(StagingConfig::default());
+in_both_request_modes!(idle_pops_do_not_poll: idle_waiters_and_fulfillers_do_not_poll, idle_stored_waiters_and_fulfillers_do_not_poll);
+
+async fn idle_pops_do_not_poll(requests_in_memory: bool) {
+    let (store, _dir, coordinator, queue) = setup(common::staging(requests_in_memory));
     let keys = queue.keys().clone();
     let waiter = {
         let (coordinator, keys) = (coordinator.clone(), keys.clone());
@@ -286,7 +295,7 @@ async fn idle_waiters_and_fulfillers_do_not_poll() {
         })
     };
     common::wait_until("registration", Duration::from_secs(30), || {
-        StagingStats::get(&coordinator.stats().requests_registered) == 1
+        common::requests_made(&coordinator) == 1
     })
     .await;
     // Let the fulfiller settle onto its watch, then count transactions

@@ -98,10 +98,13 @@ fn report(label: &str, coordinators: &[Coordinator<EmbeddedStore>], store: &Embe
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sixty_four_poppers_four_pushers_every_item_once() {
+in_both_request_modes!(one_coordinator:
+    sixty_four_poppers_four_pushers_every_item_once,
+    sixty_four_stored_poppers_four_pushers_every_item_once);
+
+async fn one_coordinator(requests_in_memory: bool) {
     let (store, _dir) = common::embedded_store(Durability::Sync);
-    let coordinator = Coordinator::new(store.clone(), StagingConfig::default());
+    let coordinator = Coordinator::new(store.clone(), common::staging(requests_in_memory));
     let load = run_contention(&store, std::slice::from_ref(&coordinator)).await;
     assert_exactly_once(&load.delivered);
     report(
@@ -145,9 +148,11 @@ async fn sixty_four_poppers_four_pushers_every_item_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_coordinators_on_one_store_still_exactly_once() {
     let (store, _dir) = common::embedded_store(Durability::Sync);
+    // One waits in memory, the other in the store: each fulfiller serves
+    // its own memory line and every stored request, whoever made it.
     let coordinators = [
-        Coordinator::new(store.clone(), StagingConfig::default()),
-        Coordinator::new(store.clone(), StagingConfig::default()),
+        Coordinator::new(store.clone(), common::staging(true)),
+        Coordinator::new(store.clone(), common::staging(false)),
     ];
     let keys = QueueKeys::new(&QueueName::new("hot").unwrap());
     // Both run a fulfiller for the queue throughout, so they contend.
@@ -162,6 +167,11 @@ async fn two_coordinators_on_one_store_still_exactly_once() {
         .map(|c| StagingStats::get(&c.stats().staged_pops))
         .sum();
     assert!(staged > 0, "staged pops ran");
+    let [memory, stored] = &coordinators;
+    assert!(StagingStats::get(&memory.stats().memory_requests) > 0);
+    assert_eq!(StagingStats::get(&memory.stats().requests_registered), 0);
+    assert!(StagingStats::get(&stored.stats().requests_registered) > 0);
+    assert_eq!(StagingStats::get(&stored.stats().memory_requests), 0);
     for coordinator in &coordinators {
         coordinator.shutdown(Duration::from_secs(10)).await;
     }

@@ -382,15 +382,16 @@ pub async fn peek<S: Store>(
     result
 }
 
-/// Depth, waiting requests, leased and delayed items and oldest-item age
-/// of one queue.
+/// Depth, waiting requests (in the store, and in this daemon's memory
+/// line), leased and delayed items and oldest-item age of one queue.
 pub async fn queue_stats<S: Store>(
-    store: &S,
+    state: &AppState<S>,
     keys: &QueueKeys,
 ) -> Result<serde_json::Value, ApiError> {
-    let txn = store.begin()?;
+    let txn = state.store.begin()?;
     let depth = decode_counter(txn.get(&keys.depth(), true).await?.as_deref());
-    let waiting = decode_counter(txn.get(&keys.waiting(), true).await?.as_deref());
+    let waiting = decode_counter(txn.get(&keys.waiting(), true).await?.as_deref())
+        + state.coordinator.memory_waiting(keys) as i64;
     let leased = decode_counter(txn.get(&keys.leased(), true).await?.as_deref());
     let delayed = decode_counter(txn.get(&keys.delayed_count(), true).await?.as_deref());
     let oldest = read_end(&txn, keys, End::Front, 1, true).await?;
@@ -418,7 +419,7 @@ pub async fn stats<S: Store>(
 ) -> Result<Response, ApiError> {
     let result = async {
         let name = queue_name(&queue)?;
-        let stats = queue_stats(&state.store, &QueueKeys::new(&name)).await?;
+        let stats = queue_stats(&state, &QueueKeys::new(&name)).await?;
         Ok(Json(stats).into_response())
     }
     .await;

@@ -157,10 +157,6 @@ pub async fn stats<S: Store>(
     Path(queue): Path<String>,
 ) -> Result<Response, ApiError> {
     let name = queue_name(&queue)?;
-    let stats = queue_stats(
-        &state.store,
-        &QueueKeys::of_kind(QueueKind::Priority, &name),
-    )
-    .await?;
+    let stats = queue_stats(&state, &QueueKeys::of_kind(QueueKind::Priority, &name)).await?;
     Ok(Json(stats).into_response())
 }

@@ -55,7 +55,7 @@ pub async fn sample_once<S: Store>(state: &AppState<S>) {
     let mut by_label: BTreeMap<String, [f64; 5]> = BTreeMap::new();
     for (kind, name) in queues.into_iter().take(limit) {
         let keys = QueueKeys::of_kind(kind, &name);
-        let Ok(stats) = queue_stats(&state.store, &keys).await else {
+        let Ok(stats) = queue_stats(state, &keys).await else {
             continue;
         };
         let number = |field: &str| stats[field].as_f64().unwrap_or(0.0);

@@ -8,6 +8,11 @@
 //! commit fails only if another transaction consumed one of the same keys.
 //! Requests are served in request order, front requests from the front
 //! and back requests (priority `pop_max`) from the back.
+//!
+//! Two lines of requests are served together: the request subspace, and
+//! the memory requests of pops waiting in this process (see
+//! [`super::local`]). Each line keeps its order; when items are scarce the
+//! two take turns, so neither starves the other.
 
 use std::collections::{HashSet, VecDeque};
 
@@ -16,6 +21,7 @@ use crate::keys::QueueKeys;
 use crate::lease::lease_in;
 use crate::queue::{Item, QueueError};
 use crate::staging::direct::read_end;
+use crate::staging::local::{LocalId, MemoryRequest};
 use crate::store::{RangeRead, Store, Transaction, Watch};
 
 /// What one fulfillment transaction did.
@@ -37,16 +43,19 @@ pub struct Fulfilled {
     /// Each served pair: (request index order position, item enqueue time),
     /// for wait-time measurement.
     pub served_enqueue_ms: Vec<u64>,
-    /// Items for requesters in this process, by requester id, to hand over
-    /// once the commit is durable (no result was written for them).
-    pub handed: Vec<(Vec<u8>, Item)>,
+    /// Items for requesters in this process, to hand over once the commit
+    /// is durable (no result was written for them).
+    pub handed: Vec<(LocalId, Item)>,
 }
 
 /// How a fulfiller hands items to requesters in its own process.
 #[derive(Clone, Copy)]
 pub struct LocalHandoff<'a> {
-    /// True for a requester waiting in this process.
+    /// True for a registered requester waiting in this process.
     pub is_local: &'a (dyn Fn(&[u8]) -> bool + Sync),
+    /// The memory requests of this process, in arrival order (at most the
+    /// batch bound is served).
+    pub memory: &'a [MemoryRequest],
     /// A key only this fulfiller writes: every transaction that hands
     /// items over sets it to its `attempt`, so a commit whose outcome is
     /// unknown can be told applied (hand the items over) or not (they are
@@ -64,9 +73,18 @@ impl LocalHandoff<'static> {
     /// No requester is local: every served request gets a result.
     pub const NONE: LocalHandoff<'static> = LocalHandoff {
         is_local: &never_local,
+        memory: &[],
         marker_key: b"",
         attempt: 0,
     };
+}
+
+/// Where a live request came from.
+enum Source {
+    /// The request subspace: its key, and its requester id.
+    Stored { key: Vec<u8>, requester: Vec<u8> },
+    /// This process's memory line.
+    Memory(u64),
 }
 
 /// Runs one fulfillment transaction on queue `keys`. A conflict is returned
@@ -85,8 +103,17 @@ pub async fn fulfill_once<S: Store>(
     let rows = txn
         .get_range(RangeRead::new(&begin, &end, batch_max.max(1)).snapshot())
         .await?;
-    let batch_full = rows.len() >= batch_max.max(1);
-    if rows.is_empty() {
+    let now = now_ms();
+    // Memory requests past their deadline are skipped: their pops are
+    // leaving (or left) on their own.
+    let memory: Vec<&MemoryRequest> = local
+        .memory
+        .iter()
+        .filter(|m| m.request.deadline_ms >= now)
+        .take(batch_max.max(1))
+        .collect();
+    let mut batch_full = rows.len() >= batch_max.max(1) || local.memory.len() >= batch_max.max(1);
+    if rows.is_empty() && memory.is_empty() {
         let watch = txn.watch(&keys.wake())?;
         txn.commit().await?;
         return Ok(Fulfilled {
@@ -101,9 +128,8 @@ pub async fn fulfill_once<S: Store>(
         });
     }
 
-    let now = now_ms();
     let mut expired = 0usize;
-    let mut live = Vec::with_capacity(rows.len());
+    let mut stored = Vec::with_capacity(rows.len());
     for row in rows {
         let parsed = keys.request_parts(&row.key).zip(decode_request(&row.value));
         let Some(((_, requester), request)) = parsed else {
@@ -121,11 +147,25 @@ pub async fn fulfill_once<S: Store>(
             txn.clear(&row.key)?;
             expired += 1;
         } else {
-            live.push((row.key, requester, request));
+            stored.push((
+                Source::Stored {
+                    key: row.key,
+                    requester,
+                },
+                request,
+            ));
         }
     }
+    let offered = stored.len() + memory.len();
+    let live = take_turns(
+        stored,
+        memory.iter().map(|m| (Source::Memory(m.seq), m.request)),
+        batch_max.max(1),
+    );
+    // Requests left for the next round: it must come at once.
+    batch_full |= live.len() < offered;
 
-    let wanted_front = live.iter().filter(|(_, _, r)| r.end == End::Front).count();
+    let wanted_front = live.iter().filter(|(_, r)| r.end == End::Front).count();
     let wanted_back = live.len() - wanted_front;
     let front = if wanted_front > 0 {
         read_end(&txn, keys, End::Front, wanted_front, true).await?
@@ -161,7 +201,9 @@ pub async fn fulfill_once<S: Store>(
     let mut next_deadline_ms: Option<u64> = None;
     let mut unserved = 0usize;
     let mut handed = Vec::new();
-    for (request_key, requester, request) in live {
+    // Only stored requests count in `waiting`.
+    let mut stored_served = 0usize;
+    for (source, request) in live {
         let item = if bytes < bytes_max {
             match request.end {
                 End::Front => pool.pop_front(),
@@ -176,9 +218,12 @@ pub async fn fulfill_once<S: Store>(
                 Some(next_deadline_ms.map_or(request.deadline_ms, |d| d.min(request.deadline_ms)));
             continue;
         };
-        txn.add_read_conflict_key(&request_key)?;
+        if let Source::Stored { key, .. } = &source {
+            txn.add_read_conflict_key(key)?;
+            txn.clear(key)?;
+            stored_served += 1;
+        }
         txn.add_read_conflict_key(&item.key)?;
-        txn.clear(&request_key)?;
         txn.clear(&item.key)?;
         bytes += item.payload.len();
         // A leased request gets its item under a lease from this commit on;
@@ -188,10 +233,17 @@ pub async fn fulfill_once<S: Store>(
         }
         served_enqueue_ms.push(item.enqueued_at_ms);
         served += 1;
-        if (local.is_local)(&requester) {
-            handed.push((requester, item));
-            continue;
-        }
+        let requester = match source {
+            Source::Memory(seq) => {
+                handed.push((LocalId::Memory(seq), item));
+                continue;
+            }
+            Source::Stored { requester, .. } if (local.is_local)(&requester) => {
+                handed.push((LocalId::Registered(requester), item));
+                continue;
+            }
+            Source::Stored { requester, .. } => requester,
+        };
         let lease = item.lease.map(|lease| LeaseTag {
             receipt: lease.receipt.0,
             expires_at_ms: lease.expires_at_ms,
@@ -207,8 +259,8 @@ pub async fn fulfill_once<S: Store>(
     if served > 0 {
         txn.atomic_add(&keys.depth(), -(served as i64))?;
     }
-    if served + expired > 0 {
-        txn.atomic_add(&keys.waiting(), -((served + expired) as i64))?;
+    if stored_served + expired > 0 {
+        txn.atomic_add(&keys.waiting(), -((stored_served + expired) as i64))?;
     }
     // Requests remain but items ran out: wake on the next push. If the
     // byte bound stopped us, items remain and the caller loops at once.
@@ -243,4 +295,38 @@ pub async fn fulfill_once<S: Store>(
         served_enqueue_ms,
         handed,
     })
+}
+
+/// Up to `max` requests from two lines, each in its own order, taking
+/// turns (stored first).
+fn take_turns<T>(stored: Vec<T>, memory: impl Iterator<Item = T>, max: usize) -> Vec<T> {
+    let mut stored = stored.into_iter().peekable();
+    let mut memory = memory.peekable();
+    let mut out = Vec::new();
+    while out.len() < max && (stored.peek().is_some() || memory.peek().is_some()) {
+        out.extend(stored.next());
+        if out.len() < max {
+            out.extend(memory.next());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::take_turns;
+
+    #[test]
+    fn two_lines_take_turns_and_keep_their_order() {
+        assert_eq!(
+            take_turns(vec![1, 3], [2, 4, 6, 8].into_iter(), 5),
+            [1, 2, 3, 4, 6]
+        );
+        assert_eq!(
+            take_turns(vec![1, 3, 5, 7], [2].into_iter(), 4),
+            [1, 2, 3, 5]
+        );
+        assert_eq!(take_turns(Vec::<u8>::new(), [2, 4].into_iter(), 1), [2]);
+        assert_eq!(take_turns(vec![1], std::iter::empty(), 8), [1]);
+    }
 }

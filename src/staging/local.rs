@@ -1,25 +1,35 @@
 //! Requesters in the fulfiller's own process: their items are handed over
 //! in memory instead of through the result key.
 //!
-//! A staged pop registers its request durably, like any other. When this
-//! process's fulfiller serves a request whose requester waits here, it
-//! clears the request and the item in its transaction without writing a
-//! result, and hands the item over once that commit is durable: the
-//! result write and the requester's collect commit (two of a staged pop's
-//! three sequential commits' worth of work, one of them on the critical
-//! path) disappear. Requests from other processes get results as before.
+//! Two kinds of local requester:
+//! - A **memory request** ([`LocalWaiter::enqueue`]): a staged pop that
+//!   waits in the process running its queue's fulfiller never writes its
+//!   request to the store. It joins the queue's in-memory request line, in
+//!   arrival order, and the fulfiller serves that line together with the
+//!   request subspace (see [`super::fulfill`]). A staged pop is then one
+//!   commit (the fulfiller's, shared with the whole batch) instead of a
+//!   registration commit plus a share of the fulfillment commit. The
+//!   request needs no durability: it dies with the process, and so does
+//!   its waiter, while its item only ever leaves the store in a fulfill
+//!   commit.
+//! - A **registered request**: a pop that registered durably (with memory
+//!   requests switched off, `StagingConfig::requests_in_memory`), when this
+//!   process's fulfiller serves it, gets its item without a result write
+//!   and a collect commit.
 //!
-//! A hand-off whose requester has gone (it timed out and withdrew after
-//! the fulfiller committed, or its task ended) finds no receiver, and the
-//! item is put back where it was. Crash semantics are a direct pop's: an
-//! item left the queue in a commit and is lost if the process dies before
-//! answering; leases exist for work that must survive that.
+//! A hand-off whose requester has gone (it timed out after the fulfiller
+//! committed, or its task ended) finds no receiver, and the item is put
+//! back where it was. Crash semantics are a direct pop's: an item left the
+//! queue in a commit and is lost if the process dies before answering;
+//! leases exist for work that must survive that.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::oneshot;
 
+use crate::envelope::RequestValue;
 use crate::keys::{QueueKeys, QueueKind, QueueName};
 use crate::queue::Item;
 
@@ -29,35 +39,153 @@ const HAND_OFF_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 /// Where a local requester's item goes.
 type Slot = Arc<Mutex<Option<oneshot::Sender<Item>>>>;
 
-/// The requesters waiting in this process, by requester id. Bounded by the
-/// number of pops waiting here: each removes its own ids when it ends.
+/// Who gets a locally handed item.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LocalId {
+    /// A request registered in the store, by requester id.
+    Registered(Vec<u8>),
+    /// A memory request, by its place in its queue's line.
+    Memory(u64),
+}
+
+/// One memory request, as the fulfiller sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryRequest {
+    /// Its place in the queue's line (arrival order).
+    pub seq: u64,
+    /// Deadline, end and lease, as a stored request would carry them.
+    pub request: RequestValue,
+}
+
+/// One entry of a memory request line.
+#[derive(Debug)]
+struct Entry {
+    request: RequestValue,
+    slot: Slot,
+    /// Offered to a fulfillment transaction whose outcome is not settled:
+    /// the entry stays until [`LocalWaiters::settle_memory`], so a pop
+    /// never leaves while an item may be taken for it.
+    claimed: bool,
+    /// Its pop has stopped waiting (deadline, shutdown, caller gone) while
+    /// claimed: settled unserved, it is removed and its pop told so.
+    leaving: bool,
+}
+
+/// One queue's waiters in this process.
+#[derive(Debug, Default)]
+struct QueueWaiters {
+    /// Pops waiting, whatever their kind of request.
+    waiting: usize,
+    /// The memory request line, in arrival order.
+    line: BTreeMap<u64, Entry>,
+}
+
+/// The requesters waiting in this process. Bounded by the number of pops
+/// waiting here: each removes its own entries when it ends (a claimed
+/// memory request is removed when its fulfillment settles).
 #[derive(Debug, Default)]
 pub struct LocalWaiters {
+    /// Registered requests' ids.
     slots: Mutex<HashMap<Vec<u8>, Slot>>,
-    /// Pops waiting here, per queue (entries removed at zero).
-    per_queue: Mutex<HashMap<(QueueKind, QueueName), usize>>,
+    /// Per queue (entries removed when no pop waits and the line is empty).
+    queues: Mutex<HashMap<(QueueKind, QueueName), QueueWaiters>>,
+    /// The next memory request's place (one counter for every queue).
+    next_seq: AtomicU64,
 }
 
 impl LocalWaiters {
     /// How many pops of queue `keys` wait in this process now.
     pub fn waiting_on(&self, keys: &QueueKeys) -> usize {
-        let per_queue = self.per_queue.lock().expect("local waiters lock");
-        per_queue
+        let queues = self.queues.lock().expect("local waiters lock");
+        queues
             .get(&(keys.kind(), keys.name().clone()))
-            .copied()
-            .unwrap_or(0)
+            .map_or(0, |queue| queue.waiting)
     }
 
-    /// True when `requester` waits in this process.
-    pub fn is_local(&self, requester: &[u8]) -> bool {
-        self.slots
-            .lock()
-            .expect("local waiters lock")
-            .contains_key(requester)
+    /// How many memory requests of queue `keys` are in this process's line
+    /// now (including those whose pop is leaving, until their fulfillment
+    /// settles: an item may still be taken for them).
+    pub fn memory_waiting(&self, keys: &QueueKeys) -> usize {
+        let queues = self.queues.lock().expect("local waiters lock");
+        queues
+            .get(&(keys.kind(), keys.name().clone()))
+            .map_or(0, |queue| queue.line.len())
     }
 
-    /// Hands `item` to `requester`; gives it back (`Some`) when nobody
-    /// here takes it (the requester has gone, or was already handed one).
+    /// Claims the first `max` unclaimed memory requests of queue `keys`,
+    /// in arrival order, for one fulfillment transaction. The caller must
+    /// [`Self::settle_memory`] them whatever the transaction's outcome.
+    pub fn claim_memory(&self, keys: &QueueKeys, max: usize) -> Vec<MemoryRequest> {
+        let mut queues = self.queues.lock().expect("local waiters lock");
+        let Some(queue) = queues.get_mut(&(keys.kind(), keys.name().clone())) else {
+            return Vec::new();
+        };
+        queue
+            .line
+            .iter_mut()
+            .filter(|(_, entry)| !entry.claimed && !entry.leaving)
+            .take(max)
+            .map(|(seq, entry)| {
+                entry.claimed = true;
+                MemoryRequest {
+                    seq: *seq,
+                    request: entry.request,
+                }
+            })
+            .collect()
+    }
+
+    /// Settles the memory requests `claimed` of queue `keys` after their
+    /// fulfillment transaction: `served` (durable now) are handed their
+    /// items; the rest go back to the line, or, if their pop is leaving,
+    /// are removed and their pop told it got nothing. Returns the items
+    /// nobody took (their pop's task was dropped), to put back.
+    pub fn settle_memory(
+        &self,
+        keys: &QueueKeys,
+        claimed: &[MemoryRequest],
+        served: Vec<(u64, Item)>,
+    ) -> Vec<Item> {
+        let id = (keys.kind(), keys.name().clone());
+        let mut unclaimed = Vec::new();
+        let mut queues = self.queues.lock().expect("local waiters lock");
+        let Some(queue) = queues.get_mut(&id) else {
+            // Entries live until settled: a claimed one keeps its queue's.
+            assert!(
+                claimed.is_empty() && served.is_empty(),
+                "a claimed memory request vanished before it was settled"
+            );
+            return unclaimed;
+        };
+        for (seq, item) in served {
+            let entry = queue
+                .line
+                .remove(&seq)
+                .expect("a claimed memory request stays until settled");
+            assert!(entry.claimed, "an item went to an unclaimed memory request");
+            unclaimed.extend(send(&entry.slot, item));
+        }
+        for request in claimed {
+            let Some(entry) = queue.line.get_mut(&request.seq) else {
+                continue; // served above
+            };
+            if entry.leaving {
+                let entry = queue.line.remove(&request.seq).expect("present");
+                // Dropping the sender tells the leaving pop: nothing came.
+                drop(entry.slot.lock().expect("local slot lock").take());
+            } else {
+                entry.claimed = false;
+            }
+        }
+        if queue.waiting == 0 && queue.line.is_empty() {
+            queues.remove(&id);
+        }
+        unclaimed
+    }
+
+    /// Hands `item` to the registered requester `requester`; gives it back
+    /// (`Some`) when nobody here takes it (the requester has gone, or was
+    /// already handed one).
     pub fn hand_over(&self, requester: &[u8], item: Item) -> Option<Item> {
         let slot = self
             .slots
@@ -67,21 +195,37 @@ impl LocalWaiters {
         let Some(slot) = slot else {
             return Some(item);
         };
-        let sender = slot.lock().expect("local slot lock").take();
-        match sender {
-            Some(sender) => sender.send(item).err(),
-            None => Some(item),
-        }
+        send(&slot, item)
+    }
+
+    /// True when `requester` waits in this process.
+    pub fn is_local(&self, requester: &[u8]) -> bool {
+        self.slots
+            .lock()
+            .expect("local waiters lock")
+            .contains_key(requester)
     }
 }
 
-/// One waiting pop's entry in [`LocalWaiters`]: its ids (one per
-/// registration attempt, all leading to the same receiver), removed on drop.
+/// Sends `item` through `slot`; gives it back when the slot was already
+/// used or closed, or its receiver has gone.
+fn send(slot: &Slot, item: Item) -> Option<Item> {
+    let sender = slot.lock().expect("local slot lock").take();
+    match sender {
+        Some(sender) => sender.send(item).err(),
+        None => Some(item),
+    }
+}
+
+/// One waiting pop's entry in [`LocalWaiters`]: its memory request, or its
+/// ids (one per registration attempt, all leading to the same receiver),
+/// removed on drop.
 pub struct LocalWaiter {
     waiters: Arc<LocalWaiters>,
     queue: (QueueKind, QueueName),
     slot: Slot,
     ids: Vec<Vec<u8>>,
+    seq: Option<u64>,
     /// The item, when this process's fulfiller served the request.
     pub receiver: oneshot::Receiver<Item>,
 }
@@ -91,19 +235,43 @@ impl LocalWaiter {
     pub fn new(waiters: Arc<LocalWaiters>, keys: &QueueKeys) -> LocalWaiter {
         let (sender, receiver) = oneshot::channel();
         let queue = (keys.kind(), keys.name().clone());
-        *waiters
-            .per_queue
+        waiters
+            .queues
             .lock()
             .expect("local waiters lock")
             .entry(queue.clone())
-            .or_default() += 1;
+            .or_default()
+            .waiting += 1;
         LocalWaiter {
             waiters,
             queue,
             slot: Arc::new(Mutex::new(Some(sender))),
             ids: Vec::new(),
+            seq: None,
             receiver,
         }
+    }
+
+    /// Joins the queue's memory request line with `request`. Once only:
+    /// a pop waits in one place.
+    pub fn enqueue(&mut self, request: RequestValue) {
+        assert!(
+            self.seq.is_none() && self.ids.is_empty(),
+            "a pop waits in one line"
+        );
+        let seq = self.waiters.next_seq.fetch_add(1, Ordering::Relaxed);
+        let mut queues = self.waiters.queues.lock().expect("local waiters lock");
+        let queue = queues
+            .get_mut(&self.queue)
+            .expect("a waiter's queue entry lives as long as the waiter");
+        let entry = Entry {
+            request,
+            slot: self.slot.clone(),
+            claimed: false,
+            leaving: false,
+        };
+        queue.line.insert(seq, entry);
+        self.seq = Some(seq);
     }
 
     /// Makes `requester` (a registration attempt's id) lead here. Called
@@ -119,7 +287,7 @@ impl LocalWaiter {
     }
 
     /// Stops taking hand-offs, and returns the item of one already taken
-    /// for this waiter (the fulfiller sends right after taking it, so the
+    /// for this waiter (the fulfiller sends right after its commit, so the
     /// wait is short; bounded all the same).
     pub async fn take_handed(&mut self) -> Option<Item> {
         if !self.close() {
@@ -131,13 +299,29 @@ impl LocalWaiter {
             .and_then(Result::ok)
     }
 
-    /// Stops taking hand-offs. True when one was already taken for this
-    /// waiter (its item is in, or about to be in, [`Self::receiver`]).
+    /// Stops taking hand-offs. True when one may already be under way:
+    /// an item was taken for this waiter, or its memory request is claimed
+    /// by a fulfillment not yet settled. [`Self::receiver`] then gets the
+    /// item, or an error once the fulfillment settles without one.
     pub fn close(&mut self) -> bool {
-        {
+        if !self.ids.is_empty() {
             let mut slots = self.waiters.slots.lock().expect("local waiters lock");
             for id in self.ids.drain(..) {
                 slots.remove(&id);
+            }
+        }
+        if let Some(seq) = self.seq.take() {
+            let mut queues = self.waiters.queues.lock().expect("local waiters lock");
+            if let Some(queue) = queues.get_mut(&self.queue)
+                && let Some(entry) = queue.line.get_mut(&seq)
+            {
+                if entry.claimed {
+                    // The fulfillment settles it: leaving now could let an
+                    // item be taken for a pop that is gone.
+                    entry.leaving = true;
+                    return true;
+                }
+                queue.line.remove(&seq);
             }
         }
         self.slot.lock().expect("local slot lock").take().is_none()
@@ -149,13 +333,16 @@ impl Drop for LocalWaiter {
         if self.close() && self.receiver.try_recv().is_ok() {
             // Only a pop task dropped mid-wait (the runtime shutting down)
             // gets here; every path of a running pop takes its hand-off.
+            // (A claimed memory request settles later: its item finds no
+            // receiver and the fulfiller puts it back.)
             tracing::error!(queue = %self.queue.1, "an item handed to a pop whose task was dropped is lost");
         }
-        let mut per_queue = self.waiters.per_queue.lock().expect("local waiters lock");
-        if let Some(count) = per_queue.get_mut(&self.queue) {
-            *count -= 1;
-            if *count == 0 {
-                per_queue.remove(&self.queue);
+        let mut queues = self.waiters.queues.lock().expect("local waiters lock");
+        if let Some(queue) = queues.get_mut(&self.queue) {
+            queue.waiting -= 1;
+            // A leaving memory request stays until its fulfillment settles.
+            if queue.waiting == 0 && queue.line.is_empty() {
+                queues.remove(&self.queue);
             }
         }
     }
@@ -204,6 +391,58 @@ mod tests {
         drop(dropped);
         assert!(
             waiters.slots.lock().unwrap().is_empty(),
+            "entries are removed"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_memory_request_claimed_by_a_fulfillment_leaves_only_once_it_settles() {
+        let waiters = Arc::new(LocalWaiters::default());
+        let keys = QueueKeys::new(&QueueName::new("q").unwrap());
+        let request = RequestValue::front(u64::MAX);
+        let mut served = LocalWaiter::new(waiters.clone(), &keys);
+        served.enqueue(request);
+        let mut leaving = LocalWaiter::new(waiters.clone(), &keys);
+        leaving.enqueue(request);
+        let mut unclaimed = LocalWaiter::new(waiters.clone(), &keys);
+        unclaimed.enqueue(request);
+        let claimed = waiters.claim_memory(&keys, 2);
+        assert_eq!(claimed.len(), 2, "the first two, in arrival order");
+        assert!(claimed[0].seq < claimed[1].seq);
+        let third = waiters.claim_memory(&keys, 8);
+        assert_eq!(third.len(), 1, "claimed ones are not offered twice");
+        assert!(waiters.settle_memory(&keys, &third, Vec::new()).is_empty());
+
+        // The third leaves at once; the second, claimed, must wait.
+        assert!(!unclaimed.close());
+        assert!(
+            leaving.close(),
+            "a claimed request leaves through its settlement"
+        );
+        assert_eq!(
+            waiters.memory_waiting(&keys),
+            2,
+            "still in the line until settled"
+        );
+        let put_back = waiters.settle_memory(&keys, &claimed, vec![(claimed[0].seq, item(b"a"))]);
+        assert!(put_back.is_empty());
+        assert_eq!((&mut served.receiver).await.unwrap(), item(b"a"));
+        assert!(
+            (&mut leaving.receiver).await.is_err(),
+            "settled unserved: told nothing came"
+        );
+        assert_eq!(waiters.memory_waiting(&keys), 0);
+
+        // A claimed request whose pop task is dropped: its item comes back.
+        let mut dropped = LocalWaiter::new(waiters.clone(), &keys);
+        dropped.enqueue(request);
+        let claimed = waiters.claim_memory(&keys, 8);
+        drop(dropped);
+        let put_back = waiters.settle_memory(&keys, &claimed, vec![(claimed[0].seq, item(b"b"))]);
+        assert_eq!(put_back, vec![item(b"b")]);
+        drop((served, leaving, unclaimed));
+        assert!(
+            waiters.queues.lock().unwrap().is_empty(),
             "entries are removed"
         );
     }

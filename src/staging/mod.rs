@@ -6,8 +6,9 @@
 //!   collect; withdraw on timeout or drop, taking the item if the fulfiller won.
 //! - [`fulfill`]: one fulfillment transaction pairing waiting requests with
 //!   items, many at once.
-//! - [`local`]: requesters in the fulfiller's own process get their items
-//!   in memory, without a result write and a collect commit.
+//! - [`local`]: requesters in the fulfiller's own process: memory requests
+//!   (a staged pop that never writes to the store), and in-memory hand-off
+//!   without a result write and a collect commit.
 //! - [`reap`]: return results nobody collected, clear requests nobody serves.
 //!
 //! Exactly-once hand-off: an item leaves `items` in the same commit that
@@ -42,6 +43,12 @@ pub struct StagingConfig {
     pub fulfiller_idle_ms: u64,
     /// Longest a pop may wait.
     pub wait_max_ms: u64,
+    /// A staged pop waits as a memory request in its own process's
+    /// request line (one commit per batch of pops; see [`local`]) instead
+    /// of registering in the store. Off: every request is written to the
+    /// request subspace, so other processes see it (their direct pops
+    /// defer to it) and any process's fulfiller may serve it.
+    pub requests_in_memory: bool,
     /// Deliveries under a lease before an item is dead-lettered, per queue.
     pub delivery: crate::lease::DeliveryPolicy,
 }
@@ -55,6 +62,7 @@ impl Default for StagingConfig {
             reap_interval_ms: 1_000,
             fulfiller_idle_ms: 30_000,
             wait_max_ms: 60_000,
+            requests_in_memory: true,
             delivery: crate::lease::DeliveryPolicy::default(),
         }
     }
@@ -69,8 +77,10 @@ pub struct StagingStats {
     pub staged_pops: AtomicU64,
     /// Direct pops that lost a conflict and registered instead.
     pub direct_conflicts: AtomicU64,
-    /// Requests registered.
+    /// Requests registered in the store.
     pub requests_registered: AtomicU64,
+    /// Requests queued in memory (see [`local`]).
+    pub memory_requests: AtomicU64,
     /// Fulfillment transactions that committed having served or expired something.
     pub fulfill_batches: AtomicU64,
     /// Fulfillment transactions that conflicted (another fulfiller or a cancel won).

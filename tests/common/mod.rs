@@ -63,3 +63,38 @@ where
         tokio::time::sleep(std::time::Duration::from_millis(1)).await;
     }
 }
+
+/// Staging settings with staged pops' requests in memory (the default) or
+/// in the store's request subspace.
+pub fn staging(requests_in_memory: bool) -> hotq::staging::StagingConfig {
+    hotq::staging::StagingConfig {
+        requests_in_memory,
+        ..hotq::staging::StagingConfig::default()
+    }
+}
+
+/// Requests `coordinator` has made, stored or in memory.
+pub fn requests_made<S: hotq::store::Store>(
+    coordinator: &hotq::coordinator::Coordinator<S>,
+) -> u64 {
+    use hotq::staging::StagingStats;
+    let stats = coordinator.stats();
+    StagingStats::get(&stats.requests_registered) + StagingStats::get(&stats.memory_requests)
+}
+
+/// Two tests of one scenario `fn(requests_in_memory: bool)`: staged pops
+/// waiting as memory requests (the default), and as stored requests.
+#[macro_export]
+macro_rules! in_both_request_modes {
+    ($scenario:ident: $memory:ident, $stored:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $memory() {
+            $scenario(true).await
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $stored() {
+            $scenario(false).await
+        }
+    };
+}
