@@ -148,6 +148,31 @@ impl<S: Store> Coordinator<S> {
         wait: Duration,
         lease_ms: u64,
     ) -> Result<Vec<Item>, QueueError> {
+        let wait = wait.min(Duration::from_millis(self.inner.config.wait_max_ms));
+        if self.inner.config.requests_in_memory && self.joins_line_at_once(keys, max, wait) {
+            // Nothing to finish if the caller leaves: no commit is this
+            // pop's own, and the line settles what its fulfiller took.
+            let mut waiter = InLine::new(self, keys);
+            let items = self
+                .pop_in_line(
+                    keys,
+                    &mut waiter.local,
+                    end,
+                    wait,
+                    lease_ms,
+                    std::future::pending(),
+                )
+                .await;
+            if let Some(expires_at_ms) = items
+                .iter()
+                .filter_map(|i| i.lease)
+                .map(|l| l.expires_at_ms)
+                .min()
+            {
+                self.schedule(expires_at_ms);
+            }
+            return Ok(items);
+        }
         let (mut deliver, delivered) = tokio::sync::oneshot::channel();
         let delivered = Delivery::new(self, keys, delivered);
         let coordinator = self.clone();
@@ -244,18 +269,8 @@ impl<S: Store> Coordinator<S> {
         mut caller_gone: watch::Receiver<bool>,
     ) -> Result<Vec<Item>, QueueError> {
         let started = std::time::Instant::now();
-        let wait = wait.min(Duration::from_millis(self.inner.config.wait_max_ms));
         let stats = &self.inner.stats;
-        // Pops of this queue already wait here, or (memory requests) its
-        // fulfiller runs here: the head is contended, a direct attempt
-        // would most likely conflict with the fulfiller (and jump the
-        // line), and the fulfiller serves a memory request for the same
-        // one commit a direct pop costs. (A pop of several items, or one
-        // that must not wait, still tries: only a direct pop takes more
-        // than one item at once.)
-        let contended = self.inner.local.waiting_on(keys) > 0
-            || (self.inner.config.requests_in_memory && self.fulfiller_runs(keys));
-        let attempt = if max == 1 && !wait.is_zero() && contended {
+        let attempt = if self.joins_line_at_once(keys, max, wait) {
             (Attempt::RequestsWaiting, Vec::new())
         } else {
             try_pop(&self.inner.store, keys, end, max, lease_ms).await?
@@ -276,6 +291,15 @@ impl<S: Store> Coordinator<S> {
         }
         // Even a zero wait registers after a conflict: the fulfiller may
         // serve it at once, and withdrawing is exact either way.
+        if self.inner.config.requests_in_memory {
+            let mut local = LocalWaiter::new(self.inner.local.clone(), keys);
+            let stop = async move {
+                let _ = caller_gone.wait_for(|gone| *gone).await;
+            };
+            return Ok(self
+                .pop_in_line(keys, &mut local, end, wait, lease_ms, stop)
+                .await);
+        }
         let (deadline, deadline_ms) = deadline_after(wait);
         let request = RequestValue {
             deadline_ms,
@@ -283,23 +307,6 @@ impl<S: Store> Coordinator<S> {
             lease_ms,
         };
         let mut local = LocalWaiter::new(self.inner.local.clone(), keys);
-        if self.inner.config.requests_in_memory {
-            let item = self
-                .wait_in_memory(keys, local, request, deadline, caller_gone)
-                .await;
-            return Ok(match item {
-                Some(item) => {
-                    StagingStats::add(&stats.staged_pops, 1);
-                    let items = vec![item];
-                    record_delivery(keys, "staged", started, &items);
-                    items
-                }
-                None => {
-                    StagingStats::add(&stats.requests_withdrawn, 1);
-                    Vec::new()
-                }
-            });
-        }
         let registered =
             register_with(&self.inner.store, keys, &request, |id| local.add_id(id)).await;
         let mut registration = match registered {
@@ -350,37 +357,68 @@ impl<S: Store> Coordinator<S> {
         }
     }
 
-    /// Waits in the queue's memory request line until this process's
-    /// fulfiller hands an item over, or the deadline, shutdown or the
-    /// caller's leaving ends the wait (an item handed over meanwhile is
-    /// still taken: it left the store for this pop).
-    async fn wait_in_memory(
+    /// True when a pop should skip the direct attempt and wait in line at
+    /// once: pops of this queue already wait here, or (memory requests) its
+    /// fulfiller runs here. The head is then contended: a direct attempt
+    /// would most likely conflict with the fulfiller (and jump the line),
+    /// and the fulfiller serves a memory request for the same one commit a
+    /// direct pop costs. A pop of several items, or one that must not
+    /// wait, always tries: only a direct pop takes more than one item.
+    fn joins_line_at_once(&self, keys: &QueueKeys, max: usize, wait: Duration) -> bool {
+        max == 1
+            && !wait.is_zero()
+            && (self.inner.local.waiting_on(keys) > 0
+                || (self.inner.config.requests_in_memory && self.fulfiller_runs(keys)))
+    }
+
+    /// Waits in the queue's memory request line (see
+    /// [`crate::staging::local`]) until this process's fulfiller hands an
+    /// item over, or the wait, shutdown or `stop` ends it (an item handed
+    /// over meanwhile is still taken: it left the store for this pop).
+    async fn pop_in_line(
         &self,
         keys: &QueueKeys,
-        mut local: LocalWaiter,
-        request: RequestValue,
-        deadline: tokio::time::Instant,
-        mut caller_gone: watch::Receiver<bool>,
-    ) -> Option<Item> {
-        local.enqueue(request);
-        StagingStats::add(&self.inner.stats.memory_requests, 1);
+        local: &mut LocalWaiter,
+        end: End,
+        wait: Duration,
+        lease_ms: u64,
+        stop: impl std::future::Future<Output = ()>,
+    ) -> Vec<Item> {
+        let started = std::time::Instant::now();
+        let stats = &self.inner.stats;
+        let (deadline, deadline_ms) = deadline_after(wait);
+        local.enqueue(RequestValue {
+            deadline_ms,
+            end,
+            lease_ms,
+        });
+        StagingStats::add(&stats.memory_requests, 1);
         self.start_or_wake_fulfiller(keys, true);
         let mut shutdown = self.inner.shutdown.subscribe();
-        let stop = async move {
+        let ended = async move {
             tokio::select! {
+                _ = tokio::time::sleep_until(deadline) => {}
                 _ = shutdown.wait_for(|stopped| *stopped) => {}
-                _ = caller_gone.wait_for(|gone| *gone) => {}
+                _ = stop => {}
             }
         };
-        tokio::select! {
+        let received = tokio::select! {
             // An error means the sender went unused: nothing was handed.
-            received = &mut local.receiver => return received.ok(),
-            _ = tokio::time::sleep_until(deadline) => {}
-            _ = stop => {}
+            received = &mut local.receiver => received.ok(),
+            () = ended => local.take_handed().await,
+        };
+        match received {
+            Some(item) => {
+                StagingStats::add(&stats.staged_pops, 1);
+                let items = vec![item];
+                record_delivery(keys, "staged", started, &items);
+                items
+            }
+            None => {
+                StagingStats::add(&stats.requests_withdrawn, 1);
+                Vec::new()
+            }
         }
-        // An item taken for this pop meanwhile is still delivered: it left
-        // the store for this pop.
-        local.take_handed().await
     }
 
     /// Starts the fulfillment loop of `keys` unless one runs.
@@ -893,6 +931,46 @@ impl<S: Store> Drop for Delivery<S> {
             }
             Err(_) => {
                 tracing::error!(queue = %keys.name(), items = items.len(), "items delivered to a pop dropped outside a runtime are lost");
+            }
+        }
+    }
+}
+
+/// A pop waiting in line in its caller's own task. Dropped mid-wait (an
+/// HTTP client hanging up), it leaves the line; an item already handed to
+/// it goes back. (One its fulfiller has claimed but not yet settled finds
+/// no receiver when it settles, and the fulfiller puts it back.)
+struct InLine<S: Store> {
+    local: LocalWaiter,
+    coordinator: Coordinator<S>,
+    keys: QueueKeys,
+}
+
+impl<S: Store> InLine<S> {
+    fn new(coordinator: &Coordinator<S>, keys: &QueueKeys) -> Self {
+        InLine {
+            local: LocalWaiter::new(coordinator.inner.local.clone(), keys),
+            coordinator: coordinator.clone(),
+            keys: keys.clone(),
+        }
+    }
+}
+
+impl<S: Store> Drop for InLine<S> {
+    fn drop(&mut self) {
+        if !self.local.close() {
+            return;
+        }
+        let Ok(item) = self.local.receiver.try_recv() else {
+            return;
+        };
+        let (coordinator, keys) = (self.coordinator.clone(), self.keys.clone());
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move { coordinator.put_back(&keys, vec![item]).await });
+            }
+            Err(_) => {
+                tracing::error!(queue = %keys.name(), "an item handed to a pop dropped outside a runtime is lost");
             }
         }
     }
