@@ -14,6 +14,12 @@
 //! Transports: in-process (the library on an embedded store in
 //! `--data-dir`, a fresh temporary directory by default) or `--url` (HTTP
 //! against a running daemon; `naive` there asks for `pop?path=direct`).
+//! Over HTTP the pops go through [`http1`], a lean keep-alive client (one
+//! connection per worker), so the load generator, which shares the
+//! daemon's cores, takes little of their CPU; each drain reports how much
+//! it took (`client_cpu_us_per_pop`).
+
+pub mod http1;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -134,6 +140,11 @@ pub struct DrainResult {
     pub exact: bool,
     /// Peak resident memory of this process so far, in MiB.
     pub peak_rss_mib: Option<f64>,
+    /// CPU (user + system) this process spent during the drain per item
+    /// delivered, in µs: over HTTP, what the load generator itself costs
+    /// (Linux only; not measured in process, where the client is the
+    /// daemon).
+    pub client_cpu_us_per_pop: Option<f64>,
 }
 
 fn percentile_ms(sorted_us: &[u64], fraction: f64) -> f64 {
@@ -150,6 +161,21 @@ pub fn peak_rss_mib() -> Option<f64> {
     let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
     let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib / 1_024.0)
+}
+
+/// CPU time (user + system) this process has used so far, all threads, in
+/// µs (Linux: `/proc/self/stat`, in clock ticks of 10 ms: `USER_HZ` is 100
+/// on Linux's common architectures).
+pub fn process_cpu_us() -> Option<u64> {
+    const MICROSECONDS_PER_TICK: u64 = 1_000_000 / 100;
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces.
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    let mut fields = after_name.split_whitespace();
+    // Field 3 (state) comes first; utime and stime are fields 14 and 15.
+    let utime_ticks: u64 = fields.nth(11)?.parse().ok()?;
+    let stime_ticks: u64 = fields.next()?.parse().ok()?;
+    Some((utime_ticks + stime_ticks) * MICROSECONDS_PER_TICK)
 }
 
 /// Runs the benchmark; exit 1 if a drain did not deliver exactly N items.
@@ -241,7 +267,7 @@ fn print_drain(result: &DrainResult, json: bool) {
         None => "-".into(),
     };
     println!(
-        "drain {:>6} {:>6} W={:<4} {:>9.0} pops/s  p50 {:>7.2} ms  p99 {:>7.2} ms  max {:>7.1} ms  conflicts/pop {:>5}  staged {:>5}  batch {:>6}  groups {:>6}  exact {}  rss {} MiB",
+        "drain {:>6} {:>6} W={:<4} {:>9.0} pops/s  p50 {:>7.2} ms  p99 {:>7.2} ms  max {:>7.1} ms  conflicts/pop {:>5}  staged {:>5}  batch {:>6}  groups {:>6}  exact {}  rss {} MiB  client cpu {} us/pop",
         result.transport,
         format!("{:?}", result.mode).to_lowercase(),
         result.workers,
@@ -255,6 +281,7 @@ fn print_drain(result: &DrainResult, json: bool) {
         result.fsync_groups.map_or("-".into(), |g| g.to_string()),
         result.exact,
         optional(result.peak_rss_mib, 0),
+        optional(result.client_cpu_us_per_pop, 1),
     );
 }
 
@@ -398,10 +425,15 @@ fn summarize(
             && distinct == items
             && tally.duplicates.load(Ordering::Relaxed) == 0,
         peak_rss_mib: peak_rss_mib(),
+        client_cpu_us_per_pop: None,
     }
 }
 
-async fn drain_http(
+/// One drain over HTTP against the daemon at `url`: preloads a fresh
+/// queue with `args.items` items, then `workers` workers pop it empty, each
+/// over its own keep-alive connection ([`http1`]). The result's `exact`
+/// says whether exactly `args.items` distinct items came out.
+pub async fn drain_http(
     url: &str,
     args: &BenchArgs,
     mode: Mode,
@@ -409,9 +441,13 @@ async fn drain_http(
 ) -> Result<DrainResult, String> {
     use base64::Engine;
     let base64 = base64::engine::general_purpose::STANDARD;
+    let endpoint = http1::Endpoint::resolve(url)
+        .await
+        .map_err(|e| e.to_string())?;
+    let timeout = Duration::from_millis(args.wait_ms.saturating_add(30_000));
+    // The preload is a few calls; reqwest is simplest for a JSON body.
     let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(workers.max(1))
-        .timeout(Duration::from_millis(args.wait_ms + 30_000))
+        .timeout(timeout)
         .build()
         .map_err(|e| e.to_string())?;
     let run = format!("bench-http-{workers}-{}", rand::random::<u32>());
@@ -430,39 +466,45 @@ async fn drain_http(
             return Err(format!("preload failed: {}", response.status()));
         }
     }
+    let query = match mode {
+        Mode::Staged => format!("wait_ms={}", args.wait_ms),
+        Mode::Naive => "path=direct".to_string(),
+    };
+    // Every pop sends the same bytes.
+    let request: Arc<[u8]> = endpoint
+        .post_request(
+            &format!("/v1/queues/{run}/pop?{query}"),
+            args.token.as_deref(),
+        )
+        .map_err(|e| e.to_string())?
+        .into();
     let tally = Arc::new(Tally::new(args.items));
+    let cpu_before_us = process_cpu_us();
     let started = Instant::now();
     let deadline = started + Duration::from_secs(args.deadline_s);
     let mut tasks = Vec::with_capacity(workers);
     for _ in 0..workers {
-        let (tally, client, url, run, auth) = (
-            tally.clone(),
-            client.clone(),
-            url.clone(),
-            run.clone(),
-            auth.clone(),
-        );
+        let (tally, request) = (tally.clone(), request.clone());
+        let mut connection = http1::Connection::new(endpoint.address(), http1::Limits::default());
         let items = args.items;
-        let query = match mode {
-            Mode::Staged => format!("wait_ms={}", args.wait_ms),
-            Mode::Naive => "path=direct".to_string(),
-        };
         tasks.push(tokio::spawn(async move {
             while tally.delivered.load(Ordering::SeqCst) < items && Instant::now() < deadline {
                 let call = Instant::now();
-                let mut request = client.post(format!("{url}/v1/queues/{run}/pop?{query}"));
-                if let Some(auth) = &auth {
-                    request = request.header("authorization", auth);
-                }
-                let response = request.send().await.map_err(|e| e.to_string())?;
-                match response.status().as_u16() {
-                    200 => {
-                        let body = response.bytes().await.map_err(|e| e.to_string())?;
-                        tally.record(started, call, body.to_vec());
-                    }
+                let response = connection
+                    .request(&request, timeout)
+                    .await
+                    .map_err(|e| format!("pop: {e}"))?;
+                match response.status {
+                    200 => tally.record(started, call, response.body),
                     // 503: the recipe's retries ran out under contention; try again.
                     204 | 503 => {}
-                    status => return Err(format!("pop answered {status}")),
+                    status => {
+                        let shown = &response.body[..response.body.len().min(200)];
+                        return Err(format!(
+                            "pop answered {status}: {}",
+                            String::from_utf8_lossy(shown)
+                        ));
+                    }
                 }
             }
             Ok::<(), String>(())
@@ -471,9 +513,16 @@ async fn drain_http(
     for task in tasks {
         task.await.map_err(|e| e.to_string())??;
     }
-    Ok(summarize(
-        &tally, args.items, started, "http", mode, workers,
-    ))
+    let cpu_after_us = process_cpu_us();
+    let mut result = summarize(&tally, args.items, started, "http", mode, workers);
+    let delivered = tally.delivered.load(Ordering::SeqCst);
+    result.client_cpu_us_per_pop = match (cpu_before_us, cpu_after_us) {
+        (Some(before), Some(after)) if delivered > 0 => {
+            Some(after.saturating_sub(before) as f64 / delivered as f64)
+        }
+        _ => None,
+    };
+    Ok(result)
 }
 
 async fn ceiling(
