@@ -32,10 +32,10 @@ use serde::Serialize;
 use crate::coordinator::Coordinator;
 use crate::envelope::End;
 use crate::keys::{QueueKeys, QueueName};
-use crate::queue::Queue;
+use crate::queue::{Queue, QueueError};
 use crate::staging::{StagingConfig, StagingStats};
 use crate::store::embedded::{Durability, EmbeddedConfig, EmbeddedStore};
-use crate::store::{Store, Transaction};
+use crate::store::{Store, StoreError, Transaction};
 
 /// What to measure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -371,6 +371,9 @@ async fn drain_in_process(
                 match popped {
                     Ok(Some(item)) => tally.record(started, call, item.payload),
                     Ok(None) => {}
+                    // The recipe's retries ran out under contention (over
+                    // HTTP this is a 503): the worker tries again.
+                    Err(QueueError::Store(StoreError::Conflict)) if mode == Mode::Naive => {}
                     Err(error) => return Err(error.to_string()),
                 }
             }
