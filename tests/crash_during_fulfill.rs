@@ -4,7 +4,8 @@
 //! the reaper run: no item was delivered twice, nothing is stranded in
 //! `requests` or `results`, and every reported push is delivered or still
 //! queued, apart from at most one in-flight pop per popper (the recipe's
-//! pop is at-most-once across a crash).
+//! pop is at-most-once across a crash). Run with staged pops waiting as
+//! memory requests (the default) and as stored requests.
 
 mod common;
 
@@ -23,14 +24,17 @@ use hotq::store::embedded::{EmbeddedConfig, EmbeddedStore};
 use hotq::store::{Store, Transaction, decode_counter};
 
 const CHILD_DIR_ENV: &str = "HOTQ_TEST_CRASH_DIR";
+/// "memory" or "stored": where the child's staged pops wait.
+const CHILD_REQUESTS_ENV: &str = "HOTQ_TEST_CRASH_REQUESTS";
 const PUSHERS: usize = 4;
 const POPPERS: usize = 16;
 const DELIVERIES_BEFORE_KILL: usize = 2_000;
 
-fn config() -> StagingConfig {
+fn config(requests_in_memory: bool) -> StagingConfig {
     StagingConfig {
         result_grace_ms: 300,
         reap_interval_ms: 100,
+        requests_in_memory,
         ..StagingConfig::default()
     }
 }
@@ -47,10 +51,11 @@ fn child_crash_load() {
     let Ok(dir) = std::env::var(CHILD_DIR_ENV) else {
         return;
     };
+    let in_memory = std::env::var(CHILD_REQUESTS_ENV).as_deref() != Ok("stored");
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async move {
         let store = EmbeddedStore::open(EmbeddedConfig::new(&dir)).unwrap();
-        let coordinator = Coordinator::new(store.clone(), config());
+        let coordinator = Coordinator::new(store.clone(), config(in_memory));
         let _reaper = coordinator.spawn_reaper();
         let name = QueueName::new("crash").unwrap();
         let keys = QueueKeys::new(&name);
@@ -93,6 +98,15 @@ fn child_crash_load() {
 
 #[test]
 fn kill_9_mid_load_loses_and_duplicates_nothing() {
+    kill_9_mid_load(true);
+}
+
+#[test]
+fn kill_9_mid_load_with_stored_requests_loses_and_duplicates_nothing() {
+    kill_9_mid_load(false);
+}
+
+fn kill_9_mid_load(in_memory: bool) {
     let dir = tempfile::tempdir().unwrap();
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
@@ -102,6 +116,10 @@ fn kill_9_mid_load_loses_and_duplicates_nothing() {
             "--test-threads=1",
         ])
         .env(CHILD_DIR_ENV, dir.path())
+        .env(
+            CHILD_REQUESTS_ENV,
+            if in_memory { "memory" } else { "stored" },
+        )
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -145,7 +163,7 @@ fn kill_9_mid_load_loses_and_duplicates_nothing() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         let store = EmbeddedStore::open(EmbeddedConfig::new(dir.path())).unwrap();
-        let coordinator = Coordinator::new(store.clone(), config());
+        let coordinator = Coordinator::new(store.clone(), config(in_memory));
         let keys = QueueKeys::new(&QueueName::new("crash").unwrap());
         // Deadlines were at most 300 ms out, plus 300 ms of grace.
         common::eventually("the reaper empties requests and results", Duration::from_secs(60), || async {
@@ -175,7 +193,8 @@ fn kill_9_mid_load_loses_and_duplicates_nothing() {
         let waiting = store.begin().unwrap().get(&keys.waiting(), true).await.unwrap();
         assert_eq!(decode_counter(waiting.as_deref()), 0, "waiting counter matches the requests");
         eprintln!(
-            "crash: {} pushes reported, {} deliveries, {} remaining, {} in flight at the kill",
+            "crash ({}): {} pushes reported, {} deliveries, {} remaining, {} in flight at the kill",
+            if in_memory { "memory requests" } else { "stored requests" },
             pushed.len(),
             delivered.len(),
             remaining.len(),
