@@ -33,6 +33,9 @@ use crate::store::{RangeRead, RetryPolicy, Store, StoreError, Transaction, trans
 
 /// Backoff ceiling after a fulfillment conflict, in microseconds.
 const FULFILL_CONFLICT_BACKOFF_US_MAX: u64 = 2_000;
+/// How long a pop with no wait waits in line after losing the race for
+/// an item it found (a fulfillment round takes a few ms).
+const LOST_RACE_WAIT_MS: u64 = 50;
 /// Pause after an unexpected fulfillment error.
 const FULFILL_ERROR_PAUSE_MS: u64 = 100;
 
@@ -289,8 +292,15 @@ impl<S: Store> Coordinator<S> {
             }
             Attempt::Done(DirectPop::Empty) | Attempt::RequestsWaiting => {}
         }
-        // Even a zero wait registers after a conflict: the fulfiller may
-        // serve it at once, and withdrawing is exact either way.
+        // A pop that must not wait gets here only having lost the race for
+        // an item it found (a conflict, or requests ahead of it): a lost
+        // race is not an empty queue, so it waits in line briefly for the
+        // fulfiller to hand out the items it saw. Leaving is exact either way.
+        let wait = if wait.is_zero() {
+            Duration::from_millis(LOST_RACE_WAIT_MS)
+        } else {
+            wait
+        };
         if self.inner.config.requests_in_memory {
             let mut local = LocalWaiter::new(self.inner.local.clone(), keys);
             let stop = async move {
@@ -500,7 +510,7 @@ impl<S: Store> Coordinator<S> {
                 return;
             }
             let local = &self.inner.local;
-            let memory = local.claim_memory(keys, config.fulfill_batch_max);
+            let claims = local.claim(keys, config.fulfill_batch_max);
             let mut outcome = fulfill_once(
                 &self.inner.store,
                 keys,
@@ -509,7 +519,7 @@ impl<S: Store> Coordinator<S> {
                 config.result_grace_ms,
                 LocalHandoff {
                     is_local: &|requester| local.is_local(requester),
-                    memory: &memory,
+                    memory: claims.requests(),
                     marker_key,
                     attempt,
                 },
@@ -533,7 +543,7 @@ impl<S: Store> Coordinator<S> {
                     }
                 }
             }
-            unclaimed.extend(local.settle_memory(keys, &memory, served_memory));
+            unclaimed.extend(claims.settle(served_memory));
             if !unclaimed.is_empty() {
                 StagingStats::add(&stats.local_hand_offs_unclaimed, unclaimed.len() as u64);
                 self.put_back(keys, unclaimed).await;
@@ -958,10 +968,7 @@ impl<S: Store> InLine<S> {
 
 impl<S: Store> Drop for InLine<S> {
     fn drop(&mut self) {
-        if !self.local.close() {
-            return;
-        }
-        let Ok(item) = self.local.receiver.try_recv() else {
+        let Some(item) = self.local.abandon() else {
             return;
         };
         let (coordinator, keys) = (self.coordinator.clone(), self.keys.clone());

@@ -34,6 +34,8 @@ pub struct Fulfilled {
     /// Live requests left waiting for want of items.
     pub unserved: usize,
     /// True when the batch was full: more requests may be waiting.
+    /// (Informational: the loop decides on [`Self::watch`], which is unset
+    /// whenever requests were left while items remained.)
     pub batch_full: bool,
     /// Earliest deadline among the unserved requests, in epoch ms.
     pub next_deadline_ms: Option<u64>,
@@ -277,9 +279,7 @@ pub async fn fulfill_once<S: Store>(
         // Nobody else has the items handed over here, so an unknown
         // outcome must be resolved, not retried: the marker says.
         Err(error) if error.is_maybe_committed() && !handed.is_empty() => {
-            let check = store.begin()?;
-            let marker = check.get(local.marker_key, false).await?;
-            if marker.as_deref() != Some(&local.attempt.to_be_bytes()[..]) {
+            if !marker_says_applied(store, local).await {
                 return Err(error.into());
             }
         }
@@ -295,6 +295,36 @@ pub async fn fulfill_once<S: Store>(
         served_enqueue_ms,
         handed,
     })
+}
+
+/// Tries to read the marker this many times before giving up.
+const MARKER_READ_ATTEMPTS: u32 = 20;
+/// Pause between marker reads.
+const MARKER_READ_PAUSE_MS: u64 = 50;
+
+/// True when the hand-off marker holds `local.attempt`: the transaction
+/// whose outcome was unknown applied. A failed read is retried (bounded):
+/// answering "not applied" for one that did apply loses its items.
+async fn marker_says_applied<S: Store>(store: &S, local: LocalHandoff<'_>) -> bool {
+    let mut last_error = None;
+    for _ in 0..MARKER_READ_ATTEMPTS {
+        let read = async {
+            let check = store.begin()?;
+            check.get(local.marker_key, false).await
+        };
+        match read.await {
+            Ok(marker) => return marker.as_deref() == Some(&local.attempt.to_be_bytes()[..]),
+            Err(error) => last_error = Some(error),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(MARKER_READ_PAUSE_MS)).await;
+    }
+    // Out of attempts: the items are reported as not taken. If the commit
+    // did apply, they are lost, like a direct pop's in a crash.
+    tracing::error!(
+        error = ?last_error,
+        "could not read a fulfiller's hand-off marker after an unknown commit outcome; its items may be lost"
+    );
+    false
 }
 
 /// Up to `max` requests from two lines, each in its own order, taking

@@ -183,6 +183,18 @@ impl LocalWaiters {
         unclaimed
     }
 
+    /// [`Self::claim_memory`], as a guard that settles the claims unserved
+    /// if dropped unsettled (a fulfiller's task ending mid-round), so no
+    /// entry stays claimed, and its pop waiting, for good.
+    pub fn claim(self: &Arc<Self>, keys: &QueueKeys, max: usize) -> Claims {
+        Claims {
+            requests: self.claim_memory(keys, max),
+            waiters: self.clone(),
+            keys: keys.clone(),
+            settled: false,
+        }
+    }
+
     /// Hands `item` to the registered requester `requester`; gives it back
     /// (`Some`) when nobody here takes it (the requester has gone, or was
     /// already handed one).
@@ -204,6 +216,43 @@ impl LocalWaiters {
             .lock()
             .expect("local waiters lock")
             .contains_key(requester)
+    }
+}
+
+/// Memory requests claimed for one fulfillment transaction (see
+/// [`LocalWaiters::claim`]).
+pub struct Claims {
+    waiters: Arc<LocalWaiters>,
+    keys: QueueKeys,
+    requests: Vec<MemoryRequest>,
+    settled: bool,
+}
+
+impl Claims {
+    /// The claimed requests, in arrival order.
+    pub fn requests(&self) -> &[MemoryRequest] {
+        &self.requests
+    }
+
+    /// [`LocalWaiters::settle_memory`] for these claims.
+    pub fn settle(mut self, served: Vec<(u64, Item)>) -> Vec<Item> {
+        self.settled = true;
+        self.waiters
+            .settle_memory(&self.keys, &self.requests, served)
+    }
+}
+
+impl Drop for Claims {
+    fn drop(&mut self) {
+        if !self.settled {
+            // Nothing was handed over: no item left the store for them
+            // that anyone here knows of (the transaction's outcome is lost
+            // with the task, as a crash's would be).
+            let unclaimed = self
+                .waiters
+                .settle_memory(&self.keys, &self.requests, Vec::new());
+            debug_assert!(unclaimed.is_empty());
+        }
     }
 }
 
@@ -293,10 +342,23 @@ impl LocalWaiter {
         if !self.close() {
             return None;
         }
-        tokio::time::timeout(HAND_OFF_WAIT, &mut self.receiver)
-            .await
-            .ok()
-            .and_then(Result::ok)
+        match tokio::time::timeout(HAND_OFF_WAIT, &mut self.receiver).await {
+            Ok(received) => received.ok(),
+            // Gave up: a hand-off landing from now on must fail (so its
+            // fulfiller puts the item back), and one that just landed is
+            // still ours.
+            Err(_) => self.abandon(),
+        }
+    }
+
+    /// Leaves for good (the pop gives up, or its future is being dropped):
+    /// closes the receiver first, so a hand-off landing from now on fails
+    /// and its fulfiller puts the item back; returns an item handed over
+    /// before that, which the caller must deliver or put back.
+    pub fn abandon(&mut self) -> Option<Item> {
+        self.receiver.close();
+        self.close();
+        self.receiver.try_recv().ok()
     }
 
     /// Stops taking hand-offs. True when one may already be under way:
@@ -330,11 +392,12 @@ impl LocalWaiter {
 
 impl Drop for LocalWaiter {
     fn drop(&mut self) {
-        if self.close() && self.receiver.try_recv().is_ok() {
+        if self.abandon().is_some() {
             // Only a pop task dropped mid-wait (the runtime shutting down)
-            // gets here; every path of a running pop takes its hand-off.
-            // (A claimed memory request settles later: its item finds no
-            // receiver and the fulfiller puts it back.)
+            // gets here; every path of a running pop takes its hand-off,
+            // and `InLine` abandons (and puts back) before this runs. A
+            // hand-off landing after this fails and is put back by its
+            // fulfiller.
             tracing::error!(queue = %self.queue.1, "an item handed to a pop whose task was dropped is lost");
         }
         let mut queues = self.waiters.queues.lock().expect("local waiters lock");
@@ -393,6 +456,26 @@ mod tests {
             waiters.slots.lock().unwrap().is_empty(),
             "entries are removed"
         );
+    }
+
+    #[tokio::test]
+    async fn a_claimed_pop_dropped_while_its_fulfillment_settles_loses_no_item() {
+        // Found in review: the drop of a waiting pop whose request is
+        // claimed, with the settlement landing between its checks.
+        let waiters = Arc::new(LocalWaiters::default());
+        let keys = QueueKeys::new(&QueueName::new("q").unwrap());
+        let mut waiter = LocalWaiter::new(waiters.clone(), &keys);
+        waiter.enqueue(RequestValue::front(u64::MAX));
+        let claimed = waiters.claim_memory(&keys, 8);
+        assert_eq!(waiter.abandon(), None, "nothing handed yet");
+        let put_back = waiters.settle_memory(&keys, &claimed, vec![(claimed[0].seq, item(b"a"))]);
+        drop(waiter);
+        assert_eq!(
+            put_back,
+            vec![item(b"a")],
+            "the fulfiller got it back to put back"
+        );
+        assert!(waiters.queues.lock().unwrap().is_empty());
     }
 
     #[tokio::test]
