@@ -262,6 +262,23 @@ impl<S: Store> Coordinator<S> {
         }
     }
 
+    /// [`Self::put_back`] from a drop (no await there): spawned on the
+    /// current runtime; outside one the items are lost, and logged.
+    fn put_back_from_drop(&self, keys: &QueueKeys, items: Vec<Item>) {
+        if items.is_empty() {
+            return;
+        }
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                let (coordinator, keys) = (self.clone(), keys.clone());
+                runtime.spawn(async move { coordinator.put_back(&keys, items).await });
+            }
+            Err(_) => {
+                tracing::error!(queue = %keys.name(), items = items.len(), "items delivered to a pop dropped outside a runtime are lost");
+            }
+        }
+    }
+
     async fn pop_detached(
         &self,
         keys: &QueueKeys,
@@ -325,10 +342,7 @@ impl<S: Store> Coordinator<S> {
                 // An attempt reported as failed may have committed and been
                 // served here already: deliver that item, not the error.
                 if let Some(item) = local.take_handed().await {
-                    StagingStats::add(&stats.staged_pops, 1);
-                    let items = vec![item];
-                    record_delivery(keys, "staged", started, &items);
-                    return Ok(items);
+                    return Ok(self.staged_outcome(keys, started, Some(item)));
                 }
                 return Err(error.into());
             }
@@ -353,18 +367,25 @@ impl<S: Store> Coordinator<S> {
         )
         .await;
         guard.disarm();
-        match outcome? {
-            Some(item) => {
-                StagingStats::add(&stats.staged_pops, 1);
-                let items = vec![item];
-                record_delivery(keys, "staged", started, &items);
-                Ok(items)
-            }
-            None => {
-                StagingStats::add(&stats.requests_withdrawn, 1);
-                Ok(Vec::new())
-            }
-        }
+        Ok(self.staged_outcome(keys, started, outcome?))
+    }
+
+    /// Counts a staged pop's end: delivered (`Some`), or withdrawn.
+    fn staged_outcome(
+        &self,
+        keys: &QueueKeys,
+        started: std::time::Instant,
+        item: Option<Item>,
+    ) -> Vec<Item> {
+        let stats = &self.inner.stats;
+        let Some(item) = item else {
+            StagingStats::add(&stats.requests_withdrawn, 1);
+            return Vec::new();
+        };
+        StagingStats::add(&stats.staged_pops, 1);
+        let items = vec![item];
+        record_delivery(keys, "staged", started, &items);
+        items
     }
 
     /// True when a pop should skip the direct attempt and wait in line at
@@ -417,18 +438,7 @@ impl<S: Store> Coordinator<S> {
             received = &mut local.receiver => received.ok(),
             () = ended => local.take_handed().await,
         };
-        match received {
-            Some(item) => {
-                StagingStats::add(&stats.staged_pops, 1);
-                let items = vec![item];
-                record_delivery(keys, "staged", started, &items);
-                items
-            }
-            None => {
-                StagingStats::add(&stats.requests_withdrawn, 1);
-                Vec::new()
-            }
-        }
+        self.staged_outcome(keys, started, received)
     }
 
     /// Starts the fulfillment loop of `keys` unless one runs.
@@ -931,18 +941,7 @@ impl<S: Store> Drop for Delivery<S> {
         let Ok(Ok(items)) = receiver.try_recv() else {
             return;
         };
-        if items.is_empty() {
-            return;
-        }
-        let (coordinator, keys) = (self.coordinator.clone(), self.keys.clone());
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(async move { coordinator.put_back(&keys, items).await });
-            }
-            Err(_) => {
-                tracing::error!(queue = %keys.name(), items = items.len(), "items delivered to a pop dropped outside a runtime are lost");
-            }
-        }
+        self.coordinator.put_back_from_drop(&self.keys, items);
     }
 }
 
@@ -968,17 +967,8 @@ impl<S: Store> InLine<S> {
 
 impl<S: Store> Drop for InLine<S> {
     fn drop(&mut self) {
-        let Some(item) = self.local.abandon() else {
-            return;
-        };
-        let (coordinator, keys) = (self.coordinator.clone(), self.keys.clone());
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(async move { coordinator.put_back(&keys, vec![item]).await });
-            }
-            Err(_) => {
-                tracing::error!(queue = %keys.name(), "an item handed to a pop dropped outside a runtime is lost");
-            }
+        if let Some(item) = self.local.abandon() {
+            self.coordinator.put_back_from_drop(&self.keys, vec![item]);
         }
     }
 }
