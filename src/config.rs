@@ -111,6 +111,9 @@ pub struct StagingSection {
     pub reap_interval_ms: u64,
     /// An idle fulfiller stops after this long, in ms.
     pub fulfiller_idle_ms: u64,
+    /// How long a pop with no wait waits in line after losing the race for
+    /// an item it found, in ms.
+    pub lost_race_wait_ms: u64,
     /// Staged pops wait as memory requests in this daemon's request line
     /// (true, the default), or register in the store's request subspace
     /// (false; see `StagingConfig::requests_in_memory`).
@@ -126,6 +129,7 @@ impl Default for StagingSection {
             result_grace_ms: staging.result_grace_ms,
             reap_interval_ms: staging.reap_interval_ms,
             fulfiller_idle_ms: staging.fulfiller_idle_ms,
+            lost_race_wait_ms: staging.lost_race_wait_ms,
             requests_in_memory: staging.requests_in_memory,
         }
     }
@@ -269,6 +273,11 @@ impl Config {
                 "staging.fulfill_batch_max must be at most 10000".into(),
             ));
         }
+        if self.staging.lost_race_wait_ms > self.wait_max_ms {
+            return Err(ConfigError(
+                "staging.lost_race_wait_ms must be at most wait_max_ms".into(),
+            ));
+        }
         if self.wait_max_ms > 600_000 {
             return Err(ConfigError(
                 "wait_max_ms must be at most 600000 (10 minutes)".into(),
@@ -320,6 +329,7 @@ impl Config {
             reap_interval_ms: self.staging.reap_interval_ms,
             fulfiller_idle_ms: self.staging.fulfiller_idle_ms,
             wait_max_ms: self.wait_max_ms,
+            lost_race_wait_ms: self.staging.lost_race_wait_ms,
             requests_in_memory: self.staging.requests_in_memory,
             delivery: DeliveryPolicy {
                 max_deliveries_default: self.leases.max_deliveries,
@@ -352,6 +362,11 @@ mod tests {
         assert!(error.0.contains("listen_port"), "{error}");
         let error = Config::from_toml("[staging]\nbatch = 3", "test").unwrap_err();
         assert!(error.0.contains("batch"), "{error}");
+        let error = Config::from_toml("[staging]\nlost_race_wait_ms = 70000", "test")
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert!(error.0.contains("lost_race_wait_ms"), "{error}");
         let error = Config::from_toml("durability = \"fast\"", "test").unwrap_err();
         assert!(
             error.0.contains("durability") || error.0.contains("fast"),

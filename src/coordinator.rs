@@ -33,9 +33,6 @@ use crate::store::{RangeRead, RetryPolicy, Store, StoreError, Transaction, trans
 
 /// Backoff ceiling after a fulfillment conflict, in microseconds.
 const FULFILL_CONFLICT_BACKOFF_US_MAX: u64 = 2_000;
-/// How long a pop with no wait waits in line after losing the race for
-/// an item it found (a fulfillment round takes a few ms).
-const LOST_RACE_WAIT_MS: u64 = 50;
 /// Pause after an unexpected fulfillment error.
 const FULFILL_ERROR_PAUSE_MS: u64 = 100;
 
@@ -314,7 +311,7 @@ impl<S: Store> Coordinator<S> {
         // race is not an empty queue, so it waits in line briefly for the
         // fulfiller to hand out the items it saw. Leaving is exact either way.
         let wait = if wait.is_zero() {
-            Duration::from_millis(LOST_RACE_WAIT_MS)
+            Duration::from_millis(self.inner.config.lost_race_wait_ms)
         } else {
             wait
         };

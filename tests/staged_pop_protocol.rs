@@ -389,3 +389,50 @@ async fn the_reaper_pages_past_live_requests_and_forgets_idle_queues() {
             .unwrap()
     ));
 }
+
+in_both_request_modes!(lost_race_served_through_the_line:
+    a_pop_that_must_not_wait_and_loses_the_race_is_served_through_the_line,
+    a_stored_pop_that_must_not_wait_and_loses_the_race_is_served_through_the_line);
+
+async fn lost_race_served_through_the_line(requests_in_memory: bool) {
+    // The bound only has to outlast one fulfillment round; generous, so
+    // that a slow machine cannot fail the test.
+    let config = StagingConfig {
+        lost_race_wait_ms: 30_000,
+        ..common::staging(requests_in_memory)
+    };
+    let (store, _dir, coordinator, queue) = setup(config);
+    let keys = queue.keys().clone();
+    queue.push_batch(&["first", "second"]).await.unwrap();
+    // Another process's request is ahead: a pop that must not wait finds
+    // items, but not its turn. That is a lost race, not an empty queue.
+    let ahead = register(&store, &keys, &RequestValue::front(now_ms() + 60_000))
+        .await
+        .unwrap();
+    let popped = coordinator
+        .pop(&keys, End::Front, Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(
+        popped.map(|item| item.payload),
+        Some(b"second".to_vec()),
+        "served through the line, after the request ahead"
+    );
+    let first = hotq::staging::requester::withdraw(
+        &store,
+        &keys,
+        &ahead.request_key,
+        &ahead.result_key,
+        false,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        first.map(|item| item.payload),
+        Some(b"first".to_vec()),
+        "the request ahead was served first"
+    );
+    assert_eq!(queue.len().await.unwrap(), 0);
+    assert_no_requests_or_results(&store, &keys).await;
+    coordinator.shutdown(Duration::from_secs(5)).await;
+}
