@@ -173,23 +173,13 @@ impl<S: Store> Coordinator<S> {
             }
             return Ok(items);
         }
-        let (mut deliver, delivered) = tokio::sync::oneshot::channel();
-        let delivered = Delivery::new(self, keys, delivered);
-        let coordinator = self.clone();
-        let keys = keys.clone();
-        tokio::spawn(async move {
-            let (gone_tx, gone_rx) = watch::channel(false);
-            let mut pop =
-                std::pin::pin!(coordinator.pop_detached(&keys, end, max, wait, lease_ms, gone_rx));
-            let outcome = tokio::select! {
-                outcome = &mut pop => outcome,
-                // The caller left while waiting: withdraw now rather than
-                // hold a request (and take an item) for the rest of the wait.
-                _ = deliver.closed() => {
-                    gone_tx.send_replace(true);
-                    pop.await
-                }
-            };
+        let (gone, gone_rx) = watch::channel(false);
+        let (coordinator, popped_keys) = (self.clone(), keys.clone());
+        let pop = async move {
+            let keys = popped_keys;
+            let outcome = coordinator
+                .pop_detached(&keys, end, max, wait, lease_ms, gone_rx)
+                .await;
             if let Ok(items) = &outcome
                 && let Some(expires_at_ms) = items
                     .iter()
@@ -199,20 +189,18 @@ impl<S: Store> Coordinator<S> {
             {
                 coordinator.schedule(expires_at_ms);
             }
-            coordinator.hand_over(&keys, deliver, outcome).await;
-        });
-        delivered.receive().await
+            outcome
+        };
+        Finishing::new(self, keys, gone, Box::pin(pop)).await
     }
 
     /// Pops one item the way FoundationDB's recipe does: direct pops,
     /// conflicts retried with backoff, never a request. For comparison with
     /// [`Self::pop`]; like it, a pop whose caller left is put back.
     pub async fn pop_recipe(&self, keys: &QueueKeys) -> Result<Vec<Item>, QueueError> {
-        let (deliver, delivered) = tokio::sync::oneshot::channel();
-        let delivered = Delivery::new(self, keys, delivered);
-        let coordinator = self.clone();
-        let keys = keys.clone();
-        tokio::spawn(async move {
+        let (coordinator, popped_keys) = (self.clone(), keys.clone());
+        let pop = async move {
+            let keys = popped_keys;
             let started = std::time::Instant::now();
             let queue =
                 crate::queue::Queue::new(coordinator.inner.store.clone(), keys.name().clone());
@@ -224,24 +212,10 @@ impl<S: Store> Coordinator<S> {
                 StagingStats::add(&coordinator.inner.stats.direct_pops, items.len() as u64);
                 record_delivery(&keys, "direct", started, items);
             }
-            coordinator.hand_over(&keys, deliver, outcome).await;
-        });
-        delivered.receive().await
-    }
-
-    /// Hands a pop's outcome to its caller, or puts the items back where
-    /// they were if the caller is gone.
-    async fn hand_over(
-        &self,
-        keys: &QueueKeys,
-        deliver: tokio::sync::oneshot::Sender<Result<Vec<Item>, QueueError>>,
-        outcome: Result<Vec<Item>, QueueError>,
-    ) {
-        if let Err(Ok(items)) = deliver.send(outcome)
-            && !items.is_empty()
-        {
-            self.put_back(keys, items).await;
-        }
+            outcome
+        };
+        let (gone, _) = watch::channel(false);
+        Finishing::new(self, keys, gone, Box::pin(pop)).await
     }
 
     /// Returns items whose caller went away to their original keys (leased
@@ -896,49 +870,77 @@ impl<S: Store> Coordinator<S> {
 
 type Outcome = Result<Vec<Item>, QueueError>;
 
-/// The caller's end of a detached pop. The pop task's send can succeed
-/// just before the caller's future is dropped (an HTTP client hanging up),
-/// leaving the items in the channel: dropped unread, they go back.
-struct Delivery<S: Store> {
-    receiver: Option<tokio::sync::oneshot::Receiver<Outcome>>,
+/// A pop, boxed so that it can move.
+type Pop = std::pin::Pin<Box<dyn std::future::Future<Output = Outcome> + Send>>;
+
+/// A pop that runs in its caller's task and finishes even if the caller
+/// leaves. Once a commit that takes an item is submitted it may apply
+/// whatever the caller does (an HTTP client hanging up drops the handler's
+/// future): dropped while pending, the pop moves to a task of its own, is
+/// told its caller is gone (a waiting request withdraws at once), and what
+/// it takes is put back where it was. Completed, it handed its items to
+/// the caller directly: there is no window in between.
+struct Finishing<S: Store> {
+    pop: Option<Pop>,
+    gone: watch::Sender<bool>,
     coordinator: Coordinator<S>,
     keys: QueueKeys,
 }
 
-impl<S: Store> Delivery<S> {
+impl<S: Store> Finishing<S> {
     fn new(
         coordinator: &Coordinator<S>,
         keys: &QueueKeys,
-        receiver: tokio::sync::oneshot::Receiver<Outcome>,
+        gone: watch::Sender<bool>,
+        pop: Pop,
     ) -> Self {
-        Delivery {
-            receiver: Some(receiver),
+        Finishing {
+            pop: Some(pop),
+            gone,
             coordinator: coordinator.clone(),
             keys: keys.clone(),
         }
     }
+}
 
-    async fn receive(mut self) -> Outcome {
-        let receiver = self.receiver.as_mut().expect("received once");
-        let outcome = receiver.await;
-        self.receiver = None;
-        // The task panicked: nothing was delivered to anyone.
-        outcome.unwrap_or(Err(QueueError::Store(StoreError::Cancelled)))
+impl<S: Store> std::future::Future for Finishing<S> {
+    type Output = Outcome;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Outcome> {
+        let pop = self
+            .pop
+            .as_mut()
+            .expect("a finished pop is not polled again");
+        let outcome = std::task::ready!(pop.as_mut().poll(cx));
+        self.pop = None;
+        std::task::Poll::Ready(outcome)
     }
 }
 
-impl<S: Store> Drop for Delivery<S> {
+impl<S: Store> Drop for Finishing<S> {
     fn drop(&mut self) {
-        let Some(mut receiver) = self.receiver.take() else {
+        let Some(pop) = self.pop.take() else {
             return;
         };
-        // After `close` a send fails and its sender puts the items back;
-        // a send before it left them here.
-        receiver.close();
-        let Ok(Ok(items)) = receiver.try_recv() else {
-            return;
-        };
-        self.coordinator.put_back_from_drop(&self.keys, items);
+        self.gone.send_replace(true);
+        let (coordinator, keys) = (self.coordinator.clone(), self.keys.clone());
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    if let Ok(items) = pop.await
+                        && !items.is_empty()
+                    {
+                        coordinator.put_back(&keys, items).await;
+                    }
+                });
+            }
+            Err(_) => {
+                tracing::error!(queue = %keys.name(), "a pop dropped outside a runtime cannot finish; an item it took may be lost");
+            }
+        }
     }
 }
 
