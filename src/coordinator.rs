@@ -123,10 +123,10 @@ impl<S: Store> Coordinator<S> {
     /// Pops up to `max` items: a direct pop takes up to `max` at once; a
     /// staged pop delivers one.
     ///
-    /// The pop runs in its own task: once a commit that takes an item is
-    /// submitted it completes even if the caller goes away (an HTTP client
-    /// disconnecting drops the handler's future), and items nobody is
-    /// left to receive are put back where they were.
+    /// Once a commit that takes an item is submitted the pop completes even
+    /// if the caller goes away (an HTTP client disconnecting drops the
+    /// handler's future): it moves to a task of its own, and items nobody
+    /// is left to receive are put back where they were.
     pub async fn pop_many(
         &self,
         keys: &QueueKeys,
@@ -178,7 +178,7 @@ impl<S: Store> Coordinator<S> {
         let pop = async move {
             let keys = popped_keys;
             let outcome = coordinator
-                .pop_detached(&keys, end, max, wait, lease_ms, gone_rx)
+                .pop_attempts(&keys, end, max, wait, lease_ms, gone_rx)
                 .await;
             if let Ok(items) = &outcome
                 && let Some(expires_at_ms) = items
@@ -250,7 +250,10 @@ impl<S: Store> Coordinator<S> {
         }
     }
 
-    async fn pop_detached(
+    /// A direct attempt (unless the head is contended here), then a staged
+    /// wait: in the memory line, or as a stored request. `caller_gone`
+    /// turns true when the caller has left: the wait ends at once.
+    async fn pop_attempts(
         &self,
         keys: &QueueKeys,
         end: End,
