@@ -23,7 +23,7 @@ use crate::metrics;
 use crate::queue::{DirectPop, Item, QueueError};
 use crate::staging::direct::{Attempt, try_pop};
 use crate::staging::fulfill::{LocalHandoff, fulfill_once};
-use crate::staging::local::{LocalId, LocalWaiter, LocalWaiters};
+use crate::staging::local::{LineRequest, LocalId, LocalWaiter, LocalWaiters};
 use crate::staging::reap::{reap_queue, registered_queues};
 use crate::staging::requester::{
     WithdrawOnDrop, await_result, deadline_after, register_with, restore_items,
@@ -149,6 +149,7 @@ impl<S: Store> Coordinator<S> {
         lease_ms: u64,
     ) -> Result<Vec<Item>, QueueError> {
         let wait = wait.min(Duration::from_millis(self.inner.config.wait_max_ms));
+        let max = max.max(1);
         if self.inner.config.requests_in_memory && self.joins_line_at_once(keys, max, wait) {
             // Nothing to finish if the caller leaves: no commit is this
             // pop's own, and the line settles what its fulfiller took.
@@ -157,9 +158,12 @@ impl<S: Store> Coordinator<S> {
                 .pop_in_line(
                     keys,
                     &mut waiter.local,
-                    end,
-                    wait,
-                    lease_ms,
+                    LinePop {
+                        end,
+                        max,
+                        wait,
+                        lease_ms,
+                    },
                     std::future::pending(),
                 )
                 .await;
@@ -283,24 +287,31 @@ impl<S: Store> Coordinator<S> {
             }
             Attempt::Done(DirectPop::Empty) | Attempt::RequestsWaiting => {}
         }
-        // A pop that must not wait gets here only having lost the race for
-        // an item it found (a conflict, or requests ahead of it): a lost
-        // race is not an empty queue, so it waits in line briefly for the
-        // fulfiller to hand out the items it saw. Leaving is exact either way.
+        if self.inner.config.requests_in_memory {
+            // A pop that must not wait gets here only having lost the race
+            // for an item it found (a conflict, or requests ahead of it): it
+            // waits in line for the fulfiller's own read, which hands it
+            // items or finds the queue empty.
+            let mut local = LocalWaiter::new(self.inner.local.clone(), keys);
+            let stop = async move {
+                let _ = caller_gone.wait_for(|gone| *gone).await;
+            };
+            let pop = LinePop {
+                end,
+                max,
+                wait,
+                lease_ms,
+            };
+            return Ok(self.pop_in_line(keys, &mut local, pop, stop).await);
+        }
+        // Stored requests take one item each, and cannot answer "empty":
+        // a pop that must not wait waits briefly for the fulfiller to hand
+        // out the items it saw. Leaving is exact either way.
         let wait = if wait.is_zero() {
             Duration::from_millis(self.inner.config.lost_race_wait_ms)
         } else {
             wait
         };
-        if self.inner.config.requests_in_memory {
-            let mut local = LocalWaiter::new(self.inner.local.clone(), keys);
-            let stop = async move {
-                let _ = caller_gone.wait_for(|gone| *gone).await;
-            };
-            return Ok(self
-                .pop_in_line(keys, &mut local, end, wait, lease_ms, stop)
-                .await);
-        }
         let (deadline, deadline_ms) = deadline_after(wait);
         let request = RequestValue {
             deadline_ms,
@@ -315,8 +326,8 @@ impl<S: Store> Coordinator<S> {
             Err(error) => {
                 // An attempt reported as failed may have committed and been
                 // served here already: deliver that item, not the error.
-                if let Some(item) = local.take_handed().await {
-                    return Ok(self.staged_outcome(keys, started, Some(item)));
+                if let Some(items) = local.take_handed().await {
+                    return Ok(self.staged_outcome(keys, started, items));
                 }
                 return Err(error.into());
             }
@@ -341,61 +352,73 @@ impl<S: Store> Coordinator<S> {
         )
         .await;
         guard.disarm();
-        Ok(self.staged_outcome(keys, started, outcome?))
+        Ok(self.staged_outcome(keys, started, outcome?.into_iter().collect()))
     }
 
-    /// Counts a staged pop's end: delivered (`Some`), or withdrawn.
+    /// Counts a staged pop's end: delivered, or nothing (withdrawn, or
+    /// found empty by the fulfiller).
     fn staged_outcome(
         &self,
         keys: &QueueKeys,
         started: std::time::Instant,
-        item: Option<Item>,
+        items: Vec<Item>,
     ) -> Vec<Item> {
         let stats = &self.inner.stats;
-        let Some(item) = item else {
+        if items.is_empty() {
             StagingStats::add(&stats.requests_withdrawn, 1);
-            return Vec::new();
-        };
-        StagingStats::add(&stats.staged_pops, 1);
-        let items = vec![item];
+            return items;
+        }
+        StagingStats::add(&stats.staged_pops, items.len() as u64);
         record_delivery(keys, "staged", started, &items);
         items
     }
 
     /// True when a pop should skip the direct attempt and wait in line at
-    /// once: pops of this queue already wait here, or (memory requests) its
-    /// fulfiller runs here. The head is then contended: a direct attempt
-    /// would most likely conflict with the fulfiller (and jump the line),
-    /// and the fulfiller serves a memory request for the same one commit a
-    /// direct pop costs. A pop of several items, or one that must not
-    /// wait, always tries: only a direct pop takes more than one item.
+    /// once: the head is contended. With memory requests that is whenever
+    /// the queue's fulfiller runs here or pops of it wait here, for every
+    /// kind of pop (no wait, long-poll, leased, several items, either
+    /// end): a direct attempt would most likely conflict with the
+    /// fulfiller (and jump the line), and the fulfiller serves the pop for
+    /// its share of one commit. Stored requests take one item and cannot
+    /// answer "empty", so there only single-item waiting pops join at once.
     fn joins_line_at_once(&self, keys: &QueueKeys, max: usize, wait: Duration) -> bool {
-        max == 1
-            && !wait.is_zero()
-            && (self.inner.local.waiting_on(keys) > 0
-                || (self.inner.config.requests_in_memory && self.fulfiller_runs(keys)))
+        if self.inner.config.requests_in_memory {
+            return self.inner.local.waiting_on(keys) > 0 || self.fulfiller_runs(keys);
+        }
+        max == 1 && !wait.is_zero() && self.inner.local.waiting_on(keys) > 0
     }
 
     /// Waits in the queue's memory request line (see
-    /// [`crate::staging::local`]) until this process's fulfiller hands an
-    /// item over, or the wait, shutdown or `stop` ends it (an item handed
-    /// over meanwhile is still taken: it left the store for this pop).
+    /// [`crate::staging::local`]) until this process's fulfiller hands
+    /// items over (or, for a pop that must not wait, finds none visible),
+    /// or the wait, shutdown or `stop` ends it (items handed over meanwhile
+    /// are still taken: they left the store for this pop).
     async fn pop_in_line(
         &self,
         keys: &QueueKeys,
         local: &mut LocalWaiter,
-        end: End,
-        wait: Duration,
-        lease_ms: u64,
+        pop: LinePop,
         stop: impl std::future::Future<Output = ()>,
     ) -> Vec<Item> {
         let started = std::time::Instant::now();
         let stats = &self.inner.stats;
+        let answers_empty = pop.wait.is_zero();
+        // A pop that must not wait is answered by the next round; the
+        // bound only guards against a fulfiller that cannot commit.
+        let wait = if answers_empty {
+            Duration::from_millis(self.inner.config.lost_race_wait_ms)
+        } else {
+            pop.wait
+        };
         let (deadline, deadline_ms) = deadline_after(wait);
-        local.enqueue(RequestValue {
-            deadline_ms,
-            end,
-            lease_ms,
+        local.enqueue(LineRequest {
+            request: RequestValue {
+                deadline_ms,
+                end: pop.end,
+                lease_ms: pop.lease_ms,
+            },
+            max: pop.max,
+            answers_empty,
         });
         StagingStats::add(&stats.memory_requests, 1);
         self.start_or_wake_fulfiller(keys, true);
@@ -412,7 +435,7 @@ impl<S: Store> Coordinator<S> {
             received = &mut local.receiver => received.ok(),
             () = ended => local.take_handed().await,
         };
-        self.staged_outcome(keys, started, received)
+        self.staged_outcome(keys, started, received.unwrap_or_default())
     }
 
     /// Starts the fulfillment loop of `keys` unless one runs.
@@ -512,22 +535,27 @@ impl<S: Store> Coordinator<S> {
             // Settled whatever the outcome: a claimed memory request must
             // not outlive its transaction. Durable now: hand over, and put
             // back what nobody here takes.
-            let handed = match &mut outcome {
-                Ok(fulfilled) => std::mem::take(&mut fulfilled.handed),
-                Err(_) => Vec::new(),
+            let (handed, emptied) = match &mut outcome {
+                Ok(fulfilled) => (
+                    std::mem::take(&mut fulfilled.handed),
+                    std::mem::take(&mut fulfilled.emptied),
+                ),
+                Err(_) => (Vec::new(), Vec::new()),
             };
             StagingStats::add(&stats.local_hand_offs, handed.len() as u64);
             let mut served_memory = Vec::new();
             let mut unclaimed = Vec::new();
-            for (id, item) in handed {
+            for (id, items) in handed {
                 match id {
-                    LocalId::Memory(seq) => served_memory.push((seq, item)),
+                    LocalId::Memory(seq) => served_memory.push((seq, items)),
                     LocalId::Registered(requester) => {
-                        unclaimed.extend(local.hand_over(&requester, item))
+                        for item in items {
+                            unclaimed.extend(local.hand_over(&requester, item));
+                        }
                     }
                 }
             }
-            unclaimed.extend(claims.settle(served_memory));
+            unclaimed.extend(claims.settle(served_memory, &emptied));
             if !unclaimed.is_empty() {
                 StagingStats::add(&stats.local_hand_offs_unclaimed, unclaimed.len() as u64);
                 self.put_back(keys, unclaimed).await;
@@ -550,9 +578,9 @@ impl<S: Store> Coordinator<S> {
             if fulfilled.served + fulfilled.expired > 0 {
                 StagingStats::add(&stats.fulfill_batches, 1);
                 StagingStats::add(&stats.requests_expired, fulfilled.expired as u64);
-                if fulfilled.served > 0 {
+                if fulfilled.items > 0 {
                     ::metrics::histogram!(metrics::FULFILL_BATCH_SIZE)
-                        .record(fulfilled.served as f64);
+                        .record(fulfilled.items as f64);
                 }
                 if fulfilled.expired > 0 {
                     ::metrics::counter!(metrics::REQUESTS_EXPIRED, "queue" => metrics::queue_label(keys.name().as_str()))
@@ -969,10 +997,22 @@ impl<S: Store> InLine<S> {
 
 impl<S: Store> Drop for InLine<S> {
     fn drop(&mut self) {
-        if let Some(item) = self.local.abandon() {
-            self.coordinator.put_back_from_drop(&self.keys, vec![item]);
+        if let Some(items) = self.local.abandon() {
+            self.coordinator.put_back_from_drop(&self.keys, items);
         }
     }
+}
+
+/// What a pop waiting in line asks for.
+#[derive(Debug, Clone, Copy)]
+struct LinePop {
+    end: End,
+    /// Most items (at least 1).
+    max: usize,
+    /// Zero: answered by the fulfiller's next round, items or "empty".
+    wait: Duration,
+    /// 0: no lease, the items are deleted.
+    lease_ms: u64,
 }
 
 /// Records delivered items: count by path, pop latency, enqueue-to-delivery wait.

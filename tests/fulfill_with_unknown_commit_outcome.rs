@@ -18,7 +18,7 @@ use hotq::envelope::{RequestValue, now_ms};
 use hotq::keys::{QueueKeys, QueueName};
 use hotq::queue::{Queue, QueueError};
 use hotq::staging::fulfill::{LocalHandoff, fulfill_once};
-use hotq::staging::local::{LocalId, MemoryRequest};
+use hotq::staging::local::{LineRequest, LocalId, MemoryRequest};
 use hotq::staging::requester::register_with;
 use hotq::store::embedded::{Durability, EmbeddedStore, EmbeddedTxn};
 use hotq::store::{KeyValue, RangeRead, Store, StoreError, Transaction, Watch};
@@ -128,7 +128,7 @@ async fn scenario(applies: bool) {
     // And one pop waiting in memory, served between the two stored requests.
     let memory = [MemoryRequest {
         seq: 42,
-        request: RequestValue::front(now_ms() + 60_000),
+        line: LineRequest::one(RequestValue::front(now_ms() + 60_000)),
     }];
     let outcome = fulfill_once(
         &store,
@@ -156,7 +156,11 @@ async fn scenario(applies: bool) {
         let handed: Vec<(bool, &[u8])> = fulfilled
             .handed
             .iter()
-            .map(|(id, item)| (*id == LocalId::Memory(42), item.payload.as_slice()))
+            .flat_map(|(id, items)| {
+                items
+                    .iter()
+                    .map(move |item| (*id == LocalId::Memory(42), item.payload.as_slice()))
+            })
             .collect();
         assert_eq!(
             handed,

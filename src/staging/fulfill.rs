@@ -42,12 +42,14 @@ pub struct Fulfilled {
     /// Armed when nothing more can be done now: fires on a new request
     /// (none waiting) or a push (requests waiting, no items).
     pub watch: Option<Watch>,
-    /// Each served pair: (request index order position, item enqueue time),
-    /// for wait-time measurement.
-    pub served_enqueue_ms: Vec<u64>,
+    /// Items taken (a memory request may take several).
+    pub items: usize,
     /// Items for requesters in this process, to hand over once the commit
     /// is durable (no result was written for them).
-    pub handed: Vec<(LocalId, Item)>,
+    pub handed: Vec<(LocalId, Vec<Item>)>,
+    /// Memory requests of pops that must not wait, which this round's own
+    /// read found nothing visible for: answered "empty".
+    pub emptied: Vec<u64>,
 }
 
 /// How a fulfiller hands items to requesters in its own process.
@@ -85,8 +87,22 @@ impl LocalHandoff<'static> {
 enum Source {
     /// The request subspace: its key, and its requester id.
     Stored { key: Vec<u8>, requester: Vec<u8> },
-    /// This process's memory line.
-    Memory(u64),
+    /// This process's memory line: its place, how many items it takes,
+    /// and whether "nothing visible" answers it.
+    Memory {
+        seq: u64,
+        max: usize,
+        answers_empty: bool,
+    },
+}
+
+impl Source {
+    fn max(&self) -> usize {
+        match self {
+            Source::Stored { .. } => 1,
+            Source::Memory { max, .. } => (*max).max(1),
+        }
+    }
 }
 
 /// Runs one fulfillment transaction on queue `keys`. A conflict is returned
@@ -111,7 +127,7 @@ pub async fn fulfill_once<S: Store>(
     let memory: Vec<&MemoryRequest> = local
         .memory
         .iter()
-        .filter(|m| m.request.deadline_ms >= now)
+        .filter(|m| m.line.request.deadline_ms >= now)
         .take(batch_max.max(1))
         .collect();
     let mut batch_full = rows.len() >= batch_max.max(1) || local.memory.len() >= batch_max.max(1);
@@ -125,8 +141,9 @@ pub async fn fulfill_once<S: Store>(
             batch_full: false,
             next_deadline_ms: None,
             watch: Some(watch),
-            served_enqueue_ms: Vec::new(),
+            items: 0,
             handed: Vec::new(),
+            emptied: Vec::new(),
         });
     }
 
@@ -161,14 +178,29 @@ pub async fn fulfill_once<S: Store>(
     let offered = stored.len() + memory.len();
     let live = take_turns(
         stored,
-        memory.iter().map(|m| (Source::Memory(m.seq), m.request)),
+        memory.iter().map(|m| {
+            let source = Source::Memory {
+                seq: m.seq,
+                max: m.line.max,
+                answers_empty: m.line.answers_empty,
+            };
+            (source, m.line.request)
+        }),
         batch_max.max(1),
     );
     // Requests left for the next round: it must come at once.
     batch_full |= live.len() < offered;
 
-    let wanted_front = live.iter().filter(|(_, r)| r.end == End::Front).count();
-    let wanted_back = live.len() - wanted_front;
+    // One round reads at most `batch_max` items: a pop of many takes what
+    // the bound leaves, the rest wait for the next round.
+    let wanted = |end: End| {
+        live.iter()
+            .filter(|(_, r)| r.end == end)
+            .map(|(source, _)| source.max())
+            .sum::<usize>()
+            .min(batch_max.max(1))
+    };
+    let (wanted_front, wanted_back) = (wanted(End::Front), wanted(End::Back));
     let front = if wanted_front > 0 {
         read_end(&txn, keys, End::Front, wanted_front, true).await?
     } else {
@@ -180,15 +212,22 @@ pub async fn fulfill_once<S: Store>(
     // earliest requests are served whatever their end; when they are not,
     // front requests take exactly the front read and back requests the back.
     let taken: HashSet<Vec<u8>> = front.iter().map(|item| item.key.clone()).collect();
-    let back: Vec<_> = if wanted_back > 0 {
-        read_end(&txn, keys, End::Back, wanted_back, true)
-            .await?
-            .into_iter()
-            .filter(|item| !taken.contains(&item.key))
-            .collect()
+    let back_read = if wanted_back > 0 {
+        read_end(&txn, keys, End::Back, wanted_back, true).await?
     } else {
         Vec::new()
     };
+    let back_read_len = back_read.len();
+    let back: Vec<_> = back_read
+        .into_iter()
+        .filter(|item| !taken.contains(&item.key))
+        .collect();
+    // The pool holds every item visible at this read version when a read
+    // came back short of its limit (it reached the end of the subspace), or
+    // when the two ends' reads met. Only then is "nothing left" true.
+    let pool_is_everything = (wanted_front > 0 && front.len() < wanted_front)
+        || (wanted_back > 0 && back_read_len < wanted_back)
+        || back.len() < back_read_len;
     let mut pool: VecDeque<_> = front.into_iter().chain(back.into_iter().rev()).collect();
     debug_assert!(
         pool.iter()
@@ -198,54 +237,70 @@ pub async fn fulfill_once<S: Store>(
     );
 
     let mut served = 0usize;
+    let mut taken = 0usize;
     let mut bytes = 0usize;
-    let mut served_enqueue_ms = Vec::new();
     let mut next_deadline_ms: Option<u64> = None;
     let mut unserved = 0usize;
     let mut handed = Vec::new();
+    let mut emptied = Vec::new();
     // Only stored requests count in `waiting`.
     let mut stored_served = 0usize;
     for (source, request) in live {
-        let item = if bytes < bytes_max {
-            match request.end {
+        let mut items = Vec::new();
+        while items.len() < source.max() && bytes < bytes_max {
+            let next = match request.end {
                 End::Front => pool.pop_front(),
                 End::Back => pool.pop_back(),
+            };
+            let Some(mut item) = next else { break };
+            txn.add_read_conflict_key(&item.key)?;
+            txn.clear(&item.key)?;
+            bytes += item.payload.len();
+            // A leased request gets its item under a lease from this
+            // commit on; the hand-off or result carries the receipt.
+            if request.lease_ms > 0 {
+                lease_in(&txn, keys, &mut item, request.lease_ms, now)?;
             }
-        } else {
-            None
-        };
-        let Some(mut item) = item else {
-            unserved += 1;
-            next_deadline_ms =
-                Some(next_deadline_ms.map_or(request.deadline_ms, |d| d.min(request.deadline_ms)));
+            items.push(item);
+        }
+        if items.is_empty() {
+            match source {
+                // The byte bound held items back: that is not "empty".
+                Source::Memory {
+                    seq,
+                    answers_empty: true,
+                    ..
+                } if pool_is_everything && bytes < bytes_max => emptied.push(seq),
+                _ => {
+                    unserved += 1;
+                    next_deadline_ms = Some(
+                        next_deadline_ms
+                            .map_or(request.deadline_ms, |d| d.min(request.deadline_ms)),
+                    );
+                }
+            }
             continue;
-        };
-        if let Source::Stored { key, .. } = &source {
-            txn.add_read_conflict_key(key)?;
-            txn.clear(key)?;
-            stored_served += 1;
         }
-        txn.add_read_conflict_key(&item.key)?;
-        txn.clear(&item.key)?;
-        bytes += item.payload.len();
-        // A leased request gets its item under a lease from this commit on;
-        // the result carries the receipt to the requester.
-        if request.lease_ms > 0 {
-            lease_in(&txn, keys, &mut item, request.lease_ms, now)?;
-        }
-        served_enqueue_ms.push(item.enqueued_at_ms);
         served += 1;
+        taken += items.len();
         let requester = match source {
-            Source::Memory(seq) => {
-                handed.push((LocalId::Memory(seq), item));
+            Source::Memory { seq, .. } => {
+                handed.push((LocalId::Memory(seq), items));
                 continue;
             }
-            Source::Stored { requester, .. } if (local.is_local)(&requester) => {
-                handed.push((LocalId::Registered(requester), item));
-                continue;
+            Source::Stored { key, requester } => {
+                txn.add_read_conflict_key(&key)?;
+                txn.clear(&key)?;
+                stored_served += 1;
+                requester
             }
-            Source::Stored { requester, .. } => requester,
         };
+        assert_eq!(items.len(), 1, "a stored request takes one item");
+        if (local.is_local)(&requester) {
+            handed.push((LocalId::Registered(requester), items));
+            continue;
+        }
+        let item = items.pop().expect("one item");
         let lease = item.lease.map(|lease| LeaseTag {
             receipt: lease.receipt.0,
             expires_at_ms: lease.expires_at_ms,
@@ -258,15 +313,16 @@ pub async fn fulfill_once<S: Store>(
         };
         txn.set(&keys.result(&requester), &encode_result(&result))?;
     }
-    if served > 0 {
-        txn.atomic_add(&keys.depth(), -(served as i64))?;
+    if taken > 0 {
+        txn.atomic_add(&keys.depth(), -(taken as i64))?;
     }
     if stored_served + expired > 0 {
         txn.atomic_add(&keys.waiting(), -((stored_served + expired) as i64))?;
     }
-    // Requests remain but items ran out: wake on the next push. If the
-    // byte bound stopped us, items remain and the caller loops at once.
-    let watch = if unserved > 0 && bytes < bytes_max {
+    // Requests remain but items ran out: wake on the next push. If a bound
+    // stopped us (bytes, or items per round), items remain and the caller
+    // loops at once.
+    let watch = if unserved > 0 && bytes < bytes_max && pool_is_everything {
         Some(txn.watch(&keys.depth())?)
     } else {
         None
@@ -292,8 +348,9 @@ pub async fn fulfill_once<S: Store>(
         batch_full,
         next_deadline_ms,
         watch,
-        served_enqueue_ms,
+        items: taken,
         handed,
+        emptied,
     })
 }
 

@@ -36,8 +36,10 @@ use crate::queue::Item;
 /// Longest wait for a hand-off the fulfiller already took.
 const HAND_OFF_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// Where a local requester's item goes.
-type Slot = Arc<Mutex<Option<oneshot::Sender<Item>>>>;
+/// Where a local requester's items go: one or more items, or none (a pop
+/// that must not wait, told by its fulfiller's read that nothing is
+/// visible).
+type Slot = Arc<Mutex<Option<oneshot::Sender<Vec<Item>>>>>;
 
 /// Who gets a locally handed item.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,19 +50,43 @@ pub enum LocalId {
     Memory(u64),
 }
 
+/// What a pop waiting in the line asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LineRequest {
+    /// Deadline, end and lease, as a stored request would carry them.
+    pub request: RequestValue,
+    /// Most items it takes from one round (a pop's `max`).
+    pub max: usize,
+    /// A pop without a wait: the first round whose read finds nothing
+    /// visible answers it "empty" (a lost race is not an empty queue, so
+    /// only the fulfiller's own read may say so).
+    pub answers_empty: bool,
+}
+
+impl LineRequest {
+    /// One item, waiting until `request`'s deadline.
+    pub fn one(request: RequestValue) -> LineRequest {
+        LineRequest {
+            request,
+            max: 1,
+            answers_empty: false,
+        }
+    }
+}
+
 /// One memory request, as the fulfiller sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemoryRequest {
     /// Its place in the queue's line (arrival order).
     pub seq: u64,
-    /// Deadline, end and lease, as a stored request would carry them.
-    pub request: RequestValue,
+    /// What it asks for.
+    pub line: LineRequest,
 }
 
 /// One entry of a memory request line.
 #[derive(Debug)]
 struct Entry {
-    request: RequestValue,
+    request: LineRequest,
     slot: Slot,
     /// Offered to a fulfillment transaction whose outcome is not settled:
     /// the entry stays until [`LocalWaiters::settle_memory`], so a pop
@@ -129,7 +155,7 @@ impl LocalWaiters {
                 entry.claimed = true;
                 MemoryRequest {
                     seq: *seq,
-                    request: entry.request,
+                    line: entry.request,
                 }
             })
             .collect()
@@ -137,14 +163,17 @@ impl LocalWaiters {
 
     /// Settles the memory requests `claimed` of queue `keys` after their
     /// fulfillment transaction: `served` (durable now) are handed their
-    /// items; the rest go back to the line, or, if their pop is leaving,
-    /// are removed and their pop told it got nothing. Returns the items
-    /// nobody took (their pop's task was dropped), to put back.
+    /// items, and `emptied` (pops that must not wait, whose round found
+    /// nothing visible) are answered with none; the rest go back to the
+    /// line, or, if their pop is leaving, are removed and their pop told
+    /// it got nothing. Returns the items nobody took (their pop's task was
+    /// dropped), to put back.
     pub fn settle_memory(
         &self,
         keys: &QueueKeys,
         claimed: &[MemoryRequest],
-        served: Vec<(u64, Item)>,
+        served: Vec<(u64, Vec<Item>)>,
+        emptied: &[u64],
     ) -> Vec<Item> {
         let id = (keys.kind(), keys.name().clone());
         let mut unclaimed = Vec::new();
@@ -152,18 +181,29 @@ impl LocalWaiters {
         let Some(queue) = queues.get_mut(&id) else {
             // Entries live until settled: a claimed one keeps its queue's.
             assert!(
-                claimed.is_empty() && served.is_empty(),
+                claimed.is_empty() && served.is_empty() && emptied.is_empty(),
                 "a claimed memory request vanished before it was settled"
             );
             return unclaimed;
         };
-        for (seq, item) in served {
+        let answered = served
+            .into_iter()
+            .chain(emptied.iter().map(|seq| (*seq, Vec::new())));
+        for (seq, items) in answered {
             let entry = queue
                 .line
                 .remove(&seq)
                 .expect("a claimed memory request stays until settled");
-            assert!(entry.claimed, "an item went to an unclaimed memory request");
-            unclaimed.extend(send(&entry.slot, item));
+            assert!(entry.claimed, "an unclaimed memory request was answered");
+            assert!(
+                items.len() <= entry.request.max,
+                "a memory request got more items than it asked for"
+            );
+            assert!(
+                !items.is_empty() || entry.request.answers_empty,
+                "only a pop that must not wait is answered empty"
+            );
+            unclaimed.extend(send(&entry.slot, items));
         }
         for request in claimed {
             let Some(entry) = queue.line.get_mut(&request.seq) else {
@@ -196,18 +236,18 @@ impl LocalWaiters {
     }
 
     /// Hands `item` to the registered requester `requester`; gives it back
-    /// (`Some`) when nobody here takes it (the requester has gone, or was
-    /// already handed one).
-    pub fn hand_over(&self, requester: &[u8], item: Item) -> Option<Item> {
+    /// when nobody here takes it (the requester has gone, or was already
+    /// handed one).
+    pub fn hand_over(&self, requester: &[u8], item: Item) -> Vec<Item> {
         let slot = self
             .slots
             .lock()
             .expect("local waiters lock")
             .remove(requester);
         let Some(slot) = slot else {
-            return Some(item);
+            return vec![item];
         };
-        send(&slot, item)
+        send(&slot, vec![item])
     }
 
     /// True when `requester` waits in this process.
@@ -235,10 +275,10 @@ impl Claims {
     }
 
     /// [`LocalWaiters::settle_memory`] for these claims.
-    pub fn settle(mut self, served: Vec<(u64, Item)>) -> Vec<Item> {
+    pub fn settle(mut self, served: Vec<(u64, Vec<Item>)>, emptied: &[u64]) -> Vec<Item> {
         self.settled = true;
         self.waiters
-            .settle_memory(&self.keys, &self.requests, served)
+            .settle_memory(&self.keys, &self.requests, served, emptied)
     }
 }
 
@@ -250,19 +290,19 @@ impl Drop for Claims {
             // with the task, as a crash's would be).
             let unclaimed = self
                 .waiters
-                .settle_memory(&self.keys, &self.requests, Vec::new());
+                .settle_memory(&self.keys, &self.requests, Vec::new(), &[]);
             debug_assert!(unclaimed.is_empty());
         }
     }
 }
 
-/// Sends `item` through `slot`; gives it back when the slot was already
-/// used or closed, or its receiver has gone.
-fn send(slot: &Slot, item: Item) -> Option<Item> {
+/// Sends `items` through `slot`; gives them back when the slot was
+/// already used or closed, or its receiver has gone.
+fn send(slot: &Slot, items: Vec<Item>) -> Vec<Item> {
     let sender = slot.lock().expect("local slot lock").take();
     match sender {
-        Some(sender) => sender.send(item).err(),
-        None => Some(item),
+        Some(sender) => sender.send(items).err().unwrap_or_default(),
+        None => items,
     }
 }
 
@@ -275,8 +315,9 @@ pub struct LocalWaiter {
     slot: Slot,
     ids: Vec<Vec<u8>>,
     seq: Option<u64>,
-    /// The item, when this process's fulfiller served the request.
-    pub receiver: oneshot::Receiver<Item>,
+    /// The items, when this process's fulfiller served the request (none:
+    /// it must not wait and its round found the queue empty).
+    pub receiver: oneshot::Receiver<Vec<Item>>,
 }
 
 impl LocalWaiter {
@@ -303,7 +344,7 @@ impl LocalWaiter {
 
     /// Joins the queue's memory request line with `request`. Once only:
     /// a pop waits in one place.
-    pub fn enqueue(&mut self, request: RequestValue) {
+    pub fn enqueue(&mut self, request: LineRequest) {
         assert!(
             self.seq.is_none() && self.ids.is_empty(),
             "a pop waits in one line"
@@ -335,10 +376,10 @@ impl LocalWaiter {
         self.ids.push(requester.to_vec());
     }
 
-    /// Stops taking hand-offs, and returns the item of one already taken
+    /// Stops taking hand-offs, and returns the items of one already taken
     /// for this waiter (the fulfiller sends right after its commit, so the
     /// wait is short; bounded all the same).
-    pub async fn take_handed(&mut self) -> Option<Item> {
+    pub async fn take_handed(&mut self) -> Option<Vec<Item>> {
         if !self.close() {
             return None;
         }
@@ -353,9 +394,9 @@ impl LocalWaiter {
 
     /// Leaves for good (the pop gives up, or its future is being dropped):
     /// closes the receiver first, so a hand-off landing from now on fails
-    /// and its fulfiller puts the item back; returns an item handed over
+    /// and its fulfiller puts the items back; returns items handed over
     /// before that, which the caller must deliver or put back.
-    pub fn abandon(&mut self) -> Option<Item> {
+    pub fn abandon(&mut self) -> Option<Vec<Item>> {
         self.receiver.close();
         self.close();
         self.receiver.try_recv().ok()
@@ -392,7 +433,7 @@ impl LocalWaiter {
 
 impl Drop for LocalWaiter {
     fn drop(&mut self) {
-        if self.abandon().is_some() {
+        if self.abandon().is_some_and(|items| !items.is_empty()) {
             // Only a pop task dropped mid-wait (the runtime shutting down)
             // gets here; every path of a running pop takes its hand-off,
             // and `InLine` abandons (and puts back) before this runs. A
@@ -432,20 +473,20 @@ mod tests {
         waiter.add_id(b"second-attempt");
         assert!(waiters.is_local(b"first-attempt") && waiters.is_local(b"second-attempt"));
         assert!(!waiters.is_local(b"someone-else"));
-        assert_eq!(waiters.hand_over(b"second-attempt", item(b"a")), None);
+        assert_eq!(waiters.hand_over(b"second-attempt", item(b"a")), vec![]);
         // The same waiter served twice (two attempts' requests): the second comes back.
         assert_eq!(
             waiters.hand_over(b"first-attempt", item(b"b")),
-            Some(item(b"b"))
+            vec![item(b"b")]
         );
         assert!(waiter.close(), "a hand-off was taken");
-        assert_eq!((&mut waiter.receiver).await.unwrap(), item(b"a"));
+        assert_eq!((&mut waiter.receiver).await.unwrap(), vec![item(b"a")]);
         assert!(!waiters.is_local(b"first-attempt"));
 
         let mut left = LocalWaiter::new(waiters.clone(), &keys);
         left.add_id(b"left");
         assert!(!left.close(), "nothing was handed over");
-        assert_eq!(waiters.hand_over(b"left", item(b"c")), Some(item(b"c")));
+        assert_eq!(waiters.hand_over(b"left", item(b"c")), vec![item(b"c")]);
         let dropped = {
             let mut waiter = LocalWaiter::new(waiters.clone(), &keys);
             waiter.add_id(b"dropped");
@@ -465,10 +506,15 @@ mod tests {
         let waiters = Arc::new(LocalWaiters::default());
         let keys = QueueKeys::new(&QueueName::new("q").unwrap());
         let mut waiter = LocalWaiter::new(waiters.clone(), &keys);
-        waiter.enqueue(RequestValue::front(u64::MAX));
+        waiter.enqueue(LineRequest::one(RequestValue::front(u64::MAX)));
         let claimed = waiters.claim_memory(&keys, 8);
         assert_eq!(waiter.abandon(), None, "nothing handed yet");
-        let put_back = waiters.settle_memory(&keys, &claimed, vec![(claimed[0].seq, item(b"a"))]);
+        let put_back = waiters.settle_memory(
+            &keys,
+            &claimed,
+            vec![(claimed[0].seq, vec![item(b"a")])],
+            &[],
+        );
         drop(waiter);
         assert_eq!(
             put_back,
@@ -482,7 +528,7 @@ mod tests {
     async fn a_memory_request_claimed_by_a_fulfillment_leaves_only_once_it_settles() {
         let waiters = Arc::new(LocalWaiters::default());
         let keys = QueueKeys::new(&QueueName::new("q").unwrap());
-        let request = RequestValue::front(u64::MAX);
+        let request = LineRequest::one(RequestValue::front(u64::MAX));
         let mut served = LocalWaiter::new(waiters.clone(), &keys);
         served.enqueue(request);
         let mut leaving = LocalWaiter::new(waiters.clone(), &keys);
@@ -494,7 +540,11 @@ mod tests {
         assert!(claimed[0].seq < claimed[1].seq);
         let third = waiters.claim_memory(&keys, 8);
         assert_eq!(third.len(), 1, "claimed ones are not offered twice");
-        assert!(waiters.settle_memory(&keys, &third, Vec::new()).is_empty());
+        assert!(
+            waiters
+                .settle_memory(&keys, &third, Vec::new(), &[])
+                .is_empty()
+        );
 
         // The third leaves at once; the second, claimed, must wait.
         assert!(!unclaimed.close());
@@ -507,9 +557,14 @@ mod tests {
             2,
             "still in the line until settled"
         );
-        let put_back = waiters.settle_memory(&keys, &claimed, vec![(claimed[0].seq, item(b"a"))]);
+        let put_back = waiters.settle_memory(
+            &keys,
+            &claimed,
+            vec![(claimed[0].seq, vec![item(b"a")])],
+            &[],
+        );
         assert!(put_back.is_empty());
-        assert_eq!((&mut served.receiver).await.unwrap(), item(b"a"));
+        assert_eq!((&mut served.receiver).await.unwrap(), vec![item(b"a")]);
         assert!(
             (&mut leaving.receiver).await.is_err(),
             "settled unserved: told nothing came"
@@ -521,7 +576,12 @@ mod tests {
         dropped.enqueue(request);
         let claimed = waiters.claim_memory(&keys, 8);
         drop(dropped);
-        let put_back = waiters.settle_memory(&keys, &claimed, vec![(claimed[0].seq, item(b"b"))]);
+        let put_back = waiters.settle_memory(
+            &keys,
+            &claimed,
+            vec![(claimed[0].seq, vec![item(b"b")])],
+            &[],
+        );
         assert_eq!(put_back, vec![item(b"b")]);
         drop((served, leaving, unclaimed));
         assert!(

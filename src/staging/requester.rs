@@ -184,7 +184,7 @@ pub async fn await_result<S: Store>(
             }
         };
         let fired = tokio::select! {
-            item = handed => match item {
+            items = handed => match items.and_then(one_item) {
                 Some(item) => return Ok(Some(item)),
                 // The hand-off was dropped unsent: only the result key remains.
                 None => { local_open = false; continue }
@@ -225,6 +225,13 @@ pub async fn await_result<S: Store>(
     settle_local(store, keys, local, outcome).await
 }
 
+/// The item handed to a registered request: one (a stored request stands
+/// for one pop of one item).
+fn one_item(items: Vec<Item>) -> Option<Item> {
+    assert!(items.len() <= 1, "a stored request is handed one item");
+    items.into_iter().next()
+}
+
 /// Ends a local waiter's wait: if this process's fulfiller took the
 /// hand-off (it consumed a request of ours before we stopped listening),
 /// the item follows at once and is the answer, even when `found` is an
@@ -237,7 +244,7 @@ async fn settle_local<S: Store>(
     found: Result<Option<Item>, QueueError>,
 ) -> Result<Option<Item>, QueueError> {
     let Some(waiter) = local else { return found };
-    let Some(handed) = waiter.take_handed().await else {
+    let Some(handed) = waiter.take_handed().await.and_then(one_item) else {
         return found;
     };
     if let Ok(Some(other)) = found
