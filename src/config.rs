@@ -111,8 +111,8 @@ pub struct StagingSection {
     pub reap_interval_ms: u64,
     /// An idle fulfiller stops after this long, in ms.
     pub fulfiller_idle_ms: u64,
-    /// How long a pop with no wait waits in line after losing the race for
-    /// an item it found, in ms.
+    /// Longest a pop with no wait waits in line for the fulfiller's answer
+    /// (normally one round), in ms.
     pub lost_race_wait_ms: u64,
     /// Staged pops wait as memory requests in this daemon's request line
     /// (true, the default), or register in the store's request subspace

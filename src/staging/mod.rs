@@ -43,9 +43,12 @@ pub struct StagingConfig {
     pub fulfiller_idle_ms: u64,
     /// Longest a pop may wait.
     pub wait_max_ms: u64,
-    /// How long a pop that must not wait waits in line after losing the
-    /// race for an item it found (a conflict, or requests ahead of it): a
-    /// lost race is not an empty queue. A fulfillment round takes a few ms.
+    /// Longest a pop that must not wait waits in line for the fulfiller's
+    /// answer: its next round hands it items or, finding nothing visible,
+    /// answers "empty" (a lost race is not an empty queue). A round takes a
+    /// few ms; the bound only matters when the fulfiller cannot commit.
+    /// With stored requests (which cannot answer "empty"), how long such a
+    /// pop waits after losing the race.
     pub lost_race_wait_ms: u64,
     /// A staged pop waits as a memory request in its own process's
     /// request line (one commit per batch of pops; see [`local`]) instead
@@ -66,7 +69,7 @@ impl Default for StagingConfig {
             reap_interval_ms: 1_000,
             fulfiller_idle_ms: 30_000,
             wait_max_ms: 60_000,
-            lost_race_wait_ms: 50,
+            lost_race_wait_ms: 5_000,
             requests_in_memory: true,
             delivery: crate::lease::DeliveryPolicy::default(),
         }
