@@ -205,7 +205,11 @@ async fn pop_once(client: &reqwest::Client, url: &str, mode: Mode) -> Vec<String
             .headers()
             .get("hotq-receipt")
             .map(|r| r.to_str().unwrap().to_string());
-        assert_eq!(receipt.is_some(), mode.leased(), "{mode:?}: a receipt iff leased");
+        assert_eq!(
+            receipt.is_some(),
+            mode.leased(),
+            "{mode:?}: a receipt iff leased"
+        );
         got.push((answer.bytes().await.unwrap().to_vec(), receipt));
     }
     let mut items = Vec::new();

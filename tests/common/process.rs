@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 pub struct Running {
     pub child: Child,
     pub url: String,
+    /// Its Prometheus endpoint.
+    pub metrics_url: String,
 }
 
 /// Starts `hotq serve` on port 0 and reads the bound address from its log.
@@ -37,6 +39,7 @@ pub fn start(data_dir: &std::path::Path) -> Running {
         }
     });
     let deadline = Instant::now() + Duration::from_secs(60);
+    let mut metrics_url = String::new();
     loop {
         let Ok(line) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) else {
             let _ = child.kill();
@@ -46,11 +49,15 @@ pub fn start(data_dir: &std::path::Path) -> Running {
         let Ok(log) = serde_json::from_str::<serde_json::Value>(&line) else {
             continue;
         };
+        let address = log["fields"]["address"].as_str().unwrap_or_default();
+        if log["fields"]["message"] == "metrics exporter listening" {
+            metrics_url = format!("http://{address}/metrics");
+        }
         if log["fields"]["message"] == "API listening" {
-            let address = log["fields"]["address"].as_str().unwrap().to_string();
             return Running {
                 child,
                 url: format!("http://{address}"),
+                metrics_url,
             };
         }
     }
