@@ -1,62 +1,43 @@
-//! The coordinator: staged pops for callers, a fulfillment loop per queue
-//! with waiters, the reaper, and the timer that returns expired leases and
-//! reveals delayed items, all stopped by one shutdown signal.
+//! The coordinator: one process's share of the work over one store, all
+//! stopped by one shutdown signal: staged pops (the protocol lives in
+//! [`crate::staging`]), settling leases, the reaper, and the timer that
+//! returns expired leases and reveals delayed items.
 //!
 //! Several coordinators may share one store (two daemons on one cluster):
 //! their fulfillers then conflict on the keys they both consume, and the
 //! loser retries; an item is never handed out twice.
 
-use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
-use crate::envelope::{End, RequestValue, now_ms};
-use crate::keys::{QueueKeys, QueueKind, QueueName};
+use crate::envelope::{End, now_ms};
+use crate::keys::QueueKeys;
 use crate::lease::settle::{self, Returned};
 use crate::lease::timers::{expire_leases, next_due, reveal_delayed};
 use crate::lease::{LeaseError, Receipt};
 use crate::metrics;
-use crate::queue::{DirectPop, Item, QueueError};
-use crate::staging::direct::{Attempt, try_pop};
-use crate::staging::fulfill::{LocalHandoff, fulfill_once};
-use crate::staging::local::{LineRequest, LocalId, LocalWaiter, LocalWaiters};
+use crate::queue::{Item, QueueError};
+use crate::staging::pop::Pops;
 use crate::staging::reap::{reap_queue, registered_queues};
-use crate::staging::requester::{
-    WithdrawOnDrop, await_result, deadline_after, register_with, restore_items,
-};
 use crate::staging::{StagingConfig, StagingStats};
-use crate::store::{RangeRead, RetryPolicy, Store, StoreError, Transaction, transact};
-
-/// Backoff ceiling after a fulfillment conflict, in microseconds.
-const FULFILL_CONFLICT_BACKOFF_US_MAX: u64 = 2_000;
-/// Pause after an unexpected fulfillment error.
-const FULFILL_ERROR_PAUSE_MS: u64 = 100;
+use crate::store::Store;
 
 struct Inner<S: Store> {
     store: S,
-    config: StagingConfig,
-    stats: StagingStats,
-    fulfillers: Mutex<HashMap<(QueueKind, QueueName), Fulfiller>>,
+    pops: Pops<S>,
+    /// Counted by pops, the timer and the reaper alike.
+    stats: Arc<StagingStats>,
     shutdown: watch::Sender<bool>,
     /// When the timer next looks, in epoch ms (`u64::MAX` while it sweeps,
-    /// so anything scheduled meanwhile wakes it).
-    timer_next_ms: AtomicU64,
+    /// so anything scheduled meanwhile wakes it). Shared with the pops,
+    /// which lower it for the leases they issue.
+    timer_next_ms: Arc<AtomicU64>,
     /// Wakes the timer for a due time earlier than `timer_next_ms`.
-    timer_wake: Notify,
-    /// Pops waiting in this process, served in memory by its fulfillers.
-    local: Arc<LocalWaiters>,
-}
-
-/// A running fulfillment loop.
-struct Fulfiller {
-    task: JoinHandle<()>,
-    /// Wakes the loop for a memory request (stored requests wake it
-    /// through the store's wake key).
-    wake: Arc<Notify>,
+    timer_wake: Arc<Notify>,
 }
 
 /// Staged pops, fulfillment loops and the reaper over one store.
@@ -76,17 +57,21 @@ impl<S: Store> Coordinator<S> {
     /// A coordinator over `store`. Fulfillers start on demand; call
     /// [`Self::spawn_reaper`] to sweep stranded results.
     pub fn new(store: S, config: StagingConfig) -> Self {
-        let (shutdown, _) = watch::channel(false);
+        let (shutdown, stopped) = watch::channel(false);
+        let stats = Arc::new(StagingStats::default());
+        let timer_next_ms = Arc::new(AtomicU64::new(u64::MAX));
+        let timer_wake = Arc::new(Notify::new());
+        let (next_ms, wake) = (timer_next_ms.clone(), timer_wake.clone());
+        let lease_issued = Arc::new(move |due_ms: u64| schedule(&next_ms, &wake, due_ms));
+        let pops = Pops::new(store.clone(), config, stats.clone(), stopped, lease_issued);
         Coordinator {
             inner: Arc::new(Inner {
                 store,
-                config,
-                stats: StagingStats::default(),
-                fulfillers: Mutex::new(HashMap::new()),
+                pops,
+                stats,
                 shutdown,
-                timer_next_ms: AtomicU64::new(u64::MAX),
-                timer_wake: Notify::new(),
-                local: Arc::new(LocalWaiters::default()),
+                timer_next_ms,
+                timer_wake,
             }),
         }
     }
@@ -98,35 +83,25 @@ impl<S: Store> Coordinator<S> {
 
     /// The protocol's settings.
     pub fn config(&self) -> &StagingConfig {
-        &self.inner.config
+        self.inner.pops.config()
     }
 
-    /// Counters of the protocol's work.
-    pub fn stats(&self) -> &StagingStats {
-        &self.inner.stats
+    /// The staged pop protocol: pops, their lines and fulfillers.
+    pub fn pops(&self) -> &Pops<S> {
+        &self.inner.pops
     }
 
-    /// Pops one item from `end` of the queue, waiting up to `wait` (capped
-    /// at the configured maximum; zero means do not wait). Tries a direct
-    /// pop first; on a conflict, or when requests are already waiting, it
-    /// registers a request and waits on its watch. Dropping the future
-    /// withdraws the request (an item already handed to it goes back).
+    /// [`Pops::pop`].
     pub async fn pop(
         &self,
         keys: &QueueKeys,
         end: End,
         wait: Duration,
     ) -> Result<Option<Item>, QueueError> {
-        Ok(self.pop_many(keys, end, 1, wait).await?.into_iter().next())
+        self.inner.pops.pop(keys, end, wait).await
     }
 
-    /// Pops up to `max` items: a direct pop takes up to `max` at once; a
-    /// staged pop delivers one.
-    ///
-    /// Once a commit that takes an item is submitted the pop completes even
-    /// if the caller goes away (an HTTP client disconnecting drops the
-    /// handler's future): it moves to a task of its own, and items nobody
-    /// is left to receive are put back where they were.
+    /// [`Pops::pop_many`].
     pub async fn pop_many(
         &self,
         keys: &QueueKeys,
@@ -134,12 +109,10 @@ impl<S: Store> Coordinator<S> {
         max: usize,
         wait: Duration,
     ) -> Result<Vec<Item>, QueueError> {
-        self.pop_leased(keys, end, max, wait, 0).await
+        self.inner.pops.pop_many(keys, end, max, wait).await
     }
 
-    /// [`Self::pop_many`], with each item moved under a lease of `lease_ms`
-    /// (0: no lease, the item is deleted) in the commit that takes it. A
-    /// leased item is held until acked, nacked, or its lease expires.
+    /// [`Pops::pop_leased`].
     pub async fn pop_leased(
         &self,
         keys: &QueueKeys,
@@ -148,499 +121,36 @@ impl<S: Store> Coordinator<S> {
         wait: Duration,
         lease_ms: u64,
     ) -> Result<Vec<Item>, QueueError> {
-        let wait = wait.min(Duration::from_millis(self.inner.config.wait_max_ms));
-        let max = max.max(1);
-        if self.inner.config.requests_in_memory && self.joins_line_at_once(keys, max, wait) {
-            // Nothing to finish if the caller leaves: no commit is this
-            // pop's own, and the line settles what its fulfiller took.
-            let mut waiter = InLine::new(self, keys);
-            let items = self
-                .pop_in_line(
-                    keys,
-                    &mut waiter.local,
-                    LinePop {
-                        end,
-                        max,
-                        wait,
-                        lease_ms,
-                    },
-                    std::future::pending(),
-                )
-                .await;
-            if let Some(expires_at_ms) = items
-                .iter()
-                .filter_map(|i| i.lease)
-                .map(|l| l.expires_at_ms)
-                .min()
-            {
-                self.schedule(expires_at_ms);
-            }
-            return Ok(items);
-        }
-        let (gone, gone_rx) = watch::channel(false);
-        let (coordinator, popped_keys) = (self.clone(), keys.clone());
-        let pop = async move {
-            let keys = popped_keys;
-            let outcome = coordinator
-                .pop_attempts(&keys, end, max, wait, lease_ms, gone_rx)
-                .await;
-            if let Ok(items) = &outcome
-                && let Some(expires_at_ms) = items
-                    .iter()
-                    .filter_map(|i| i.lease)
-                    .map(|l| l.expires_at_ms)
-                    .min()
-            {
-                coordinator.schedule(expires_at_ms);
-            }
-            outcome
-        };
-        Finishing::new(self, keys, gone, Box::pin(pop)).await
+        self.inner
+            .pops
+            .pop_leased(keys, end, max, wait, lease_ms)
+            .await
     }
 
-    /// Pops one item the way FoundationDB's recipe does: direct pops,
-    /// conflicts retried with backoff, never a request. For comparison with
-    /// [`Self::pop`]; like it, a pop whose caller left is put back.
+    /// [`Pops::pop_recipe`].
     pub async fn pop_recipe(&self, keys: &QueueKeys) -> Result<Vec<Item>, QueueError> {
-        let (coordinator, popped_keys) = (self.clone(), keys.clone());
-        let pop = async move {
-            let keys = popped_keys;
-            let started = std::time::Instant::now();
-            let queue =
-                crate::queue::Queue::new(coordinator.inner.store.clone(), keys.name().clone());
-            let outcome = queue
-                .pop()
-                .await
-                .map(|item| item.into_iter().collect::<Vec<_>>());
-            if let Ok(items) = &outcome {
-                StagingStats::add(&coordinator.inner.stats.direct_pops, items.len() as u64);
-                record_delivery(&keys, "direct", started, items);
-            }
-            outcome
-        };
-        let (gone, _) = watch::channel(false);
-        Finishing::new(self, keys, gone, Box::pin(pop)).await
+        self.inner.pops.pop_recipe(keys).await
     }
 
-    /// Returns items whose caller went away to their original keys (leased
-    /// ones are released from their lease, their delivery uncounted).
-    async fn put_back(&self, keys: &QueueKeys, items: Vec<Item>) {
-        let count = items.len();
-        let restored = restore_items(&self.inner.store, keys, items).await;
-        match restored {
-            Ok(()) => {
-                tracing::debug!(queue = %keys.name(), items = count, "put back items of a pop whose caller left")
-            }
-            Err(error) => {
-                tracing::error!(queue = %keys.name(), %error, items = count, "could not put back items of a pop whose caller left")
-            }
-        }
-    }
-
-    /// [`Self::put_back`] from a drop (no await there): spawned on the
-    /// current runtime; outside one the items are lost, and logged.
-    fn put_back_from_drop(&self, keys: &QueueKeys, items: Vec<Item>) {
-        if items.is_empty() {
-            return;
-        }
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                let (coordinator, keys) = (self.clone(), keys.clone());
-                runtime.spawn(async move { coordinator.put_back(&keys, items).await });
-            }
-            Err(_) => {
-                tracing::error!(queue = %keys.name(), items = items.len(), "items delivered to a pop dropped outside a runtime are lost");
-            }
-        }
-    }
-
-    /// A direct attempt (unless the head is contended here), then a staged
-    /// wait: in the memory line, or as a stored request. `caller_gone`
-    /// turns true when the caller has left: the wait ends at once.
-    async fn pop_attempts(
-        &self,
-        keys: &QueueKeys,
-        end: End,
-        max: usize,
-        wait: Duration,
-        lease_ms: u64,
-        mut caller_gone: watch::Receiver<bool>,
-    ) -> Result<Vec<Item>, QueueError> {
-        let started = std::time::Instant::now();
-        let stats = &self.inner.stats;
-        let attempt = if self.joins_line_at_once(keys, max, wait) {
-            (Attempt::RequestsWaiting, Vec::new())
-        } else {
-            try_pop(&self.inner.store, keys, end, max, lease_ms).await?
-        };
-        let (attempt, items) = attempt;
-        match attempt {
-            Attempt::Done(DirectPop::Popped(_)) => {
-                StagingStats::add(&stats.direct_pops, items.len() as u64);
-                record_delivery(keys, "direct", started, &items);
-                return Ok(items);
-            }
-            Attempt::Done(DirectPop::Empty) if wait.is_zero() => return Ok(Vec::new()),
-            Attempt::Done(DirectPop::Conflict) => {
-                StagingStats::add(&stats.direct_conflicts, 1);
-                metrics::conflict("direct_pop");
-            }
-            Attempt::Done(DirectPop::Empty) | Attempt::RequestsWaiting => {}
-        }
-        if self.inner.config.requests_in_memory {
-            // A pop that must not wait gets here only having lost the race
-            // for an item it found (a conflict, or requests ahead of it): it
-            // waits in line for the fulfiller's own read, which hands it
-            // items or finds the queue empty.
-            let mut local = LocalWaiter::new(self.inner.local.clone(), keys);
-            let stop = async move {
-                let _ = caller_gone.wait_for(|gone| *gone).await;
-            };
-            let pop = LinePop {
-                end,
-                max,
-                wait,
-                lease_ms,
-            };
-            return Ok(self.pop_in_line(keys, &mut local, pop, stop).await);
-        }
-        // Stored requests take one item each, and cannot answer "empty":
-        // a pop that must not wait waits briefly for the fulfiller to hand
-        // out the items it saw. Leaving is exact either way.
-        let wait = if wait.is_zero() {
-            Duration::from_millis(self.inner.config.lost_race_wait_ms)
-        } else {
-            wait
-        };
-        let (deadline, deadline_ms) = deadline_after(wait);
-        let request = RequestValue {
-            deadline_ms,
-            end,
-            lease_ms,
-        };
-        let mut local = LocalWaiter::new(self.inner.local.clone(), keys);
-        let registered =
-            register_with(&self.inner.store, keys, &request, |id| local.add_id(id)).await;
-        let mut registration = match registered {
-            Ok(registration) => registration,
-            Err(error) => {
-                // An attempt reported as failed may have committed and been
-                // served here already: deliver that item, not the error.
-                if let Some(items) = local.take_handed().await {
-                    return Ok(self.staged_outcome(keys, started, items));
-                }
-                return Err(error.into());
-            }
-        };
-        StagingStats::add(&stats.requests_registered, 1);
-        let guard = WithdrawOnDrop::new(self.inner.store.clone(), keys.clone(), &registration);
-        self.ensure_fulfiller(keys);
-        let mut shutdown = self.inner.shutdown.subscribe();
-        let stop = async move {
-            tokio::select! {
-                _ = shutdown.wait_for(|stopped| *stopped) => {}
-                _ = caller_gone.wait_for(|gone| *gone) => {}
-            }
-        };
-        let outcome = await_result(
-            &self.inner.store,
-            keys,
-            &mut registration,
-            Some(&mut local),
-            deadline,
-            stop,
-        )
-        .await;
-        guard.disarm();
-        Ok(self.staged_outcome(keys, started, outcome?.into_iter().collect()))
-    }
-
-    /// Counts a staged pop's end: delivered, or nothing (withdrawn, or
-    /// found empty by the fulfiller).
-    fn staged_outcome(
-        &self,
-        keys: &QueueKeys,
-        started: std::time::Instant,
-        items: Vec<Item>,
-    ) -> Vec<Item> {
-        let stats = &self.inner.stats;
-        if items.is_empty() {
-            StagingStats::add(&stats.requests_withdrawn, 1);
-            return items;
-        }
-        StagingStats::add(&stats.staged_pops, items.len() as u64);
-        record_delivery(keys, "staged", started, &items);
-        items
-    }
-
-    /// True when a pop should skip the direct attempt and wait in line at
-    /// once: the head is contended. With memory requests that is whenever
-    /// the queue's fulfiller runs here or pops of it wait here, for every
-    /// kind of pop (no wait, long-poll, leased, several items, either
-    /// end): a direct attempt would most likely conflict with the
-    /// fulfiller (and jump the line), and the fulfiller serves the pop for
-    /// its share of one commit. Stored requests take one item and cannot
-    /// answer "empty", so there only single-item waiting pops join at once.
-    fn joins_line_at_once(&self, keys: &QueueKeys, max: usize, wait: Duration) -> bool {
-        if self.inner.config.requests_in_memory {
-            return self.inner.local.waiting_on(keys) > 0 || self.fulfiller_runs(keys);
-        }
-        max == 1 && !wait.is_zero() && self.inner.local.waiting_on(keys) > 0
-    }
-
-    /// Waits in the queue's memory request line (see
-    /// [`crate::staging::local`]) until this process's fulfiller hands
-    /// items over (or, for a pop that must not wait, finds none visible),
-    /// or the wait, shutdown or `stop` ends it (items handed over meanwhile
-    /// are still taken: they left the store for this pop).
-    async fn pop_in_line(
-        &self,
-        keys: &QueueKeys,
-        local: &mut LocalWaiter,
-        pop: LinePop,
-        stop: impl std::future::Future<Output = ()>,
-    ) -> Vec<Item> {
-        let started = std::time::Instant::now();
-        let stats = &self.inner.stats;
-        let answers_empty = pop.wait.is_zero();
-        // A pop that must not wait is answered by the next round; the
-        // bound only guards against a fulfiller that cannot commit.
-        let wait = if answers_empty {
-            Duration::from_millis(self.inner.config.lost_race_wait_ms)
-        } else {
-            pop.wait
-        };
-        let (deadline, deadline_ms) = deadline_after(wait);
-        local.enqueue(LineRequest {
-            request: RequestValue {
-                deadline_ms,
-                end: pop.end,
-                lease_ms: pop.lease_ms,
-            },
-            max: pop.max,
-            answers_empty,
-        });
-        StagingStats::add(&stats.memory_requests, 1);
-        self.start_or_wake_fulfiller(keys, true);
-        let mut shutdown = self.inner.shutdown.subscribe();
-        let ended = async move {
-            tokio::select! {
-                _ = tokio::time::sleep_until(deadline) => {}
-                _ = shutdown.wait_for(|stopped| *stopped) => {}
-                _ = stop => {}
-            }
-        };
-        let received = tokio::select! {
-            // An error means the sender went unused: nothing was handed.
-            received = &mut local.receiver => received.ok(),
-            () = ended => local.take_handed().await,
-        };
-        self.staged_outcome(keys, started, received.unwrap_or_default())
-    }
-
-    /// Starts the fulfillment loop of `keys` unless one runs.
+    /// [`Pops::ensure_fulfiller`].
     pub fn ensure_fulfiller(&self, keys: &QueueKeys) {
-        self.start_or_wake_fulfiller(keys, false);
+        self.inner.pops.ensure_fulfiller(keys)
     }
 
-    /// Starts the fulfillment loop of `keys`, or wakes the running one
-    /// (`wake`: a memory request joined the line; the loop may be idle).
-    fn start_or_wake_fulfiller(&self, keys: &QueueKeys, wake: bool) {
-        if *self.inner.shutdown.borrow() {
-            return;
-        }
-        let id = (keys.kind(), keys.name().clone());
-        let mut fulfillers = self.inner.fulfillers.lock().expect("fulfiller map lock");
-        if let Some(running) = fulfillers.get(&id).filter(|f| !f.task.is_finished()) {
-            if wake {
-                // A permit is kept if the loop is busy: never lost.
-                running.wake.notify_one();
-            }
-            return;
-        }
-        let coordinator = self.clone();
-        let keys = keys.clone();
-        let wake = Arc::new(Notify::new());
-        let woken = wake.clone();
-        let task = tokio::spawn(async move { coordinator.fulfill_loop(keys, woken).await });
-        fulfillers.insert(id, Fulfiller { task, wake });
-    }
-
-    /// True while the fulfillment loop of `keys` runs in this process.
-    fn fulfiller_runs(&self, keys: &QueueKeys) -> bool {
-        let fulfillers = self.inner.fulfillers.lock().expect("fulfiller map lock");
-        fulfillers
-            .get(&(keys.kind(), keys.name().clone()))
-            .is_some_and(|f| !f.task.is_finished())
-    }
-
-    /// Number of fulfillment loops running.
+    /// [`Pops::fulfillers_running`].
     pub fn fulfillers_running(&self) -> usize {
-        let fulfillers = self.inner.fulfillers.lock().expect("fulfiller map lock");
-        fulfillers
-            .values()
-            .filter(|f| !f.task.is_finished())
-            .count()
+        self.inner.pops.fulfillers_running()
     }
 
-    /// Memory requests of queue `keys` waiting in this process now (they
-    /// are not in the store's `waiting` counter).
+    /// [`Pops::memory_waiting`].
     pub fn memory_waiting(&self, keys: &QueueKeys) -> usize {
-        self.inner.local.memory_waiting(keys)
+        self.inner.pops.memory_waiting(keys)
     }
 
-    async fn fulfill_loop(self, keys: QueueKeys, wake: Arc<Notify>) {
-        let marker_key = keys.handoff_marker(rand::random());
-        self.fulfill_rounds(&keys, &marker_key, &wake).await;
-        // The marker only mattered to this loop's unknown commit outcomes.
-        let cleared = transact(&self.inner.store, RetryPolicy::default(), |txn| {
-            let marker_key = &marker_key;
-            async move { txn.clear(marker_key) }
-        })
-        .await;
-        if let Err(error) = cleared {
-            tracing::debug!(queue = %keys.name(), %error, "could not clear a fulfiller's hand-off marker");
-        }
+    /// Counters of the protocol's work.
+    pub fn stats(&self) -> &StagingStats {
+        &self.inner.stats
     }
-
-    async fn fulfill_rounds(&self, keys: &QueueKeys, marker_key: &[u8], wake: &Notify) {
-        let config = &self.inner.config;
-        let stats = &self.inner.stats;
-        let mut shutdown = self.inner.shutdown.subscribe();
-        let idle = Duration::from_millis(config.fulfiller_idle_ms);
-        let mut attempt = 0u64;
-        // Bounded: it ends on shutdown, or after `fulfiller_idle_ms`
-        // without a request.
-        loop {
-            attempt += 1;
-            if *shutdown.borrow() {
-                return;
-            }
-            let local = &self.inner.local;
-            let claims = local.claim(keys, config.fulfill_batch_max);
-            let mut outcome = fulfill_once(
-                &self.inner.store,
-                keys,
-                config.fulfill_batch_max,
-                config.fulfill_bytes_max,
-                config.result_grace_ms,
-                LocalHandoff {
-                    is_local: &|requester| local.is_local(requester),
-                    memory: claims.requests(),
-                    marker_key,
-                    attempt,
-                },
-            )
-            .await;
-            // Settled whatever the outcome: a claimed memory request must
-            // not outlive its transaction. Durable now: hand over, and put
-            // back what nobody here takes.
-            let (handed, emptied) = match &mut outcome {
-                Ok(fulfilled) => (
-                    std::mem::take(&mut fulfilled.handed),
-                    std::mem::take(&mut fulfilled.emptied),
-                ),
-                Err(_) => (Vec::new(), Vec::new()),
-            };
-            StagingStats::add(&stats.local_hand_offs, handed.len() as u64);
-            let mut served_memory = Vec::new();
-            let mut unclaimed = Vec::new();
-            for (id, items) in handed {
-                match id {
-                    LocalId::Memory(seq) => served_memory.push((seq, items)),
-                    LocalId::Registered(requester) => {
-                        for item in items {
-                            unclaimed.extend(local.hand_over(&requester, item));
-                        }
-                    }
-                }
-            }
-            unclaimed.extend(claims.settle(served_memory, &emptied));
-            if !unclaimed.is_empty() {
-                StagingStats::add(&stats.local_hand_offs_unclaimed, unclaimed.len() as u64);
-                self.put_back(keys, unclaimed).await;
-            }
-            let fulfilled = match outcome {
-                Ok(fulfilled) => fulfilled,
-                Err(QueueError::Store(StoreError::Conflict)) => {
-                    StagingStats::add(&stats.fulfill_conflicts, 1);
-                    metrics::conflict("fulfill");
-                    let pause_us = rand::random::<u64>() % FULFILL_CONFLICT_BACKOFF_US_MAX;
-                    tokio::time::sleep(Duration::from_micros(pause_us)).await;
-                    continue;
-                }
-                Err(error) => {
-                    tracing::warn!(queue = %keys.name(), %error, "fulfillment failed; retrying");
-                    tokio::time::sleep(Duration::from_millis(FULFILL_ERROR_PAUSE_MS)).await;
-                    continue;
-                }
-            };
-            if fulfilled.served + fulfilled.expired > 0 {
-                StagingStats::add(&stats.fulfill_batches, 1);
-                StagingStats::add(&stats.requests_expired, fulfilled.expired as u64);
-                if fulfilled.items > 0 {
-                    ::metrics::histogram!(metrics::FULFILL_BATCH_SIZE)
-                        .record(fulfilled.items as f64);
-                }
-                if fulfilled.expired > 0 {
-                    ::metrics::counter!(metrics::REQUESTS_EXPIRED, "queue" => metrics::queue_label(keys.name().as_str()))
-                        .increment(fulfilled.expired as u64);
-                }
-            }
-            let Some(watch) = fulfilled.watch else {
-                // More requests, or items held back by the byte bound: go on.
-                continue;
-            };
-            let no_requests =
-                fulfilled.unserved == 0 && fulfilled.served == 0 && fulfilled.expired == 0;
-            // Waiting requests expire: look again by the earliest deadline.
-            let until_deadline = fulfilled
-                .next_deadline_ms
-                .map(|deadline| Duration::from_millis(deadline.saturating_sub(now_ms()) + 1))
-                .unwrap_or(idle);
-            tokio::select! {
-                fired = watch => {
-                    if let Err(error) = fired {
-                        tracing::debug!(queue = %keys.name(), %error, "fulfiller watch failed");
-                        tokio::time::sleep(Duration::from_millis(FULFILL_ERROR_PAUSE_MS)).await;
-                    }
-                }
-                _ = wake.notified() => {}
-                _ = tokio::time::sleep(until_deadline.min(idle)) => {
-                    if no_requests {
-                        self.retire(keys);
-                        // A request registered or queued just before the
-                        // retirement saw this loop alive and started none:
-                        // look once more.
-                        if self.has_requests(keys).await || local.memory_waiting(keys) > 0
-                        {
-                            self.ensure_fulfiller(keys);
-                        }
-                        return;
-                    }
-                }
-                _ = shutdown.changed() => return,
-            }
-        }
-    }
-
-    async fn has_requests(&self, keys: &QueueKeys) -> bool {
-        let (begin, end) = keys.requests_range();
-        let read = async {
-            let txn = self.inner.store.begin()?;
-            txn.get_range(RangeRead::new(&begin, &end, 1).snapshot())
-                .await
-        };
-        // When unsure, assume work: an extra fulfiller costs one idle period.
-        read.await.map(|rows| !rows.is_empty()).unwrap_or(true)
-    }
-
-    /// Removes an idle fulfiller from the map (it is about to return).
-    fn retire(&self, keys: &QueueKeys) {
-        let mut fulfillers = self.inner.fulfillers.lock().expect("fulfiller map lock");
-        fulfillers.remove(&(keys.kind(), keys.name().clone()));
-    }
-
     /// Sweeps every registered queue once as of now.
     pub async fn reap_all(&self) -> Result<crate::staging::reap::Reaped, QueueError> {
         let mut total = crate::staging::reap::Reaped::default();
@@ -684,7 +194,7 @@ impl<S: Store> Coordinator<S> {
 
     async fn reap_loop(self) {
         let mut shutdown = self.inner.shutdown.subscribe();
-        let interval = Duration::from_millis(self.inner.config.reap_interval_ms.max(1));
+        let interval = Duration::from_millis(self.config().reap_interval_ms.max(1));
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(interval) => {}
@@ -705,10 +215,7 @@ impl<S: Store> Coordinator<S> {
     /// by other processes are found by the timer's own sweeps, at most
     /// `reap_interval_ms` late.
     pub fn schedule(&self, due_ms: u64) {
-        let next = self.inner.timer_next_ms.fetch_min(due_ms, Ordering::AcqRel);
-        if due_ms < next {
-            self.inner.timer_wake.notify_one();
-        }
+        schedule(&self.inner.timer_next_ms, &self.inner.timer_wake, due_ms);
     }
 
     /// Bounded: one sweep per due time; between sweeps it sleeps until the
@@ -717,7 +224,7 @@ impl<S: Store> Coordinator<S> {
     /// only once it has come.
     async fn timer_loop(self) {
         let mut shutdown = self.inner.shutdown.subscribe();
-        let interval_ms = self.inner.config.reap_interval_ms.max(1);
+        let interval_ms = self.config().reap_interval_ms.max(1);
         let next_ms = &self.inner.timer_next_ms;
         loop {
             if *shutdown.borrow() {
@@ -760,7 +267,7 @@ impl<S: Store> Coordinator<S> {
         let stats = &self.inner.stats;
         let mut earliest: Option<u64> = None;
         for keys in registered_queues(store).await? {
-            let max_deliveries = self.inner.config.delivery.max_deliveries(keys.name());
+            let max_deliveries = self.config().delivery.max_deliveries(keys.name());
             // One queue's failure must not stop the sweep of the others;
             // it is tried again at the next sweep.
             let swept = async {
@@ -817,7 +324,7 @@ impl<S: Store> Coordinator<S> {
         receipt: &Receipt,
         delay_ms: u64,
     ) -> Result<Returned, LeaseError> {
-        let max_deliveries = self.inner.config.delivery.max_deliveries(keys.name());
+        let max_deliveries = self.config().delivery.max_deliveries(keys.name());
         let returned =
             settle::nack(&self.inner.store, keys, receipt, delay_ms, max_deliveries).await?;
         let label = metrics::queue_label(keys.name().as_str());
@@ -856,16 +363,7 @@ impl<S: Store> Coordinator<S> {
     /// commits to finish (at most `wait`).
     pub async fn shutdown(&self, wait: Duration) {
         self.begin_shutdown();
-        let tasks: Vec<JoinHandle<()>> = {
-            let mut fulfillers = self.inner.fulfillers.lock().expect("fulfiller map lock");
-            fulfillers.drain().map(|(_, f)| f.task).collect()
-        };
-        let all = async {
-            for task in tasks {
-                let _ = task.await;
-            }
-        };
-        let _ = tokio::time::timeout(wait, all).await;
+        self.inner.pops.join_fulfillers(wait).await;
     }
 
     /// True once [`Self::shutdown`] was called.
@@ -899,137 +397,10 @@ impl<S: Store> Coordinator<S> {
     }
 }
 
-type Outcome = Result<Vec<Item>, QueueError>;
-
-/// A pop, boxed so that it can move.
-type Pop = std::pin::Pin<Box<dyn std::future::Future<Output = Outcome> + Send>>;
-
-/// A pop that runs in its caller's task and finishes even if the caller
-/// leaves. Once a commit that takes an item is submitted it may apply
-/// whatever the caller does (an HTTP client hanging up drops the handler's
-/// future): dropped while pending, the pop moves to a task of its own, is
-/// told its caller is gone (a waiting request withdraws at once), and what
-/// it takes is put back where it was. Completed, it handed its items to
-/// the caller directly: there is no window in between.
-struct Finishing<S: Store> {
-    pop: Option<Pop>,
-    gone: watch::Sender<bool>,
-    coordinator: Coordinator<S>,
-    keys: QueueKeys,
-}
-
-impl<S: Store> Finishing<S> {
-    fn new(
-        coordinator: &Coordinator<S>,
-        keys: &QueueKeys,
-        gone: watch::Sender<bool>,
-        pop: Pop,
-    ) -> Self {
-        Finishing {
-            pop: Some(pop),
-            gone,
-            coordinator: coordinator.clone(),
-            keys: keys.clone(),
-        }
-    }
-}
-
-impl<S: Store> std::future::Future for Finishing<S> {
-    type Output = Outcome;
-
-    fn poll(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Outcome> {
-        let pop = self
-            .pop
-            .as_mut()
-            .expect("a finished pop is not polled again");
-        let outcome = std::task::ready!(pop.as_mut().poll(cx));
-        self.pop = None;
-        std::task::Poll::Ready(outcome)
-    }
-}
-
-impl<S: Store> Drop for Finishing<S> {
-    fn drop(&mut self) {
-        let Some(pop) = self.pop.take() else {
-            return;
-        };
-        self.gone.send_replace(true);
-        let (coordinator, keys) = (self.coordinator.clone(), self.keys.clone());
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(async move {
-                    if let Ok(items) = pop.await
-                        && !items.is_empty()
-                    {
-                        coordinator.put_back(&keys, items).await;
-                    }
-                });
-            }
-            Err(_) => {
-                tracing::error!(queue = %keys.name(), "a pop dropped outside a runtime cannot finish; an item it took may be lost");
-            }
-        }
-    }
-}
-
-/// A pop waiting in line in its caller's own task. Dropped mid-wait (an
-/// HTTP client hanging up), it leaves the line; an item already handed to
-/// it goes back. (One its fulfiller has claimed but not yet settled finds
-/// no receiver when it settles, and the fulfiller puts it back.)
-struct InLine<S: Store> {
-    local: LocalWaiter,
-    coordinator: Coordinator<S>,
-    keys: QueueKeys,
-}
-
-impl<S: Store> InLine<S> {
-    fn new(coordinator: &Coordinator<S>, keys: &QueueKeys) -> Self {
-        InLine {
-            local: LocalWaiter::new(coordinator.inner.local.clone(), keys),
-            coordinator: coordinator.clone(),
-            keys: keys.clone(),
-        }
-    }
-}
-
-impl<S: Store> Drop for InLine<S> {
-    fn drop(&mut self) {
-        if let Some(items) = self.local.abandon() {
-            self.coordinator.put_back_from_drop(&self.keys, items);
-        }
-    }
-}
-
-/// What a pop waiting in line asks for.
-#[derive(Debug, Clone, Copy)]
-struct LinePop {
-    end: End,
-    /// Most items (at least 1).
-    max: usize,
-    /// Zero: answered by the fulfiller's next round, items or "empty".
-    wait: Duration,
-    /// 0: no lease, the items are deleted.
-    lease_ms: u64,
-}
-
-/// Records delivered items: count by path, pop latency, enqueue-to-delivery wait.
-fn record_delivery(
-    keys: &QueueKeys,
-    path: &'static str,
-    started: std::time::Instant,
-    items: &[Item],
-) {
-    let label = metrics::queue_label(keys.name().as_str());
-    ::metrics::counter!(metrics::POPS, "queue" => label, "path" => path)
-        .increment(items.len() as u64);
-    ::metrics::histogram!(metrics::POP_LATENCY, "path" => path)
-        .record(started.elapsed().as_secs_f64());
-    let now = now_ms();
-    for item in items {
-        let wait_ms = now.saturating_sub(item.enqueued_at_ms);
-        ::metrics::histogram!(metrics::ITEM_WAIT).record(wait_ms as f64 / 1_000.0);
+/// Lowers the timer's next look to `due_ms`, waking it if that is earlier.
+fn schedule(next_ms: &AtomicU64, wake: &Notify, due_ms: u64) {
+    let next = next_ms.fetch_min(due_ms, Ordering::AcqRel);
+    if due_ms < next {
+        wake.notify_one();
     }
 }

@@ -20,8 +20,8 @@ use rand::RngCore;
 
 use crate::envelope::{End, encode_item, now_ms};
 use crate::keys::{QueueKeys, QueueKind, QueueName, RANDOM_LEN};
+use crate::queue::read_end;
 use crate::queue::{Item, QueueError, check_batch};
-use crate::staging::direct::read_end;
 use crate::store::{
     RangeRead, RetryPolicy, Store, StoreError, Transaction, decode_counter, transact,
 };

@@ -19,14 +19,13 @@ use std::fmt;
 use rand::RngCore;
 
 use crate::envelope::{
-    DeadLetter, End, HeldItem, ItemValue, PAYLOAD_SIZE_MAX, encode_held, encode_item,
+    DeadLetter, End, HeldItem, ItemValue, PAYLOAD_SIZE_MAX, decode_item, encode_held, encode_item,
     encode_item_value, now_ms,
 };
 use crate::keys::{QueueKeys, QueueName, RANDOM_LEN};
 use crate::lease::Lease;
-use crate::staging::direct::read_end;
 use crate::store::{
-    RetryPolicy, Store, StoreError, Transaction, decode_counter, decode_mark, transact,
+    RangeRead, RetryPolicy, Store, StoreError, Transaction, decode_counter, decode_mark, transact,
 };
 
 /// Most items one `push_batch` accepts.
@@ -352,4 +351,28 @@ pub(crate) fn corrupt_as_store(error: QueueError) -> StoreError {
             message: other.to_string(),
         },
     }
+}
+
+/// Reads the first (or last) item of `keys` in `txn`.
+pub async fn read_end<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    end: End,
+    limit: usize,
+    snapshot: bool,
+) -> Result<Vec<Item>, QueueError> {
+    let (begin, stop) = keys.items_range();
+    let mut read = RangeRead::new(&begin, &stop, limit);
+    read.reverse = end == End::Back;
+    read.snapshot = snapshot;
+    txn.get_range(read)
+        .await?
+        .into_iter()
+        .map(|row| {
+            let value = decode_item(&row.value).ok_or_else(|| QueueError::Corrupt {
+                key: row.key.clone(),
+            })?;
+            Ok(Item::from_value(row.key, value))
+        })
+        .collect()
 }

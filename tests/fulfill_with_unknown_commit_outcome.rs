@@ -18,7 +18,7 @@ use hotq::envelope::{RequestValue, now_ms};
 use hotq::keys::{QueueKeys, QueueName};
 use hotq::queue::{Queue, QueueError};
 use hotq::staging::fulfill::{LocalHandoff, fulfill_once};
-use hotq::staging::local::{LineRequest, LocalId, MemoryRequest};
+use hotq::staging::line::{LineRequest, LocalId, MemoryRequest};
 use hotq::staging::requester::register_with;
 use hotq::store::embedded::{Durability, EmbeddedStore, EmbeddedTxn};
 use hotq::store::{KeyValue, RangeRead, Store, StoreError, Transaction, Watch};

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use crate::envelope::{ItemValue, encode_item_value};
 use crate::keys::{DEAD_LETTER_SUFFIX, QueueKeys, QueueName};
+use crate::queue::read_end;
 use crate::queue::{QueueError, append_in};
-use crate::staging::direct::read_end;
 use crate::store::{RetryPolicy, Store, Transaction, transact};
 
 /// Most items one re-drive moves.

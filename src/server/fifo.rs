@@ -19,8 +19,8 @@ use super::error::ApiError;
 use crate::envelope::{End, PAYLOAD_SIZE_MAX, now_ms};
 use crate::keys::{QueueKeys, QueueKind, QueueName};
 use crate::metrics::operation;
+use crate::queue::read_end;
 use crate::queue::{Item, PUSH_BATCH_MAX, Queue};
-use crate::staging::direct::read_end;
 use crate::store::{Store, Transaction, decode_counter};
 
 /// Header carrying an item's enqueue time (ms since the epoch).

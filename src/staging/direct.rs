@@ -1,10 +1,10 @@
 //! One direct-pop attempt, at either end of a queue.
 
-use crate::envelope::{End, decode_item, now_ms};
+use crate::envelope::{End, now_ms};
 use crate::keys::QueueKeys;
 use crate::lease::lease_in;
-use crate::queue::{DirectPop, Item, QueueError};
-use crate::store::{RangeRead, Store, StoreError, Transaction, decode_counter};
+use crate::queue::{DirectPop, Item, QueueError, read_end};
+use crate::store::{Store, StoreError, Transaction, decode_counter};
 
 /// Why a direct pop was not even tried.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -14,30 +14,6 @@ pub enum Attempt {
     /// Requests are waiting: the popper queues behind them instead of
     /// racing the fulfiller for items.
     RequestsWaiting,
-}
-
-/// Reads the first (or last) item of `keys` in `txn`.
-pub async fn read_end<T: Transaction>(
-    txn: &T,
-    keys: &QueueKeys,
-    end: End,
-    limit: usize,
-    snapshot: bool,
-) -> Result<Vec<Item>, QueueError> {
-    let (begin, stop) = keys.items_range();
-    let mut read = RangeRead::new(&begin, &stop, limit);
-    read.reverse = end == End::Back;
-    read.snapshot = snapshot;
-    txn.get_range(read)
-        .await?
-        .into_iter()
-        .map(|row| {
-            let value = decode_item(&row.value).ok_or_else(|| QueueError::Corrupt {
-                key: row.key.clone(),
-            })?;
-            Ok(Item::from_value(row.key, value))
-        })
-        .collect()
 }
 
 /// Tries once to take up to `max` items from `end` of the queue: if no

@@ -1,7 +1,7 @@
 //! One fulfillment transaction: pair waiting requests with items, many at
 //! once, and write each item under its requester's result key (or, for a
 //! requester in this process, hand it over in memory after the commit;
-//! see [`super::local`]).
+//! see [`super::line`]).
 //!
 //! Requests and items are read with snapshot (so reading many costs no
 //! conflicts), and a read-conflict key is added on each one consumed: the
@@ -11,7 +11,7 @@
 //!
 //! Two lines of requests are served together: the request subspace, and
 //! the memory requests of pops waiting in this process (see
-//! [`super::local`]). Each line keeps its order; when items are scarce the
+//! [`super::line`]). Each line keeps its order; when items are scarce the
 //! two take turns, so neither starves the other.
 
 use std::collections::{HashSet, VecDeque};
@@ -19,9 +19,9 @@ use std::collections::{HashSet, VecDeque};
 use crate::envelope::{End, LeaseTag, ResultValue, decode_request, encode_result, now_ms};
 use crate::keys::QueueKeys;
 use crate::lease::lease_in;
+use crate::queue::read_end;
 use crate::queue::{Item, QueueError};
-use crate::staging::direct::read_end;
-use crate::staging::local::{LocalId, MemoryRequest};
+use crate::staging::line::{LocalId, MemoryRequest};
 use crate::store::{RangeRead, Store, Transaction, Watch};
 
 /// What one fulfillment transaction did.

@@ -1,25 +1,41 @@
 //! The high-contention pop protocol (DESIGN §4), written once for every
-//! queue kind and every store.
+//! queue kind and every store. Read in this order:
 //!
-//! - [`direct`]: one direct-pop attempt at either end; a conflict is an outcome.
-//! - [`requester`]: register a request, wait on a watch of its result key,
-//!   collect; withdraw on timeout or drop, taking the item if the fulfiller won.
-//! - [`fulfill`]: one fulfillment transaction pairing waiting requests with
-//!   items, many at once.
-//! - [`local`]: requesters in the fulfiller's own process: memory requests
-//!   (a staged pop that never writes to the store), and in-memory hand-off
-//!   without a result write and a collect commit.
-//! - [`reap`]: return results nobody collected, clear requests nobody serves.
+//! 1. [`pop`]: a pop from its caller's side. On an uncontended queue it is
+//!    a [`direct`] pop (snapshot check for waiting requests, read the
+//!    first item, clear it, commit). Once the queue is contended every
+//!    pop — no wait, long-poll, leased, several items, either end — waits
+//!    in the queue's line instead of racing the fulfiller.
+//! 2. [`line`]: the line. Two levels: pops waiting in this process queue
+//!    in memory (no write per pop); a stored request ([`requester`]:
+//!    register, await its result on a watch, withdraw with a read
+//!    conflict) stands in the store's request subspace, where any
+//!    process's fulfiller serves it in request order.
+//! 3. [`fulfill`]: one round: in one transaction, snapshot-read a batch of
+//!    requests and items, add a read conflict on each one consumed, clear
+//!    items and requests, write leases and stored results. A pop that must
+//!    not wait is answered "empty" only by a round whose read found
+//!    nothing visible. [`fulfiller`]: the loop of rounds per queue, waiting
+//!    on the wake key, a push, or a pop joining the line.
+//! 4. [`handoff`]: the hand-off and the give-back. Once a round's commit is
+//!    durable its items go to their pops in memory; items whose pop has
+//!    gone (its caller hung up, its wait ended) go back to their original
+//!    keys; a pop whose caller leaves mid-commit finishes on its own.
+//! 5. [`reap`]: results nobody collected go back, requests nobody serves
+//!    are cleared.
 //!
 //! Exactly-once hand-off: an item leaves `items` in the same commit that
-//! writes it to exactly one result (or one direct popper). Every commit that
-//! consumes a request, item or result holds a read-conflict on it, so two
-//! transactions can never both consume it; whichever loses conflicts and
-//! re-reads.
+//! writes it to exactly one result, one pop in line, or one direct popper.
+//! Every commit that consumes a request, item or result holds a
+//! read-conflict on it, so two transactions can never both consume it;
+//! whichever loses conflicts and re-reads.
 
 pub mod direct;
 pub mod fulfill;
-pub mod local;
+pub mod fulfiller;
+pub mod handoff;
+pub mod line;
+pub mod pop;
 pub mod reap;
 pub mod requester;
 
@@ -51,7 +67,7 @@ pub struct StagingConfig {
     /// pop waits after losing the race.
     pub lost_race_wait_ms: u64,
     /// A staged pop waits as a memory request in its own process's
-    /// request line (one commit per batch of pops; see [`local`]) instead
+    /// request line (one commit per batch of pops; see [`line`]) instead
     /// of registering in the store. Off: every request is written to the
     /// request subspace, so other processes see it (their direct pops
     /// defer to it) and any process's fulfiller may serve it.
@@ -87,7 +103,7 @@ pub struct StagingStats {
     pub direct_conflicts: AtomicU64,
     /// Requests registered in the store.
     pub requests_registered: AtomicU64,
-    /// Requests queued in memory (see [`local`]).
+    /// Requests queued in memory (see [`line`]).
     pub memory_requests: AtomicU64,
     /// Fulfillment transactions that committed having served or expired something.
     pub fulfill_batches: AtomicU64,

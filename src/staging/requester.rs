@@ -11,7 +11,7 @@ use crate::keys::QueueKeys;
 use crate::lease::settle::release_in;
 use crate::lease::{Lease, Receipt};
 use crate::queue::{Item, QueueError};
-use crate::staging::local::LocalWaiter;
+use crate::staging::line::LocalWaiter;
 use crate::store::{RetryPolicy, Store, StoreError, Transaction, Watch, decode_mark, transact};
 
 /// Bytes of a requester id.

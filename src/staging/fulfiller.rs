@@ -1,0 +1,221 @@
+//! The fulfillment loop of one queue: rounds of [`super::fulfill`], each
+//! serving a batch of the line's pops (and stored requests) in one commit,
+//! then handing the items over ([`super::handoff`]); with nothing to serve
+//! it waits on the store's wake key, a push, or a pop joining the line.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use crate::envelope::now_ms;
+use crate::keys::QueueKeys;
+use crate::metrics;
+use crate::queue::QueueError;
+use crate::staging::StagingStats;
+use crate::staging::fulfill::{LocalHandoff, fulfill_once};
+use crate::staging::pop::Pops;
+use crate::store::{RangeRead, RetryPolicy, Store, StoreError, Transaction, transact};
+
+/// Backoff ceiling after a fulfillment conflict, in microseconds.
+const FULFILL_CONFLICT_BACKOFF_US_MAX: u64 = 2_000;
+/// Pause after an unexpected fulfillment error.
+const FULFILL_ERROR_PAUSE_MS: u64 = 100;
+
+/// A running fulfillment loop.
+pub(super) struct Fulfiller {
+    task: JoinHandle<()>,
+    /// Wakes the loop for a memory request (stored requests wake it
+    /// through the store's wake key).
+    wake: Arc<Notify>,
+}
+
+impl<S: Store> Pops<S> {
+    /// Starts the fulfillment loop of `keys` unless one runs.
+    pub fn ensure_fulfiller(&self, keys: &QueueKeys) {
+        self.start_or_wake_fulfiller(keys, false);
+    }
+
+    /// Starts the fulfillment loop of `keys`, or wakes the running one
+    /// (`wake`: a memory request joined the line; the loop may be idle).
+    pub(super) fn start_or_wake_fulfiller(&self, keys: &QueueKeys, wake: bool) {
+        if *self.inner.shutdown.borrow() {
+            return;
+        }
+        let id = (keys.kind(), keys.name().clone());
+        let mut fulfillers = self.inner.fulfillers.lock().expect("fulfiller map lock");
+        if let Some(running) = fulfillers.get(&id).filter(|f| !f.task.is_finished()) {
+            if wake {
+                // A permit is kept if the loop is busy: never lost.
+                running.wake.notify_one();
+            }
+            return;
+        }
+        let pops = self.clone();
+        let keys = keys.clone();
+        let wake = Arc::new(Notify::new());
+        let woken = wake.clone();
+        let task = tokio::spawn(async move { pops.fulfill_loop(keys, woken).await });
+        fulfillers.insert(id, Fulfiller { task, wake });
+    }
+
+    /// True while the fulfillment loop of `keys` runs in this process.
+    pub(super) fn fulfiller_runs(&self, keys: &QueueKeys) -> bool {
+        let fulfillers = self.inner.fulfillers.lock().expect("fulfiller map lock");
+        fulfillers
+            .get(&(keys.kind(), keys.name().clone()))
+            .is_some_and(|f| !f.task.is_finished())
+    }
+
+    /// Number of fulfillment loops running.
+    pub fn fulfillers_running(&self) -> usize {
+        let fulfillers = self.inner.fulfillers.lock().expect("fulfiller map lock");
+        fulfillers
+            .values()
+            .filter(|f| !f.task.is_finished())
+            .count()
+    }
+
+    async fn fulfill_loop(self, keys: QueueKeys, wake: Arc<Notify>) {
+        let marker_key = keys.handoff_marker(rand::random());
+        self.fulfill_rounds(&keys, &marker_key, &wake).await;
+        // The marker only mattered to this loop's unknown commit outcomes.
+        let cleared = transact(&self.inner.store, RetryPolicy::default(), |txn| {
+            let marker_key = &marker_key;
+            async move { txn.clear(marker_key) }
+        })
+        .await;
+        if let Err(error) = cleared {
+            tracing::debug!(queue = %keys.name(), %error, "could not clear a fulfiller's hand-off marker");
+        }
+    }
+
+    async fn fulfill_rounds(&self, keys: &QueueKeys, marker_key: &[u8], wake: &Notify) {
+        let config = &self.inner.config;
+        let stats = &self.inner.stats;
+        let mut shutdown = self.inner.shutdown.clone();
+        let idle = Duration::from_millis(config.fulfiller_idle_ms);
+        let mut attempt = 0u64;
+        // Bounded: it ends on shutdown, or after `fulfiller_idle_ms`
+        // without a request.
+        loop {
+            attempt += 1;
+            if *shutdown.borrow() {
+                return;
+            }
+            let local = &self.inner.local;
+            let claims = local.claim(keys, config.fulfill_batch_max);
+            let mut outcome = fulfill_once(
+                &self.inner.store,
+                keys,
+                config.fulfill_batch_max,
+                config.fulfill_bytes_max,
+                config.result_grace_ms,
+                LocalHandoff {
+                    is_local: &|requester| local.is_local(requester),
+                    memory: claims.requests(),
+                    marker_key,
+                    attempt,
+                },
+            )
+            .await;
+            // Settled whatever the outcome: a claimed memory request must
+            // not outlive its transaction.
+            self.hand_over_round(keys, claims, &mut outcome).await;
+            let fulfilled = match outcome {
+                Ok(fulfilled) => fulfilled,
+                Err(QueueError::Store(StoreError::Conflict)) => {
+                    StagingStats::add(&stats.fulfill_conflicts, 1);
+                    metrics::conflict("fulfill");
+                    let pause_us = rand::random::<u64>() % FULFILL_CONFLICT_BACKOFF_US_MAX;
+                    tokio::time::sleep(Duration::from_micros(pause_us)).await;
+                    continue;
+                }
+                Err(error) => {
+                    tracing::warn!(queue = %keys.name(), %error, "fulfillment failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(FULFILL_ERROR_PAUSE_MS)).await;
+                    continue;
+                }
+            };
+            if fulfilled.served + fulfilled.expired > 0 {
+                StagingStats::add(&stats.fulfill_batches, 1);
+                StagingStats::add(&stats.requests_expired, fulfilled.expired as u64);
+                if fulfilled.items > 0 {
+                    ::metrics::histogram!(metrics::FULFILL_BATCH_SIZE)
+                        .record(fulfilled.items as f64);
+                }
+                if fulfilled.expired > 0 {
+                    ::metrics::counter!(metrics::REQUESTS_EXPIRED, "queue" => metrics::queue_label(keys.name().as_str()))
+                        .increment(fulfilled.expired as u64);
+                }
+            }
+            let Some(watch) = fulfilled.watch else {
+                // More requests, or items held back by the byte bound: go on.
+                continue;
+            };
+            let no_requests =
+                fulfilled.unserved == 0 && fulfilled.served == 0 && fulfilled.expired == 0;
+            // Waiting requests expire: look again by the earliest deadline.
+            let until_deadline = fulfilled
+                .next_deadline_ms
+                .map(|deadline| Duration::from_millis(deadline.saturating_sub(now_ms()) + 1))
+                .unwrap_or(idle);
+            tokio::select! {
+                fired = watch => {
+                    if let Err(error) = fired {
+                        tracing::debug!(queue = %keys.name(), %error, "fulfiller watch failed");
+                        tokio::time::sleep(Duration::from_millis(FULFILL_ERROR_PAUSE_MS)).await;
+                    }
+                }
+                _ = wake.notified() => {}
+                _ = tokio::time::sleep(until_deadline.min(idle)) => {
+                    if no_requests {
+                        self.retire(keys);
+                        // A request registered or queued just before the
+                        // retirement saw this loop alive and started none:
+                        // look once more.
+                        if self.has_requests(keys).await || local.memory_waiting(keys) > 0
+                        {
+                            self.ensure_fulfiller(keys);
+                        }
+                        return;
+                    }
+                }
+                _ = shutdown.changed() => return,
+            }
+        }
+    }
+
+    async fn has_requests(&self, keys: &QueueKeys) -> bool {
+        let (begin, end) = keys.requests_range();
+        let read = async {
+            let txn = self.inner.store.begin()?;
+            txn.get_range(RangeRead::new(&begin, &end, 1).snapshot())
+                .await
+        };
+        // When unsure, assume work: an extra fulfiller costs one idle period.
+        read.await.map(|rows| !rows.is_empty()).unwrap_or(true)
+    }
+
+    /// Removes an idle fulfiller from the map (it is about to return).
+    fn retire(&self, keys: &QueueKeys) {
+        let mut fulfillers = self.inner.fulfillers.lock().expect("fulfiller map lock");
+        fulfillers.remove(&(keys.kind(), keys.name().clone()));
+    }
+
+    /// Waits (at most `wait`) for the fulfillment loops to end after
+    /// shutdown was signalled: in-flight commits finish and hand over.
+    pub async fn join_fulfillers(&self, wait: Duration) {
+        let tasks: Vec<JoinHandle<()>> = {
+            let mut fulfillers = self.inner.fulfillers.lock().expect("fulfiller map lock");
+            fulfillers.drain().map(|(_, f)| f.task).collect()
+        };
+        let all = async {
+            for task in tasks {
+                let _ = task.await;
+            }
+        };
+        let _ = tokio::time::timeout(wait, all).await;
+    }
+}

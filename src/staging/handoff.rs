@@ -1,0 +1,192 @@
+//! The hand-off and the give-back. After a fulfillment round is durable,
+//! its items go to the pops it served, in memory; a pop answered "empty"
+//! is told so; what nobody is left to take goes back to its original key.
+//! A pop whose caller leaves mid-wait or mid-commit finishes on its own
+//! and gives back what it took ([`Finishing`], [`InLine`]): no item is
+//! taken for a pop that has gone.
+
+use tokio::sync::watch;
+
+use crate::keys::QueueKeys;
+use crate::queue::{Item, QueueError};
+use crate::staging::StagingStats;
+use crate::staging::fulfill::Fulfilled;
+use crate::staging::line::{Claims, LocalId, LocalWaiter};
+use crate::staging::pop::Pops;
+use crate::staging::requester::restore_items;
+use crate::store::Store;
+
+impl<S: Store> Pops<S> {
+    /// Hands a round's items to their pops (the commit is durable: it
+    /// returned `Ok`), answers the pops it found nothing for, returns the
+    /// round's other claims to the line, and gives back what nobody here
+    /// takes. A failed round hands nothing over.
+    pub(super) async fn hand_over_round(
+        &self,
+        keys: &QueueKeys,
+        claims: Claims,
+        outcome: &mut Result<Fulfilled, QueueError>,
+    ) {
+        let stats = &self.inner.stats;
+        let (handed, emptied) = match outcome {
+            Ok(fulfilled) => (
+                std::mem::take(&mut fulfilled.handed),
+                std::mem::take(&mut fulfilled.emptied),
+            ),
+            Err(_) => (Vec::new(), Vec::new()),
+        };
+        StagingStats::add(&stats.local_hand_offs, handed.len() as u64);
+        let mut served_memory = Vec::new();
+        let mut unclaimed = Vec::new();
+        for (id, items) in handed {
+            match id {
+                LocalId::Memory(seq) => served_memory.push((seq, items)),
+                LocalId::Registered(requester) => {
+                    for item in items {
+                        unclaimed.extend(self.inner.local.hand_over(&requester, item));
+                    }
+                }
+            }
+        }
+        unclaimed.extend(claims.settle(served_memory, &emptied));
+        if !unclaimed.is_empty() {
+            StagingStats::add(&stats.local_hand_offs_unclaimed, unclaimed.len() as u64);
+            self.put_back(keys, unclaimed).await;
+        }
+    }
+
+    /// Returns items whose caller went away to their original keys (leased
+    pub(super) async fn put_back(&self, keys: &QueueKeys, items: Vec<Item>) {
+        let count = items.len();
+        let restored = restore_items(&self.inner.store, keys, items).await;
+        match restored {
+            Ok(()) => {
+                tracing::debug!(queue = %keys.name(), items = count, "put back items of a pop whose caller left")
+            }
+            Err(error) => {
+                tracing::error!(queue = %keys.name(), %error, items = count, "could not put back items of a pop whose caller left")
+            }
+        }
+    }
+
+    /// [`Self::put_back`] from a drop (no await there): spawned on the
+    /// current runtime; outside one the items are lost, and logged.
+    pub(super) fn put_back_from_drop(&self, keys: &QueueKeys, items: Vec<Item>) {
+        if items.is_empty() {
+            return;
+        }
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                let (pops, keys) = (self.clone(), keys.clone());
+                runtime.spawn(async move { pops.put_back(&keys, items).await });
+            }
+            Err(_) => {
+                tracing::error!(queue = %keys.name(), items = items.len(), "items delivered to a pop dropped outside a runtime are lost");
+            }
+        }
+    }
+}
+
+type Outcome = Result<Vec<Item>, QueueError>;
+
+/// A pop, boxed so that it can move.
+type Pop = std::pin::Pin<Box<dyn std::future::Future<Output = Outcome> + Send>>;
+
+/// A pop that runs in its caller's task and finishes even if the caller
+/// leaves. Once a commit that takes an item is submitted it may apply
+/// whatever the caller does (an HTTP client hanging up drops the handler's
+/// future): dropped while pending, the pop moves to a task of its own, is
+/// told its caller is gone (a waiting request withdraws at once), and what
+/// it takes is put back where it was. Completed, it handed its items to
+/// the caller directly: there is no window in between.
+pub(super) struct Finishing<S: Store> {
+    pop: Option<Pop>,
+    gone: watch::Sender<bool>,
+    pops: Pops<S>,
+    keys: QueueKeys,
+}
+
+impl<S: Store> Finishing<S> {
+    pub(super) fn new(
+        pops: &Pops<S>,
+        keys: &QueueKeys,
+        gone: watch::Sender<bool>,
+        pop: Pop,
+    ) -> Self {
+        Finishing {
+            pop: Some(pop),
+            gone,
+            pops: pops.clone(),
+            keys: keys.clone(),
+        }
+    }
+}
+
+impl<S: Store> std::future::Future for Finishing<S> {
+    type Output = Outcome;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Outcome> {
+        let pop = self
+            .pop
+            .as_mut()
+            .expect("a finished pop is not polled again");
+        let outcome = std::task::ready!(pop.as_mut().poll(cx));
+        self.pop = None;
+        std::task::Poll::Ready(outcome)
+    }
+}
+
+impl<S: Store> Drop for Finishing<S> {
+    fn drop(&mut self) {
+        let Some(pop) = self.pop.take() else {
+            return;
+        };
+        self.gone.send_replace(true);
+        let (pops, keys) = (self.pops.clone(), self.keys.clone());
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    if let Ok(items) = pop.await
+                        && !items.is_empty()
+                    {
+                        pops.put_back(&keys, items).await;
+                    }
+                });
+            }
+            Err(_) => {
+                tracing::error!(queue = %keys.name(), "a pop dropped outside a runtime cannot finish; an item it took may be lost");
+            }
+        }
+    }
+}
+
+/// A pop waiting in line in its caller's own task. Dropped mid-wait (an
+/// HTTP client hanging up), it leaves the line; an item already handed to
+/// it goes back. (One its fulfiller has claimed but not yet settled finds
+/// no receiver when it settles, and the fulfiller puts it back.)
+pub(super) struct InLine<S: Store> {
+    pub(super) local: LocalWaiter,
+    pops: Pops<S>,
+    keys: QueueKeys,
+}
+
+impl<S: Store> InLine<S> {
+    pub(super) fn new(pops: &Pops<S>, keys: &QueueKeys) -> Self {
+        InLine {
+            local: LocalWaiter::new(pops.inner.local.clone(), keys),
+            pops: pops.clone(),
+            keys: keys.clone(),
+        }
+    }
+}
+
+impl<S: Store> Drop for InLine<S> {
+    fn drop(&mut self) {
+        if let Some(items) = self.local.abandon() {
+            self.pops.put_back_from_drop(&self.keys, items);
+        }
+    }
+}
