@@ -589,4 +589,39 @@ mod tests {
             "entries are removed"
         );
     }
+
+    #[tokio::test]
+    async fn a_pop_that_must_not_wait_is_answered_empty_and_a_pop_of_many_takes_several() {
+        let waiters = Arc::new(LocalWaiters::default());
+        let keys = QueueKeys::new(&QueueName::new("q").unwrap());
+        let request = RequestValue::front(u64::MAX);
+        let mut many = LocalWaiter::new(waiters.clone(), &keys);
+        many.enqueue(LineRequest {
+            request,
+            max: 3,
+            answers_empty: false,
+        });
+        let mut no_wait = LocalWaiter::new(waiters.clone(), &keys);
+        no_wait.enqueue(LineRequest {
+            request,
+            max: 1,
+            answers_empty: true,
+        });
+        let claimed = waiters.claim_memory(&keys, 8);
+        assert_eq!(claimed[0].line.max, 3);
+        let served = vec![(claimed[0].seq, vec![item(b"a"), item(b"b")])];
+        let put_back = waiters.settle_memory(&keys, &claimed, served, &[claimed[1].seq]);
+        assert!(put_back.is_empty());
+        assert_eq!(
+            (&mut many.receiver).await.unwrap(),
+            vec![item(b"a"), item(b"b")]
+        );
+        assert_eq!(
+            (&mut no_wait.receiver).await.unwrap(),
+            Vec::<Item>::new(),
+            "answered: nothing visible"
+        );
+        drop((many, no_wait));
+        assert!(waiters.queues.lock().unwrap().is_empty());
+    }
 }
