@@ -142,7 +142,10 @@ in_both_request_modes!(pipelined_request_then_reset: a_reset_after_a_pipelined_r
 in_both_request_modes!(nothing_more: a_hang_up_with_nothing_more_takes_nothing, a_hang_up_with_nothing_more_takes_nothing_stored);
 
 /// Reads `count` responses from `stream`, pipelined, within [`BOUND`].
-async fn read_responses(stream: &mut TcpStream, count: usize) -> Vec<hotq::bench::http1::Response> {
+async fn read_responses(
+    stream: &mut (impl tokio::io::AsyncRead + Unpin),
+    count: usize,
+) -> Vec<hotq::bench::http1::Response> {
     let mut reader = ResponseReader::new(Limits::default());
     let mut responses = Vec::new();
     tokio::time::timeout(BOUND, async {
@@ -196,3 +199,52 @@ async fn pipelined_pair_answered(requests_in_memory: bool) {
 }
 
 in_both_request_modes!(pipelined_pair_answered: a_pipelined_pair_gets_both_answers, a_pipelined_pair_gets_both_answers_stored);
+
+/// A large push pipelined behind a waiting pop: the watch reads at most
+/// [`hotq::server::hangup::READ_AHEAD_BYTES_MAX`] of it ahead and then
+/// stops; once the pop is answered, the push is read in full and served.
+async fn pipelined_large_push_served(requests_in_memory: bool) {
+    use base64::Engine;
+    let daemon = start(requests_in_memory).await;
+    let url = &daemon.url;
+    let queue = "large";
+    let address = url.strip_prefix("http://").unwrap();
+    let items: Vec<String> = (0..4u8)
+        .map(|i| base64::engine::general_purpose::STANDARD.encode(vec![b'a' + i; 90_000]))
+        .collect();
+    let body = serde_json::to_string(&items).unwrap();
+    assert!(body.len() > 4 * hotq::server::hangup::READ_AHEAD_BYTES_MAX);
+    let pipelined_push = format!(
+        "POST /v1/queues/{queue}/items:batch HTTP/1.1\r\nHost: hotq\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    stream
+        .write_all(pop_request(queue).as_bytes())
+        .await
+        .unwrap();
+    until_waiting(url, queue, 1).await;
+    // More than the watch reads ahead; the rest waits in the sockets.
+    let (mut read, mut write) = stream.into_split();
+    let writer = tokio::spawn(async move {
+        write.write_all(pipelined_push.as_bytes()).await.unwrap();
+        write
+    });
+    push(url, queue, "first".to_string()).await;
+    let responses = read_responses(&mut read, 2).await;
+    let _write = writer.await.unwrap();
+    assert_eq!(
+        (responses[0].status, &responses[0].body[..]),
+        (200, &b"first"[..])
+    );
+    assert_eq!(
+        responses[1].status,
+        201,
+        "{}",
+        String::from_utf8_lossy(&responses[1].body)
+    );
+    assert_eq!(stats(url, queue).await["depth"].as_i64(), Some(4));
+    daemon.stop().await;
+}
+
+in_both_request_modes!(pipelined_large_push_served: a_large_push_pipelined_behind_a_waiting_pop_is_served, a_large_push_pipelined_behind_a_waiting_pop_is_served_stored);

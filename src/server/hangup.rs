@@ -62,40 +62,26 @@ struct ReadSide {
     socket: OwnedReadHalf,
     /// Bytes the watch read and hyper has not, in order.
     ahead: Vec<u8>,
-    /// How the socket's read side ended, when the watch saw it end.
-    ended: Option<Ended>,
-    /// The watch reported a hang-up: hyper reads an end of stream and its
-    /// writes fail, so nothing more is served on this connection.
+    /// The watch saw the read side end: hyper reads an end of stream and
+    /// its writes fail, so nothing more is served on this connection.
     hung_up: bool,
 }
 
-#[derive(Debug, Clone, Copy)]
-enum Ended {
-    Eof,
-    Error(io::ErrorKind),
-}
-
 impl ReadSide {
-    /// Reads the socket into `ahead` until it would block, is full, or ends.
-    fn read_ahead(&mut self, cx: &mut Context<'_>) -> Poll<Ended> {
-        if let Some(ended) = self.ended {
-            return Poll::Ready(ended);
-        }
+    /// Reads the socket into `ahead` until it would block, `ahead` is
+    /// full, or the read side ends: `Ok` at the end of stream, the error
+    /// (a reset, say) otherwise.
+    fn read_ahead(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let mut chunk = [0u8; 4096];
         while self.ahead.len() < READ_AHEAD_BYTES_MAX {
             let room = (READ_AHEAD_BYTES_MAX - self.ahead.len()).min(chunk.len());
             let mut buf = ReadBuf::new(&mut chunk[..room]);
-            let ended = match Pin::new(&mut self.socket).poll_read(cx, &mut buf) {
+            match Pin::new(&mut self.socket).poll_read(cx, &mut buf) {
                 Poll::Pending => return Poll::Pending,
-                Poll::Ready(Ok(())) if buf.filled().is_empty() => Ended::Eof,
-                Poll::Ready(Ok(())) => {
-                    self.ahead.extend_from_slice(buf.filled());
-                    continue;
-                }
-                Poll::Ready(Err(error)) => Ended::Error(error.kind()),
-            };
-            self.ended = Some(ended);
-            return Poll::Ready(ended);
+                Poll::Ready(Ok(())) if buf.filled().is_empty() => return Poll::Ready(Ok(())),
+                Poll::Ready(Ok(())) => self.ahead.extend_from_slice(buf.filled()),
+                Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+            }
         }
         // Full: no waker is registered with the socket, so the watch
         // stays quiet until the handler ends and hyper reads again.
@@ -118,7 +104,6 @@ impl Watched {
             read: Arc::new(Mutex::new(ReadSide {
                 socket,
                 ahead: Vec::new(),
-                ended: None,
                 hung_up: false,
             })),
             write,
@@ -146,11 +131,7 @@ impl AsyncRead for Watched {
             side.ahead.drain(..taken);
             return Poll::Ready(Ok(()));
         }
-        match side.ended {
-            Some(Ended::Eof) => Poll::Ready(Ok(())),
-            Some(Ended::Error(kind)) => Poll::Ready(Err(kind.into())),
-            None => Pin::new(&mut side.socket).poll_read(cx, buf),
-        }
+        Pin::new(&mut side.socket).poll_read(cx, buf)
     }
 }
 
@@ -212,9 +193,15 @@ impl HangUp {
     pub async fn gone(&self) {
         std::future::poll_fn(|cx| {
             let mut side = self.0.lock().expect("read side lock");
+            if side.hung_up {
+                return Poll::Ready(());
+            }
             let ended = std::task::ready!(side.read_ahead(cx));
             side.hung_up = true;
-            tracing::debug!(?ended, "client hung up during a request");
+            match ended {
+                Ok(()) => tracing::debug!("client closed during a request"),
+                Err(error) => tracing::debug!(%error, "client connection failed during a request"),
+            }
             Poll::Ready(())
         })
         .await
