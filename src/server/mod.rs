@@ -6,12 +6,14 @@
 //!
 //! - [`error`]: the JSON error shape.
 //! - [`fifo`]: `/v1/queues/...` handlers.
+//! - [`hangup`]: drops a request's handler when its client hangs up.
 //! - [`leases`]: ack, nack, extend by receipt; dead-letter re-drive.
 //! - [`pqueue`]: `/v1/pqueues/...` handlers.
 //! - [`sampler`]: depth, waiting, leased, delayed and oldest-age gauges, sampled.
 
 pub mod error;
 pub mod fifo;
+pub mod hangup;
 pub mod leases;
 pub mod pqueue;
 pub mod sampler;
@@ -132,6 +134,7 @@ pub fn router<S: Store>(state: Arc<AppState<S>>) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(state.config.body_max_bytes))
+        .layer(axum::middleware::from_fn(hangup::drop_on_hang_up))
         .with_state(state)
 }
 
@@ -276,7 +279,13 @@ pub async fn serve<S: Store>(
 
     let drain_coordinator = coordinator.clone();
     let stop_signal = stop_tx.clone();
-    let api_server = axum::serve(api, router(state.clone())).with_graceful_shutdown(async move {
+    // A client hanging up while its request is handled is noticed even
+    // when it sent more bytes first (see [`hangup`]).
+    let api_server = axum::serve(
+        hangup::WatchedListener(api),
+        router(state.clone()).into_make_service_with_connect_info::<hangup::HangUp>(),
+    )
+    .with_graceful_shutdown(async move {
         shutdown.await;
         tracing::info!("shutdown requested: withdrawing waiting pops, draining requests");
         // Waiting pops withdraw and answer now, so the drain is quick.
