@@ -668,7 +668,9 @@ impl<S: Store> Coordinator<S> {
         loop {
             match crate::lease::migrate::migrate(&self.inner.store, now_ms()).await {
                 Ok(_) => return,
-                Err(error) => tracing::warn!(%error, "moving old leases into the due index failed; retrying"),
+                Err(error) => {
+                    tracing::warn!(%error, "moving old leases into the due index failed; retrying")
+                }
             }
             tokio::select! {
                 _ = tokio::time::sleep(interval) => {}
@@ -794,7 +796,8 @@ impl<S: Store> Coordinator<S> {
         lease_ms: u64,
     ) -> Result<u64, LeaseError> {
         let op = SettleOp::Extend { lease_ms };
-        let Settled::Extended(expires_at_ms) = self.inner.settler.settle(keys, *receipt, op).await?
+        let Settled::Extended(expires_at_ms) =
+            self.inner.settler.settle(keys, *receipt, op).await?
         else {
             unreachable!("an extend is answered as an extend")
         };

@@ -532,7 +532,11 @@ mod tests {
                 for receipt in [[0u8; 16], [0xff; 16]] {
                     for (key, what, id) in [
                         (keys.lease(at, &receipt), DueWhat::Lease, receipt.to_vec()),
-                        (keys.delayed(at, &receipt), DueWhat::Delayed, receipt.to_vec()),
+                        (
+                            keys.delayed(at, &receipt),
+                            DueWhat::Delayed,
+                            receipt.to_vec(),
+                        ),
                         (keys.reap_at(at), DueWhat::Reap, Vec::new()),
                     ] {
                         assert_eq!(begin <= key && key < end, due, "{what:?} at {at}");
@@ -556,12 +560,19 @@ mod tests {
             let a = QueueKeys::of_kind(kind, &QueueName::new("a").unwrap());
             let a2 = QueueKeys::of_kind(kind, &QueueName::new("a-2").unwrap());
             let b = QueueKeys::of_kind(kind, &QueueName::new("b").unwrap());
-            for key in [a.depth(), a.item(7, &[0xff; RANDOM_LEN]), a.receipt(&[0; 16])] {
+            for key in [
+                a.depth(),
+                a.item(7, &[0xff; RANDOM_LEN]),
+                a.receipt(&[0; 16]),
+            ] {
                 assert!(root_begin <= key && key < root_end);
                 let (name, end) = queue_of_key(kind, &key).unwrap();
                 assert_eq!(name.as_str(), "a");
                 assert!(key < end);
-                assert!(end <= a2.depth() && end <= a2.items_range().0, "a-2 is after a");
+                assert!(
+                    end <= a2.depth() && end <= a2.items_range().0,
+                    "a-2 is after a"
+                );
                 assert!(end <= b.items_range().0);
             }
             assert_eq!(queue_of_key(kind, &due_range().0), None);

@@ -123,16 +123,10 @@ pub fn install(queue_labels_max: usize) -> PrometheusHandle {
                     )
                 })
                 .and_then(|b| {
-                    b.set_buckets_for_metric(
-                        Matcher::Full(SETTLE_BATCH_SIZE.into()),
-                        BATCH_BUCKETS,
-                    )
+                    b.set_buckets_for_metric(Matcher::Full(SETTLE_BATCH_SIZE.into()), BATCH_BUCKETS)
                 })
                 .and_then(|b| {
-                    b.set_buckets_for_metric(
-                        Matcher::Full(DUE_LATENESS.into()),
-                        LATENCY_BUCKETS_S,
-                    )
+                    b.set_buckets_for_metric(Matcher::Full(DUE_LATENESS.into()), LATENCY_BUCKETS_S)
                 })
                 .expect("bucket lists are non-empty")
                 .build_recorder();

@@ -26,11 +26,17 @@ fn name(text: &str) -> QueueName {
     QueueName::new(text).unwrap()
 }
 
-async fn many_queues_with_distant_work(store: &EmbeddedStore, coordinator: &Coordinator<EmbeddedStore>) {
+async fn many_queues_with_distant_work(
+    store: &EmbeddedStore,
+    coordinator: &Coordinator<EmbeddedStore>,
+) {
     for n in 0..QUEUES {
         let queue = Queue::new(store.clone(), name(&format!("q-{n:05}")));
         if n % 2 == 0 {
-            queue.push_batch_delayed(&[b"later"], HOUR_MS).await.unwrap();
+            queue
+                .push_batch_delayed(&[b"later"], HOUR_MS)
+                .await
+                .unwrap();
         } else {
             queue.push(b"leased").await.unwrap();
             let items = coordinator
@@ -99,8 +105,13 @@ async fn a_sweep_visits_only_the_queues_with_something_due() {
         .unwrap();
     assert_eq!(swept.revealed, 3);
     assert_eq!(swept.rows_read, 3, "only the due entries are read");
-    assert_eq!(swept.queues_visited, 3, "only the queues with something due");
-    let next = swept.next_due_ms.expect("the distant work is still due later");
+    assert_eq!(
+        swept.queues_visited, 3,
+        "only the queues with something due"
+    );
+    let next = swept
+        .next_due_ms
+        .expect("the distant work is still due later");
     assert!(next >= due_at + HOUR_MS - 60_000, "next due {next}");
 }
 
@@ -118,8 +129,11 @@ async fn leases_of_the_layout_before_the_due_index_are_moved_and_settled() {
             item_key: keys.item(n as u64, &[n as u8; 16]),
             item: ItemValue::new(now_ms(), format!("old {n}").into_bytes()),
         };
-        txn.set(&keys.legacy_lease(expires_at_ms, &receipt.0), &encode_held(&held))
-            .unwrap();
+        txn.set(
+            &keys.legacy_lease(expires_at_ms, &receipt.0),
+            &encode_held(&held),
+        )
+        .unwrap();
         txn.set(&keys.receipt(&receipt.0), &expires_at_ms.to_be_bytes())
             .unwrap();
         txn.atomic_add(&keys.leased(), 1).unwrap();
@@ -129,11 +143,23 @@ async fn leases_of_the_layout_before_the_due_index_are_moved_and_settled() {
 
     // A settle before the move finds the lease where it is.
     coordinator.ack(&keys, &receipts[0]).await.unwrap();
-    let moved = hotq::lease::migrate::migrate(&store, now_ms()).await.unwrap();
+    let moved = hotq::lease::migrate::migrate(&store, now_ms())
+        .await
+        .unwrap();
     assert_eq!(moved, 1);
-    assert_eq!(hotq::lease::migrate::migrate(&store, now_ms()).await.unwrap(), 0, "once");
+    assert_eq!(
+        hotq::lease::migrate::migrate(&store, now_ms())
+            .await
+            .unwrap(),
+        0,
+        "once"
+    );
     coordinator.sweep_due(expires_at_ms).await.unwrap();
     let queue = Queue::new(store.clone(), name("old"));
-    assert_eq!(queue.len().await.unwrap(), 1, "the moved lease expired into the queue");
+    assert_eq!(
+        queue.len().await.unwrap(),
+        1,
+        "the moved lease expired into the queue"
+    );
     assert_eq!(queue.pop().await.unwrap().unwrap().payload, b"old 1");
 }

@@ -40,9 +40,12 @@ async fn served_leased_request(
         .unwrap();
     assert_eq!(fulfilled.served, 1);
     assert_eq!(common::scan(store, keys.results_range()).await.len(), 1);
-    assert_eq!(common::due_of(store, keys, hotq::keys::DueWhat::Lease)
+    assert_eq!(
+        common::due_of(store, keys, hotq::keys::DueWhat::Lease)
             .await
-            .len(), 1);
+            .len(),
+        1
+    );
     assert_eq!(counter(store, &keys.leased()).await, 1);
     registration
 }

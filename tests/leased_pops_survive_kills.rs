@@ -194,7 +194,11 @@ async fn leased_pops_lose_nothing_when_the_daemon_is_killed() {
     }
     for what in [hotq::keys::DueWhat::Lease, hotq::keys::DueWhat::Delayed] {
         let left = common::due_of(&store, &keys, what).await;
-        assert!(left.is_empty(), "{} {what:?} left after the load", left.len());
+        assert!(
+            left.is_empty(),
+            "{} {what:?} left after the load",
+            left.len()
+        );
     }
     // A staged pop's result whose requester died with a daemon waits for
     // the reaper (its deadline plus grace); a leased one holds no item of

@@ -68,27 +68,38 @@ async fn gauges_follow_a_queue_the_daemon_stopped_serving_and_other_sums_all() {
             .await
             .unwrap()
     };
-    common::eventually("the delayed item is sampled", Duration::from_secs(60), || async {
-        gauge(&scrape().await, DELAYED_ITEMS, "stale") == Some(1.0)
-    })
+    common::eventually(
+        "the delayed item is sampled",
+        Duration::from_secs(60),
+        || async { gauge(&scrape().await, DELAYED_ITEMS, "stale") == Some(1.0) },
+    )
     .await;
     for n in 0..OTHERS {
         push(format!("other-{n:03}"), "").await;
     }
     // Once visible, the item shows: depth 1, delayed 0, whatever else was served since.
-    common::eventually("stale's gauges follow its reveal", Duration::from_secs(60), || async {
-        let text = scrape().await;
-        gauge(&text, QUEUE_DEPTH, "stale") == Some(1.0)
-            && gauge(&text, DELAYED_ITEMS, "stale") == Some(0.0)
-    })
+    common::eventually(
+        "stale's gauges follow its reveal",
+        Duration::from_secs(60),
+        || async {
+            let text = scrape().await;
+            gauge(&text, QUEUE_DEPTH, "stale") == Some(1.0)
+                && gauge(&text, DELAYED_ITEMS, "stale") == Some(0.0)
+        },
+    )
     .await;
     // Every queue holds one item: over all labels, `_other` included, the
     // depths add up to all of them.
     let queues = (OTHERS + 1) as f64;
-    common::eventually("the depth gauges sum every queue", Duration::from_secs(60), || async {
-        let text = scrape().await;
-        gauge(&text, QUEUE_DEPTH, OVERFLOW_QUEUE_LABEL).is_some() && total(&text, QUEUE_DEPTH) == queues
-    })
+    common::eventually(
+        "the depth gauges sum every queue",
+        Duration::from_secs(60),
+        || async {
+            let text = scrape().await;
+            gauge(&text, QUEUE_DEPTH, OVERFLOW_QUEUE_LABEL).is_some()
+                && total(&text, QUEUE_DEPTH) == queues
+        },
+    )
     .await;
     daemon.stop().await;
 }

@@ -24,7 +24,13 @@ async fn leased(
     let mut items = Vec::new();
     while items.len() < count {
         let popped = coordinator
-            .pop_leased(queue.keys(), End::Front, count - items.len(), Duration::ZERO, lease_ms)
+            .pop_leased(
+                queue.keys(),
+                End::Front,
+                count - items.len(),
+                Duration::ZERO,
+                lease_ms,
+            )
             .await
             .unwrap();
         assert!(!popped.is_empty(), "items were pushed");
@@ -62,7 +68,11 @@ async fn a_batch_answers_each_receipt_and_settles_each_once() {
         .await;
     assert_eq!(outcomes[0], Ok(Settled::Acked));
     assert_eq!(outcomes[1], Ok(Settled::Acked));
-    assert_eq!(outcomes[2], Err(LeaseError::UnknownReceipt), "a duplicate is settled once");
+    assert_eq!(
+        outcomes[2],
+        Err(LeaseError::UnknownReceipt),
+        "a duplicate is settled once"
+    );
     assert_eq!(outcomes[3], Err(LeaseError::UnknownReceipt));
     assert_eq!(
         outcomes[4],
@@ -71,11 +81,21 @@ async fn a_batch_answers_each_receipt_and_settles_each_once() {
         })
     );
     assert_eq!(outcomes[5], Ok(Settled::Acked));
-    assert_eq!(coordinator.settler().stats().commits.load(Ordering::Relaxed), 1);
+    assert_eq!(
+        coordinator
+            .settler()
+            .stats()
+            .commits
+            .load(Ordering::Relaxed),
+        1
+    );
     // The expired one was not acked: its item comes back.
     coordinator.sweep_due(now_ms()).await.unwrap();
     assert_eq!(queue.len().await.unwrap(), 1);
-    assert_eq!(queue.pop().await.unwrap().unwrap().payload, short[0].payload);
+    assert_eq!(
+        queue.pop().await.unwrap().unwrap().payload,
+        short[0].payload
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -101,9 +121,105 @@ async fn concurrent_acks_share_commits() {
     let stats = coordinator.settler().stats();
     let commits = stats.commits.load(Ordering::Relaxed);
     assert_eq!(stats.settled.load(Ordering::Relaxed), ITEMS as u64);
-    assert!(commits < ITEMS as u64, "{ITEMS} acks took {commits} commits");
+    assert!(
+        commits < ITEMS as u64,
+        "{ITEMS} acks took {commits} commits"
+    );
     eprintln!("{ITEMS} concurrent acks in {commits} commits");
     assert_eq!(queue.len().await.unwrap(), 0);
     coordinator.sweep_due(u64::MAX / 2).await.unwrap();
     assert_eq!(queue.len().await.unwrap(), 0, "every lease was acked");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_batch_ack_endpoint_answers_each_receipt() {
+    use common::daemon::{Daemon, http};
+    use reqwest::StatusCode;
+    use serde_json::{Value, json};
+    let daemon = Daemon::start(|_| {}).await;
+    let (client, url) = (http(), &daemon.url);
+    for body in ["a", "b"] {
+        let pushed = client
+            .post(format!("{url}/v1/queues/jobs/items"))
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(pushed.status(), StatusCode::CREATED);
+    }
+    let popped: Vec<Value> = client
+        .post(format!("{url}/v1/queues/jobs/pop?max=2&lease_ms=60000"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let receipts: Vec<&str> = popped
+        .iter()
+        .map(|item| item["receipt"].as_str().unwrap())
+        .collect();
+    let unknown = Receipt::random().to_string();
+    let body = json!([
+        receipts[0],
+        "not-a-receipt",
+        receipts[1],
+        receipts[0],
+        unknown
+    ]);
+    let response = client
+        .post(format!("{url}/v1/queues/jobs/ack"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let answer: Value = response.json().await.unwrap();
+    let outcomes: Vec<(&str, &str)> = answer["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["receipt"].as_str().unwrap(),
+                r["outcome"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        outcomes,
+        vec![
+            (receipts[0], "acked"),
+            ("not-a-receipt", "invalid"),
+            (receipts[1], "acked"),
+            (receipts[0], "unknown_receipt"),
+            (unknown.as_str(), "unknown_receipt"),
+        ]
+    );
+    let stats: Value = client
+        .get(format!("{url}/v1/queues/jobs"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (stats["leased"].as_i64(), stats["depth"].as_i64()),
+        (Some(0), Some(0))
+    );
+    for bad in [
+        json!([]),
+        json!(vec![unknown.as_str(); 1_001]),
+        json!({"receipts": []}),
+    ] {
+        let response = client
+            .post(format!("{url}/v1/queues/jobs/ack"))
+            .json(&bad)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{bad}");
+    }
+    daemon.stop().await;
 }

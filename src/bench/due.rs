@@ -70,9 +70,7 @@ pub async fn run(store: &EmbeddedStore, args: &BenchArgs) -> Result<(), String> 
     tokio::time::sleep(Duration::from_millis(IDLE_MS)).await;
     let idle_cpu_share = cpu_before
         .zip(process_cpu_us())
-        .map(|(before, after)| {
-            (after - before) as f64 / idle_started.elapsed().as_micros() as f64
-        });
+        .map(|(before, after)| (after - before) as f64 / idle_started.elapsed().as_micros() as f64);
     let sweeps_idle = stats.sweeps.load(Ordering::Relaxed);
     let early = now_ms() > base_ms;
 

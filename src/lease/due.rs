@@ -169,7 +169,9 @@ pub async fn sweep<S: Store>(
     for _ in 0..DUE_PASSES_MAX {
         let txn = store.begin()?;
         let (rows, full) = due_rows(&txn, &cursor, &end).await?;
-        stats.rows_read.fetch_add(rows.len() as u64, Ordering::Relaxed);
+        stats
+            .rows_read
+            .fetch_add(rows.len() as u64, Ordering::Relaxed);
         sweep.rows_read += rows.len();
         let Some(last) = rows.last() else {
             finished = true;

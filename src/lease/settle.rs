@@ -103,7 +103,10 @@ pub async fn ack<S: Store>(
     keys: &QueueKeys,
     receipt: &Receipt,
 ) -> Result<(), LeaseError> {
-    settle(store, |txn| async move { ack_in(&txn, keys, receipt, now_ms()).await }).await
+    settle(store, |txn| async move {
+        ack_in(&txn, keys, receipt, now_ms()).await
+    })
+    .await
 }
 
 /// [`ack`] in `txn`, as of `now_ms`. Inner error: this receipt's outcome;

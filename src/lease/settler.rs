@@ -304,7 +304,10 @@ impl<S: Store> Task<S> {
     }
 
     /// One transaction over `batch`: every settle's outcome, committed.
-    async fn attempt(&self, batch: &[Pending]) -> Result<Vec<Result<Settled, LeaseError>>, StoreError> {
+    async fn attempt(
+        &self,
+        batch: &[Pending],
+    ) -> Result<Vec<Result<Settled, LeaseError>>, StoreError> {
         let txn = self.store.begin()?;
         let now = now_ms();
         let keys = &self.keys;

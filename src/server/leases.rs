@@ -86,7 +86,7 @@ pub async fn ack_batch<S: Store>(
         let raw: Vec<String> = serde_json::from_slice(&body_bytes(body)?).map_err(|e| {
             ApiError::new(
                 StatusCode::BAD_REQUEST,
-                "bad_body",
+                "bad_json",
                 format!("the body must be a JSON array of receipts: {e}"),
             )
         })?;

@@ -49,7 +49,10 @@ pub fn note_request<T: Transaction>(
     keys: &QueueKeys,
     deadline_ms: u64,
 ) -> Result<(), StoreError> {
-    txn.set(&keys.reap_at(deadline_ms.saturating_add(REAP_SLACK_MS)), b"")
+    txn.set(
+        &keys.reap_at(deadline_ms.saturating_add(REAP_SLACK_MS)),
+        b"",
+    )
 }
 
 /// Reaps one queue whose appointments `appointments` (due-index keys read
@@ -225,7 +228,10 @@ async fn forget_if_idle<S: Store>(store: &S, keys: &QueueKeys) -> Result<(), Que
     let results = txn.get_range(RangeRead::new(&begin, &end, 1)).await?;
     let mut legacy = false;
     for (_, (begin, end)) in keys.legacy_ranges() {
-        legacy |= !txn.get_range(RangeRead::new(&begin, &end, 1)).await?.is_empty();
+        legacy |= !txn
+            .get_range(RangeRead::new(&begin, &end, 1))
+            .await?
+            .is_empty();
     }
     if !requests.is_empty() || !results.is_empty() || legacy {
         return Ok(());
