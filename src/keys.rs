@@ -150,6 +150,9 @@ fn due() -> Subspace {
     Subspace::all().subspace(&("hotq-due",))
 }
 
+/// `[begin, end)` of keys.
+pub type KeyRange = (Vec<u8>, Vec<u8>);
+
 /// What a due-index entry stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DueWhat {
@@ -419,7 +422,7 @@ impl QueueKeys {
     /// `[begin, end)` of the leases and of the delayed items as binaries
     /// before the due index kept them: `(queue, "leases", expires_at_ms,
     /// receipt)` and `(queue, "delayed", visible_at_ms, random)`.
-    pub fn legacy_ranges(&self) -> [(DueWhat, (Vec<u8>, Vec<u8>)); 2] {
+    pub fn legacy_ranges(&self) -> [(DueWhat, KeyRange); 2] {
         [
             (DueWhat::Lease, self.legacy_leases.range()),
             (DueWhat::Delayed, self.legacy_delayed.range()),

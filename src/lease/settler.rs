@@ -179,9 +179,8 @@ impl<S: Store> Settler<S> {
         }
         let mut outcomes = Vec::with_capacity(answers.len());
         for answer in answers {
-            outcomes.push(answer.await.unwrap_or_else(|_| {
-                Err(LeaseError::Queue(QueueError::Store(StoreError::Cancelled)))
-            }));
+            let cancelled = LeaseError::Queue(QueueError::Store(StoreError::Cancelled));
+            outcomes.push(answer.await.unwrap_or(Err(cancelled)));
         }
         outcomes
     }

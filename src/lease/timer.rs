@@ -15,6 +15,10 @@ use super::due::{Sweep, sweep};
 
 /// When a queue's reap failed, its appointments are tried again this much later.
 const REAP_FAILED_RETRY_MS: u64 = 1_000;
+/// The next round comes at least this long after one that finished its
+/// work: entries due within it share that round's commits instead of
+/// waking the timer one by one (a backlog is swept again at once).
+const ROUND_GAP_MS: u64 = 10;
 
 /// Consumes everything due at `now_ms` and reaps the queues due a look.
 /// Returns the sweep and when something is next due (`now_ms` when a
@@ -66,6 +70,9 @@ pub async fn run_round<S: Store>(
             ::metrics::counter!(metrics::REQUESTS_EXPIRED, "queue" => label)
                 .increment(reaped.requests as u64);
         }
+    }
+    if !swept.more {
+        next = next.map(|at| at.max(now_ms.saturating_add(ROUND_GAP_MS)));
     }
     Ok((swept, next))
 }
