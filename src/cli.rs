@@ -71,15 +71,18 @@ pub enum Command {
         #[arg(long)]
         lease_ms: Option<u64>,
     },
-    /// Ack a leased item: it is done.
+    /// Ack leased items: they are done. Several receipts go in one batch
+    /// ack (one line per receipt: `receipt outcome`; exit 1 unless all
+    /// were acked).
     Ack {
         /// Daemon connection.
         #[command(flatten)]
         client: ClientArgs,
         /// Queue name.
         queue: String,
-        /// The receipt `pop --lease-ms` printed.
-        receipt: String,
+        /// The receipts `pop --lease-ms` printed (at most 1,000).
+        #[arg(required = true, num_args = 1..)]
+        receipts: Vec<String>,
     },
     /// Nack a leased item: it returns to the queue, now or after a delay
     /// (or goes to `<queue>.dead` once out of deliveries).
@@ -268,8 +271,11 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Ack {
             client,
             queue,
-            receipt,
-        } => post_empty(&client, &format!("/v1/queues/{queue}/ack/{receipt}")).await,
+            receipts,
+        } => match receipts.as_slice() {
+            [receipt] => post_empty(&client, &format!("/v1/queues/{queue}/ack/{receipt}")).await,
+            _ => ack_batch(&client, &queue, &receipts).await,
+        },
         Command::Nack {
             client,
             queue,
@@ -501,6 +507,29 @@ async fn fetch_leased(
     }
     out.flush().map_err(|e| e.to_string())?;
     Ok(EXIT_OK)
+}
+
+/// Acks `receipts` in one batch; prints each one's outcome.
+async fn ack_batch(client: &ClientArgs, queue: &str, receipts: &[String]) -> Result<u8, String> {
+    let http = http_client(0)?;
+    let body = serde_json::to_vec(receipts).map_err(|e| e.to_string())?;
+    let path = format!("/v1/queues/{queue}/ack");
+    let response = send(&http, client, reqwest::Method::POST, &path, Some(body)).await?;
+    let answer: serde_json::Value = expect_success(response)
+        .await?
+        .json()
+        .await
+        .map_err(|e| e.to_string())?;
+    let results = answer["results"]
+        .as_array()
+        .ok_or("the answer lacks results")?;
+    let mut all_acked = true;
+    for result in results {
+        let outcome = result["outcome"].as_str().unwrap_or("");
+        all_acked &= outcome == "acked";
+        println!("{} {outcome}", result["receipt"].as_str().unwrap_or(""));
+    }
+    Ok(if all_acked { EXIT_OK } else { EXIT_ERROR })
 }
 
 /// POSTs to `path` with no body and expects success (ack, nack, extend).

@@ -16,8 +16,8 @@ use tokio::task::JoinHandle;
 
 use crate::envelope::{End, now_ms};
 use crate::keys::QueueKeys;
-use crate::lease::settle::{self, Returned};
-use crate::lease::timers::{expire_leases, next_due, reveal_delayed};
+use crate::lease::settle::Returned;
+use crate::lease::settler::{SettleOp, Settled, Settler};
 use crate::lease::{LeaseError, Receipt};
 use crate::metrics;
 use crate::queue::{Item, QueueError};
@@ -38,6 +38,8 @@ struct Inner<S: Store> {
     timer_next_ms: Arc<AtomicU64>,
     /// Wakes the timer for a due time earlier than `timer_next_ms`.
     timer_wake: Arc<Notify>,
+    /// Settle lines: concurrent acks, nacks and extends share commits.
+    settler: Settler<S>,
 }
 
 /// Staged pops, fulfillment loops and the reaper over one store.
@@ -66,6 +68,7 @@ impl<S: Store> Coordinator<S> {
         let pops = Pops::new(store.clone(), config, stats.clone(), stopped, lease_issued);
         Coordinator {
             inner: Arc::new(Inner {
+                settler: Settler::new(store.clone()),
                 store,
                 pops,
                 stats,
@@ -192,19 +195,22 @@ impl<S: Store> Coordinator<S> {
         })
     }
 
+    /// The reaper follows appointments in the due index, so the timer runs
+    /// it; what is left here is moving data of the layout before the due
+    /// index into it, once, retried until it succeeds or shutdown.
     async fn reap_loop(self) {
         let mut shutdown = self.inner.shutdown.subscribe();
         let interval = Duration::from_millis(self.config().reap_interval_ms.max(1));
         loop {
+            match crate::lease::migrate::migrate(&self.inner.store, now_ms()).await {
+                Ok(_) => return,
+                Err(error) => {
+                    tracing::warn!(%error, "moving old leases into the due index failed; retrying")
+                }
+            }
             tokio::select! {
                 _ = tokio::time::sleep(interval) => {}
                 _ = shutdown.changed() => return,
-            }
-            if *shutdown.borrow() {
-                return;
-            }
-            if let Err(error) = self.reap_all().await {
-                tracing::warn!(%error, "reaper sweep failed");
             }
         }
     }
@@ -259,58 +265,27 @@ impl<S: Store> Coordinator<S> {
         }
     }
 
-    /// Returns every lease expired at `now_ms` and reveals every delayed
-    /// item due, in every registered queue. Returns the earliest time
+    /// Returns every lease expired at `now_ms`, reveals every delayed item
+    /// due and reaps the queues due a look, in every queue, reading only
+    /// what is due (see [`crate::lease::due`]). Returns the earliest time
     /// something else comes due (`now_ms` when a bound left work undone).
     pub async fn sweep_due(&self, now_ms: u64) -> Result<Option<u64>, QueueError> {
-        let store = &self.inner.store;
-        let stats = &self.inner.stats;
-        let mut earliest: Option<u64> = None;
-        for keys in registered_queues(store).await? {
-            let max_deliveries = self.config().delivery.max_deliveries(keys.name());
-            // One queue's failure must not stop the sweep of the others;
-            // it is tried again at the next sweep.
-            let swept = async {
-                let leases = expire_leases(store, &keys, now_ms, max_deliveries).await?;
-                let delayed = reveal_delayed(store, &keys, now_ms).await?;
-                Ok::<_, QueueError>((leases, delayed))
-            };
-            let (leases, delayed) = match swept.await {
-                Ok(swept) => swept,
-                Err(error) => {
-                    tracing::warn!(queue = %keys.name(), %error, "expiring leases or revealing delayed items failed");
-                    earliest = Some(earliest.map_or(now_ms + 1_000, |e| e.min(now_ms + 1_000)));
-                    continue;
-                }
-            };
-            let label = metrics::queue_label(keys.name().as_str());
-            if leases.redelivered > 0 {
-                StagingStats::add(&stats.leases_expired, leases.redelivered as u64);
-                ::metrics::counter!(metrics::REDELIVERIES, "queue" => label.clone())
-                    .increment(leases.redelivered as u64);
-            }
-            if leases.dead_lettered > 0 {
-                StagingStats::add(&stats.dead_lettered, leases.dead_lettered as u64);
-                ::metrics::counter!(metrics::DEAD_LETTERED, "queue" => label)
-                    .increment(leases.dead_lettered as u64);
-            }
-            StagingStats::add(&stats.delayed_revealed, delayed.revealed as u64);
-            let due = if leases.more || delayed.more {
-                Some(now_ms)
-            } else {
-                next_due(store, &keys).await?
-            };
-            earliest = match (earliest, due) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-        }
-        Ok(earliest)
+        let (_, next) = crate::lease::timer::run_round(
+            &self.inner.store,
+            &self.config().delivery,
+            &self.inner.stats,
+            now_ms,
+        )
+        .await?;
+        Ok(next)
     }
 
     /// Acks the lease `receipt` of queue `keys`: the item is done.
     pub async fn ack(&self, keys: &QueueKeys, receipt: &Receipt) -> Result<(), LeaseError> {
-        settle::ack(&self.inner.store, keys, receipt).await?;
+        self.inner
+            .settler
+            .settle(keys, *receipt, SettleOp::Ack)
+            .await?;
         ::metrics::counter!(metrics::ACKS, "queue" => metrics::queue_label(keys.name().as_str()))
             .increment(1);
         Ok(())
@@ -325,8 +300,13 @@ impl<S: Store> Coordinator<S> {
         delay_ms: u64,
     ) -> Result<Returned, LeaseError> {
         let max_deliveries = self.config().delivery.max_deliveries(keys.name());
-        let returned =
-            settle::nack(&self.inner.store, keys, receipt, delay_ms, max_deliveries).await?;
+        let op = SettleOp::Nack {
+            delay_ms,
+            max_deliveries,
+        };
+        let Settled::Nacked(returned) = self.inner.settler.settle(keys, *receipt, op).await? else {
+            unreachable!("a nack is answered as a nack")
+        };
         let label = metrics::queue_label(keys.name().as_str());
         ::metrics::counter!(metrics::NACKS, "queue" => label.clone()).increment(1);
         match returned {
@@ -348,9 +328,19 @@ impl<S: Store> Coordinator<S> {
         receipt: &Receipt,
         lease_ms: u64,
     ) -> Result<u64, LeaseError> {
-        let expires_at_ms = settle::extend(&self.inner.store, keys, receipt, lease_ms).await?;
+        let op = SettleOp::Extend { lease_ms };
+        let Settled::Extended(expires_at_ms) =
+            self.inner.settler.settle(keys, *receipt, op).await?
+        else {
+            unreachable!("an extend is answered as an extend")
+        };
         self.schedule(expires_at_ms);
         Ok(expires_at_ms)
+    }
+
+    /// The settle lines (their counters show how many settles shared a commit).
+    pub fn settler(&self) -> &Settler<S> {
+        &self.inner.settler
     }
 
     /// Tells waiting pops to withdraw and return, and fulfillers and the

@@ -12,13 +12,25 @@
 //! | `items` (priority queue) | `(priority, count, random)` | item envelope   |
 //! | `requests` | `(index, requester)`    | request envelope              |
 //! | `results`  | `(requester,)`          | result envelope               |
-//! | `leases`   | `(expires_at_ms, receipt)` | lease envelope: item and its key |
 //! | `receipts` | `(receipt,)`            | the lease's `expires_at_ms`    |
-//! | `delayed`  | `(visible_at_ms, random)` | delayed envelope: item and its key |
 //! | `meta`     | `("depth",)`, `("waiting",)`, `("leased",)`, `("delayed",)`, `("wake",)` | counters (atomic add) |
 //!
-//! Leases and delayed items are keyed by the time they are due, so the
-//! timer finds everything due with one range read from the subspace's start.
+//! Leases and delayed items live in one store-wide **due index**,
+//! `("hotq-due", due_ms, kind, queue, what, id)`, not under their queue:
+//!
+//! | what        | id        | value                              |
+//! |-------------|-----------|------------------------------------|
+//! | `"delayed"` | random    | delayed envelope: item and its key |
+//! | `"lease"`   | receipt   | lease envelope: item and its key   |
+//! | `"reap"`    | empty     | empty: look at the queue's stored requests and results then |
+//!
+//! So the timer finds everything due in every queue with one range read
+//! from the index's start, and its work follows what is due, not how many
+//! queues exist. The entry *is* the lease or delayed item (no second key
+//! per item, and consuming it is one clear that every racing settle reads).
+//! Binaries before the due index kept leases and delayed items under
+//! `(queue, "leases"|"delayed", due_ms, id)`; [`QueueKeys::legacy_ranges`]
+//! names them for the one-time move (see `crate::lease::due::migrate`).
 
 use std::fmt;
 
@@ -134,6 +146,105 @@ impl QueueKind {
     }
 }
 
+fn due() -> Subspace {
+    Subspace::all().subspace(&("hotq-due",))
+}
+
+/// `[begin, end)` of keys.
+pub type KeyRange = (Vec<u8>, Vec<u8>);
+
+/// What a due-index entry stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DueWhat {
+    /// A delayed item, visible from the due time.
+    Delayed,
+    /// A lease, expiring at the due time.
+    Lease,
+    /// The queue's stored requests or results may pass their deadline.
+    Reap,
+}
+
+impl DueWhat {
+    fn tag(self) -> &'static str {
+        match self {
+            DueWhat::Delayed => "delayed",
+            DueWhat::Lease => "lease",
+            DueWhat::Reap => "reap",
+        }
+    }
+}
+
+/// One parsed due-index key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DueEntry {
+    /// When it is due, in ms since the epoch.
+    pub due_ms: u64,
+    /// Whose queue.
+    pub kind: QueueKind,
+    /// Which queue.
+    pub queue: QueueName,
+    /// What is due.
+    pub what: DueWhat,
+    /// A receipt, a random tie-breaker, or empty.
+    pub id: Vec<u8>,
+}
+
+/// `[begin, end)` of the due index entries due at or before `now_ms`.
+pub fn due_until(now_ms: u64) -> (Vec<u8>, Vec<u8>) {
+    (due().range().0, due().pack(&(now_ms.saturating_add(1),)))
+}
+
+/// `[begin, end)` of the whole due index.
+pub fn due_range() -> (Vec<u8>, Vec<u8>) {
+    due().range()
+}
+
+/// Parses a due-index key; `None` for a key that is not one.
+pub fn due_entry(key: &[u8]) -> Option<DueEntry> {
+    let (due_ms, kind, queue, what, id) = due()
+        .unpack::<(u64, String, String, String, Bytes)>(key)
+        .ok()?;
+    let kind = match kind.as_str() {
+        "fifo" => QueueKind::Fifo,
+        "priority" => QueueKind::Priority,
+        _ => return None,
+    };
+    let what = match what.as_str() {
+        "delayed" => DueWhat::Delayed,
+        "lease" => DueWhat::Lease,
+        "reap" => DueWhat::Reap,
+        _ => return None,
+    };
+    Some(DueEntry {
+        due_ms,
+        kind,
+        queue: QueueName::new(&queue).ok()?,
+        what,
+        id: id.into_owned(),
+    })
+}
+
+/// The root of every queue of `kind`: `(root,)`; queue subspaces are
+/// `(root, name)` under it, so walking it visits every queue that holds
+/// any key (the sampler's rotation).
+pub fn queues_root_range(kind: QueueKind) -> (Vec<u8>, Vec<u8>) {
+    Subspace::all().subspace(&(kind.root(),)).range()
+}
+
+/// The queue whose subspace holds `key` (a key of [`queues_root_range`]),
+/// and the end of that queue's subspace (where the next queue starts).
+pub fn queue_of_key(kind: QueueKind, key: &[u8]) -> Option<(QueueName, Vec<u8>)> {
+    let root = Subspace::all().subspace(&(kind.root(),));
+    let rest = key.strip_prefix(root.bytes())?;
+    // A tuple string: 0x02, the bytes, 0x00 (queue names hold no NUL, so
+    // the first 0x00 ends it).
+    let body = rest.strip_prefix(&[0x02])?;
+    let len = body.iter().position(|&b| b == 0)?;
+    let name = QueueName::new(std::str::from_utf8(&body[..len]).ok()?).ok()?;
+    let end = root.subspace(&(name.as_str(),)).range().1;
+    Some((name, end))
+}
+
 fn registry() -> Subspace {
     Subspace::all().subspace(&("hotq-registry",))
 }
@@ -162,9 +273,10 @@ pub struct QueueKeys {
     items: Subspace,
     requests: Subspace,
     results: Subspace,
-    leases: Subspace,
     receipts: Subspace,
-    delayed: Subspace,
+    /// Where binaries before the due index kept leases and delayed items.
+    legacy_leases: Subspace,
+    legacy_delayed: Subspace,
     meta: Subspace,
 }
 
@@ -183,9 +295,9 @@ impl QueueKeys {
             items: root.subspace(&"items"),
             requests: root.subspace(&"requests"),
             results: root.subspace(&"results"),
-            leases: root.subspace(&"leases"),
             receipts: root.subspace(&"receipts"),
-            delayed: root.subspace(&"delayed"),
+            legacy_leases: root.subspace(&"leases"),
+            legacy_delayed: root.subspace(&"delayed"),
             meta: root.subspace(&"meta"),
         }
     }
@@ -273,27 +385,21 @@ impl QueueKeys {
         self.results.range()
     }
 
-    /// The key of the lease `receipt`, expiring at `expires_at_ms`.
+    /// A due-index key of this queue.
+    pub fn due(&self, due_ms: u64, what: DueWhat, id: &[u8]) -> Vec<u8> {
+        due().pack(&(
+            due_ms,
+            self.kind.tag(),
+            self.name.as_str(),
+            what.tag(),
+            Bytes::from(id),
+        ))
+    }
+
+    /// The key of the lease `receipt`, expiring at `expires_at_ms` (in the
+    /// due index).
     pub fn lease(&self, expires_at_ms: u64, receipt: &[u8]) -> Vec<u8> {
-        self.leases.pack(&(expires_at_ms, Bytes::from(receipt)))
-    }
-
-    /// `[begin, end)` of the leases subspace.
-    pub fn leases_range(&self) -> (Vec<u8>, Vec<u8>) {
-        self.leases.range()
-    }
-
-    /// `[begin, end)` of the leases that expired at or before `now_ms`.
-    pub fn leases_due_range(&self, now_ms: u64) -> (Vec<u8>, Vec<u8>) {
-        (self.leases.range().0, self.leases.pack(&(now_ms + 1,)))
-    }
-
-    /// The expiry and receipt of a lease key.
-    pub fn lease_parts(&self, key: &[u8]) -> Option<(u64, Vec<u8>)> {
-        self.leases
-            .unpack::<(u64, Bytes)>(key)
-            .ok()
-            .map(|(expires_at_ms, receipt)| (expires_at_ms, receipt.into_owned()))
+        self.due(expires_at_ms, DueWhat::Lease, receipt)
     }
 
     /// The key mapping `receipt` to its lease's expiry.
@@ -301,27 +407,45 @@ impl QueueKeys {
         self.receipts.pack(&(Bytes::from(receipt),))
     }
 
-    /// The key of a delayed item, visible from `visible_at_ms`.
+    /// The key of a delayed item, visible from `visible_at_ms` (in the due
+    /// index).
     pub fn delayed(&self, visible_at_ms: u64, random: &[u8]) -> Vec<u8> {
-        self.delayed.pack(&(visible_at_ms, Bytes::from(random)))
+        self.due(visible_at_ms, DueWhat::Delayed, random)
     }
 
-    /// `[begin, end)` of the delayed subspace.
-    pub fn delayed_range(&self) -> (Vec<u8>, Vec<u8>) {
-        self.delayed.range()
+    /// The due-index entry telling the reaper to look at this queue's
+    /// stored requests and results at `at_ms`.
+    pub fn reap_at(&self, at_ms: u64) -> Vec<u8> {
+        self.due(at_ms, DueWhat::Reap, &[])
     }
 
-    /// `[begin, end)` of the delayed items visible at `now_ms`.
-    pub fn delayed_due_range(&self, now_ms: u64) -> (Vec<u8>, Vec<u8>) {
-        (self.delayed.range().0, self.delayed.pack(&(now_ms + 1,)))
+    /// `[begin, end)` of the leases and of the delayed items as binaries
+    /// before the due index kept them: `(queue, "leases", expires_at_ms,
+    /// receipt)` and `(queue, "delayed", visible_at_ms, random)`.
+    pub fn legacy_ranges(&self) -> [(DueWhat, KeyRange); 2] {
+        [
+            (DueWhat::Lease, self.legacy_leases.range()),
+            (DueWhat::Delayed, self.legacy_delayed.range()),
+        ]
     }
 
-    /// The time a delayed item becomes visible, from its key.
-    pub fn delayed_visible_at(&self, key: &[u8]) -> Option<u64> {
-        self.delayed
+    /// The due time and id of a legacy lease or delayed key.
+    pub fn legacy_parts(&self, what: DueWhat, key: &[u8]) -> Option<(u64, Vec<u8>)> {
+        let space = match what {
+            DueWhat::Lease => &self.legacy_leases,
+            DueWhat::Delayed => &self.legacy_delayed,
+            DueWhat::Reap => return None,
+        };
+        space
             .unpack::<(u64, Bytes)>(key)
             .ok()
-            .map(|(visible_at_ms, _)| visible_at_ms)
+            .map(|(at, id)| (at, id.into_owned()))
+    }
+
+    /// A legacy lease key (tests write old-layout data with it).
+    pub fn legacy_lease(&self, expires_at_ms: u64, receipt: &[u8]) -> Vec<u8> {
+        self.legacy_leases
+            .pack(&(expires_at_ms, Bytes::from(receipt)))
     }
 
     /// The count of items under a lease, kept with atomic adds.
@@ -395,27 +519,66 @@ mod tests {
 
     #[test]
     fn due_ranges_hold_exactly_what_is_due() {
-        let keys = QueueKeys::new(&QueueName::new("q").unwrap());
-        let (begin, end) = keys.leases_due_range(1_000);
-        let (all_begin, all_end) = keys.leases_range();
+        let (begin, end) = due_until(1_000);
+        let (all_begin, all_end) = due_range();
         assert_eq!(begin, all_begin);
         assert!(end < all_end);
-        for (at, due) in [
-            (0, true),
-            (999, true),
-            (1_000, true),
-            (1_001, false),
-            (u64::MAX - 1, false),
-        ] {
-            for receipt in [[0u8; 16], [0xff; 16]] {
-                let key = keys.lease(at, &receipt);
-                assert_eq!(begin <= key && key < end, due, "lease at {at}");
-                assert_eq!(keys.lease_parts(&key), Some((at, receipt.to_vec())));
-                let delayed = keys.delayed(at, &receipt);
-                let (begin, end) = keys.delayed_due_range(1_000);
-                assert_eq!(begin <= delayed && delayed < end, due, "delayed at {at}");
-                assert_eq!(keys.delayed_visible_at(&delayed), Some(at));
+        for name in ["a", "zz", &"z".repeat(QUEUE_NAME_LEN_MAX)] {
+            let keys = QueueKeys::new(&QueueName::new(name).unwrap());
+            for (at, due) in [
+                (0, true),
+                (999, true),
+                (1_000, true),
+                (1_001, false),
+                (u64::MAX - 1, false),
+            ] {
+                for receipt in [[0u8; 16], [0xff; 16]] {
+                    for (key, what, id) in [
+                        (keys.lease(at, &receipt), DueWhat::Lease, receipt.to_vec()),
+                        (
+                            keys.delayed(at, &receipt),
+                            DueWhat::Delayed,
+                            receipt.to_vec(),
+                        ),
+                        (keys.reap_at(at), DueWhat::Reap, Vec::new()),
+                    ] {
+                        assert_eq!(begin <= key && key < end, due, "{what:?} at {at}");
+                        let entry = due_entry(&key).unwrap();
+                        assert_eq!(
+                            (entry.due_ms, entry.what, entry.id, entry.queue.as_str()),
+                            (at, what, id, name)
+                        );
+                    }
+                }
             }
+        }
+        let keys = QueueKeys::new(&QueueName::new("q").unwrap());
+        assert_eq!(due_entry(&keys.depth()), None);
+    }
+
+    #[test]
+    fn queue_of_key_names_the_queue_and_skips_past_it() {
+        for kind in [QueueKind::Fifo, QueueKind::Priority] {
+            let (root_begin, root_end) = queues_root_range(kind);
+            let a = QueueKeys::of_kind(kind, &QueueName::new("a").unwrap());
+            let a2 = QueueKeys::of_kind(kind, &QueueName::new("a-2").unwrap());
+            let b = QueueKeys::of_kind(kind, &QueueName::new("b").unwrap());
+            for key in [
+                a.depth(),
+                a.item(7, &[0xff; RANDOM_LEN]),
+                a.receipt(&[0; 16]),
+            ] {
+                assert!(root_begin <= key && key < root_end);
+                let (name, end) = queue_of_key(kind, &key).unwrap();
+                assert_eq!(name.as_str(), "a");
+                assert!(key < end);
+                assert!(
+                    end <= a2.depth() && end <= a2.items_range().0,
+                    "a-2 is after a"
+                );
+                assert!(end <= b.items_range().0);
+            }
+            assert_eq!(queue_of_key(kind, &due_range().0), None);
         }
     }
 

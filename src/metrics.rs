@@ -47,6 +47,18 @@ pub const NACKS: &str = "hotq_nacks_total";
 pub const REDELIVERIES: &str = "hotq_redeliveries_total";
 /// Items moved to a dead-letter queue, by the queue they left.
 pub const DEAD_LETTERED: &str = "hotq_dead_lettered_total";
+/// Items of pops whose caller left, put back where they were, by queue.
+pub const PUT_BACKS: &str = "hotq_put_backs_total";
+/// Lateness of leases expired and delayed items revealed: commit time
+/// minus due time.
+pub const DUE_LATENESS: &str = "hotq_due_lateness_seconds";
+/// Due-index entries the timer read (its work follows these, not the
+/// number of queues).
+pub const DUE_ROWS: &str = "hotq_timer_due_rows_total";
+/// Settle transactions committed (acks, nacks and extends share them).
+pub const SETTLE_COMMITS: &str = "hotq_settle_commits_total";
+/// Settles (acks, nacks, extends) per settle transaction.
+pub const SETTLE_BATCH_SIZE: &str = "hotq_settle_batch_size";
 /// Store commit latency, submit to durable answer.
 pub const STORE_COMMIT_LATENCY: &str = "hotq_store_commit_seconds";
 /// Transactions per fsync group (embedded store).
@@ -109,6 +121,12 @@ pub fn install(queue_labels_max: usize) -> PrometheusHandle {
                         Matcher::Full(STORE_COMMIT_GROUP_SIZE.into()),
                         BATCH_BUCKETS,
                     )
+                })
+                .and_then(|b| {
+                    b.set_buckets_for_metric(Matcher::Full(SETTLE_BATCH_SIZE.into()), BATCH_BUCKETS)
+                })
+                .and_then(|b| {
+                    b.set_buckets_for_metric(Matcher::Full(DUE_LATENESS.into()), LATENCY_BUCKETS_S)
                 })
                 .expect("bucket lists are non-empty")
                 .build_recorder();
@@ -208,6 +226,31 @@ fn describe() {
         STORE_COMMIT_LATENCY,
         Unit::Seconds,
         "Store commit latency, submit to durable answer."
+    );
+    describe_counter!(
+        PUT_BACKS,
+        Unit::Count,
+        "Items taken by pops whose caller left, put back where they were (not deliveries)."
+    );
+    describe_histogram!(
+        DUE_LATENESS,
+        Unit::Seconds,
+        "Leases expired and delayed items revealed: commit time minus due time."
+    );
+    describe_counter!(
+        DUE_ROWS,
+        Unit::Count,
+        "Due-index entries the timer read (leases, delayed items, reap appointments)."
+    );
+    describe_counter!(
+        SETTLE_COMMITS,
+        Unit::Count,
+        "Settle transactions committed; concurrent acks, nacks and extends of a queue share one."
+    );
+    describe_histogram!(
+        SETTLE_BATCH_SIZE,
+        Unit::Count,
+        "Acks, nacks and extends per settle transaction."
     );
     describe_histogram!(
         STORE_COMMIT_GROUP_SIZE,

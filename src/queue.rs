@@ -228,8 +228,9 @@ impl<S: Store> Queue<S> {
                     random[RANDOM_LEN - 4..].copy_from_slice(&(position as u32).to_be_bytes());
                     txn.set(&self.keys.delayed(visible_at_ms, &random), value)?;
                 }
-                txn.atomic_add(&self.keys.delayed_count(), values.len() as i64)?;
-                txn.set(&self.keys.registry_key(), b"")
+                // The entries are in the store-wide due index, where every
+                // daemon's timer finds them.
+                txn.atomic_add(&self.keys.delayed_count(), values.len() as i64)
             }
         })
         .await?;

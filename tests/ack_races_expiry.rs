@@ -15,13 +15,34 @@ use std::time::Duration;
 use hotq::coordinator::Coordinator;
 use hotq::envelope::End;
 use hotq::keys::{QueueKeys, QueueName};
-use hotq::lease::timers::expire_leases;
 use hotq::lease::{Lease, LeaseError};
 use hotq::queue::Queue;
 use hotq::staging::StagingConfig;
 use hotq::store::embedded::{Durability, EmbeddedStore};
 
 const ROUNDS: usize = 300;
+
+/// What the timer's sweep did to the leases.
+struct Swept {
+    redelivered: usize,
+}
+
+/// The timer's sweep of the due index as of `now_ms` (one queue has leases here).
+async fn expire_leases(
+    store: &EmbeddedStore,
+    _keys: &QueueKeys,
+    now_ms: u64,
+    max_deliveries: Option<u32>,
+) -> Result<Swept, hotq::queue::QueueError> {
+    let policy = hotq::lease::DeliveryPolicy {
+        max_deliveries_default: max_deliveries.unwrap_or(u32::MAX),
+        ..Default::default()
+    };
+    let swept = hotq::lease::due::sweep(store, &policy, now_ms).await?;
+    Ok(Swept {
+        redelivered: swept.redelivered.values().sum(),
+    })
+}
 const LEASE_MS: u64 = 600_000;
 
 async fn leased_item(
@@ -63,7 +84,9 @@ fn race_side<T: Send + 'static>(
 async fn holdings(store: &EmbeddedStore, keys: &QueueKeys) -> (usize, usize) {
     use hotq::store::{Store, Transaction, decode_counter};
     let items = common::scan(store, keys.items_range()).await.len();
-    let leases = common::scan(store, keys.leases_range()).await.len();
+    let leases = common::due_of(store, keys, hotq::keys::DueWhat::Lease)
+        .await
+        .len();
     let txn = store.begin().unwrap();
     let depth = decode_counter(txn.get(&keys.depth(), true).await.unwrap().as_deref());
     let leased = decode_counter(txn.get(&keys.leased(), true).await.unwrap().as_deref());

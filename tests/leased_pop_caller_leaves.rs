@@ -40,7 +40,12 @@ async fn served_leased_request(
         .unwrap();
     assert_eq!(fulfilled.served, 1);
     assert_eq!(common::scan(store, keys.results_range()).await.len(), 1);
-    assert_eq!(common::scan(store, keys.leases_range()).await.len(), 1);
+    assert_eq!(
+        common::due_of(store, keys, hotq::keys::DueWhat::Lease)
+            .await
+            .len(),
+        1
+    );
     assert_eq!(counter(store, &keys.leased()).await, 1);
     registration
 }
@@ -48,10 +53,13 @@ async fn served_leased_request(
 async fn assert_back_undelivered(store: &EmbeddedStore, keys: &QueueKeys) {
     for (what, range) in [
         ("results", keys.results_range()),
-        ("leases", keys.leases_range()),
         ("requests", keys.requests_range()),
     ] {
         assert!(common::scan(store, range).await.is_empty(), "{what} left");
+    }
+    for what in [hotq::keys::DueWhat::Lease, hotq::keys::DueWhat::Delayed] {
+        let left = common::due_of(store, keys, what).await;
+        assert!(left.is_empty(), "{what:?} left");
     }
     assert_eq!(counter(store, &keys.leased()).await, 0, "leased counter");
     assert_eq!(counter(store, &keys.waiting()).await, 0, "waiting counter");

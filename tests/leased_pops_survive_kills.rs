@@ -187,12 +187,18 @@ async fn leased_pops_lose_nothing_when_the_daemon_is_killed() {
     let store = EmbeddedStore::open(EmbeddedConfig::new(dir.path())).unwrap();
     for (what, range) in [
         ("items", keys.items_range()),
-        ("leases", keys.leases_range()),
         ("requests", keys.requests_range()),
-        ("delayed", keys.delayed_range()),
     ] {
         let left = common::scan(&store, range).await;
         assert!(left.is_empty(), "{} {what} left after the load", left.len());
+    }
+    for what in [hotq::keys::DueWhat::Lease, hotq::keys::DueWhat::Delayed] {
+        let left = common::due_of(&store, &keys, what).await;
+        assert!(
+            left.is_empty(),
+            "{} {what:?} left after the load",
+            left.len()
+        );
     }
     // A staged pop's result whose requester died with a daemon waits for
     // the reaper (its deadline plus grace); a leased one holds no item of

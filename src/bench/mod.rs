@@ -19,6 +19,7 @@
 //! daemon's cores, takes little of their CPU; each drain reports how much
 //! it took (`client_cpu_us_per_pop`).
 
+pub mod due;
 pub mod http1;
 
 use std::collections::HashSet;
@@ -46,6 +47,9 @@ pub enum Scenario {
     Ceiling,
     /// Pop latency over many push+pop cycles.
     Tombstones,
+    /// `--items` queues each holding one lease or delayed item: idle CPU
+    /// and lateness of redelivery and reveal.
+    Due,
 }
 
 /// Which pop to measure.
@@ -223,6 +227,10 @@ pub async fn run(args: BenchArgs) -> Result<u8, String> {
         Scenario::Tombstones => {
             let store = store.ok_or("the tombstone scenario runs in process only")?;
             tombstones(&store, &args).await?;
+        }
+        Scenario::Due => {
+            let store = store.ok_or("the due scenario runs in process only")?;
+            due::run(&store, &args).await?;
         }
     }
     Ok(if all_exact { 0 } else { 1 })

@@ -2,17 +2,24 @@
 //! counts, dead letters, and delayed items.
 //!
 //! A leased pop moves its item, in the same commit that takes it from the
-//! queue (direct or staged), to `leases/(expires_at_ms, receipt)`, and maps
-//! `receipts/(receipt)` to the expiry, so a receipt finds its lease with two
-//! point reads and the timer finds every expired lease with one range read.
+//! queue (direct or staged), to the store-wide due index at
+//! `(expires_at_ms, queue, "lease", receipt)`, and maps the queue's
+//! `receipts/(receipt)` to the expiry, so a receipt finds its lease with
+//! two point reads and the timer finds every expired lease of every queue
+//! with one range read.
 //!
 //! - [`settle`]: `ack` (delete), `nack` (return now or after a delay),
 //!   `extend` (move the expiry out), and the release of a leased item whose
 //!   pop reached nobody (back as if never delivered; used by
 //!   [`crate::staging::requester::restore_items`], withdrawals and the reaper).
-//! - [`timers`]: the coordinator's side: expired leases go back to the
+//! - [`due`]: the coordinator's timer: expired leases go back to the
 //!   item's original key with their delivery counted, or to the dead-letter
-//!   queue after `max_deliveries`; delayed items become visible when due.
+//!   queue after `max_deliveries`; delayed items become visible when due;
+//!   reap appointments are handed to the reaper.
+//! - [`settler`]: the settle line: concurrent acks, nacks and extends of a
+//!   queue share one commit.
+//! - [`migrate`]: moves leases and delayed items of the layout before the
+//!   due index into it, once.
 //! - [`redrive`]: a dead-letter queue's items back to where they came from.
 //!
 //! Every transaction that consumes a lease or a delayed item reads its key
@@ -20,9 +27,12 @@
 //! timer, or a nack racing an extend, has exactly one winner: the other
 //! conflicts, re-reads, and finds the receipt gone.
 
+pub mod due;
+pub mod migrate;
 pub mod redrive;
 pub mod settle;
-pub mod timers;
+pub mod settler;
+pub mod timer;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -189,9 +199,8 @@ pub fn lease_in<T: Transaction>(
     };
     txn.set(&keys.lease(expires_at_ms, &receipt.0), &encode_held(&held))?;
     txn.set(&keys.receipt(&receipt.0), &expires_at_ms.to_be_bytes())?;
+    // The lease row is in the due index: every daemon's timer finds it there.
     txn.atomic_add(&keys.leased(), 1)?;
-    // The timer of a daemon started after a crash finds leases through the registry.
-    txn.set(&keys.registry_key(), b"")?;
     item.lease = Some(Lease {
         receipt,
         expires_at_ms,

@@ -52,15 +52,17 @@ async fn open<T: Transaction>(
             expired_at_ms: expires_at_ms,
         }));
     }
-    let lease_key = keys.lease(expires_at_ms, &receipt.0);
+    let mut lease_key = keys.lease(expires_at_ms, &receipt.0);
+    let mut value = txn.get(&lease_key, false).await?;
+    if value.is_none() {
+        // Written by a binary before the due index and not yet moved into
+        // it (see `migrate`): settled where it is.
+        lease_key = keys.legacy_lease(expires_at_ms, &receipt.0);
+        value = txn.get(&lease_key, false).await?;
+    }
     // Receipt and lease are written and cleared together, always.
-    let Some(held) = txn
-        .get(&lease_key, false)
-        .await?
-        .as_deref()
-        .and_then(decode_held)
-    else {
-        return Ok(corrupt(&lease_key));
+    let Some(held) = value.as_deref().and_then(decode_held) else {
+        return Ok(corrupt(&keys.lease(expires_at_ms, &receipt.0)));
     };
     Ok(Ok(Open {
         lease_key,
@@ -102,14 +104,25 @@ pub async fn ack<S: Store>(
     receipt: &Receipt,
 ) -> Result<(), LeaseError> {
     settle(store, |txn| async move {
-        let open = match open(&txn, keys, receipt, now_ms(), false).await? {
-            Ok(open) => open,
-            Err(error) => return Ok(Err(error)),
-        };
-        open.clear(&txn, keys)?;
-        Ok(Ok(()))
+        ack_in(&txn, keys, receipt, now_ms()).await
     })
     .await
+}
+
+/// [`ack`] in `txn`, as of `now_ms`. Inner error: this receipt's outcome;
+/// outer: the transaction failed.
+pub async fn ack_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    receipt: &Receipt,
+    now_ms: u64,
+) -> Result<Result<(), LeaseError>, StoreError> {
+    let open = match open(txn, keys, receipt, now_ms, false).await? {
+        Ok(open) => open,
+        Err(error) => return Ok(Err(error)),
+    };
+    open.clear(txn, keys)?;
+    Ok(Ok(()))
 }
 
 /// Moves the lease's expiry to `lease_ms` from now; returns the new expiry.
@@ -119,23 +132,33 @@ pub async fn extend<S: Store>(
     receipt: &Receipt,
     lease_ms: u64,
 ) -> Result<u64, LeaseError> {
-    assert!(lease_ms > 0, "a lease lasts at least a millisecond");
     settle(store, |txn| async move {
-        let now = now_ms();
-        let open = match open(&txn, keys, receipt, now, false).await? {
-            Ok(open) => open,
-            Err(error) => return Ok(Err(error)),
-        };
-        let expires_at_ms = now.saturating_add(lease_ms);
-        txn.clear(&open.lease_key)?;
-        txn.set(
-            &keys.lease(expires_at_ms, &receipt.0),
-            &encode_held(&open.held),
-        )?;
-        txn.set(&open.receipt_key, &expires_at_ms.to_be_bytes())?;
-        Ok(Ok(expires_at_ms))
+        extend_in(&txn, keys, receipt, lease_ms, now_ms()).await
     })
     .await
+}
+
+/// [`extend`] in `txn`, as of `now_ms`.
+pub async fn extend_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    receipt: &Receipt,
+    lease_ms: u64,
+    now_ms: u64,
+) -> Result<Result<u64, LeaseError>, StoreError> {
+    assert!(lease_ms > 0, "a lease lasts at least a millisecond");
+    let open = match open(txn, keys, receipt, now_ms, false).await? {
+        Ok(open) => open,
+        Err(error) => return Ok(Err(error)),
+    };
+    let expires_at_ms = now_ms.saturating_add(lease_ms);
+    txn.clear(&open.lease_key)?;
+    txn.set(
+        &keys.lease(expires_at_ms, &receipt.0),
+        &encode_held(&open.held),
+    )?;
+    txn.set(&open.receipt_key, &expires_at_ms.to_be_bytes())?;
+    Ok(Ok(expires_at_ms))
 }
 
 /// Nacks the lease: the item goes back now (`delay_ms` 0) or after
@@ -149,16 +172,27 @@ pub async fn nack<S: Store>(
     max_deliveries: Option<u32>,
 ) -> Result<Returned, LeaseError> {
     settle(store, |txn| async move {
-        let now = now_ms();
-        let open = match open(&txn, keys, receipt, now, false).await? {
-            Ok(open) => open,
-            Err(error) => return Ok(Err(error)),
-        };
-        open.clear(&txn, keys)?;
-        let returned = return_held(&txn, keys, open.held, delay_ms, now, max_deliveries).await?;
-        Ok(Ok(returned))
+        nack_in(&txn, keys, receipt, delay_ms, max_deliveries, now_ms()).await
     })
     .await
+}
+
+/// [`nack`] in `txn`, as of `now_ms`.
+pub async fn nack_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    receipt: &Receipt,
+    delay_ms: u64,
+    max_deliveries: Option<u32>,
+    now_ms: u64,
+) -> Result<Result<Returned, LeaseError>, StoreError> {
+    let open = match open(txn, keys, receipt, now_ms, false).await? {
+        Ok(open) => open,
+        Err(error) => return Ok(Err(error)),
+    };
+    open.clear(txn, keys)?;
+    let returned = return_held(txn, keys, open.held, delay_ms, now_ms, max_deliveries).await?;
+    Ok(Ok(returned))
 }
 
 /// In `txn`: returns the item of lease `receipt` to its key with its
@@ -215,7 +249,6 @@ pub(crate) async fn return_held<T: Transaction>(
         let random = Receipt::random();
         txn.set(&keys.delayed(visible_at_ms, &random.0), &encode_held(&held))?;
         txn.atomic_add(&keys.delayed_count(), 1)?;
-        txn.set(&keys.registry_key(), b"")?;
         return Ok(Returned::Delayed { visible_at_ms });
     }
     txn.set(&held.item_key, &encode_item_value(&held.item))?;

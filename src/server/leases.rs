@@ -1,10 +1,12 @@
-//! `/v1/queues/{queue}/ack|nack|extend/{receipt}` and
-//! `/v1/queues/{queue}/redrive`: leases and dead letters over HTTP.
+//! `/v1/queues/{queue}/ack|nack|extend/{receipt}`, the batch ack
+//! `/v1/queues/{queue}/ack`, and `/v1/queues/{queue}/redrive`: leases and
+//! dead letters over HTTP.
 
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::rejection::QueryRejection;
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -13,11 +15,12 @@ use serde_json::json;
 
 use super::AppState;
 use super::error::ApiError;
-use super::fifo::{check_delay_ms, check_lease_ms, outcome, queue_name};
+use super::fifo::{body_bytes, check_delay_ms, check_lease_ms, outcome, queue_name};
 use crate::keys::QueueKeys;
 use crate::lease::redrive::{REDRIVE_BATCH_MAX, redrive as redrive_items};
+use crate::lease::settler::{SettleOp, Settled};
 use crate::lease::{LeaseError, Receipt};
-use crate::metrics::operation;
+use crate::metrics::{self, operation};
 use crate::store::Store;
 
 impl From<LeaseError> for ApiError {
@@ -62,6 +65,77 @@ pub async fn ack<S: Store>(
     }
     .await;
     operation(&queue, "ack", outcome(&result));
+    result
+}
+
+/// Most receipts one batch ack names.
+pub const ACK_BATCH_MAX: usize = 1_000;
+
+/// `POST /v1/queues/{queue}/ack` with a JSON array of receipts: 200
+/// `{"results":[{"receipt","outcome"}]}`, one per receipt in order, each
+/// `acked`, `unknown_receipt`, `lease_expired` or `invalid` (not a
+/// receipt). The acks share commits with the queue's other settles; a
+/// receipt named twice is acked once (the second is `unknown_receipt`).
+pub async fn ack_batch<S: Store>(
+    State(state): State<Arc<AppState<S>>>,
+    Path(queue): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let result = async {
+        let keys = QueueKeys::new(&queue_name(&queue)?);
+        let raw: Vec<String> = serde_json::from_slice(&body_bytes(body)?).map_err(|e| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "bad_json",
+                format!("the body must be a JSON array of receipts: {e}"),
+            )
+        })?;
+        if raw.is_empty() || raw.len() > ACK_BATCH_MAX {
+            return Err(ApiError::bad_parameter(format!(
+                "a batch ack names 1 to {ACK_BATCH_MAX} receipts, got {}",
+                raw.len()
+            )));
+        }
+        let parsed: Vec<Option<Receipt>> = raw.iter().map(|r| Receipt::parse(r)).collect();
+        let settles = parsed
+            .iter()
+            .flatten()
+            .map(|receipt| (*receipt, SettleOp::Ack))
+            .collect();
+        let mut settled = state
+            .coordinator
+            .settler()
+            .settle_many(&keys, settles)
+            .await
+            .into_iter();
+        let mut results = Vec::with_capacity(raw.len());
+        let mut acked = 0u64;
+        for (text, receipt) in raw.iter().zip(&parsed) {
+            let outcome = match receipt {
+                None => "invalid",
+                Some(_) => match settled.next().expect("one outcome per receipt") {
+                    Ok(Settled::Acked) => {
+                        acked += 1;
+                        "acked"
+                    }
+                    Ok(other) => unreachable!("an ack is answered as an ack, not {other:?}"),
+                    Err(LeaseError::UnknownReceipt) => "unknown_receipt",
+                    Err(LeaseError::Expired { .. }) => "lease_expired",
+                    // The store failed: the batch's transaction did not
+                    // commit (or may have); the caller retries the batch.
+                    Err(LeaseError::Queue(error)) => return Err(error.into()),
+                },
+            };
+            results.push(json!({"receipt": text, "outcome": outcome}));
+        }
+        if acked > 0 {
+            ::metrics::counter!(metrics::ACKS, "queue" => metrics::queue_label(keys.name().as_str()))
+                .increment(acked);
+        }
+        Ok(Json(json!({"results": results})).into_response())
+    }
+    .await;
+    operation(&queue, "ack_batch", outcome(&result));
     result
 }
 

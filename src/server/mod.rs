@@ -113,6 +113,7 @@ pub fn router<S: Store>(state: Arc<AppState<S>>) -> Router {
         .route("/v1/queues/{queue}/pop", post(fifo::pop::<S>))
         .route("/v1/queues/{queue}/peek", get(fifo::peek::<S>))
         .route("/v1/queues/{queue}", get(fifo::stats::<S>))
+        .route("/v1/queues/{queue}/ack", post(leases::ack_batch::<S>))
         .route("/v1/queues/{queue}/ack/{receipt}", post(leases::ack::<S>))
         .route("/v1/queues/{queue}/nack/{receipt}", post(leases::nack::<S>))
         .route(

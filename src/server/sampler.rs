@@ -1,11 +1,21 @@
-//! Samples depth, waiting requests, leased and delayed items and oldest-item age of the queues this
-//! daemon serves (and those in the staging registry), at a fixed interval
-//! and for a bounded number of queues, so a scrape never scans a queue.
+//! Samples depth, waiting requests, leased and delayed items and
+//! oldest-item age of queues, at a fixed interval and for a bounded number
+//! of queues per pass, so a scrape never scans a queue and the sampler's
+//! cost does not grow with the number of queues. Each pass takes, within
+//! `metrics_sample_queues_max`:
+//! - the queues the timer just changed (revealed, redelivered: their
+//!   gauges follow at once);
+//! - queues this daemon served recently (active queues stay fresh);
+//! - the next queues of a rotation through every queue in the store, so
+//!   every gauge is refreshed within one rotation, however many queues
+//!   exist and whoever used them. The `_other` label (queues past the
+//!   label cap) is the sum over one full rotation, published when it
+//!   completes: every such queue counts once, none is left out.
+//!
 //! Depth and waiting come from the counters pushes, pops and requests
-//! maintain with atomic adds; the oldest age from one snapshot read of the
-//! head.
+//! maintain with atomic adds; the oldest age from one snapshot read of the head.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,18 +23,47 @@ use tokio::sync::watch;
 
 use super::AppState;
 use super::fifo::queue_stats;
-use crate::keys::QueueKeys;
+use crate::keys::{QueueKeys, QueueKind, QueueName, queue_of_key, queues_root_range};
 use crate::metrics::{
-    DELAYED_ITEMS, LEASED_ITEMS, OLDEST_ITEM_AGE, QUEUE_DEPTH, REQUESTS_WAITING, queue_label,
+    DELAYED_ITEMS, LEASED_ITEMS, OLDEST_ITEM_AGE, OVERFLOW_QUEUE_LABEL, QUEUE_DEPTH,
+    REQUESTS_WAITING, queue_label,
 };
-use crate::staging::reap::registered_queues;
-use crate::store::Store;
+use crate::store::{RangeRead, Store, Transaction};
+
+/// Gauges of one queue or label: depth, waiting, oldest age (s), leased, delayed.
+type Gauges = [f64; 5];
+
+/// Where the rotation through every queue stands.
+pub struct Rotation {
+    kind: QueueKind,
+    /// The next key to look for a queue at; `None`: start of `kind`'s root.
+    cursor: Option<Vec<u8>>,
+    /// `_other`'s sums so far in this rotation.
+    other: Gauges,
+    /// Whether this rotation met any `_other` queue.
+    other_seen: bool,
+    /// Whether `_other` was ever published (then an empty rotation sets it to 0).
+    other_published: bool,
+}
+
+impl Default for Rotation {
+    fn default() -> Self {
+        Rotation {
+            kind: QueueKind::Fifo,
+            cursor: None,
+            other: [0.0; 5],
+            other_seen: false,
+            other_published: false,
+        }
+    }
+}
 
 /// Samples until `stop` turns true.
 pub async fn run<S: Store>(state: Arc<AppState<S>>, mut stop: watch::Receiver<bool>) {
     let interval = Duration::from_millis(state.config.metrics_sample_interval_ms);
+    let mut rotation = Rotation::default();
     loop {
-        sample_once(&state).await;
+        sample_once(&state, &mut rotation).await;
         tokio::select! {
             _ = tokio::time::sleep(interval) => {}
             _ = stop.wait_for(|stopped| *stopped) => return,
@@ -33,44 +72,136 @@ pub async fn run<S: Store>(state: Arc<AppState<S>>, mut stop: watch::Receiver<bo
 }
 
 /// One pass over at most `metrics_sample_queues_max` queues.
-pub async fn sample_once<S: Store>(state: &AppState<S>) {
-    let limit = state.config.metrics_sample_queues_max;
-    let mut queues: BTreeSet<_> = state
+pub async fn sample_once<S: Store>(state: &AppState<S>, rotation: &mut Rotation) {
+    let budget = state.config.metrics_sample_queues_max.max(4);
+    let mut sampled: BTreeSet<(QueueKind, QueueName)> = BTreeSet::new();
+    for queue in crate::lease::due::take_touched(budget / 4) {
+        sample_labelled(state, &queue, &mut sampled).await;
+    }
+    let known: Vec<_> = state
         .known_queues
         .lock()
         .expect("known queue lock")
         .iter()
+        .take(budget / 2)
         .cloned()
         .collect();
-    if let Ok(registered) = registered_queues(&state.store).await {
-        for keys in registered {
-            if queues.len() >= limit {
-                break;
-            }
-            queues.insert((keys.kind(), keys.name().clone()));
-        }
+    for queue in known {
+        sample_labelled(state, &queue, &mut sampled).await;
     }
-    // Queues past the label cap share one label: their depths and
-    // waiting counts add up, their oldest age is the oldest of them.
-    let mut by_label: BTreeMap<String, [f64; 5]> = BTreeMap::new();
-    for (kind, name) in queues.into_iter().take(limit) {
-        let keys = QueueKeys::of_kind(kind, &name);
-        let Ok(stats) = queue_stats(state, &keys).await else {
+    // At least a quarter of every pass goes to the rotation, so it moves on
+    // however busy the other two sources are.
+    let rotation_budget = budget.saturating_sub(sampled.len()).max(budget / 4);
+    for _ in 0..rotation_budget {
+        let Some(queue) = next_queue(state, rotation).await else {
+            break;
+        };
+        let Some(gauges) = read_gauges(state, &queue).await else {
             continue;
         };
-        let number = |field: &str| stats[field].as_f64().unwrap_or(0.0);
-        let entry = by_label.entry(queue_label(name.as_str())).or_default();
-        entry[0] += number("depth");
-        entry[1] += number("waiting");
-        entry[2] = entry[2].max(number("oldest_item_age_ms") / 1_000.0);
-        entry[3] += number("leased");
-        entry[4] += number("delayed");
+        let label = queue_label(queue.1.as_str());
+        if label == OVERFLOW_QUEUE_LABEL {
+            rotation.other_seen = true;
+            add(&mut rotation.other, &gauges);
+        } else if !sampled.contains(&queue) {
+            publish(&label, &gauges);
+        }
     }
-    for (label, [depth, waiting, oldest_age_s, leased, delayed]) in by_label {
-        metrics::gauge!(QUEUE_DEPTH, "queue" => label.clone()).set(depth);
-        metrics::gauge!(REQUESTS_WAITING, "queue" => label.clone()).set(waiting);
-        metrics::gauge!(OLDEST_ITEM_AGE, "queue" => label.clone()).set(oldest_age_s);
-        metrics::gauge!(LEASED_ITEMS, "queue" => label.clone()).set(leased);
-        metrics::gauge!(DELAYED_ITEMS, "queue" => label).set(delayed);
+}
+
+/// Samples `queue` for its own label; `_other` queues are left to the
+/// rotation's sums.
+async fn sample_labelled<S: Store>(
+    state: &AppState<S>,
+    queue: &(QueueKind, QueueName),
+    sampled: &mut BTreeSet<(QueueKind, QueueName)>,
+) {
+    if !sampled.insert(queue.clone()) {
+        return;
     }
+    let label = queue_label(queue.1.as_str());
+    if label == OVERFLOW_QUEUE_LABEL {
+        return;
+    }
+    if let Some(gauges) = read_gauges(state, queue).await {
+        publish(&label, &gauges);
+    }
+}
+
+async fn read_gauges<S: Store>(
+    state: &AppState<S>,
+    (kind, name): &(QueueKind, QueueName),
+) -> Option<Gauges> {
+    let stats = queue_stats(state, &QueueKeys::of_kind(*kind, name))
+        .await
+        .ok()?;
+    let number = |field: &str| stats[field].as_f64().unwrap_or(0.0);
+    Some([
+        number("depth"),
+        number("waiting"),
+        number("oldest_item_age_ms") / 1_000.0,
+        number("leased"),
+        number("delayed"),
+    ])
+}
+
+fn add(sum: &mut Gauges, gauges: &Gauges) {
+    sum[0] += gauges[0];
+    sum[1] += gauges[1];
+    // The oldest age of a label is the oldest of its queues.
+    sum[2] = sum[2].max(gauges[2]);
+    sum[3] += gauges[3];
+    sum[4] += gauges[4];
+}
+
+fn publish(label: &str, [depth, waiting, oldest_age_s, leased, delayed]: &Gauges) {
+    metrics::gauge!(QUEUE_DEPTH, "queue" => label.to_string()).set(*depth);
+    metrics::gauge!(REQUESTS_WAITING, "queue" => label.to_string()).set(*waiting);
+    metrics::gauge!(OLDEST_ITEM_AGE, "queue" => label.to_string()).set(*oldest_age_s);
+    metrics::gauge!(LEASED_ITEMS, "queue" => label.to_string()).set(*leased);
+    metrics::gauge!(DELAYED_ITEMS, "queue" => label.to_string()).set(*delayed);
+}
+
+/// The rotation's next queue: one range read of limit 1 from the cursor,
+/// which then skips past that queue's whole subspace. At the end of the
+/// priority queues' root the rotation is complete: `_other` is published
+/// and it starts over (returning `None` for this pass).
+async fn next_queue<S: Store>(
+    state: &AppState<S>,
+    rotation: &mut Rotation,
+) -> Option<(QueueKind, QueueName)> {
+    // Bounded: at most one switch of root per call.
+    for _ in 0..2 {
+        let (root_begin, root_end) = queues_root_range(rotation.kind);
+        let begin = rotation.cursor.clone().unwrap_or(root_begin);
+        let txn = state.store.begin().ok()?;
+        let rows = txn
+            .get_range(RangeRead::new(&begin, &root_end, 1).snapshot())
+            .await
+            .ok()?;
+        if let Some(row) = rows.first() {
+            let Some((name, end)) = queue_of_key(rotation.kind, &row.key) else {
+                // Not a queue's key (nothing hotq writes): step over it.
+                rotation.cursor = Some(crate::store::key_after(&row.key));
+                return None;
+            };
+            rotation.cursor = Some(end);
+            return Some((rotation.kind, name));
+        }
+        rotation.cursor = None;
+        match rotation.kind {
+            QueueKind::Fifo => rotation.kind = QueueKind::Priority,
+            QueueKind::Priority => {
+                rotation.kind = QueueKind::Fifo;
+                if rotation.other_seen || rotation.other_published {
+                    publish(OVERFLOW_QUEUE_LABEL, &rotation.other);
+                    rotation.other_published = true;
+                }
+                rotation.other = [0.0; 5];
+                rotation.other_seen = false;
+                return None;
+            }
+        }
+    }
+    None
 }

@@ -8,6 +8,7 @@
 use tokio::sync::watch;
 
 use crate::keys::QueueKeys;
+use crate::metrics;
 use crate::queue::{Item, QueueError};
 use crate::staging::StagingStats;
 use crate::staging::fulfill::Fulfilled;
@@ -58,6 +59,8 @@ impl<S: Store> Pops<S> {
     /// Returns items whose caller went away to their original keys (leased
     pub(super) async fn put_back(&self, keys: &QueueKeys, items: Vec<Item>) {
         let count = items.len();
+        ::metrics::counter!(metrics::PUT_BACKS, "queue" => metrics::queue_label(keys.name().as_str()))
+            .increment(count as u64);
         let restored = restore_items(&self.inner.store, keys, items).await;
         match restored {
             Ok(()) => {

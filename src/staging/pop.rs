@@ -142,6 +142,7 @@ impl<S: Store> Pops<S> {
         if self.inner.config.requests_in_memory && self.joins_line_at_once(keys, max, wait) {
             // Nothing to finish if the caller leaves: no commit is this
             // pop's own, and the line settles what its fulfiller took.
+            let started = std::time::Instant::now();
             let mut waiter = InLine::new(self, keys);
             let items = self
                 .pop_in_line(
@@ -157,19 +158,26 @@ impl<S: Store> Pops<S> {
                 )
                 .await;
             self.leases_issued(&items);
+            // Here only while its caller polls: dropped, it never gets here.
+            record_delivery(keys, "staged", started, &items);
             return Ok(items);
         }
         let (gone, gone_rx) = watch::channel(false);
         let (pops, popped_keys) = (self.clone(), keys.clone());
         let pop = async move {
             let keys = popped_keys;
+            let started = std::time::Instant::now();
             let outcome = pops
-                .pop_attempts(&keys, end, max, wait, lease_ms, gone_rx)
+                .pop_attempts(&keys, end, max, wait, lease_ms, gone_rx.clone())
                 .await;
-            if let Ok(items) = &outcome {
-                pops.leases_issued(items);
+            let (path, items) = outcome?;
+            pops.leases_issued(&items);
+            // A pop finishing after its caller left puts its items back
+            // (counted as put-backs): only items that reach a caller count.
+            if !*gone_rx.borrow() {
+                record_delivery(&keys, path, started, &items);
             }
-            outcome
+            Ok(items)
         };
         Finishing::new(self, keys, gone, Box::pin(pop)).await
     }
@@ -179,6 +187,7 @@ impl<S: Store> Pops<S> {
     /// [`Self::pop`]; like it, a pop whose caller left is put back.
     pub async fn pop_recipe(&self, keys: &QueueKeys) -> Result<Vec<Item>, QueueError> {
         let (pops, popped_keys) = (self.clone(), keys.clone());
+        let (gone, gone_rx) = watch::channel(false);
         let pop = async move {
             let keys = popped_keys;
             let started = std::time::Instant::now();
@@ -189,17 +198,19 @@ impl<S: Store> Pops<S> {
                 .map(|item| item.into_iter().collect::<Vec<_>>());
             if let Ok(items) = &outcome {
                 StagingStats::add(&pops.inner.stats.direct_pops, items.len() as u64);
-                record_delivery(&keys, "direct", started, items);
+                if !*gone_rx.borrow() {
+                    record_delivery(&keys, "direct", started, items);
+                }
             }
             outcome
         };
-        let (gone, _) = watch::channel(false);
         Finishing::new(self, keys, gone, Box::pin(pop)).await
     }
 
     /// A direct attempt (unless the head is contended here), then a staged
     /// wait: in the memory line, or as a stored request. `caller_gone`
-    /// turns true when the caller has left: the wait ends at once.
+    /// turns true when the caller has left: the wait ends at once. Returns
+    /// the path the items came by (`direct` or `staged`) with them.
     async fn pop_attempts(
         &self,
         keys: &QueueKeys,
@@ -208,8 +219,7 @@ impl<S: Store> Pops<S> {
         wait: Duration,
         lease_ms: u64,
         mut caller_gone: watch::Receiver<bool>,
-    ) -> Result<Vec<Item>, QueueError> {
-        let started = std::time::Instant::now();
+    ) -> Result<(&'static str, Vec<Item>), QueueError> {
         let stats = &self.inner.stats;
         let attempt = if self.joins_line_at_once(keys, max, wait) {
             (Attempt::RequestsWaiting, Vec::new())
@@ -220,10 +230,9 @@ impl<S: Store> Pops<S> {
         match attempt {
             Attempt::Done(DirectPop::Popped(_)) => {
                 StagingStats::add(&stats.direct_pops, items.len() as u64);
-                record_delivery(keys, "direct", started, &items);
-                return Ok(items);
+                return Ok(("direct", items));
             }
-            Attempt::Done(DirectPop::Empty) if wait.is_zero() => return Ok(Vec::new()),
+            Attempt::Done(DirectPop::Empty) if wait.is_zero() => return Ok(("direct", Vec::new())),
             Attempt::Done(DirectPop::Conflict) => {
                 StagingStats::add(&stats.direct_conflicts, 1);
                 metrics::conflict("direct_pop");
@@ -245,7 +254,10 @@ impl<S: Store> Pops<S> {
                 wait,
                 lease_ms,
             };
-            return Ok(self.pop_in_line(keys, &mut local, pop, stop).await);
+            return Ok((
+                "staged",
+                self.pop_in_line(keys, &mut local, pop, stop).await,
+            ));
         }
         // Stored requests take one item each, and cannot answer "empty":
         // a pop that must not wait waits briefly for the fulfiller to hand
@@ -270,7 +282,7 @@ impl<S: Store> Pops<S> {
                 // An attempt reported as failed may have committed and been
                 // served here already: deliver that item, not the error.
                 if let Some(items) = local.take_handed().await {
-                    return Ok(self.staged_outcome(keys, started, items));
+                    return Ok(("staged", self.staged_outcome(items)));
                 }
                 return Err(error.into());
             }
@@ -295,24 +307,21 @@ impl<S: Store> Pops<S> {
         )
         .await;
         guard.disarm();
-        Ok(self.staged_outcome(keys, started, outcome?.into_iter().collect()))
+        Ok((
+            "staged",
+            self.staged_outcome(outcome?.into_iter().collect()),
+        ))
     }
 
-    /// Counts a staged pop's end: delivered, or nothing (withdrawn, or
-    /// found empty by the fulfiller).
-    fn staged_outcome(
-        &self,
-        keys: &QueueKeys,
-        started: std::time::Instant,
-        items: Vec<Item>,
-    ) -> Vec<Item> {
+    /// Counts a staged pop's end: items, or nothing (withdrawn, or found
+    /// empty by the fulfiller).
+    fn staged_outcome(&self, items: Vec<Item>) -> Vec<Item> {
         let stats = &self.inner.stats;
         if items.is_empty() {
             StagingStats::add(&stats.requests_withdrawn, 1);
-            return items;
+        } else {
+            StagingStats::add(&stats.staged_pops, items.len() as u64);
         }
-        StagingStats::add(&stats.staged_pops, items.len() as u64);
-        record_delivery(keys, "staged", started, &items);
         items
     }
 
@@ -343,7 +352,6 @@ impl<S: Store> Pops<S> {
         pop: LinePop,
         stop: impl std::future::Future<Output = ()>,
     ) -> Vec<Item> {
-        let started = std::time::Instant::now();
         let stats = &self.inner.stats;
         let answers_empty = pop.wait.is_zero();
         // A pop that must not wait is answered by the next round; the
@@ -378,7 +386,7 @@ impl<S: Store> Pops<S> {
             received = &mut local.receiver => received.ok(),
             () = ended => local.take_handed().await,
         };
-        self.staged_outcome(keys, started, received.unwrap_or_default())
+        self.staged_outcome(received.unwrap_or_default())
     }
 
     /// Memory requests of queue `keys` waiting in this process now (they

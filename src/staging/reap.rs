@@ -2,13 +2,25 @@
 //! item's original key; a request past its deadline is cleared. Every
 //! consumed key is read-conflict-checked, so a late collect or withdrawal
 //! and the reaper can never both take the same result.
+//!
+//! The reaper follows appointments in the store-wide due index (see
+//! [`crate::keys::QueueKeys::reap_at`]), not the list of queues: a stored
+//! request makes one when it registers ([`note_request`]), and a look at
+//! a queue that leaves requests or results makes one for the earliest of
+//! their deadlines ([`reap_due`]). The timer hands due appointments here.
 
 use crate::envelope::{decode_request, decode_result, encode_item_value};
 use crate::keys::{QueueKeys, QueueKind, registry_entry, registry_range};
 use crate::lease::Receipt;
 use crate::lease::settle::release_in;
 use crate::queue::QueueError;
-use crate::store::{KeyValue, RangeRead, Store, StoreError, Transaction};
+use crate::store::{KeyValue, RangeRead, RetryPolicy, Store, StoreError, Transaction, transact};
+
+/// How long after a request's deadline the reaper looks at its queue: the
+/// requester withdraws (or collects) itself first in the common case.
+pub const REAP_SLACK_MS: u64 = 1_000;
+/// When a look could not finish, the next one comes this much later.
+const REAP_RETRY_MS: u64 = 1_000;
 
 /// What one sweep of one queue did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -17,6 +29,58 @@ pub struct Reaped {
     pub results: usize,
     /// Requests cleared.
     pub requests: usize,
+    /// The earliest deadline among requests and results left in place
+    /// (`Some(now)` when the sweep could not read them all).
+    pub next_deadline_ms: Option<u64>,
+}
+
+fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// In the transaction that stores a request with `deadline_ms`: makes the
+/// reaper look at the queue after that deadline (a dead requester's
+/// request and result are then cleared or returned).
+pub fn note_request<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    deadline_ms: u64,
+) -> Result<(), StoreError> {
+    txn.set(
+        &keys.reap_at(deadline_ms.saturating_add(REAP_SLACK_MS)),
+        b"",
+    )
+}
+
+/// Reaps one queue whose appointments `appointments` (due-index keys read
+/// by the timer) have come, then replaces them with one appointment at
+/// the earliest deadline left, if any.
+pub async fn reap_due<S: Store>(
+    store: &S,
+    keys: &QueueKeys,
+    appointments: &[Vec<u8>],
+    now_ms: u64,
+) -> Result<Reaped, QueueError> {
+    let reaped = reap_queue(store, keys, now_ms).await?;
+    let next = reaped
+        .next_deadline_ms
+        .map(|deadline| deadline.max(now_ms).saturating_add(1));
+    transact(store, RetryPolicy::default(), |txn| async move {
+        // Cleared by key, not by range: an appointment made meanwhile
+        // (a new registration) stays.
+        for key in appointments {
+            txn.clear(key)?;
+        }
+        if let Some(at) = next {
+            txn.set(&keys.reap_at(at), b"")?;
+        }
+        Ok(())
+    })
+    .await?;
+    Ok(reaped)
 }
 
 /// Most keys one reap transaction reads per subspace.
@@ -36,24 +100,30 @@ pub async fn reap_queue<S: Store>(
     now_ms: u64,
 ) -> Result<Reaped, QueueError> {
     let mut total = Reaped::default();
+    let mut complete = false;
     let mut cursors = Cursors {
         results: Some(keys.results_range().0),
         requests: Some(keys.requests_range().0),
     };
     for _ in 0..REAP_PASSES_MAX {
         if cursors.results.is_none() && cursors.requests.is_none() {
+            complete = true;
             break;
         }
         match reap_pass(store, keys, now_ms, &cursors).await {
             Ok((reaped, next)) => {
                 total.results += reaped.results;
                 total.requests += reaped.requests;
+                total.next_deadline_ms = earliest(total.next_deadline_ms, reaped.next_deadline_ms);
                 cursors = next;
             }
             // A collect, withdrawal or fulfiller won a key: read the page again.
             Err(QueueError::Store(StoreError::Conflict)) => crate::metrics::conflict("reap"),
             Err(error) => return Err(error),
         }
+    }
+    if !complete {
+        total.next_deadline_ms = Some(now_ms.saturating_add(REAP_RETRY_MS));
     }
     forget_if_idle(store, keys).await?;
     Ok(total)
@@ -103,6 +173,7 @@ async fn reap_pass<S: Store>(
         let result =
             decode_result(&value).ok_or_else(|| QueueError::Corrupt { key: key.clone() })?;
         if result.deadline_ms >= now_ms {
+            reaped.next_deadline_ms = earliest(reaped.next_deadline_ms, Some(result.deadline_ms));
             continue;
         }
         txn.add_read_conflict_key(&key)?;
@@ -129,6 +200,7 @@ async fn reap_pass<S: Store>(
         let request =
             decode_request(&value).ok_or_else(|| QueueError::Corrupt { key: key.clone() })?;
         if request.deadline_ms >= now_ms {
+            reaped.next_deadline_ms = earliest(reaped.next_deadline_ms, Some(request.deadline_ms));
             continue;
         }
         txn.add_read_conflict_key(&key)?;
@@ -138,14 +210,14 @@ async fn reap_pass<S: Store>(
     if reaped.requests > 0 {
         txn.atomic_add(&keys.waiting(), -(reaped.requests as i64))?;
     }
-    if reaped != Reaped::default() || leased_results_cleared > 0 {
+    if reaped.results + reaped.requests + leased_results_cleared > 0 {
         txn.commit().await?;
     }
     Ok((reaped, next))
 }
 
 /// Drops the queue from the registry when it holds no request, result,
-/// lease or delayed item. The reads are non-snapshot, so a registration,
+/// or lease or delayed item of the layout before the due index. The reads are non-snapshot, so a registration,
 /// leased pop or delayed push that commits meanwhile (each writes the
 /// registry entry too) conflicts, and the entry stays.
 async fn forget_if_idle<S: Store>(store: &S, keys: &QueueKeys) -> Result<(), QueueError> {
@@ -154,11 +226,14 @@ async fn forget_if_idle<S: Store>(store: &S, keys: &QueueKeys) -> Result<(), Que
     let requests = txn.get_range(RangeRead::new(&begin, &end, 1)).await?;
     let (begin, end) = keys.results_range();
     let results = txn.get_range(RangeRead::new(&begin, &end, 1)).await?;
-    let (begin, end) = keys.leases_range();
-    let leases = txn.get_range(RangeRead::new(&begin, &end, 1)).await?;
-    let (begin, end) = keys.delayed_range();
-    let delayed = txn.get_range(RangeRead::new(&begin, &end, 1)).await?;
-    if !requests.is_empty() || !results.is_empty() || !leases.is_empty() || !delayed.is_empty() {
+    let mut legacy = false;
+    for (_, (begin, end)) in keys.legacy_ranges() {
+        legacy |= !txn
+            .get_range(RangeRead::new(&begin, &end, 1))
+            .await?
+            .is_empty();
+    }
+    if !requests.is_empty() || !results.is_empty() || legacy {
         return Ok(());
     }
     txn.add_read_conflict_key(&keys.registry_key())?;
@@ -169,7 +244,9 @@ async fn forget_if_idle<S: Store>(store: &S, keys: &QueueKeys) -> Result<(), Que
     }
 }
 
-/// The queues that ever staged a pop, from the registry (at most 100,000).
+/// The queues that ever staged a pop, from the registry (at most 100,000):
+/// for an explicit full sweep ([`crate::coordinator::Coordinator::reap_all`]);
+/// the daemon's reaper follows due appointments instead.
 pub async fn registered_queues<S: Store>(store: &S) -> Result<Vec<QueueKeys>, QueueError> {
     let (mut begin, end) = registry_range();
     let mut queues = Vec::new();

@@ -84,6 +84,7 @@ async fn try_register<S: Store>(
     txn.atomic_add(&keys.waiting(), 1)?;
     txn.atomic_add(&keys.wake(), 1)?;
     txn.set(&keys.registry_key(), b"")?;
+    crate::staging::reap::note_request(&txn, keys, request.deadline_ms)?;
     let watch = txn.watch(&result_key)?;
     txn.commit().await?;
     Ok(Registration {

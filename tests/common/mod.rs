@@ -98,3 +98,21 @@ macro_rules! in_both_request_modes {
         }
     };
 }
+
+/// The due-index entries (leases, delayed items or reap appointments) of
+/// one queue: they live in a store-wide index, not under the queue.
+pub async fn due_of<S: hotq::store::Store>(
+    store: &S,
+    keys: &hotq::keys::QueueKeys,
+    what: hotq::keys::DueWhat,
+) -> Vec<hotq::store::KeyValue> {
+    scan(store, hotq::keys::due_range())
+        .await
+        .into_iter()
+        .filter(|row| {
+            hotq::keys::due_entry(&row.key).is_some_and(|entry| {
+                entry.kind == keys.kind() && &entry.queue == keys.name() && entry.what == what
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,354 @@
+//! The timer over the store-wide due index (see [`crate::keys`]): every
+//! lease, delayed item and reap appointment of every queue is keyed by the
+//! time it is due, so one range read from the index's start finds all that
+//! is due, and the first key says when to look next. A sweep's work is the
+//! entries due, never the number of queues: a queue with nothing due is
+//! not read at all.
+//!
+//! Why the entries themselves are keyed by due time (rather than a second
+//! index key next to a per-queue lease): a lease is then one row plus its
+//! receipt, the timer consumes exactly the row every settle reads (so ack
+//! against expiry keeps exactly one winner with no extra key to keep in
+//! step), and nothing can leave an index entry behind its item.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+use crate::envelope::{decode_held, encode_item_value};
+use crate::keys::{DueWhat, QueueKeys, QueueKind, QueueName, due_entry, due_range, due_until};
+use crate::metrics;
+use crate::queue::{QueueError, append_in};
+use crate::store::{KeyValue, RangeRead, Store, StoreError, Transaction, key_after};
+
+use super::DeliveryPolicy;
+use super::settle::{Returned, return_held};
+
+/// Most due entries one transaction consumes.
+pub const DUE_BATCH_MAX: usize = 256;
+/// Most key and value bytes one transaction consumes (a commit should stay
+/// near 10 MB at most, and every moved item is written once more). At
+/// least one row is always taken, and a row is at most 100 kB.
+pub const DUE_BATCH_BYTES_MAX: usize = 4 * 1024 * 1024;
+/// Most transactions one sweep runs (the rest waits for the next sweep,
+/// which comes at once when work was left).
+const DUE_PASSES_MAX: usize = 64;
+/// Most queues one sweep reaps (their appointments stay due for the next).
+const REAP_QUEUES_MAX: usize = 256;
+/// Most queues remembered as changed by the timer for the sampler.
+const TOUCHED_MAX: usize = 1_024;
+/// Width of one lateness bucket, in ms, and the number of buckets (the
+/// last counts everything later).
+const LATENESS_BUCKET_MS: u64 = 5;
+const LATENESS_BUCKETS: usize = 2_001;
+
+/// What one sweep did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Sweep {
+    /// Due entries read (consumed or, for reap appointments, handed on).
+    pub rows_read: usize,
+    /// Distinct queues that had something due.
+    pub queues_visited: usize,
+    /// Expired leases whose item went back to its queue, by queue.
+    pub redelivered: BTreeMap<(QueueKind, QueueName), usize>,
+    /// Expired leases whose item went to the dead-letter queue, by queue.
+    pub dead_lettered: BTreeMap<(QueueKind, QueueName), usize>,
+    /// Delayed items made visible.
+    pub revealed: usize,
+    /// Queues whose stored requests and results were due a look.
+    pub reap_queues: Vec<(QueueKind, QueueName, Vec<Vec<u8>>)>,
+    /// When the next entry after those swept is due; `None`: nothing is.
+    pub next_due_ms: Option<u64>,
+    /// True when a bound stopped the sweep with due work left.
+    pub more: bool,
+}
+
+/// Counters of the timer's work in this process (for tests and the bench;
+/// Prometheus gets the same through [`crate::metrics`]).
+#[derive(Debug, Default)]
+pub struct DueStats {
+    /// Sweeps run.
+    pub sweeps: AtomicU64,
+    /// Due entries read.
+    pub rows_read: AtomicU64,
+    /// Queues visited because something of theirs was due.
+    pub queues_visited: AtomicU64,
+    /// Leases and delayed items consumed.
+    pub consumed: AtomicU64,
+    /// Latest lateness seen (commit time minus due time), in ms.
+    pub lateness_max_ms: AtomicU64,
+    lateness: Vec<AtomicU64>,
+}
+
+impl DueStats {
+    fn record_lateness(&self, lateness_ms: u64) {
+        self.lateness_max_ms
+            .fetch_max(lateness_ms, Ordering::Relaxed);
+        let bucket = ((lateness_ms / LATENESS_BUCKET_MS) as usize).min(LATENESS_BUCKETS - 1);
+        self.lateness[bucket].fetch_add(1, Ordering::Relaxed);
+        ::metrics::histogram!(metrics::DUE_LATENESS).record(lateness_ms as f64 / 1_000.0);
+    }
+
+    /// The lateness at `fraction` (0..=1) of the entries consumed so far,
+    /// to [`LATENESS_BUCKET_MS`] (the bucket's upper edge), in ms.
+    pub fn lateness_quantile_ms(&self, fraction: f64) -> u64 {
+        let counts: Vec<u64> = self
+            .lateness
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .collect();
+        let total: u64 = counts.iter().sum();
+        if total == 0 {
+            return 0;
+        }
+        let rank = ((total as f64) * fraction).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (bucket, count) in counts.iter().enumerate() {
+            seen += count;
+            if seen >= rank {
+                return (bucket as u64 + 1) * LATENESS_BUCKET_MS;
+            }
+        }
+        unreachable!("the rank is at most the total")
+    }
+}
+
+/// This process's timer counters.
+pub fn stats() -> &'static DueStats {
+    static STATS: OnceLock<DueStats> = OnceLock::new();
+    STATS.get_or_init(|| DueStats {
+        lateness: (0..LATENESS_BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+        ..DueStats::default()
+    })
+}
+
+fn touched_set() -> &'static Mutex<BTreeSet<(QueueKind, QueueName)>> {
+    static TOUCHED: OnceLock<Mutex<BTreeSet<(QueueKind, QueueName)>>> = OnceLock::new();
+    TOUCHED.get_or_init(Mutex::default)
+}
+
+/// Notes that the timer changed `queue`'s state, so the sampler looks at
+/// it soon (at most [`TOUCHED_MAX`] are remembered; the rest wait for the
+/// sampler's rotation).
+fn touch(queue: (QueueKind, QueueName)) {
+    let mut touched = touched_set().lock().expect("touched set lock");
+    if touched.len() < TOUCHED_MAX {
+        touched.insert(queue);
+    }
+}
+
+/// Takes up to `max` of the queues the timer changed since the last call.
+pub fn take_touched(max: usize) -> Vec<(QueueKind, QueueName)> {
+    let mut touched = touched_set().lock().expect("touched set lock");
+    let mut taken = Vec::new();
+    while taken.len() < max {
+        let Some(queue) = touched.pop_first() else {
+            break;
+        };
+        taken.push(queue);
+    }
+    taken
+}
+
+/// Consumes every lease and delayed item due at `now_ms` in every queue,
+/// in bounded transactions, and collects the queues whose reap
+/// appointments are due (the caller reaps them: see
+/// [`crate::staging::reap::reap_due`]).
+pub async fn sweep<S: Store>(
+    store: &S,
+    policy: &DeliveryPolicy,
+    now_ms: u64,
+) -> Result<Sweep, QueueError> {
+    let stats = stats();
+    stats.sweeps.fetch_add(1, Ordering::Relaxed);
+    let mut sweep = Sweep::default();
+    let mut visited = BTreeSet::new();
+    let mut reap: BTreeMap<(QueueKind, QueueName), BTreeSet<Vec<u8>>> = BTreeMap::new();
+    let (mut cursor, end) = due_until(now_ms);
+    let mut finished = false;
+    for _ in 0..DUE_PASSES_MAX {
+        let txn = store.begin()?;
+        let (rows, full) = due_rows(&txn, &cursor, &end).await?;
+        stats
+            .rows_read
+            .fetch_add(rows.len() as u64, Ordering::Relaxed);
+        sweep.rows_read += rows.len();
+        let Some(last) = rows.last() else {
+            finished = true;
+            break;
+        };
+        let after_last = key_after(&last.key);
+        let pass = consume(&txn, policy, now_ms, &rows, &mut reap).await?;
+        match txn.commit().await {
+            Ok(()) => {
+                let committed_ms = crate::envelope::now_ms();
+                for &due_ms in &pass.due_ms {
+                    stats.record_lateness(committed_ms.saturating_sub(due_ms));
+                }
+                stats
+                    .consumed
+                    .fetch_add(pass.due_ms.len() as u64, Ordering::Relaxed);
+                for (queue, count) in pass.redelivered {
+                    *sweep.redelivered.entry(queue).or_default() += count;
+                }
+                for (queue, count) in pass.dead_lettered {
+                    *sweep.dead_lettered.entry(queue).or_default() += count;
+                }
+                sweep.revealed += pass.revealed;
+                for queue in pass.queues {
+                    touch(queue.clone());
+                    visited.insert(queue);
+                }
+                // What this pass consumed is gone; what it left (reap
+                // appointments, malformed rows) is behind the cursor.
+                cursor = after_last;
+            }
+            // An ack, extend or another daemon's timer won an entry: read
+            // the page again (the winner's entries are gone from it).
+            Err(StoreError::Conflict) => metrics::conflict("expire"),
+            Err(error) => return Err(error.into()),
+        }
+        if !full {
+            finished = true;
+            break;
+        }
+    }
+    visited.extend(reap.keys().cloned());
+    sweep.queues_visited = visited.len();
+    stats
+        .queues_visited
+        .fetch_add(visited.len() as u64, Ordering::Relaxed);
+    sweep.reap_queues = reap
+        .into_iter()
+        .map(|((kind, name), keys)| (kind, name, keys.into_iter().collect()))
+        .collect();
+    sweep.more = !finished;
+    sweep.next_due_ms = if sweep.more {
+        Some(now_ms)
+    } else {
+        first_due_from(store, &cursor).await?
+    };
+    Ok(sweep)
+}
+
+/// What one transaction of a sweep consumed.
+#[derive(Default)]
+struct Pass {
+    due_ms: Vec<u64>,
+    redelivered: BTreeMap<(QueueKind, QueueName), usize>,
+    dead_lettered: BTreeMap<(QueueKind, QueueName), usize>,
+    revealed: usize,
+    queues: BTreeSet<(QueueKind, QueueName)>,
+}
+
+async fn consume<T: Transaction>(
+    txn: &T,
+    policy: &DeliveryPolicy,
+    now_ms: u64,
+    rows: &[KeyValue],
+    reap: &mut BTreeMap<(QueueKind, QueueName), BTreeSet<Vec<u8>>>,
+) -> Result<Pass, QueueError> {
+    let mut pass = Pass::default();
+    let mut to_tail: BTreeMap<(QueueKind, QueueName), Vec<Vec<u8>>> = BTreeMap::new();
+    for KeyValue { key, value } in rows {
+        let Some(entry) = due_entry(key) else {
+            tracing::warn!(?key, "clearing a malformed due-index key");
+            txn.clear(key)?;
+            continue;
+        };
+        let queue = (entry.kind, entry.queue.clone());
+        let keys = QueueKeys::of_kind(entry.kind, &entry.queue);
+        if entry.what == DueWhat::Reap {
+            if reap.len() < REAP_QUEUES_MAX || reap.contains_key(&queue) {
+                reap.entry(queue).or_default().insert(key.clone());
+            }
+            continue;
+        }
+        // Consumes the entry: an ack, nack or extend of the same lease
+        // reads it without snapshot, so one of the two conflicts.
+        txn.add_read_conflict_key(key)?;
+        txn.clear(key)?;
+        let Some(held) = decode_held(value) else {
+            tracing::warn!(queue = %entry.queue, ?key, "clearing a malformed due entry");
+            continue;
+        };
+        pass.due_ms.push(entry.due_ms);
+        match entry.what {
+            DueWhat::Lease => {
+                txn.atomic_add(&keys.leased(), -1)?;
+                txn.clear(&keys.receipt(&entry.id))?;
+                let max_deliveries = policy.max_deliveries(&entry.queue);
+                match return_held(txn, &keys, held, 0, now_ms, max_deliveries).await? {
+                    Returned::DeadLettered => {
+                        *pass.dead_lettered.entry(queue.clone()).or_default() += 1;
+                        if let Some(dead) = entry.queue.dead_letter() {
+                            pass.queues.insert((entry.kind, dead));
+                        }
+                    }
+                    Returned::Requeued | Returned::Delayed { .. } => {
+                        *pass.redelivered.entry(queue.clone()).or_default() += 1
+                    }
+                }
+            }
+            DueWhat::Delayed => {
+                txn.atomic_add(&keys.delayed_count(), -1)?;
+                pass.revealed += 1;
+                if held.item_key.is_empty() {
+                    to_tail
+                        .entry(queue.clone())
+                        .or_default()
+                        .push(encode_item_value(&held.item));
+                } else {
+                    txn.set(&held.item_key, &encode_item_value(&held.item))?;
+                    txn.atomic_add(&keys.depth(), 1)?;
+                }
+            }
+            DueWhat::Reap => unreachable!("handed on above"),
+        }
+        pass.queues.insert(queue);
+    }
+    for ((kind, name), values) in &to_tail {
+        append_in(txn, &QueueKeys::of_kind(*kind, name), values).await?;
+    }
+    Ok(pass)
+}
+
+/// The first due rows of `[begin, end)`, at most [`DUE_BATCH_MAX`] and
+/// [`DUE_BATCH_BYTES_MAX`] bytes (at least one), and whether more may follow.
+async fn due_rows<T: Transaction>(
+    txn: &T,
+    begin: &[u8],
+    end: &[u8],
+) -> Result<(Vec<KeyValue>, bool), StoreError> {
+    let mut rows = txn
+        .get_range(RangeRead::new(begin, end, DUE_BATCH_MAX).snapshot())
+        .await?;
+    let mut full = rows.len() >= DUE_BATCH_MAX;
+    let mut bytes = 0usize;
+    if let Some(cut) = rows.iter().position(|row| {
+        bytes += row.key.len() + row.value.len();
+        bytes > DUE_BATCH_BYTES_MAX
+    }) {
+        rows.truncate(cut.max(1));
+        full = true;
+    }
+    Ok((rows, full))
+}
+
+/// When the first entry at or after `from` is due; `None` when none is.
+async fn first_due_from<S: Store>(store: &S, from: &[u8]) -> Result<Option<u64>, QueueError> {
+    let txn = store.begin()?;
+    let end = due_range().1;
+    let rows = txn
+        .get_range(RangeRead::new(from, &end, 1).snapshot())
+        .await?;
+    Ok(rows
+        .first()
+        .and_then(|row| due_entry(&row.key))
+        .map(|entry| entry.due_ms))
+}
+
+/// When anything in the store is next due; `None` when nothing is.
+pub async fn next_due<S: Store>(store: &S) -> Result<Option<u64>, QueueError> {
+    first_due_from(store, &due_range().0).await
+}

@@ -1,0 +1,165 @@
+//! The timer reads a store-wide due index: its work follows what is due,
+//! not the number of queues, and queues that sort last are served like any
+//! other (before, a sweep visited every registered queue, up to 100,000,
+//! and stranded the rest).
+
+mod common;
+
+use std::time::Duration;
+
+use hotq::coordinator::Coordinator;
+use hotq::envelope::{End, HeldItem, ItemValue, encode_held, now_ms};
+use hotq::keys::{QueueKeys, QueueName};
+use hotq::lease::{DeliveryPolicy, Receipt};
+use hotq::queue::Queue;
+use hotq::staging::StagingConfig;
+use hotq::store::embedded::{Durability, EmbeddedStore};
+use hotq::store::{Store, Transaction};
+use std::sync::atomic::Ordering;
+
+/// Queues holding something due far in the future (CI-sized; the bench
+/// runs a million).
+const QUEUES: usize = 3_000;
+const HOUR_MS: u64 = 3_600_000;
+
+fn name(text: &str) -> QueueName {
+    QueueName::new(text).unwrap()
+}
+
+async fn many_queues_with_distant_work(
+    store: &EmbeddedStore,
+    coordinator: &Coordinator<EmbeddedStore>,
+) {
+    for n in 0..QUEUES {
+        let queue = Queue::new(store.clone(), name(&format!("q-{n:05}")));
+        if n % 2 == 0 {
+            queue
+                .push_batch_delayed(&[b"later"], HOUR_MS)
+                .await
+                .unwrap();
+        } else {
+            queue.push(b"leased").await.unwrap();
+            let items = coordinator
+                .pop_leased(queue.keys(), End::Front, 1, Duration::ZERO, HOUR_MS)
+                .await
+                .unwrap();
+            assert_eq!(items.len(), 1);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_costs_what_is_due_and_queues_that_sort_last_are_served() {
+    let (store, _dir) = common::embedded_store(Durability::Buffered);
+    let coordinator = Coordinator::new(store.clone(), StagingConfig::default());
+    many_queues_with_distant_work(&store, &coordinator).await;
+    // Queues that sort after all the others: one delayed item, one brief lease.
+    let zz = Queue::new(store.clone(), name("zz"));
+    zz.push_batch_delayed(&[b"soon"], 500).await.unwrap();
+    let zz2 = Queue::new(store.clone(), name("zz2"));
+    zz2.push(b"leased briefly").await.unwrap();
+    let leased = coordinator
+        .pop_leased(zz2.keys(), End::Front, 1, Duration::ZERO, 500)
+        .await
+        .unwrap();
+    assert_eq!(leased.len(), 1);
+
+    // Nothing is due yet: a sweep reads the index's first entry, not 3,000 queues.
+    let begins = || store.stats().begins.load(Ordering::Relaxed);
+    let before = begins();
+    coordinator.sweep_due(now_ms()).await.unwrap();
+    let transactions = begins() - before;
+    assert!(
+        transactions <= 4,
+        "a sweep with nothing due began {transactions} transactions over {QUEUES} queues"
+    );
+
+    let _timer = coordinator.spawn_reaper();
+    common::eventually(
+        "the delayed item of zz is revealed and the lease of zz2 expires",
+        Duration::from_secs(60),
+        || async { zz.len().await.unwrap() == 1 && zz2.len().await.unwrap() == 1 },
+    )
+    .await;
+    assert_eq!(zz.pop().await.unwrap().unwrap().payload, b"soon");
+    let again = zz2.pop().await.unwrap().unwrap();
+    assert_eq!(again.payload, b"leased briefly");
+    assert_eq!(again.deliveries, 1, "the expired delivery is counted");
+    coordinator.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_visits_only_the_queues_with_something_due() {
+    let (store, _dir) = common::embedded_store(Durability::Buffered);
+    let coordinator = Coordinator::new(store.clone(), StagingConfig::default());
+    many_queues_with_distant_work(&store, &coordinator).await;
+    let due_at = now_ms() + 50;
+    for queue in ["a-first", "q-01500x", "zzz-last"] {
+        Queue::new(store.clone(), name(queue))
+            .push_batch_delayed(&[queue.as_bytes()], 50)
+            .await
+            .unwrap();
+    }
+    let swept = hotq::lease::due::sweep(&store, &DeliveryPolicy::default(), due_at + 1_000)
+        .await
+        .unwrap();
+    assert_eq!(swept.revealed, 3);
+    assert_eq!(swept.rows_read, 3, "only the due entries are read");
+    assert_eq!(
+        swept.queues_visited, 3,
+        "only the queues with something due"
+    );
+    let next = swept
+        .next_due_ms
+        .expect("the distant work is still due later");
+    assert!(next >= due_at + HOUR_MS - 60_000, "next due {next}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_of_the_layout_before_the_due_index_are_moved_and_settled() {
+    let (store, _dir) = common::embedded_store(Durability::Buffered);
+    let coordinator = Coordinator::new(store.clone(), StagingConfig::default());
+    let keys = QueueKeys::new(&name("old"));
+    let expires_at_ms = now_ms() + 200;
+    let receipts = [Receipt::random(), Receipt::random()];
+    // What the previous binary wrote for two leased items.
+    let txn = store.begin().unwrap();
+    for (n, receipt) in receipts.iter().enumerate() {
+        let held = HeldItem {
+            item_key: keys.item(n as u64, &[n as u8; 16]),
+            item: ItemValue::new(now_ms(), format!("old {n}").into_bytes()),
+        };
+        txn.set(
+            &keys.legacy_lease(expires_at_ms, &receipt.0),
+            &encode_held(&held),
+        )
+        .unwrap();
+        txn.set(&keys.receipt(&receipt.0), &expires_at_ms.to_be_bytes())
+            .unwrap();
+        txn.atomic_add(&keys.leased(), 1).unwrap();
+    }
+    txn.set(&keys.registry_key(), b"").unwrap();
+    txn.commit().await.unwrap();
+
+    // A settle before the move finds the lease where it is.
+    coordinator.ack(&keys, &receipts[0]).await.unwrap();
+    let moved = hotq::lease::migrate::migrate(&store, now_ms())
+        .await
+        .unwrap();
+    assert_eq!(moved, 1);
+    assert_eq!(
+        hotq::lease::migrate::migrate(&store, now_ms())
+            .await
+            .unwrap(),
+        0,
+        "once"
+    );
+    coordinator.sweep_due(expires_at_ms).await.unwrap();
+    let queue = Queue::new(store.clone(), name("old"));
+    assert_eq!(
+        queue.len().await.unwrap(),
+        1,
+        "the moved lease expired into the queue"
+    );
+    assert_eq!(queue.pop().await.unwrap().unwrap().payload, b"old 1");
+}
