@@ -1,0 +1,94 @@
+//! The drain in process: the library on an embedded store, no HTTP.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::report::{DrainResult, Tally, payloads};
+use super::{BenchArgs, Mode};
+use crate::coordinator::Coordinator;
+use crate::envelope::End;
+use crate::keys::{QueueKeys, QueueName};
+use crate::queue::{Queue, QueueError};
+use crate::staging::{StagingConfig, StagingStats};
+use crate::store::StoreError;
+use crate::store::embedded::EmbeddedStore;
+
+/// Preloads a fresh queue with `args.items` items, then `workers` tasks pop
+/// it empty (`staged`: hotq's pop; `naive`: the recipe's direct pop).
+pub async fn drain_in_process(
+    store: &EmbeddedStore,
+    args: &BenchArgs,
+    mode: Mode,
+    workers: usize,
+) -> Result<DrainResult, String> {
+    if !matches!(mode, Mode::Staged | Mode::Naive) {
+        return Err(format!(
+            "mode {} pops over HTTP only: give --url",
+            mode.name()
+        ));
+    }
+    let run = format!("bench-{}-{workers}-{}", mode.name(), rand::random::<u32>());
+    let name = QueueName::new(&run).map_err(|e| e.to_string())?;
+    let queue = Queue::new(store.clone(), name.clone());
+    let preloaded = payloads(&run, args.items, args.payload_bytes);
+    for chunk in preloaded.chunks(1_000) {
+        queue.push_batch(chunk).await.map_err(|e| e.to_string())?;
+    }
+    let coordinator = Coordinator::new(store.clone(), StagingConfig::default());
+    let keys = QueueKeys::new(&name);
+    let tally = Arc::new(Tally::new(args.items));
+    let (_, conflicts_before, groups_before) = store.counts();
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(args.deadline_s);
+    let wait = Duration::from_millis(args.wait_ms);
+    let mut tasks = Vec::with_capacity(workers);
+    for _ in 0..workers {
+        let (tally, coordinator, keys, queue) = (
+            tally.clone(),
+            coordinator.clone(),
+            keys.clone(),
+            queue.clone(),
+        );
+        let items = args.items;
+        tasks.push(tokio::spawn(async move {
+            while !tally.done(items) && Instant::now() < deadline {
+                let call = Instant::now();
+                let popped = match mode {
+                    Mode::Naive => queue.pop().await,
+                    _ => coordinator.pop(&keys, End::Front, wait).await,
+                };
+                match popped {
+                    Ok(Some(item)) => tally.record(started, call, item.payload),
+                    Ok(None) => {
+                        tally
+                            .empty_polls
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    // The recipe's retries ran out under contention (over
+                    // HTTP this is a 503): the worker tries again.
+                    Err(QueueError::Store(StoreError::Conflict)) if mode == Mode::Naive => {
+                        tally
+                            .empty_polls
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    Err(error) => return Err(error.to_string()),
+                }
+            }
+            Ok(())
+        }));
+    }
+    for task in tasks {
+        task.await.map_err(|e| e.to_string())??;
+    }
+    coordinator.shutdown(Duration::from_secs(5)).await;
+    let (_, conflicts_after, groups_after) = store.counts();
+    let staged = StagingStats::get(&coordinator.stats().staged_pops);
+    let batches = StagingStats::get(&coordinator.stats().fulfill_batches);
+    let mut result = tally.summarize(&preloaded, "inproc", mode, workers);
+    result.conflicts_per_pop =
+        Some((conflicts_after - conflicts_before) as f64 / args.items.max(1) as f64);
+    result.staged_share = Some(staged as f64 / args.items.max(1) as f64);
+    result.fulfill_batch_mean = (batches > 0).then(|| staged as f64 / batches as f64);
+    result.fsync_groups = Some(groups_after - groups_before);
+    Ok(result)
+}
