@@ -109,6 +109,10 @@ pub enum QueueError {
         /// The key holding it.
         key: Vec<u8>,
     },
+    /// A pop that must not wait was not answered by its queue's fulfiller
+    /// within its bound (the store is failing or far behind): whether the
+    /// queue is empty is not known, so it is not answered "empty".
+    Unanswered,
 }
 
 impl From<StoreError> for QueueError {
@@ -131,6 +135,10 @@ impl fmt::Display for QueueError {
                 write!(f, "a batch holds 1 to {PUSH_BATCH_MAX} items, got {len}")
             }
             QueueError::Corrupt { key } => write!(f, "malformed item envelope under key {key:?}"),
+            QueueError::Unanswered => write!(
+                f,
+                "the queue's fulfiller did not answer in time; whether it is empty is not known"
+            ),
         }
     }
 }

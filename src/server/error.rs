@@ -99,6 +99,11 @@ impl From<QueueError> for ApiError {
                 "corrupt_item",
                 error.to_string(),
             ),
+            QueueError::Unanswered => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "pop_unanswered",
+                error.to_string(),
+            ),
         }
     }
 }

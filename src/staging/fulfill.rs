@@ -123,12 +123,12 @@ pub async fn fulfill_once<S: Store>(
         .await?;
     let now = now_ms();
     // Memory requests past their deadline are skipped: their pops are
-    // leaving (or left) on their own.
+    // leaving (or left) on their own. (The claims are bounded: `batch_max`
+    // in line order, and as many pops that must not wait behind them.)
     let memory: Vec<&MemoryRequest> = local
         .memory
         .iter()
         .filter(|m| m.line.request.deadline_ms >= now)
-        .take(batch_max.max(1))
         .collect();
     let mut batch_full = rows.len() >= batch_max.max(1) || local.memory.len() >= batch_max.max(1);
     if rows.is_empty() && memory.is_empty() {
@@ -190,6 +190,13 @@ pub async fn fulfill_once<S: Store>(
     );
     // Requests left for the next round: it must come at once.
     batch_full |= live.len() < offered;
+    let live_memory: HashSet<u64> = live
+        .iter()
+        .filter_map(|(source, _)| match source {
+            Source::Memory { seq, .. } => Some(*seq),
+            Source::Stored { .. } => None,
+        })
+        .collect();
 
     // One round reads at most `batch_max` items: a pop of many takes what
     // the bound leaves, the rest wait for the next round.
@@ -312,6 +319,17 @@ pub async fn fulfill_once<S: Store>(
             item_key: item.key,
         };
         txn.set(&keys.result(&requester), &encode_result(&result))?;
+    }
+    // Pops that must not wait and were left out of this round's batch are
+    // answered too once it found nothing left: the requests ahead of them
+    // took every visible item.
+    if pool_is_everything && pool.is_empty() && bytes < bytes_max {
+        emptied.extend(
+            memory
+                .iter()
+                .filter(|m| m.line.answers_empty && !live_memory.contains(&m.seq))
+                .map(|m| m.seq),
+        );
     }
     if taken > 0 {
         txn.atomic_add(&keys.depth(), -(taken as i64))?;

@@ -146,19 +146,32 @@ impl LocalWaiters {
         let Some(queue) = queues.get_mut(&(keys.kind(), keys.name().clone())) else {
             return Vec::new();
         };
-        queue
-            .line
-            .iter_mut()
-            .filter(|(_, entry)| !entry.claimed && !entry.leaving)
-            .take(max)
-            .map(|(seq, entry)| {
-                entry.claimed = true;
-                MemoryRequest {
-                    seq: *seq,
-                    line: entry.request,
+        // The first `max` in arrival order, and up to `max` more pops that
+        // must not wait: those need no item to be answered when the round
+        // finds nothing left, so a line of waiting pops ahead must not keep
+        // them waiting for their bound.
+        let mut claimed = Vec::new();
+        let mut extra_no_wait = 0;
+        for (seq, entry) in queue.line.iter_mut() {
+            if entry.claimed || entry.leaving {
+                continue;
+            }
+            if claimed.len() >= max {
+                if !entry.request.answers_empty {
+                    continue;
                 }
-            })
-            .collect()
+                if extra_no_wait >= max {
+                    break;
+                }
+                extra_no_wait += 1;
+            }
+            entry.claimed = true;
+            claimed.push(MemoryRequest {
+                seq: *seq,
+                line: entry.request,
+            });
+        }
+        claimed
     }
 
     /// Settles the memory requests `claimed` of queue `keys` after their

@@ -156,7 +156,7 @@ impl<S: Store> Pops<S> {
                     },
                     std::future::pending(),
                 )
-                .await;
+                .await?;
             self.leases_issued(&items);
             // Here only while its caller polls: dropped, it never gets here.
             record_delivery(keys, "staged", started, &items);
@@ -256,7 +256,7 @@ impl<S: Store> Pops<S> {
             };
             return Ok((
                 "staged",
-                self.pop_in_line(keys, &mut local, pop, stop).await,
+                self.pop_in_line(keys, &mut local, pop, stop).await?,
             ));
         }
         // Stored requests take one item each, and cannot answer "empty":
@@ -351,7 +351,7 @@ impl<S: Store> Pops<S> {
         local: &mut LocalWaiter,
         pop: LinePop,
         stop: impl std::future::Future<Output = ()>,
-    ) -> Vec<Item> {
+    ) -> Result<Vec<Item>, QueueError> {
         let stats = &self.inner.stats;
         let answers_empty = pop.wait.is_zero();
         // A pop that must not wait is answered by the next round; the
@@ -386,7 +386,12 @@ impl<S: Store> Pops<S> {
             received = &mut local.receiver => received.ok(),
             () = ended => local.take_handed().await,
         };
-        self.staged_outcome(received.unwrap_or_default())
+        match received {
+            Some(items) => Ok(self.staged_outcome(items)),
+            // Only the fulfiller's own read may say "empty".
+            None if answers_empty => Err(QueueError::Unanswered),
+            None => Ok(self.staged_outcome(Vec::new())),
+        }
     }
 
     /// Memory requests of queue `keys` waiting in this process now (they
@@ -408,13 +413,17 @@ struct LinePop {
     lease_ms: u64,
 }
 
-/// Records delivered items: count by path, pop latency, enqueue-to-delivery wait.
+/// Records delivered items: count by path, pop latency, enqueue-to-delivery
+/// wait. An empty answer records nothing: it is no delivery.
 fn record_delivery(
     keys: &QueueKeys,
     path: &'static str,
     started: std::time::Instant,
     items: &[Item],
 ) {
+    if items.is_empty() {
+        return;
+    }
     let label = metrics::queue_label(keys.name().as_str());
     ::metrics::counter!(metrics::POPS, "queue" => label, "path" => path)
         .increment(items.len() as u64);
