@@ -201,6 +201,7 @@ impl EmbeddedTxn {
             }
         };
         let mut first_seen: Option<Vec<u8>> = None;
+        let mut last_seen: Option<Vec<u8>> = None;
         let mut exhausted = false;
         let rows = {
             let iter = self
@@ -217,6 +218,7 @@ impl EmbeddedTxn {
                     if first_seen.is_none() {
                         first_seen = Some(key.to_vec());
                     }
+                    last_seen = Some(key.to_vec());
                     KeyValue {
                         key: key.to_vec(),
                         value: value.to_vec(),
@@ -235,6 +237,13 @@ impl EmbeddedTxn {
                 committed,
             )?
         };
+        if shared.scans.is_on() {
+            match (&last_seen, exhausted, range.reverse) {
+                (Some(last), false, false) => shared.scans.record(&scan_begin, &key_after(last)),
+                (Some(last), false, true) => shared.scans.record(last, &scan_end),
+                _ => shared.scans.record(&scan_begin, &scan_end),
+            }
+        }
         let observed_empty = match (first_seen, exhausted) {
             (Some(first), _) if range.reverse => Some((key_after(&first), scan_end)),
             (Some(first), _) => Some((scan_begin, first)),
