@@ -7,11 +7,13 @@
 //! - [`committer`]: the one thread that resolves, writes and fsyncs.
 //! - [`watches`]: watches armed at commit, fired on change.
 //! - [`txn`]: the transaction handle.
+//! - [`scan`]: range reads that read only between known-empty stretches.
 //! - [`scan_trace`]: which key intervals reads scanned (a test aid).
 
 mod committer;
 mod empty_ranges;
 mod resolver;
+mod scan;
 mod scan_trace;
 mod txn;
 mod watches;
