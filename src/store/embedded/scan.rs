@@ -182,13 +182,13 @@ impl<'a> GappedScan<'a> {
     /// What the scan saw empty before its first row, in pieces; reports
     /// the part of the open gap it read to the scan trace.
     pub(crate) fn finish(mut self) -> Vec<(Vec<u8>, Vec<u8>)> {
-        if let Some(gap) = self.gap.take() {
-            if let Some(last) = &gap.last {
-                if self.reverse {
-                    self.shared.scans.record(last, &gap.end);
-                } else {
-                    self.shared.scans.record(&gap.begin, &key_after(last));
-                }
+        if let Some(gap) = self.gap.take()
+            && let Some(last) = &gap.last
+        {
+            if self.reverse {
+                self.shared.scans.record(last, &gap.end);
+            } else {
+                self.shared.scans.record(&gap.begin, &key_after(last));
             }
         }
         self.observed_empty.retain(|(begin, end)| begin < end);
