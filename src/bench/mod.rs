@@ -11,8 +11,9 @@
 //!   that exactly N distinct items came out, each once (exit 1 otherwise).
 //! - `ceiling`: the embedded store's durable commits/s, one item per
 //!   commit and 64 items per commit, from W concurrent committers.
-//! - `tombstones`: push+pop cycles on one queue; pop latency at the start
-//!   and at the end (it must stay flat).
+//! - `tombstones`: push+pop cycles per queue pattern (FIFO, FIFO with
+//!   items returned behind the head, priority queues at either end); push
+//!   and pop latency at the start and at the end must match ([`tombstones`]).
 //!
 //! Transports: in-process (the library on an embedded store in
 //! `--data-dir`, a fresh temporary directory by default) or `--url` (HTTP
@@ -28,14 +29,11 @@ pub mod due;
 mod inproc;
 mod over_http;
 mod report;
-
-use std::time::{Duration, Instant};
+mod tombstones;
 
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
-use crate::keys::QueueName;
-use crate::queue::Queue;
 use crate::store::embedded::{Durability, EmbeddedConfig, EmbeddedStore};
 
 use ceiling::ceiling;
@@ -236,7 +234,7 @@ pub async fn run(args: BenchArgs) -> Result<u8, String> {
         }
         Scenario::Tombstones => {
             let store = store.ok_or("the tombstone scenario runs in process only")?;
-            tombstones(&store, &args).await?;
+            tombstones::run(&store, &args).await?;
         }
         Scenario::Due => {
             let store = store.ok_or("the due scenario runs in process only")?;
@@ -273,59 +271,4 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
-}
-
-async fn tombstones(store: &EmbeddedStore, args: &BenchArgs) -> Result<(), String> {
-    let name = QueueName::new(&format!("bench-tombstones-{}", rand::random::<u32>()))
-        .map_err(|e| e.to_string())?;
-    let queue = Queue::new(store.clone(), name);
-    let window = (args.cycles / 100).clamp(1, 10_000);
-    let payload = vec![b'p'; args.payload_bytes];
-    let deadline = Instant::now() + Duration::from_secs(args.deadline_s);
-    let mut first = Vec::with_capacity(window);
-    let mut last = std::collections::VecDeque::with_capacity(window);
-    let started = Instant::now();
-    let mut cycles = 0usize;
-    while cycles < args.cycles && Instant::now() < deadline {
-        queue.push(&payload).await.map_err(|e| e.to_string())?;
-        let call = Instant::now();
-        queue
-            .pop()
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or("pushed item missing")?;
-        let us = call.elapsed().as_micros() as u64;
-        if first.len() < window {
-            first.push(us);
-        }
-        if last.len() == window {
-            last.pop_front();
-        }
-        last.push_back(us);
-        cycles += 1;
-    }
-    first.sort_unstable();
-    let mut last: Vec<u64> = last.into_iter().collect();
-    last.sort_unstable();
-    let (start_p50, end_p50) = (percentile_ms(&first, 0.5), percentile_ms(&last, 0.5));
-    let line = serde_json::json!({
-        "scenario": "tombstones",
-        "cycles": cycles,
-        "window": window,
-        "pop_p50_ms_start": start_p50,
-        "pop_p50_ms_end": end_p50,
-        "end_over_start": end_p50 / start_p50.max(1e-6),
-        "cycles_per_s": cycles as f64 / started.elapsed().as_secs_f64(),
-        "peak_rss_mib": peak_rss_mib(),
-    });
-    if args.json {
-        println!("{line}");
-    } else {
-        println!(
-            "tombstones {cycles} cycles: pop p50 first {window}: {start_p50:.3} ms, last {window}: {end_p50:.3} ms, ratio {:.2}, rss {:.0} MiB",
-            end_p50 / start_p50.max(1e-6),
-            peak_rss_mib().unwrap_or(0.0)
-        );
-    }
-    Ok(())
 }

@@ -107,6 +107,63 @@ impl EmptyRanges {
         position.max(begin).to_vec()
     }
 
+    /// The next part of `[position, end)` a forward scan at `read_version`
+    /// must read: it begins past the stretches covering `position` and ends
+    /// where the next stretch this reader may skip begins (or at `end`).
+    /// An empty result short of `end` means "continue from there" (the hop
+    /// bound was reached on a chain of stretches).
+    pub(crate) fn gap_forward(
+        &self,
+        position: &[u8],
+        end: &[u8],
+        read_version: u64,
+    ) -> (Vec<u8>, Vec<u8>) {
+        let gap_begin = self.skip_forward(position, end, read_version);
+        if gap_begin.as_slice() >= end {
+            return (end.to_vec(), end.to_vec());
+        }
+        // Stretches younger than the reader may lie in between; past the
+        // lookahead the gap runs to `end` (slower, never wrong).
+        let gap_end = self
+            .stretches
+            .range::<[u8], _>((Bound::Included(gap_begin.as_slice()), Bound::Excluded(end)))
+            .take(HOPS_MAX)
+            .find(|(_, stretch)| stretch.since <= read_version)
+            .map_or_else(|| end.to_vec(), |(start, _)| start.clone());
+        debug_assert!(gap_begin <= gap_end, "a gap is never inverted");
+        (gap_begin, gap_end)
+    }
+
+    /// As [`Self::gap_forward`], mirrored: the next part of `[begin,
+    /// position)` a reverse scan must read.
+    pub(crate) fn gap_reverse(
+        &self,
+        begin: &[u8],
+        position: &[u8],
+        read_version: u64,
+    ) -> (Vec<u8>, Vec<u8>) {
+        let gap_end = self.skip_reverse(begin, position, read_version);
+        if gap_end.as_slice() <= begin {
+            return (begin.to_vec(), begin.to_vec());
+        }
+        // A stretch this reader may skip that starts before the gap's end
+        // ends at or before it: the one covering the key before it, if
+        // skippable, was skipped (or ends exactly there at the hop bound).
+        // It may start before `begin` and still end inside the range.
+        let gap_begin = self
+            .stretches
+            .range::<[u8], _>((Bound::Unbounded, Bound::Excluded(gap_end.as_slice())))
+            .rev()
+            .take(HOPS_MAX)
+            .find(|(_, stretch)| stretch.since <= read_version)
+            .map_or_else(
+                || begin.to_vec(),
+                |(_, stretch)| stretch.end.as_slice().max(begin).to_vec(),
+            );
+        debug_assert!(gap_begin <= gap_end, "a gap is never inverted");
+        (gap_begin, gap_end)
+    }
+
     /// Records that `[begin, end)` holds no key at any version from `since` to now,
     /// then merges it with touching stretches where no reader at or after
     /// `horizon` (the oldest live read version) loses a skip by it.
@@ -297,158 +354,5 @@ impl EmptyRanges {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn forward_and_reverse_skip_respect_read_version() {
-        let mut empty = EmptyRanges::default();
-        empty.record(b"a", b"m", 10, 0);
-        assert_eq!(empty.skip_forward(b"a", b"z", 10), b"m");
-        assert_eq!(
-            empty.skip_forward(b"a", b"z", 9),
-            b"a",
-            "older readers may see keys there"
-        );
-        assert_eq!(empty.skip_reverse(b"a", b"m", 12), b"a");
-        assert_eq!(empty.skip_reverse(b"a", b"z", 12), b"z");
-    }
-
-    #[test]
-    fn writes_split_and_overlaps_keep_the_older_age() {
-        let mut empty = EmptyRanges::default();
-        empty.record(b"a", b"m", 10, 0);
-        empty.split_at(b"f");
-        assert_eq!(empty.skip_forward(b"a", b"z", 10), b"f");
-        assert_eq!(empty.skip_forward(b"f\0", b"z", 10), b"m");
-        empty.record(b"c", b"x", 20, 0);
-        // [c, f) and [f\0, m) were empty since 10 already; the written key f
-        // and [m, x) only since 20.
-        assert_eq!(empty.skip_forward(b"f\0", b"z", 15), b"m");
-        assert_eq!(empty.skip_forward(b"f\0", b"z", 20), b"x");
-        assert_eq!(empty.skip_reverse(b"a", b"x", 20), b"a");
-        assert_eq!(empty.skip_reverse(b"a", b"x", 15), b"x");
-        assert_eq!(empty.skip_reverse(b"a", b"m", 15), b"f\0");
-    }
-
-    #[test]
-    fn a_drained_head_stays_one_stretch() {
-        let mut empty = EmptyRanges::default();
-        let keys: Vec<Vec<u8>> = (1u16..1000).map(|i| i.to_be_bytes().to_vec()).collect();
-        // Each pop at version v sees [begin, next head) empty; it is the only reader.
-        for (version, head) in keys.iter().enumerate() {
-            let from = if version == 0 {
-                vec![0]
-            } else {
-                keys[version - 1].clone()
-            };
-            empty.record(&from, head, version as u64, version as u64);
-        }
-        assert_eq!(empty.len(), 1);
-        assert_eq!(empty.skip_forward(&[0], &[0xff], 998), keys[998]);
-    }
-
-    #[test]
-    fn coalesce_merges_only_past_the_horizon() {
-        let mut empty = EmptyRanges::default();
-        let keys: Vec<Vec<u8>> = (0u16..200).map(|i| i.to_be_bytes().to_vec()).collect();
-        for (version, pair) in keys.windows(2).enumerate() {
-            empty.record(&pair[0], &pair[1], version as u64, 0);
-        }
-        empty.coalesce(100);
-        assert!(empty.len() < 150, "stretches older than the horizon merge");
-        assert_eq!(empty.skip_forward(&keys[0], &keys[199], 100), keys[101]);
-        // One hop over the merged stretch, then one per younger stretch.
-        assert_eq!(empty.skip_forward(&keys[0], &keys[199], 500), keys[199]);
-    }
-
-    /// The skips as first written: one map lookup per hop.
-    fn skip_forward_by_lookups(
-        empty: &EmptyRanges,
-        begin: &[u8],
-        end: &[u8],
-        read_version: u64,
-    ) -> Vec<u8> {
-        let mut position = begin.to_vec();
-        for _ in 0..HOPS_MAX {
-            if position.as_slice() >= end {
-                break;
-            }
-            let covering = empty
-                .stretches
-                .range::<[u8], _>((Bound::Unbounded, Bound::Included(position.as_slice())))
-                .next_back();
-            match covering {
-                Some((_, stretch)) if stretch.end > position && stretch.since <= read_version => {
-                    position = stretch.end.clone();
-                }
-                _ => break,
-            }
-        }
-        position.min(end.to_vec())
-    }
-
-    fn skip_reverse_by_lookups(
-        empty: &EmptyRanges,
-        begin: &[u8],
-        end: &[u8],
-        read_version: u64,
-    ) -> Vec<u8> {
-        let mut position = end.to_vec();
-        for _ in 0..HOPS_MAX {
-            if position.as_slice() <= begin {
-                break;
-            }
-            let covering = empty
-                .stretches
-                .range::<[u8], _>((Bound::Unbounded, Bound::Excluded(position.as_slice())))
-                .next_back();
-            match covering {
-                Some((start, stretch))
-                    if stretch.end >= position && stretch.since <= read_version =>
-                {
-                    position = start.clone();
-                }
-                _ => break,
-            }
-        }
-        position.max(begin.to_vec())
-    }
-
-    #[test]
-    fn walking_skips_agree_with_one_lookup_per_hop() {
-        use rand::Rng;
-        let mut rng = rand::rng();
-        let key = |rng: &mut rand::rngs::ThreadRng| vec![rng.random_range(0u8..64)];
-        for _ in 0..200 {
-            let mut empty = EmptyRanges::default();
-            for _ in 0..rng.random_range(0..40) {
-                if rng.random_bool(0.8) {
-                    let (a, b) = (key(&mut rng), key(&mut rng));
-                    let since = rng.random_range(0..20);
-                    let horizon = rng.random_range(0..20);
-                    let (low, high) = if a <= b { (a, b) } else { (b, a) };
-                    empty.record(&low, &high, since, horizon);
-                } else {
-                    empty.split_at(&key(&mut rng));
-                }
-            }
-            for _ in 0..50 {
-                let (begin, end) = (key(&mut rng), key(&mut rng));
-                let version = rng.random_range(0..25);
-                assert_eq!(
-                    empty.skip_forward(&begin, &end, version),
-                    skip_forward_by_lookups(&empty, &begin, &end, version),
-                    "forward {begin:?}..{end:?} at {version} over {:?}",
-                    empty.stretches
-                );
-                assert_eq!(
-                    empty.skip_reverse(&begin, &end, version),
-                    skip_reverse_by_lookups(&empty, &begin, &end, version),
-                    "reverse {begin:?}..{end:?} at {version} over {:?}",
-                    empty.stretches
-                );
-            }
-        }
-    }
-}
+#[path = "empty_ranges_tests.rs"]
+mod tests;

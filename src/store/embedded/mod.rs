@@ -7,10 +7,14 @@
 //! - [`committer`]: the one thread that resolves, writes and fsyncs.
 //! - [`watches`]: watches armed at commit, fired on change.
 //! - [`txn`]: the transaction handle.
+//! - [`scan`]: range reads that read only between known-empty stretches.
+//! - [`scan_trace`]: which key intervals reads scanned (a test aid).
 
 mod committer;
 mod empty_ranges;
 mod resolver;
+mod scan;
+mod scan_trace;
 mod txn;
 mod watches;
 mod write_set;
@@ -24,9 +28,11 @@ use fjall::{KeyspaceCreateOptions, PersistMode};
 use serde::Deserialize;
 use tokio::sync::mpsc;
 
+pub use scan_trace::ScanTrace;
 pub use txn::EmbeddedTxn;
 
 use resolver::Resolver;
+use scan_trace::ScanTracer;
 use watches::Watches;
 
 use super::{Store, StoreError, TRANSACTION_AGE_MAX_MS};
@@ -140,6 +146,7 @@ pub(crate) struct Shared {
     durability: Durability,
     age_max: Duration,
     stats: StoreStats,
+    scans: ScanTracer,
 }
 
 struct Inner {
@@ -191,6 +198,7 @@ impl EmbeddedStore {
             durability: config.durability,
             age_max,
             stats: StoreStats::default(),
+            scans: ScanTracer::default(),
         });
         let (commits, requests) = mpsc::channel(config.commit_queue_max.max(1));
         let group_max = config.commit_group_max.max(1);
@@ -226,6 +234,17 @@ impl EmbeddedStore {
             resolver.empty.len(),
             watches,
         )
+    }
+
+    /// Test aid: start (or stop and forget) recording the key intervals
+    /// range reads scan, so a test can count the tombstones each read walked.
+    pub fn trace_scans(&self, on: bool) {
+        self.inner.shared.scans.set(on);
+    }
+
+    /// The intervals scanned since the last call (empty while tracing is off).
+    pub fn take_scan_trace(&self) -> ScanTrace {
+        self.inner.shared.scans.take()
     }
 
     /// Total commits, conflicts and fsync groups so far.

@@ -9,6 +9,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::Shared;
 use super::committer::CommitRequest;
+use super::scan::GappedScan;
 use super::watches::WatchSender;
 use super::write_set::{Overlay, WriteSet, apply_all};
 use crate::store::{
@@ -173,8 +174,9 @@ impl EmbeddedTxn {
         })
     }
 
-    /// Committed rows of `[begin, end)` at the read version, starting past
-    /// known-empty stretches; reports what it saw empty on the way.
+    /// Committed rows of `[begin, end)` at the read version, read only in
+    /// the gaps between known-empty stretches, merged with this
+    /// transaction's own writes; reports what it saw empty on the way.
     fn read_committed(
         &self,
         range: &RangeRead<'_>,
@@ -182,73 +184,29 @@ impl EmbeddedTxn {
     ) -> Result<Vec<KeyValue>, StoreError> {
         let shared = &self.inner.shared;
         let read_version = self.inner.read_version;
-        let (scan_begin, scan_end) = {
-            let resolver = shared.resolver.lock().expect("resolver lock");
-            if range.reverse {
-                (
-                    range.begin.to_vec(),
-                    resolver
-                        .empty
-                        .skip_reverse(range.begin, range.end, read_version),
-                )
-            } else {
-                (
-                    resolver
-                        .empty
-                        .skip_forward(range.begin, range.end, read_version),
-                    range.end.to_vec(),
-                )
+        let mut committed = GappedScan::new(
+            shared,
+            &self.inner.snapshot,
+            read_version,
+            range.begin,
+            range.end,
+            range.reverse,
+        );
+        let rows = overlay.merge_range(
+            range.begin,
+            range.end,
+            range.limit,
+            range.reverse,
+            committed.by_ref(),
+        );
+        let observed_empty = committed.finish();
+        if !observed_empty.is_empty() {
+            let mut resolver = shared.resolver.lock().expect("resolver lock");
+            for (begin, end) in observed_empty {
+                resolver.observe_empty(read_version, begin, end);
             }
-        };
-        let mut first_seen: Option<Vec<u8>> = None;
-        let mut exhausted = false;
-        let rows = {
-            let iter = self
-                .inner
-                .snapshot
-                .range(&shared.data, scan_begin.as_slice()..scan_end.as_slice());
-            let mut iter: Box<dyn Iterator<Item = fjall::Guard>> = if range.reverse {
-                Box::new(iter.rev())
-            } else {
-                Box::new(iter)
-            };
-            let committed = std::iter::from_fn(|| match iter.next() {
-                Some(guard) => Some(guard.into_inner().map_err(io).map(|(key, value)| {
-                    if first_seen.is_none() {
-                        first_seen = Some(key.to_vec());
-                    }
-                    KeyValue {
-                        key: key.to_vec(),
-                        value: value.to_vec(),
-                    }
-                })),
-                None => {
-                    exhausted = true;
-                    None
-                }
-            });
-            overlay.merge_range(
-                range.begin,
-                range.end,
-                range.limit,
-                range.reverse,
-                committed,
-            )?
-        };
-        let observed_empty = match (first_seen, exhausted) {
-            (Some(first), _) if range.reverse => Some((key_after(&first), scan_end)),
-            (Some(first), _) => Some((scan_begin, first)),
-            (None, true) => Some((scan_begin, scan_end)),
-            (None, false) => None,
-        };
-        if let Some((begin, end)) = observed_empty.filter(|(begin, end)| begin < end) {
-            shared
-                .resolver
-                .lock()
-                .expect("resolver lock")
-                .observe_empty(read_version, begin, end);
         }
-        Ok(rows)
+        rows
     }
 }
 
