@@ -51,6 +51,14 @@ pub(crate) fn run(
 }
 
 fn commit_group(shared: &Shared, mut group: Vec<CommitRequest>) {
+    if let Some(failure) = shared.failed.get() {
+        // Poisoned: nothing more is written (see `Shared::failed`).
+        let error = StoreError::Io(format!("the store has failed: {failure}"));
+        for request in group {
+            let _ = request.reply.send(Err(error.clone()));
+        }
+        return;
+    }
     let mut outcomes: Vec<Result<(), StoreError>> = Vec::with_capacity(group.len());
     let version = {
         let mut resolver = shared.resolver.lock().expect("resolver lock");
@@ -93,6 +101,8 @@ fn commit_group(shared: &Shared, mut group: Vec<CommitRequest>) {
     let final_values = match written {
         Ok(values) => values,
         Err(error) => {
+            let _ = shared.failed.set(error.to_string());
+            tracing::error!(%error, "the store failed to write a commit group; it refuses every transaction from now on");
             fail_writers(group, outcomes, error);
             prune(shared);
             return;

@@ -147,6 +147,11 @@ pub(crate) struct Shared {
     age_max: Duration,
     stats: StoreStats,
     scans: ScanTracer,
+    /// Set once a group's write or fsync failed: the store is poisoned and
+    /// every later transaction fails (fjall's memtable may hold writes of a
+    /// group whose commit was reported failed; nothing may read them, and
+    /// nothing may build on a journal that could not be made durable).
+    failed: std::sync::OnceLock<String>,
 }
 
 struct Inner {
@@ -199,6 +204,7 @@ impl EmbeddedStore {
             age_max,
             stats: StoreStats::default(),
             scans: ScanTracer::default(),
+            failed: std::sync::OnceLock::new(),
         });
         let (commits, requests) = mpsc::channel(config.commit_queue_max.max(1));
         let group_max = config.commit_group_max.max(1);

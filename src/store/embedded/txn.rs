@@ -60,6 +60,9 @@ impl EmbeddedTxn {
         shared: Arc<Shared>,
         commits: mpsc::Sender<CommitRequest>,
     ) -> Result<Self, StoreError> {
+        if let Some(failure) = shared.failed.get() {
+            return Err(StoreError::Io(format!("the store has failed: {failure}")));
+        }
         let started = Instant::now();
         let mut spins = 0u32;
         // Bounded: a group in flight finishes within an fsync; a store that
