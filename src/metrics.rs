@@ -63,7 +63,8 @@ pub const SETTLE_BATCH_SIZE: &str = "hotq_settle_batch_size";
 pub const STORE_COMMIT_LATENCY: &str = "hotq_store_commit_seconds";
 /// Transactions each fsync carried (embedded store).
 pub const STORE_COMMIT_GROUP_SIZE: &str = "hotq_store_commit_group_size";
-/// fsync latency, the call alone (embedded store).
+/// Latency of one group's durable journal write: append and fsync
+/// (embedded store).
 pub const FSYNC_SECONDS: &str = "hotq_fsync_seconds";
 
 /// The label value for queues past the label cap.
@@ -274,9 +275,9 @@ fn describe() {
     describe_histogram!(
         FSYNC_SECONDS,
         Unit::Seconds,
-        "Latency of one fsync of the store's journal, the call alone, without queueing or the \
-         write before it (embedded store). Under durability = \"buffered\" no fsync is made and \
-         nothing is recorded."
+        "Latency of making one commit group durable: the journal append and its fsync, which \
+         dominates (embedded store; without queueing before it). Under durability = \"buffered\" \
+         no fsync is made and nothing is recorded."
     );
 }
 

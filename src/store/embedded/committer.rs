@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use fjall::{PersistMode, Readable};
+use fjall::Readable;
 use tokio::sync::{mpsc, oneshot};
 
 use super::watches::WatchSender;
@@ -190,13 +190,13 @@ fn write_group<'a>(
         if values.is_empty() {
             return Ok(values);
         }
-        // Written to the OS here and fsynced below on its own, so the fsync
-        // can be timed apart from the write and the memtable inserts. Safe
-        // under `sync`: a journal rotation in between fsyncs the sealed
-        // journal first. A failed fsync poisons fjall as it did inside
-        // `commit`; the group was then written but not known durable, the
-        // same unknown outcome a failed fsync had before.
-        let mut batch = shared.db.batch().durability(Some(PersistMode::Buffer));
+        // The fsync happens inside `commit`, before fjall makes the batch
+        // visible: fsyncing after it (to time the call alone) kept every new
+        // snapshot torn, and so `begin` spinning, for the whole fsync.
+        let mut batch = shared
+            .db
+            .batch()
+            .durability(Some(shared.durability.persist_mode()));
         for (key, value) in &values {
             match value {
                 Some(value) => batch.insert(&shared.data, key.as_slice(), value.as_slice()),
@@ -210,15 +210,11 @@ fn write_group<'a>(
             .lock()
             .expect("visibility lock")
             .inflight_floor = Some(shared.db.seqno());
+        let write_began = Instant::now();
         batch.commit().map_err(|e| StoreError::Io(e.to_string()))?;
         if shared.durability == Durability::Sync {
-            let fsync_began = Instant::now();
-            shared
-                .db
-                .persist(shared.durability.persist_mode())
-                .map_err(|e| StoreError::Io(e.to_string()))?;
             metrics::histogram!(crate::metrics::FSYNC_SECONDS)
-                .record(fsync_began.elapsed().as_secs_f64());
+                .record(write_began.elapsed().as_secs_f64());
         }
         Ok(values)
     });
