@@ -163,3 +163,87 @@ async fn leases_of_the_layout_before_the_due_index_are_moved_and_settled() {
     );
     assert_eq!(queue.pop().await.unwrap().unwrap().payload, b"old 1");
 }
+
+/// A sweep consumes many chunks of the index at once, each in its own
+/// transaction: acks racing it still have exactly one winner per lease,
+/// and nothing is consumed twice or left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acks_racing_a_sweep_of_many_chunks_have_one_winner_per_lease() {
+    const QUEUES: usize = 10;
+    const PER_QUEUE: usize = 400;
+    let (store, _dir) = common::embedded_store(Durability::Buffered);
+    let coordinator = Coordinator::new(store.clone(), StagingConfig::default());
+    let mut leases = Vec::new();
+    let mut expires_max = 0;
+    for n in 0..QUEUES {
+        let queue = Queue::new(store.clone(), name(&format!("chunked-{n:02}")));
+        let payloads: Vec<Vec<u8>> = (0..PER_QUEUE)
+            .map(|i| format!("{n}-{i}").into_bytes())
+            .collect();
+        queue.push_batch(&payloads).await.unwrap();
+        while queue.len().await.unwrap() > 0 {
+            let items = coordinator
+                .pop_leased(queue.keys(), End::Front, 100, Duration::ZERO, HOUR_MS)
+                .await
+                .unwrap();
+            for item in items {
+                let lease = item.lease.unwrap();
+                expires_max = expires_max.max(lease.expires_at_ms);
+                leases.push((queue.keys().clone(), lease.receipt));
+            }
+        }
+    }
+    assert_eq!(leases.len(), QUEUES * PER_QUEUE);
+
+    // Every other lease is acked while the sweep runs (the acks use the
+    // real clock, so for them no lease has expired).
+    let acks = {
+        let coordinator = coordinator.clone();
+        let to_ack: Vec<_> = leases.iter().step_by(2).cloned().collect();
+        tokio::spawn(async move {
+            let (mut won, mut lost) = (0, 0);
+            for (keys, receipt) in to_ack {
+                match coordinator.ack(&keys, &receipt).await {
+                    Ok(()) => won += 1,
+                    Err(hotq::lease::LeaseError::UnknownReceipt) => lost += 1,
+                    Err(other) => panic!("ack failed: {other}"),
+                }
+            }
+            (won, lost)
+        })
+    };
+    let policy = DeliveryPolicy::default();
+    let mut redelivered = 0;
+    let mut sweeps = 0;
+    loop {
+        let swept = hotq::lease::due::sweep(&store, &policy, expires_max + 1)
+            .await
+            .unwrap();
+        redelivered += swept.redelivered.values().sum::<usize>();
+        sweeps += 1;
+        if !swept.more {
+            break;
+        }
+        assert!(sweeps < 100, "the sweeps never finished");
+    }
+    let (acked, lost) = acks.await.unwrap();
+    assert_eq!(acked + lost, leases.len().div_ceil(2));
+    assert_eq!(
+        acked + redelivered,
+        leases.len(),
+        "each lease is acked or redelivered, exactly once"
+    );
+    let mut visible = 0;
+    for n in 0..QUEUES {
+        let keys = QueueKeys::new(&name(&format!("chunked-{n:02}")));
+        let items = common::scan(&store, keys.items_range()).await.len();
+        let txn = store.begin().unwrap();
+        let depth =
+            hotq::store::decode_counter(txn.get(&keys.depth(), true).await.unwrap().as_deref());
+        let leased =
+            hotq::store::decode_counter(txn.get(&keys.leased(), true).await.unwrap().as_deref());
+        assert_eq!((depth, leased), (items as i64, 0), "queue {n}'s counters");
+        visible += items;
+    }
+    assert_eq!(visible, redelivered, "every redelivered item is back once");
+}

@@ -11,6 +11,8 @@
 //! against expiry keeps exactly one winner with no extra key to keep in
 //! step), and nothing can leave an index entry behind its item.
 
+mod round;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -19,10 +21,11 @@ use crate::envelope::{decode_held, encode_item_value};
 use crate::keys::{DueWhat, QueueKeys, QueueKind, QueueName, due_entry, due_range, due_until};
 use crate::metrics;
 use crate::queue::{QueueError, append_in};
-use crate::store::{KeyValue, RangeRead, Store, StoreError, Transaction, key_after};
+use crate::store::{KeyValue, RangeRead, Store, StoreError, Transaction};
 
 use super::DeliveryPolicy;
 use super::settle::{Returned, return_held};
+use round::{join_all, plan, prepare_chunk};
 
 /// Most due entries one transaction consumes.
 pub const DUE_BATCH_MAX: usize = 256;
@@ -33,14 +36,44 @@ pub const DUE_BATCH_BYTES_MAX: usize = 4 * 1024 * 1024;
 /// Most transactions one sweep runs (the rest waits for the next sweep,
 /// which comes at once when work was left).
 const DUE_PASSES_MAX: usize = 64;
+/// Most transactions one round of a sweep commits together (they share
+/// the store's fsyncs; more would only lengthen the round).
+const DUE_CHUNKS_MAX: usize = 16;
+/// Most key and value bytes one round reads to plan its chunks (a sweep
+/// reads at most `DUE_PASSES_MAX * DUE_BATCH_MAX` rows in all).
+const DUE_ROUND_BYTES_MAX: usize = 16 * 1024 * 1024;
 /// Most queues one sweep reaps (their appointments stay due for the next).
 const REAP_QUEUES_MAX: usize = 256;
 /// Most queues remembered as changed by the timer for the sampler.
 const TOUCHED_MAX: usize = 1_024;
-/// Width of one lateness bucket, in ms, and the number of buckets (the
-/// last counts everything later).
-const LATENESS_BUCKET_MS: u64 = 5;
-const LATENESS_BUCKETS: usize = 2_001;
+/// Lateness buckets: [`LATENESS_FINE_MS`] wide up to
+/// [`LATENESS_FINE_UNTIL_MS`], then [`LATENESS_COARSE_MS`] wide; the last
+/// counts everything later (a backlog's lateness is then still told apart
+/// from a few seconds').
+const LATENESS_FINE_MS: u64 = 5;
+const LATENESS_FINE_UNTIL_MS: u64 = 10_000;
+const LATENESS_COARSE_MS: u64 = 1_000;
+const LATENESS_FINE_BUCKETS: usize = (LATENESS_FINE_UNTIL_MS / LATENESS_FINE_MS) as usize;
+const LATENESS_BUCKETS: usize = LATENESS_FINE_BUCKETS + 600 + 1;
+
+fn lateness_bucket(lateness_ms: u64) -> usize {
+    let bucket = if lateness_ms < LATENESS_FINE_UNTIL_MS {
+        (lateness_ms / LATENESS_FINE_MS) as usize
+    } else {
+        LATENESS_FINE_BUCKETS
+            + ((lateness_ms - LATENESS_FINE_UNTIL_MS) / LATENESS_COARSE_MS) as usize
+    };
+    bucket.min(LATENESS_BUCKETS - 1)
+}
+
+/// The upper edge of `bucket`, in ms.
+fn lateness_bucket_edge_ms(bucket: usize) -> u64 {
+    if bucket < LATENESS_FINE_BUCKETS {
+        (bucket as u64 + 1) * LATENESS_FINE_MS
+    } else {
+        LATENESS_FINE_UNTIL_MS + (bucket - LATENESS_FINE_BUCKETS + 1) as u64 * LATENESS_COARSE_MS
+    }
+}
 
 /// What one sweep did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -84,13 +117,12 @@ impl DueStats {
     fn record_lateness(&self, lateness_ms: u64) {
         self.lateness_max_ms
             .fetch_max(lateness_ms, Ordering::Relaxed);
-        let bucket = ((lateness_ms / LATENESS_BUCKET_MS) as usize).min(LATENESS_BUCKETS - 1);
-        self.lateness[bucket].fetch_add(1, Ordering::Relaxed);
+        self.lateness[lateness_bucket(lateness_ms)].fetch_add(1, Ordering::Relaxed);
         ::metrics::histogram!(metrics::DUE_LATENESS).record(lateness_ms as f64 / 1_000.0);
     }
 
     /// The lateness at `fraction` (0..=1) of the entries consumed so far,
-    /// to [`LATENESS_BUCKET_MS`] (the bucket's upper edge), in ms.
+    /// to its bucket's upper edge, in ms.
     pub fn lateness_quantile_ms(&self, fraction: f64) -> u64 {
         let counts: Vec<u64> = self
             .lateness
@@ -106,7 +138,7 @@ impl DueStats {
         for (bucket, count) in counts.iter().enumerate() {
             seen += count;
             if seen >= rank {
-                return (bucket as u64 + 1) * LATENESS_BUCKET_MS;
+                return lateness_bucket_edge_ms(bucket);
             }
         }
         unreachable!("the rank is at most the total")
@@ -154,6 +186,14 @@ pub fn take_touched(max: usize) -> Vec<(QueueKind, QueueName)> {
 /// in bounded transactions, and collects the queues whose reap
 /// appointments are due (the caller reaps them: see
 /// [`crate::staging::reap::reap_due`]).
+///
+/// Each round plans up to [`DUE_CHUNKS_MAX`] disjoint stretches of the
+/// index from one snapshot read and consumes each in its own transaction,
+/// all committed at once: the store pays one fsync for the group, so the
+/// timer keeps up with what comes due instead of paying an fsync per
+/// [`DUE_BATCH_MAX`] entries. A stretch that lost a race (or found more
+/// than it planned) is read again from its start in the next round, or
+/// by the next sweep.
 pub async fn sweep<S: Store>(
     store: &S,
     policy: &DeliveryPolicy,
@@ -166,28 +206,52 @@ pub async fn sweep<S: Store>(
     let mut reap: BTreeMap<(QueueKind, QueueName), BTreeSet<Vec<u8>>> = BTreeMap::new();
     let (mut cursor, end) = due_until(now_ms);
     let mut finished = false;
-    for _ in 0..DUE_PASSES_MAX {
-        let txn = store.begin()?;
-        let (rows, full) = due_rows(&txn, &cursor, &end).await?;
-        stats
-            .rows_read
-            .fetch_add(rows.len() as u64, Ordering::Relaxed);
-        sweep.rows_read += rows.len();
-        let Some(last) = rows.last() else {
+    let mut passes = 0;
+    while passes < DUE_PASSES_MAX {
+        let chunks_max = DUE_CHUNKS_MAX.min(DUE_PASSES_MAX - passes);
+        let (chunks, after_plan, plan_full) = plan(store, &cursor, &end, chunks_max).await?;
+        if chunks.is_empty() {
             finished = true;
             break;
-        };
-        let after_last = key_after(&last.key);
-        let pass = consume(&txn, policy, now_ms, &rows, &mut reap).await?;
-        match txn.commit().await {
-            Ok(()) => {
-                let committed_ms = crate::envelope::now_ms();
-                for &due_ms in &pass.due_ms {
-                    stats.record_lateness(committed_ms.saturating_sub(due_ms));
+        }
+        passes += chunks.len();
+        // Every chunk is consumed before any commits, so the commits reach
+        // the store together and share its fsyncs.
+        let prepared = join_all(
+            chunks
+                .iter()
+                .map(|(begin, end)| prepare_chunk(store, policy, now_ms, begin, end)),
+        )
+        .await;
+        let mut to_commit = Vec::with_capacity(prepared.len());
+        let mut outcomes = Vec::with_capacity(prepared.len());
+        for prepared in prepared {
+            match prepared? {
+                Ok(prepared) => to_commit.push(prepared.commit(store)),
+                Err(empty) => outcomes.push(Ok(empty)),
+            }
+        }
+        outcomes.extend(join_all(to_commit.into_iter()).await);
+        let mut resume: Option<Vec<u8>> = None;
+        let mut failed = None;
+        for outcome in outcomes {
+            let chunk = match outcome {
+                Ok(chunk) => chunk,
+                Err(error) => {
+                    failed.get_or_insert(error);
+                    continue;
                 }
-                stats
-                    .consumed
-                    .fetch_add(pass.due_ms.len() as u64, Ordering::Relaxed);
+            };
+            sweep.rows_read += chunk.rows_read;
+            stats
+                .rows_read
+                .fetch_add(chunk.rows_read as u64, Ordering::Relaxed);
+            for (queue, keys) in chunk.reap {
+                if reap.len() < REAP_QUEUES_MAX || reap.contains_key(&queue) {
+                    reap.entry(queue).or_default().extend(keys);
+                }
+            }
+            if let Some(pass) = chunk.committed {
                 for (queue, count) in pass.redelivered {
                     *sweep.redelivered.entry(queue).or_default() += count;
                 }
@@ -199,16 +263,22 @@ pub async fn sweep<S: Store>(
                     touch(queue.clone());
                     visited.insert(queue);
                 }
-                // What this pass consumed is gone; what it left (reap
-                // appointments, malformed rows) is behind the cursor.
-                cursor = after_last;
             }
-            // An ack, extend or another daemon's timer won an entry: read
-            // the page again (the winner's entries are gone from it).
-            Err(StoreError::Conflict) => metrics::conflict("expire"),
-            Err(error) => return Err(error.into()),
+            if let Some(from) = chunk.resume
+                && resume.as_ref().is_none_or(|earliest| from < *earliest)
+            {
+                resume = Some(from);
+            }
         }
-        if !full {
+        if let Some(error) = failed {
+            return Err(error);
+        }
+        // What the committed chunks consumed is gone; what they left (reap
+        // appointments, malformed rows) is behind the cursor. A chunk to
+        // read again pulls the cursor back to it.
+        let again = resume.is_some();
+        cursor = resume.unwrap_or(after_plan);
+        if !plan_full && !again {
             finished = true;
             break;
         }
@@ -307,8 +377,18 @@ async fn consume<T: Transaction>(
         }
         pass.queues.insert(queue);
     }
-    for ((kind, name), values) in &to_tail {
-        append_in(txn, &QueueKeys::of_kind(*kind, name), values).await?;
+    // Each append reads its queue's tail mark: issued together, a store
+    // with remote reads waits for them once, not once per queue.
+    let tails: Vec<QueueKeys> = to_tail
+        .keys()
+        .map(|(kind, name)| QueueKeys::of_kind(*kind, name))
+        .collect();
+    let appends = tails
+        .iter()
+        .zip(to_tail.values())
+        .map(|(keys, values)| append_in(txn, keys, values));
+    for appended in join_all(appends).await {
+        appended?;
     }
     Ok(pass)
 }
