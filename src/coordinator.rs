@@ -21,7 +21,7 @@ use crate::lease::settler::{SettleOp, Settled, Settler};
 use crate::lease::{LeaseError, Receipt};
 use crate::metrics;
 use crate::queue::{Item, QueueError};
-use crate::staging::pop::Pops;
+use crate::staging::pops::Pops;
 use crate::staging::reap::{reap_queue, registered_queues};
 use crate::staging::{StagingConfig, StagingStats};
 use crate::store::Store;

@@ -23,7 +23,7 @@ use crate::envelope::{
     encode_item_value, now_ms,
 };
 use crate::keys::{QueueKeys, QueueName, RANDOM_LEN};
-use crate::lease::Lease;
+use crate::lease::receipt::Lease;
 use crate::store::{
     RangeRead, RetryPolicy, Store, StoreError, Transaction, decode_counter, decode_mark, transact,
 };

@@ -15,21 +15,13 @@ use crate::metrics;
 use crate::queue::QueueError;
 use crate::staging::StagingStats;
 use crate::staging::fulfill::{LocalHandoff, fulfill_once};
-use crate::staging::pop::Pops;
+use crate::staging::pops::{Fulfiller, Pops};
 use crate::store::{RangeRead, RetryPolicy, Store, StoreError, Transaction, transact};
 
 /// Backoff ceiling after a fulfillment conflict, in microseconds.
 const FULFILL_CONFLICT_BACKOFF_US_MAX: u64 = 2_000;
 /// Pause after an unexpected fulfillment error.
 const FULFILL_ERROR_PAUSE_MS: u64 = 100;
-
-/// A running fulfillment loop.
-pub(super) struct Fulfiller {
-    task: JoinHandle<()>,
-    /// Wakes the loop for a memory request (stored requests wake it
-    /// through the store's wake key).
-    wake: Arc<Notify>,
-}
 
 impl<S: Store> Pops<S> {
     /// Starts the fulfillment loop of `keys` unless one runs.

@@ -13,7 +13,7 @@ use crate::queue::{Item, QueueError};
 use crate::staging::StagingStats;
 use crate::staging::fulfill::Fulfilled;
 use crate::staging::line::{Claims, LocalId, LocalWaiter};
-use crate::staging::pop::Pops;
+use crate::staging::pops::Pops;
 use crate::staging::requester::restore_items;
 use crate::store::Store;
 

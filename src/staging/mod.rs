@@ -36,6 +36,7 @@ pub mod fulfiller;
 pub mod handoff;
 pub mod line;
 pub mod pop;
+pub mod pops;
 pub mod reap;
 pub mod requester;
 

@@ -3,98 +3,23 @@
 //! a stored request), until the fulfiller hands it items (see
 //! [`super::fulfiller`] and [`super::handoff`]).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::watch;
 
 use crate::envelope::{End, RequestValue, now_ms};
-use crate::keys::{QueueKeys, QueueKind, QueueName};
+use crate::keys::QueueKeys;
 use crate::metrics;
 use crate::queue::{DirectPop, Item, QueueError};
+use crate::staging::StagingStats;
 use crate::staging::direct::{Attempt, try_pop};
-use crate::staging::fulfiller::Fulfiller;
 use crate::staging::handoff::{Finishing, InLine};
-use crate::staging::line::{LineRequest, LocalWaiter, LocalWaiters};
+use crate::staging::line::{LineRequest, LocalWaiter};
+use crate::staging::pops::Pops;
 use crate::staging::requester::{WithdrawOnDrop, await_result, deadline_after, register_with};
-use crate::staging::{StagingConfig, StagingStats};
 use crate::store::Store;
 
-/// Tells the lease timer that a lease this process issued comes due at
-/// the given epoch ms (it may be earlier than the timer's next look).
-pub type LeaseIssued = Arc<dyn Fn(u64) + Send + Sync>;
-
-/// The staged pop protocol of one process: its queues' lines and their
-/// fulfillment loops, over one store.
-pub struct Pops<S: Store> {
-    pub(super) inner: Arc<Inner<S>>,
-}
-
-pub(super) struct Inner<S: Store> {
-    pub(super) store: S,
-    pub(super) config: StagingConfig,
-    /// Shared with the coordinator's timer and reaper, which count their
-    /// own work (leases expired, results reaped) in the same set.
-    pub(super) stats: Arc<StagingStats>,
-    /// One fulfillment loop per queue with waiters: a pop starts or wakes
-    /// it; an idle one removes itself.
-    pub(super) fulfillers: Mutex<HashMap<(QueueKind, QueueName), Fulfiller>>,
-    /// True once the process shuts down: waiting pops withdraw, loops end.
-    pub(super) shutdown: watch::Receiver<bool>,
-    /// Pops waiting in this process, served in memory by its fulfillers.
-    pub(super) local: Arc<LocalWaiters>,
-    pub(super) lease_issued: LeaseIssued,
-}
-
-impl<S: Store> Clone for Pops<S> {
-    fn clone(&self) -> Self {
-        Pops {
-            inner: self.inner.clone(),
-        }
-    }
-}
-
 impl<S: Store> Pops<S> {
-    /// The protocol over `store`; `shutdown` turning true ends every wait
-    /// and loop; `lease_issued` hears of every lease a pop issues.
-    pub fn new(
-        store: S,
-        config: StagingConfig,
-        stats: Arc<StagingStats>,
-        shutdown: watch::Receiver<bool>,
-        lease_issued: LeaseIssued,
-    ) -> Self {
-        Pops {
-            inner: Arc::new(Inner {
-                store,
-                config,
-                stats,
-                fulfillers: Mutex::new(HashMap::new()),
-                shutdown,
-                local: Arc::new(LocalWaiters::default()),
-                lease_issued,
-            }),
-        }
-    }
-
-    /// The protocol's settings.
-    pub fn config(&self) -> &StagingConfig {
-        &self.inner.config
-    }
-
-    /// Tells the timer of the earliest lease among `items`.
-    fn leases_issued(&self, items: &[Item]) {
-        let earliest = items
-            .iter()
-            .filter_map(|i| i.lease)
-            .map(|l| l.expires_at_ms)
-            .min();
-        if let Some(expires_at_ms) = earliest {
-            (self.inner.lease_issued)(expires_at_ms);
-        }
-    }
-
     /// Pops one item from `end` of the queue, waiting up to `wait` (capped
     /// at the configured maximum; zero means do not wait). Tries a direct
     /// pop first; on a conflict, or when requests are already waiting, it
