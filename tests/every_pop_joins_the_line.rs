@@ -43,21 +43,6 @@ async fn stats(client: &reqwest::Client, url: &str, queue: &str) -> serde_json::
         .unwrap()
 }
 
-async fn staged_pops(client: &reqwest::Client, metrics_url: &str) -> f64 {
-    let text = client
-        .get(metrics_url)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .filter(|l| l.starts_with("hotq_pops_total{") && l.contains("path=\"staged\""))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plain_pops_on_a_contended_queue_answer_empty_only_when_nothing_is_visible() {
     const ITEMS: usize = 3_000;
@@ -122,7 +107,7 @@ async fn plain_pops_on_a_contended_queue_answer_empty_only_when_nothing_is_visib
     delivered.sort();
     assert_eq!(delivered, items, "every item delivered exactly once");
     assert!(
-        staged_pops(&client, &daemon.metrics_url).await > 0.0,
+        common::daemon::staged_pops(&daemon.metrics_url).await > 0.0,
         "the contended queue's pops went through its line"
     );
     daemon.stop().await;
@@ -279,7 +264,7 @@ async fn two_hundred_fifty_six_pops_mixing_every_mode_lose_and_duplicate_nothing
         "nothing left queued or leased: {stats}"
     );
     assert!(
-        staged_pops(&client, &daemon.metrics_url).await > 0.0,
+        common::daemon::staged_pops(&daemon.metrics_url).await > 0.0,
         "the contended queue's pops went through its line"
     );
     daemon.stop().await;

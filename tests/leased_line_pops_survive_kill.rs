@@ -65,21 +65,6 @@ async fn lease_everything(url: &str) -> HashMap<String, u64> {
     Arc::try_unwrap(held).unwrap().into_inner()
 }
 
-async fn staged_pops(metrics_url: &str) -> f64 {
-    let text = http()
-        .get(metrics_url)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .filter(|l| l.starts_with("hotq_pops_total{") && l.contains("path=\"staged\""))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leased_pops_through_the_line_are_redelivered_after_a_sigkill() {
     let dir = tempfile::tempdir().unwrap();
@@ -102,7 +87,7 @@ async fn leased_pops_through_the_line_are_redelivered_after_a_sigkill() {
 
     let first = lease_everything(&running.url).await;
     assert!(
-        staged_pops(&running.metrics_url).await > 0.0,
+        common::daemon::staged_pops(&running.metrics_url).await > 0.0,
         "leased pops went through the line"
     );
     // Nothing acked: every item is held under a lease written by the commit

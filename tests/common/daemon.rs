@@ -77,3 +77,20 @@ pub fn http() -> reqwest::Client {
         .build()
         .unwrap()
 }
+
+/// Items the daemon at `metrics_url` delivered through its lines
+/// (`hotq_pops_total{path="staged"}`, summed over queues).
+pub async fn staged_pops(metrics_url: &str) -> f64 {
+    let text = http()
+        .get(metrics_url)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .filter(|l| l.starts_with("hotq_pops_total{") && l.contains("path=\"staged\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
