@@ -51,6 +51,34 @@ fn a_drained_head_stays_one_stretch() {
 }
 
 #[test]
+fn a_head_drained_beside_an_older_reader_becomes_one_stretch_once_it_ends() {
+    let mut empty = EmptyRanges::default();
+    let keys: Vec<Vec<u8>> = (1u16..1000).map(|i| i.to_be_bytes().to_vec()).collect();
+    // As a fulfiller while settles commit: a transaction one version older
+    // is always live, so no record can merge when it is made.
+    for (version, head) in keys.iter().enumerate() {
+        let from = if version == 0 {
+            vec![0]
+        } else {
+            keys[version - 1].clone()
+        };
+        let version = version as u64 + 1;
+        empty.record(&from, head, version, version - 1);
+    }
+    assert!(
+        empty.len() > 900,
+        "nothing merged while older readers lived"
+    );
+    empty.merge_deferred(500);
+    assert!(empty.len() < 600, "records older than the horizon merged");
+    empty.merge_deferred(1000);
+    assert_eq!(empty.len(), 1, "every record merged once the readers ended");
+    assert_eq!(empty.skip_forward(&[0], &[0xff], 999), keys[998]);
+    // A reader older than the merged age skips nothing: slower, never wrong.
+    assert_eq!(empty.skip_forward(&[0], &[0xff], 998), vec![0]);
+}
+
+#[test]
 fn coalesce_merges_only_past_the_horizon() {
     let mut empty = EmptyRanges::default();
     let keys: Vec<Vec<u8>> = (0u16..200).map(|i| i.to_be_bytes().to_vec()).collect();

@@ -181,6 +181,7 @@ impl Resolver {
         let floor = self.floor;
         self.range_writes
             .retain(|(_, _, version)| *version >= floor);
+        self.empty.merge_deferred(horizon);
         self.empty.coalesce(horizon);
     }
 }
