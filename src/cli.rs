@@ -442,8 +442,10 @@ async fn fetch_items(
     let body = response.bytes().await.map_err(|e| e.to_string())?;
     let mut out = std::io::stdout().lock();
     if as_array {
-        let encoded: Vec<String> = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
-        for text in encoded {
+        let objects: Vec<serde_json::Value> =
+            serde_json::from_slice(&body).map_err(|e| e.to_string())?;
+        for object in objects {
+            let text = object["item"].as_str().unwrap_or_default();
             let item = BASE64.decode(text).map_err(|e| e.to_string())?;
             out.write_all(&item)
                 .and_then(|()| out.write_all(b"\n"))

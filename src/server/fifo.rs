@@ -7,11 +7,11 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::AppState;
@@ -147,24 +147,71 @@ pub fn pop_limits<S: Store>(
     Ok((Duration::from_millis(params.wait_ms), max))
 }
 
-/// The answer to a pop or peek: 204 when empty, the item's bytes when one
-/// was asked for, a JSON array otherwise: of base64 strings, or for leased
-/// items of objects `{"item", "receipt", "delivery_count", "lease_expires_at_ms"}`.
-pub fn items_response(items: Vec<Item>, as_array: bool) -> Response {
+/// How a pop or peek answers: JSON when more than one item may come
+/// (`max` > 1) or the request's `Accept` names `application/json`; the raw
+/// bytes of the one item with `hotq-*` headers otherwise (curl, peerbench).
+pub fn answers_json(headers: &HeaderMap, max: usize) -> bool {
+    max > 1
+        || headers
+            .get_all(header::ACCEPT)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .flat_map(|value| value.split(','))
+            .any(|range| {
+                let mut parts = range.split(';').map(str::trim);
+                let media = parts.next().unwrap_or("");
+                // `q=0` means "not this type".
+                media.eq_ignore_ascii_case("application/json")
+                    && !parts.any(|p| p.eq_ignore_ascii_case("q=0") || p == "q=0.0")
+            })
+}
+
+/// One item of a JSON pop or peek answer. Every field is always present
+/// (null when it does not apply), whatever `max` and lease are.
+#[derive(Debug, Clone, Serialize)]
+pub struct PoppedItem {
+    /// The item's bytes, base64 (standard alphabet, padded).
+    pub item: String,
+    /// When the item was pushed, in ms since the epoch.
+    pub enqueued_at_ms: u64,
+    /// The lease's receipt (ack, nack, extend); null when not leased.
+    pub receipt: Option<String>,
+    /// This delivery's number, 1 the first time; null when not leased.
+    pub delivery_count: Option<u32>,
+    /// When the lease expires, in ms since the epoch; null when not leased.
+    pub lease_expires_at_ms: Option<u64>,
+    /// The queue a dead-lettered item came from; null otherwise.
+    pub dead_letter_from: Option<String>,
+    /// Deliveries a dead-lettered item had when it died; null otherwise.
+    pub dead_letter_deliveries: Option<u32>,
+}
+
+impl From<&Item> for PoppedItem {
+    fn from(item: &Item) -> Self {
+        PoppedItem {
+            item: BASE64.encode(&item.payload),
+            enqueued_at_ms: item.enqueued_at_ms,
+            receipt: item.lease.map(|lease| lease.receipt.to_string()),
+            delivery_count: item.lease.map(|lease| lease.delivery_count),
+            lease_expires_at_ms: item.lease.map(|lease| lease.expires_at_ms),
+            dead_letter_from: item.dead_letter.as_ref().map(|dead| dead.queue.clone()),
+            dead_letter_deliveries: item.dead_letter.as_ref().map(|dead| dead.deliveries),
+        }
+    }
+}
+
+/// The answer to a pop or peek: 204 when empty; with `json` (see
+/// [`answers_json`]) a JSON array of [`PoppedItem`]; otherwise the one
+/// item's bytes, its metadata in `hotq-*` headers.
+pub fn items_response(items: Vec<Item>, json: bool) -> Response {
     if items.is_empty() {
         return StatusCode::NO_CONTENT.into_response();
     }
-    if as_array {
-        if items.iter().any(|item| item.lease.is_some()) {
-            let objects: Vec<serde_json::Value> = items.iter().map(item_object).collect();
-            return (StatusCode::OK, Json(objects)).into_response();
-        }
-        let encoded: Vec<String> = items
-            .iter()
-            .map(|item| BASE64.encode(&item.payload))
-            .collect();
-        return (StatusCode::OK, Json(encoded)).into_response();
+    if json {
+        let objects: Vec<PoppedItem> = items.iter().map(PoppedItem::from).collect();
+        return (StatusCode::OK, Json(objects)).into_response();
     }
+    assert_eq!(items.len(), 1, "a raw answer holds one item");
     let item = items.into_iter().next().expect("non-empty");
     let mut headers = vec![(ENQUEUED_AT_HEADER, item.enqueued_at_ms.to_string())];
     if let Some(lease) = &item.lease {
@@ -183,24 +230,6 @@ pub fn items_response(items: Vec<Item>, as_array: bool) -> Response {
         response.headers_mut().insert(name, value);
     }
     response
-}
-
-/// One leased item of a JSON array answer.
-fn item_object(item: &Item) -> serde_json::Value {
-    let mut object = json!({
-        "item": BASE64.encode(&item.payload),
-        "enqueued_at_ms": item.enqueued_at_ms,
-    });
-    if let Some(lease) = &item.lease {
-        object["receipt"] = json!(lease.receipt.to_string());
-        object["delivery_count"] = json!(lease.delivery_count);
-        object["lease_expires_at_ms"] = json!(lease.expires_at_ms);
-    }
-    if let Some(dead) = &item.dead_letter {
-        object["dead_letter_from"] = json!(dead.queue);
-        object["dead_letter_deliveries"] = json!(dead.deliveries);
-    }
-    object
 }
 
 /// The outcome label of a call.
@@ -311,11 +340,12 @@ pub fn decode_batch(body: &[u8]) -> Result<Vec<Vec<u8>>, ApiError> {
         .collect()
 }
 
-/// `POST /v1/queues/{queue}/pop?wait_ms=&max=`.
+/// `POST /v1/queues/{queue}/pop?wait_ms=&max=&lease_ms=`.
 pub async fn pop<S: Store>(
     State(state): State<Arc<AppState<S>>>,
     Path(queue): Path<String>,
     params: Result<Query<PopParams>, QueryRejection>,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let result = async {
         let name = queue_name(&queue)?;
@@ -354,8 +384,7 @@ pub async fn pop<S: Store>(
     }
     .await;
     operation(&queue, "pop", pop_outcome(&result));
-    // Asking for more than one item always answers with an array.
-    result.map(|(items, max)| items_response(items, max > 1))
+    result.map(|(items, max)| items_response(items, answers_json(&headers, max)))
 }
 
 /// The outcome label of a pop.
@@ -371,11 +400,15 @@ pub fn pop_outcome<T>(result: &Result<(Vec<T>, usize), ApiError>) -> &'static st
 pub async fn peek<S: Store>(
     State(state): State<Arc<AppState<S>>>,
     Path(queue): Path<String>,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let result = async {
         let name = queue_name(&queue)?;
         let item = Queue::new(state.store.clone(), name).peek().await?;
-        Ok(items_response(item.into_iter().collect(), false))
+        Ok(items_response(
+            item.into_iter().collect(),
+            answers_json(&headers, 1),
+        ))
     }
     .await;
     operation(&queue, "peek", outcome(&result));

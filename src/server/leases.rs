@@ -10,7 +10,7 @@ use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::AppState;
@@ -18,6 +18,7 @@ use super::error::ApiError;
 use super::fifo::{body_bytes, check_delay_ms, check_lease_ms, outcome, queue_name};
 use crate::keys::QueueKeys;
 use crate::lease::redrive::{REDRIVE_BATCH_MAX, redrive as redrive_items};
+use crate::lease::settle::Returned;
 use crate::lease::settler::{SettleOp, Settled};
 use crate::lease::{LeaseError, Receipt};
 use crate::metrics::{self, operation};
@@ -35,6 +36,22 @@ impl From<LeaseError> for ApiError {
             LeaseError::Queue(error) => error.into(),
         }
     }
+}
+
+/// The error of a settle that failed: an unknown receipt carrying another
+/// queue's tag was used with the wrong queue (400), not a lease that is gone.
+fn settle_error(error: LeaseError, receipt: &Receipt, keys: &QueueKeys) -> ApiError {
+    if error == LeaseError::UnknownReceipt && !receipt.names_queue(keys) {
+        return ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "receipt_queue_mismatch",
+            format!(
+                "this receipt was not issued by queue {} (settle it on the queue that popped it)",
+                keys.name()
+            ),
+        );
+    }
+    error.into()
 }
 
 fn receipt(raw: &str) -> Result<Receipt, ApiError> {
@@ -60,7 +77,12 @@ pub async fn ack<S: Store>(
 ) -> Result<Response, ApiError> {
     let result = async {
         let keys = QueueKeys::new(&queue_name(&queue)?);
-        state.coordinator.ack(&keys, &receipt(&raw)?).await?;
+        let receipt = receipt(&raw)?;
+        state
+            .coordinator
+            .ack(&keys, &receipt)
+            .await
+            .map_err(|e| settle_error(e, &receipt, &keys))?;
         Ok(StatusCode::NO_CONTENT.into_response())
     }
     .await;
@@ -73,8 +95,8 @@ pub const ACK_BATCH_MAX: usize = 1_000;
 
 /// `POST /v1/queues/{queue}/ack` with a JSON array of receipts: 200
 /// `{"results":[{"receipt","outcome"}]}`, one per receipt in order, each
-/// `acked`, `unknown_receipt`, `lease_expired` or `invalid` (not a
-/// receipt). The acks share commits with the queue's other settles; a
+/// `acked`, `unknown_receipt`, `lease_expired`, `receipt_queue_mismatch`
+/// (issued by another queue) or `invalid` (not a receipt). The acks share commits with the queue's other settles; a
 /// receipt named twice is acked once (the second is `unknown_receipt`).
 pub async fn ack_batch<S: Store>(
     State(state): State<Arc<AppState<S>>>,
@@ -113,12 +135,15 @@ pub async fn ack_batch<S: Store>(
         for (text, receipt) in raw.iter().zip(&parsed) {
             let outcome = match receipt {
                 None => "invalid",
-                Some(_) => match settled.next().expect("one outcome per receipt") {
+                Some(receipt) => match settled.next().expect("one outcome per receipt") {
                     Ok(Settled::Acked) => {
                         acked += 1;
                         "acked"
                     }
                     Ok(other) => unreachable!("an ack is answered as an ack, not {other:?}"),
+                    Err(LeaseError::UnknownReceipt) if !receipt.names_queue(&keys) => {
+                        "receipt_queue_mismatch"
+                    }
                     Err(LeaseError::UnknownReceipt) => "unknown_receipt",
                     Err(LeaseError::Expired { .. }) => "lease_expired",
                     // The store failed: the batch's transaction did not
@@ -148,8 +173,9 @@ pub struct NackParams {
     pub delay_ms: u64,
 }
 
-/// `POST /v1/queues/{queue}/nack/{receipt}?delay_ms=`: 204; the item
-/// returns now or after the delay (or is dead-lettered).
+/// `POST /v1/queues/{queue}/nack/{receipt}?delay_ms=`: 200 with where the
+/// item went: `{"outcome":"requeued"}`, `{"outcome":"delayed",
+/// "visible_at_ms"}` or `{"outcome":"dead_lettered","dead_letter_queue"}`.
 pub async fn nack<S: Store>(
     State(state): State<Arc<AppState<S>>>,
     Path((queue, raw)): Path<(String, String)>,
@@ -158,15 +184,64 @@ pub async fn nack<S: Store>(
     let result = async {
         let keys = QueueKeys::new(&queue_name(&queue)?);
         let delay_ms = check_delay_ms(&state, query(params)?.delay_ms)?;
-        state
+        let receipt = receipt(&raw)?;
+        let returned = state
             .coordinator
-            .nack(&keys, &receipt(&raw)?, delay_ms)
-            .await?;
-        Ok(StatusCode::NO_CONTENT.into_response())
+            .nack(&keys, &receipt, delay_ms)
+            .await
+            .map_err(|e| settle_error(e, &receipt, &keys))?;
+        let answer = match returned {
+            Returned::Requeued => NackAnswer {
+                outcome: NackOutcome::Requeued,
+                visible_at_ms: None,
+                dead_letter_queue: None,
+            },
+            Returned::Delayed { visible_at_ms } => NackAnswer {
+                outcome: NackOutcome::Delayed,
+                visible_at_ms: Some(visible_at_ms),
+                dead_letter_queue: None,
+            },
+            Returned::DeadLettered => NackAnswer {
+                outcome: NackOutcome::DeadLettered,
+                visible_at_ms: None,
+                dead_letter_queue: keys.name().dead_letter().map(|q| q.as_str().to_string()),
+            },
+        };
+        Ok(Json(answer).into_response())
     }
     .await;
     operation(&queue, "nack", outcome(&result));
     result
+}
+
+/// Where a nacked item went.
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NackOutcome {
+    /// Back in the queue, visible now.
+    Requeued,
+    /// Back in the queue once `visible_at_ms` has passed.
+    Delayed,
+    /// Out of deliveries: in the dead-letter queue.
+    DeadLettered,
+}
+
+/// The answer to a nack.
+#[derive(Debug, Clone, Serialize)]
+pub struct NackAnswer {
+    /// Where the item went.
+    pub outcome: NackOutcome,
+    /// When a delayed item becomes visible, in ms since the epoch.
+    pub visible_at_ms: Option<u64>,
+    /// The queue a dead-lettered item went to.
+    pub dead_letter_queue: Option<String>,
+}
+
+/// The answer to an extend.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExtendAnswer {
+    /// The lease's new expiry, in ms since the epoch.
+    pub lease_expires_at_ms: u64,
 }
 
 /// Query of an extend.
@@ -177,8 +252,8 @@ pub struct ExtendParams {
     pub lease_ms: Option<u64>,
 }
 
-/// `POST /v1/queues/{queue}/extend/{receipt}?lease_ms=`: 204; the lease
-/// now expires `lease_ms` from now.
+/// `POST /v1/queues/{queue}/extend/{receipt}?lease_ms=`: 200
+/// `{"lease_expires_at_ms"}`; the lease now expires `lease_ms` from now.
 pub async fn extend<S: Store>(
     State(state): State<Arc<AppState<S>>>,
     Path((queue, raw)): Path<(String, String)>,
@@ -190,11 +265,16 @@ pub async fn extend<S: Store>(
             .lease_ms
             .ok_or_else(|| ApiError::bad_parameter("lease_ms is required"))?;
         let lease_ms = check_lease_ms(&state, lease_ms)?;
-        state
+        let receipt = receipt(&raw)?;
+        let lease_expires_at_ms = state
             .coordinator
-            .extend(&keys, &receipt(&raw)?, lease_ms)
-            .await?;
-        Ok(StatusCode::NO_CONTENT.into_response())
+            .extend(&keys, &receipt, lease_ms)
+            .await
+            .map_err(|e| settle_error(e, &receipt, &keys))?;
+        Ok(Json(ExtendAnswer {
+            lease_expires_at_ms,
+        })
+        .into_response())
     }
     .await;
     operation(&queue, "extend", outcome(&result));

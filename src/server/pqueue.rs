@@ -6,7 +6,7 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
@@ -14,8 +14,8 @@ use serde_json::json;
 use super::AppState;
 use super::error::ApiError;
 use super::fifo::{
-    PopParams, body_bytes, check_item, items_response, outcome, pop_limits, pop_outcome,
-    queue_name, queue_stats,
+    PopParams, answers_json, body_bytes, check_item, items_response, outcome, pop_limits,
+    pop_outcome, queue_name, queue_stats,
 };
 use crate::envelope::End;
 use crate::keys::{QueueKeys, QueueKind};
@@ -107,6 +107,7 @@ pub async fn pop<S: Store>(
     State(state): State<Arc<AppState<S>>>,
     Path(queue): Path<String>,
     params: Result<Query<EndParams>, QueryRejection>,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let result = async {
         let name = queue_name(&queue)?;
@@ -126,7 +127,7 @@ pub async fn pop<S: Store>(
     }
     .await;
     operation(&queue, "pq_pop", pop_outcome(&result));
-    result.map(|(items, max)| items_response(items, max > 1))
+    result.map(|(items, max)| items_response(items, answers_json(&headers, max)))
 }
 
 /// `GET /v1/pqueues/{queue}/peek?end=min|max`.
@@ -134,6 +135,7 @@ pub async fn peek<S: Store>(
     State(state): State<Arc<AppState<S>>>,
     Path(queue): Path<String>,
     params: Result<Query<EndParams>, QueryRejection>,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let result = async {
         let name = queue_name(&queue)?;
@@ -144,7 +146,10 @@ pub async fn peek<S: Store>(
             End::Front => queue.peek_min().await?,
             End::Back => queue.peek_max().await?,
         };
-        Ok(items_response(item.into_iter().collect(), false))
+        Ok(items_response(
+            item.into_iter().collect(),
+            answers_json(&headers, 1),
+        ))
     }
     .await;
     operation(&queue, "pq_peek", outcome(&result));
