@@ -11,11 +11,11 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
 use super::AppState;
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
 use super::fifo::{body_bytes, check_delay_ms, check_lease_ms, outcome, queue_name};
+use super::items::{AckBatchAnswer, AckResult, RedriveAnswer};
 use crate::keys::QueueKeys;
 use crate::lease::redrive::{REDRIVE_BATCH_MAX, redrive as redrive_items};
 use crate::lease::settle::Returned;
@@ -71,6 +71,13 @@ fn query<T>(params: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
 }
 
 /// `POST /v1/queues/{queue}/ack/{receipt}`: 204; the item is done.
+#[utoipa::path(post, path = "/v1/queues/{queue}/ack/{receipt}", tag = "leases",
+    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), ("receipt" = String, Path, description = "The receipt a leased pop answered (32 hex digits)")),
+    responses((status = 204, description = "Acked: the item is done"),
+        (status = 404, description = "unknown_receipt: the lease is lost (settled, returned by the timer, or never issued)", body = ErrorBody),
+        (status = 409, description = "lease_expired: the lease is lost (expired, not yet returned)", body = ErrorBody),
+        (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
+        (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn ack<S: Store>(
     State(state): State<Arc<AppState<S>>>,
     Path((queue, raw)): Path<(String, String)>,
@@ -98,6 +105,12 @@ pub const ACK_BATCH_MAX: usize = 1_000;
 /// `acked`, `unknown_receipt`, `lease_expired`, `receipt_queue_mismatch`
 /// (issued by another queue) or `invalid` (not a receipt). The acks share commits with the queue's other settles; a
 /// receipt named twice is acked once (the second is `unknown_receipt`).
+#[utoipa::path(post, path = "/v1/queues/{queue}/ack", tag = "leases",
+    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -")),
+    request_body(content = Vec<String>, description = "1 to 1,000 receipts"),
+    responses((status = 200, description = "Each receipt's outcome, in order", body = AckBatchAnswer),
+        (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
+        (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn ack_batch<S: Store>(
     State(state): State<Arc<AppState<S>>>,
     Path(queue): Path<String>,
@@ -151,13 +164,16 @@ pub async fn ack_batch<S: Store>(
                     Err(LeaseError::Queue(error)) => return Err(error.into()),
                 },
             };
-            results.push(json!({"receipt": text, "outcome": outcome}));
+            results.push(AckResult {
+                receipt: text.clone(),
+                outcome: outcome.to_string(),
+            });
         }
         if acked > 0 {
             ::metrics::counter!(metrics::ACKS, "queue" => metrics::queue_label(keys.name().as_str()))
                 .increment(acked);
         }
-        Ok(Json(json!({"results": results})).into_response())
+        Ok(Json(AckBatchAnswer { results }).into_response())
     }
     .await;
     operation(&queue, "ack_batch", outcome(&result));
@@ -165,7 +181,8 @@ pub async fn ack_batch<S: Store>(
 }
 
 /// Query of a nack.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct NackParams {
     /// Keep the item invisible for this long first, in ms (default 0).
@@ -176,6 +193,13 @@ pub struct NackParams {
 /// `POST /v1/queues/{queue}/nack/{receipt}?delay_ms=`: 200 with where the
 /// item went: `{"outcome":"requeued"}`, `{"outcome":"delayed",
 /// "visible_at_ms"}` or `{"outcome":"dead_lettered","dead_letter_queue"}`.
+#[utoipa::path(post, path = "/v1/queues/{queue}/nack/{receipt}", tag = "leases",
+    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), ("receipt" = String, Path, description = "The receipt a leased pop answered (32 hex digits)"), NackParams),
+    responses((status = 200, description = "Where the item went", body = NackAnswer),
+        (status = 404, description = "unknown_receipt: the lease is lost", body = ErrorBody),
+        (status = 409, description = "lease_expired: the lease is lost", body = ErrorBody),
+        (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
+        (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn nack<S: Store>(
     State(state): State<Arc<AppState<S>>>,
     Path((queue, raw)): Path<(String, String)>,
@@ -215,7 +239,7 @@ pub async fn nack<S: Store>(
 }
 
 /// Where a nacked item went.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum NackOutcome {
     /// Back in the queue, visible now.
@@ -227,7 +251,7 @@ pub enum NackOutcome {
 }
 
 /// The answer to a nack.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct NackAnswer {
     /// Where the item went.
     pub outcome: NackOutcome,
@@ -238,14 +262,15 @@ pub struct NackAnswer {
 }
 
 /// The answer to an extend.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ExtendAnswer {
     /// The lease's new expiry, in ms since the epoch.
     pub lease_expires_at_ms: u64,
 }
 
 /// Query of an extend.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ExtendParams {
     /// The new lease, from now, in ms.
@@ -254,6 +279,13 @@ pub struct ExtendParams {
 
 /// `POST /v1/queues/{queue}/extend/{receipt}?lease_ms=`: 200
 /// `{"lease_expires_at_ms"}`; the lease now expires `lease_ms` from now.
+#[utoipa::path(post, path = "/v1/queues/{queue}/extend/{receipt}", tag = "leases",
+    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), ("receipt" = String, Path, description = "The receipt a leased pop answered (32 hex digits)"), ExtendParams),
+    responses((status = 200, description = "The lease's new expiry", body = ExtendAnswer),
+        (status = 404, description = "unknown_receipt: the lease is lost", body = ErrorBody),
+        (status = 409, description = "lease_expired: the lease is lost", body = ErrorBody),
+        (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
+        (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn extend<S: Store>(
     State(state): State<Arc<AppState<S>>>,
     Path((queue, raw)): Path<(String, String)>,
@@ -282,7 +314,8 @@ pub async fn extend<S: Store>(
 }
 
 /// Query of a re-drive.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct RedriveParams {
     /// Most items to move (default and cap 1,000).
@@ -292,6 +325,11 @@ pub struct RedriveParams {
 /// `POST /v1/queues/{queue}.dead/redrive?max=`: 200 `{"redriven": n}`;
 /// moves up to `max` items from the front of a dead-letter queue back to
 /// the queues they came from, as fresh items.
+#[utoipa::path(post, path = "/v1/queues/{queue}/redrive", tag = "leases",
+    params(("queue" = String, Path, description = "A dead-letter queue (its name ends in .dead)"), RedriveParams),
+    responses((status = 200, description = "Items moved back", body = RedriveAnswer),
+        (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
+        (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn redrive<S: Store>(
     State(state): State<Arc<AppState<S>>>,
     Path(queue): Path<String>,
@@ -311,7 +349,7 @@ pub async fn redrive<S: Store>(
             )));
         }
         let moved = redrive_items(&state.store, &name, max).await?;
-        Ok(Json(json!({"redriven": moved})).into_response())
+        Ok(Json(RedriveAnswer { redriven: moved }).into_response())
     }
     .await;
     operation(&queue, "redrive", outcome(&result));
