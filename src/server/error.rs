@@ -128,3 +128,46 @@ impl From<QueueError> for ApiError {
         }
     }
 }
+
+/// `axum::extract::Path` whose refusal is an [`ApiError`] (JSON, like
+/// every other error) rather than axum's plain text: a queue name that is
+/// not UTF-8 once percent-decoded answers 400 `invalid_queue_name`.
+#[derive(Debug)]
+pub struct ApiPath<T>(pub T);
+
+impl<T, S> axum::extract::FromRequestParts<S> for ApiPath<T>
+where
+    T: serde::de::DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        use axum::extract::path::ErrorKind;
+        use axum::extract::rejection::PathRejection;
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(value)) => Ok(ApiPath(value)),
+            Err(PathRejection::FailedToDeserializePathParams(error)) => {
+                let code = match error.kind() {
+                    ErrorKind::InvalidUtf8InPathParam { key } if key == "queue" => {
+                        "invalid_queue_name"
+                    }
+                    _ => "bad_parameter",
+                };
+                Err(ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    code,
+                    error.body_text(),
+                ))
+            }
+            Err(rejection) => Err(ApiError::new(
+                rejection.status(),
+                "bad_path",
+                rejection.body_text(),
+            )),
+        }
+    }
+}

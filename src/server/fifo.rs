@@ -6,7 +6,7 @@ use std::time::Duration;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
@@ -14,7 +14,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use serde::Deserialize;
 
 use super::AppState;
-use super::error::{ApiError, ErrorBody};
+use super::error::{ApiError, ApiPath, ErrorBody};
 use crate::envelope::{End, PAYLOAD_SIZE_MAX, now_ms};
 use crate::keys::{QueueKeys, QueueKind, QueueName};
 use crate::metrics::operation;
@@ -156,7 +156,7 @@ pub fn outcome<T>(result: &Result<T, ApiError>) -> &'static str {
         (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn push<S: Store>(
     State(state): State<Arc<AppState<S>>>,
-    Path(queue): Path<String>,
+    ApiPath(queue): ApiPath<String>,
     params: Result<Query<PushParams>, QueryRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
@@ -182,7 +182,7 @@ pub async fn push<S: Store>(
         (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn push_batch<S: Store>(
     State(state): State<Arc<AppState<S>>>,
-    Path(queue): Path<String>,
+    ApiPath(queue): ApiPath<String>,
     params: Result<Query<PushParams>, QueryRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
@@ -284,7 +284,7 @@ pub fn decode_batch(body: &[u8]) -> Result<Vec<Vec<u8>>, ApiError> {
         (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn pop<S: Store>(
     State(state): State<Arc<AppState<S>>>,
-    Path(queue): Path<String>,
+    ApiPath(queue): ApiPath<String>,
     params: Result<Query<PopParams>, QueryRejection>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
@@ -355,7 +355,7 @@ pub fn pop_outcome<T>(result: &Result<(Vec<T>, usize), ApiError>) -> &'static st
         (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn peek<S: Store>(
     State(state): State<Arc<AppState<S>>>,
-    Path(queue): Path<String>,
+    ApiPath(queue): ApiPath<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let result = async {
@@ -410,7 +410,7 @@ pub async fn queue_stats<S: Store>(
         (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn stats<S: Store>(
     State(state): State<Arc<AppState<S>>>,
-    Path(queue): Path<String>,
+    ApiPath(queue): ApiPath<String>,
 ) -> Result<Response, ApiError> {
     let result = async {
         let name = queue_name(&queue)?;

@@ -7,13 +7,13 @@ use std::sync::Arc;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
 use super::AppState;
-use super::error::{ApiError, ErrorBody};
+use super::error::{ApiError, ApiPath, ErrorBody};
 use super::fifo::{body_bytes, check_delay_ms, check_lease_ms, outcome, queue_name};
 use super::items::{AckBatchAnswer, AckResult, RedriveAnswer};
 use crate::keys::QueueKeys;
@@ -80,7 +80,7 @@ fn query<T>(params: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
         (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn ack<S: Store>(
     State(state): State<Arc<AppState<S>>>,
-    Path((queue, raw)): Path<(String, String)>,
+    ApiPath((queue, raw)): ApiPath<(String, String)>,
 ) -> Result<Response, ApiError> {
     let result = async {
         let keys = QueueKeys::new(&queue_name(&queue)?);
@@ -113,7 +113,7 @@ pub const ACK_BATCH_MAX: usize = 1_000;
         (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn ack_batch<S: Store>(
     State(state): State<Arc<AppState<S>>>,
-    Path(queue): Path<String>,
+    ApiPath(queue): ApiPath<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let result = async {
@@ -202,7 +202,7 @@ pub struct NackParams {
         (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn nack<S: Store>(
     State(state): State<Arc<AppState<S>>>,
-    Path((queue, raw)): Path<(String, String)>,
+    ApiPath((queue, raw)): ApiPath<(String, String)>,
     params: Result<Query<NackParams>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let result = async {
@@ -288,7 +288,7 @@ pub struct ExtendParams {
         (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn extend<S: Store>(
     State(state): State<Arc<AppState<S>>>,
-    Path((queue, raw)): Path<(String, String)>,
+    ApiPath((queue, raw)): ApiPath<(String, String)>,
     params: Result<Query<ExtendParams>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let result = async {
@@ -332,7 +332,7 @@ pub struct RedriveParams {
         (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn redrive<S: Store>(
     State(state): State<Arc<AppState<S>>>,
-    Path(queue): Path<String>,
+    ApiPath(queue): ApiPath<String>,
     params: Result<Query<RedriveParams>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let result = async {

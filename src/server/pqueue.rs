@@ -5,13 +5,13 @@ use std::sync::Arc;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use super::AppState;
-use super::error::{ApiError, ErrorBody};
+use super::error::{ApiError, ApiPath, ErrorBody};
 use super::fifo::{
     PopParams, answers_json, body_bytes, check_item, items_response, outcome, pop_limits,
     pop_outcome, queue_name, queue_stats,
@@ -90,7 +90,7 @@ fn parse_priority(params: Result<Query<PushParams>, QueryRejection>) -> Result<i
         (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn push<S: Store>(
     State(state): State<Arc<AppState<S>>>,
-    Path(queue): Path<String>,
+    ApiPath(queue): ApiPath<String>,
     params: Result<Query<PushParams>, QueryRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
@@ -132,7 +132,7 @@ pub async fn push<S: Store>(
         (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn pop<S: Store>(
     State(state): State<Arc<AppState<S>>>,
-    Path(queue): Path<String>,
+    ApiPath(queue): ApiPath<String>,
     params: Result<Query<EndParams>, QueryRejection>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
@@ -175,7 +175,7 @@ pub async fn pop<S: Store>(
         (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn peek<S: Store>(
     State(state): State<Arc<AppState<S>>>,
-    Path(queue): Path<String>,
+    ApiPath(queue): ApiPath<String>,
     params: Result<Query<EndParams>, QueryRejection>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
@@ -206,7 +206,7 @@ pub async fn peek<S: Store>(
         (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn stats<S: Store>(
     State(state): State<Arc<AppState<S>>>,
-    Path(queue): Path<String>,
+    ApiPath(queue): ApiPath<String>,
 ) -> Result<Response, ApiError> {
     let name = queue_name(&queue)?;
     let stats = queue_stats(&state, &QueueKeys::of_kind(QueueKind::Priority, &name)).await?;
