@@ -131,9 +131,8 @@ fn check_object(spec: &Value, schema: &Value, value: &Value, what: &str) {
             types.contains(&kind),
             "{what}.{name}: {kind} not in {types:?}"
         );
-        if !types.contains(&"null") {
-            assert!(required.contains(name.as_str()), "{what}.{name} required");
-        }
+        // Sent, so always sent (null when it does not apply): required.
+        assert!(required.contains(name.as_str()), "{what}.{name} required");
     }
 }
 

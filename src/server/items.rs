@@ -53,14 +53,19 @@ pub struct PoppedItem {
     /// When the item was pushed, in ms since the epoch.
     pub enqueued_at_ms: u64,
     /// The lease's receipt (ack, nack, extend); null when not leased.
+    #[schema(required = true)]
     pub receipt: Option<String>,
     /// This delivery's number, 1 the first time; null when not leased.
+    #[schema(required = true)]
     pub delivery_count: Option<u32>,
     /// When the lease expires, in ms since the epoch; null when not leased.
+    #[schema(required = true)]
     pub lease_expires_at_ms: Option<u64>,
     /// The queue a dead-lettered item came from; null otherwise.
+    #[schema(required = true)]
     pub dead_letter_from: Option<String>,
     /// Deliveries a dead-lettered item had when it died; null otherwise.
+    #[schema(required = true)]
     pub dead_letter_deliveries: Option<u32>,
 }
 
@@ -135,6 +140,7 @@ pub struct QueueStats {
     /// Items pushed or nacked with a delay, not yet visible.
     pub delayed: i64,
     /// Age of the first item, in ms; null when empty, and for priority queues.
+    #[schema(required = true)]
     pub oldest_item_age_ms: Option<u64>,
 }
 

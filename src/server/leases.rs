@@ -256,8 +256,10 @@ pub struct NackAnswer {
     /// Where the item went.
     pub outcome: NackOutcome,
     /// When a delayed item becomes visible, in ms since the epoch.
+    #[schema(required = true)]
     pub visible_at_ms: Option<u64>,
     /// The queue a dead-lettered item went to.
+    #[schema(required = true)]
     pub dead_letter_queue: Option<String>,
 }
 
