@@ -5,17 +5,17 @@
 //! Exit codes a script can rely on: 0 done (for `pop`/`peek`: got an item),
 //! 3 empty (no item within the wait), 1 error, 2 usage.
 
-use std::io::{BufRead, Write};
+mod http;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD as BASE64;
 use clap::{Args, Parser, Subcommand};
 
 use crate::config::{Backend, Config, Overrides};
 use crate::store::embedded::{Durability, EmbeddedConfig, EmbeddedStore};
+use http::{ItemFormat, fetch_items, items_or_stdin, print_answer, push, segment, send};
 
 /// Exit code: success.
 pub const EXIT_OK: u8 = 0;
@@ -51,9 +51,10 @@ pub enum Command {
         /// Items; none reads stdin, one item per non-empty line.
         items: Vec<String>,
     },
-    /// Pop from a FIFO queue; prints the item's bytes. With `--lease-ms`,
-    /// prints one line per item: receipt, delivery count and item,
-    /// tab-separated (`read -r receipt count item`).
+    /// Pop from a FIFO queue; prints the item's bytes (several: one per
+    /// line, or see `-0`, `--base64`, `--json`). With `--lease-ms`, each
+    /// item is prefixed with its receipt and delivery count, tab-separated
+    /// (`read -r receipt count item`).
     Pop {
         /// Daemon connection.
         #[command(flatten)]
@@ -63,13 +64,16 @@ pub enum Command {
         /// Wait up to this long for an item.
         #[arg(long, default_value_t = 0)]
         wait_ms: u64,
-        /// Pop up to this many items, one per output line.
+        /// Pop up to this many items.
         #[arg(long, default_value_t = 1)]
         max: usize,
         /// Lease the items for this long instead of deleting them; ack,
         /// nack or extend them by receipt.
         #[arg(long)]
         lease_ms: Option<u64>,
+        /// How to print the items.
+        #[command(flatten)]
+        format: FormatArgs,
     },
     /// Ack leased items: they are done. Several receipts go in one batch
     /// ack (one line per receipt: `receipt outcome`; exit 1 unless all
@@ -131,13 +135,16 @@ pub enum Command {
         /// Queue name.
         queue: String,
     },
-    /// Print a queue's stats as JSON.
+    /// Print a queue's stats (`--json`: as the daemon's JSON).
     Stats {
         /// Daemon connection.
         #[command(flatten)]
         client: ClientArgs,
         /// Queue name.
         queue: String,
+        /// Print the JSON the daemon answered.
+        #[arg(long)]
+        json: bool,
     },
     /// Priority queues.
     #[command(subcommand)]
@@ -187,14 +194,43 @@ pub enum PqCommand {
         #[arg(long)]
         end: String,
     },
-    /// Print a priority queue's stats as JSON.
+    /// Print a priority queue's stats (`--json`: as the daemon's JSON).
     Stats {
         /// Daemon connection.
         #[command(flatten)]
         client: ClientArgs,
         /// Queue name.
         queue: String,
+        /// Print the JSON the daemon answered.
+        #[arg(long)]
+        json: bool,
     },
+}
+
+/// How `pop` prints its items (one of them at most).
+#[derive(Debug, Args, Clone, Copy)]
+#[group(multiple = false)]
+pub struct FormatArgs {
+    /// End each item with a NUL byte instead of a newline (`xargs -0`).
+    #[arg(short = '0', long = "null")]
+    pub null: bool,
+    /// Print each item in base64, one per line: safe for any bytes.
+    #[arg(long)]
+    pub base64: bool,
+    /// Print the daemon's JSON array of items (base64 items and metadata).
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl FormatArgs {
+    fn format(self) -> ItemFormat {
+        match (self.null, self.base64, self.json) {
+            (true, _, _) => ItemFormat::Nul,
+            (_, true, _) => ItemFormat::Base64,
+            (_, _, true) => ItemFormat::Json,
+            _ => ItemFormat::Lines,
+        }
+    }
 }
 
 /// `hotq serve` flags; each overrides the configuration file.
@@ -244,7 +280,10 @@ pub async fn run(cli: Cli) -> ExitCode {
             delay_ms,
             items,
         } => {
-            let path = format!("/v1/queues/{queue}/items:batch?delay_ms={delay_ms}");
+            let path = format!(
+                "/v1/queues/{}/items:batch?delay_ms={delay_ms}",
+                segment(&queue)
+            );
             push(&client, &path, items).await
         }
         Command::Pop {
@@ -252,29 +291,27 @@ pub async fn run(cli: Cli) -> ExitCode {
             queue,
             wait_ms,
             max,
-            lease_ms: None,
+            lease_ms,
+            format,
         } => {
-            let path = format!("/v1/queues/{queue}/pop?wait_ms={wait_ms}&max={max}");
-            fetch_items(&client, reqwest::Method::POST, &path, max > 1, wait_ms).await
-        }
-        Command::Pop {
-            client,
-            queue,
-            wait_ms,
-            max,
-            lease_ms: Some(lease_ms),
-        } => {
-            let path =
-                format!("/v1/queues/{queue}/pop?wait_ms={wait_ms}&max={max}&lease_ms={lease_ms}");
-            fetch_leased(&client, &path, max > 1, wait_ms).await
+            let lease = lease_ms.map_or(String::new(), |ms| format!("&lease_ms={ms}"));
+            let path = format!(
+                "/v1/queues/{}/pop?wait_ms={wait_ms}&max={max}{lease}",
+                segment(&queue)
+            );
+            let method = reqwest::Method::POST;
+            fetch_items(&client, method, &path, wait_ms, format.format()).await
         }
         Command::Ack {
             client,
             queue,
             receipts,
         } => match receipts.as_slice() {
-            [receipt] => post_empty(&client, &format!("/v1/queues/{queue}/ack/{receipt}")).await,
-            _ => ack_batch(&client, &queue, &receipts).await,
+            [receipt] => {
+                let path = format!("/v1/queues/{}/ack/{}", segment(&queue), segment(receipt));
+                http::post_empty(&client, &path).await
+            }
+            _ => http::ack_batch(&client, &queue, &receipts).await,
         },
         Command::Nack {
             client,
@@ -282,8 +319,9 @@ pub async fn run(cli: Cli) -> ExitCode {
             receipt,
             delay_ms,
         } => {
+            let (queue, receipt) = (segment(&queue), segment(&receipt));
             let path = format!("/v1/queues/{queue}/nack/{receipt}?delay_ms={delay_ms}");
-            post_empty(&client, &path).await
+            print_answer(&client, reqwest::Method::POST, &path).await
         }
         Command::Extend {
             client,
@@ -291,24 +329,23 @@ pub async fn run(cli: Cli) -> ExitCode {
             receipt,
             lease_ms,
         } => {
+            let (queue, receipt) = (segment(&queue), segment(&receipt));
             let path = format!("/v1/queues/{queue}/extend/{receipt}?lease_ms={lease_ms}");
-            post_empty(&client, &path).await
+            print_answer(&client, reqwest::Method::POST, &path).await
         }
         Command::Redrive { client, queue, max } => {
-            let path = format!("/v1/queues/{queue}/redrive?max={max}");
+            let path = format!("/v1/queues/{}/redrive?max={max}", segment(&queue));
             print_answer(&client, reqwest::Method::POST, &path).await
         }
         Command::Peek { client, queue } => {
-            fetch_items(
-                &client,
-                reqwest::Method::GET,
-                &format!("/v1/queues/{queue}/peek"),
-                false,
-                0,
-            )
-            .await
+            let path = format!("/v1/queues/{}/peek", segment(&queue));
+            fetch_items(&client, reqwest::Method::GET, &path, 0, ItemFormat::Lines).await
         }
-        Command::Stats { client, queue } => stats(&client, &format!("/v1/queues/{queue}")).await,
+        Command::Stats {
+            client,
+            queue,
+            json,
+        } => http::stats(&client, &format!("/v1/queues/{}", segment(&queue)), json).await,
         Command::Pq(command) => pq(command).await,
         Command::Bench(args) => crate::bench::run(args).await,
     };
@@ -330,18 +367,13 @@ async fn pq(command: PqCommand) -> Result<u8, String> {
             items,
         } => {
             let items = items_or_stdin(items)?;
-            let http = http_client(0)?;
+            let http = http::http_client(0)?;
+            let path = format!("/v1/pqueues/{}/items?priority={priority}", segment(&queue));
             for item in &items {
-                let path = format!("/v1/pqueues/{queue}/items?priority={priority}");
-                let response = send(
-                    &http,
-                    &client,
-                    reqwest::Method::POST,
-                    &path,
-                    Some(item.clone().into_bytes()),
-                )
-                .await?;
-                expect_success(response).await?;
+                let body = Some(item.clone().into_bytes());
+                let method = reqwest::Method::POST;
+                http::expect_success(send(&http, &client, method, &path, body, false).await?)
+                    .await?;
             }
             Ok(EXIT_OK)
         }
@@ -351,209 +383,21 @@ async fn pq(command: PqCommand) -> Result<u8, String> {
             end,
             wait_ms,
         } => {
+            let queue = segment(&queue);
             let path = format!("/v1/pqueues/{queue}/pop?end={end}&wait_ms={wait_ms}");
-            fetch_items(&client, reqwest::Method::POST, &path, false, wait_ms).await
+            let method = reqwest::Method::POST;
+            fetch_items(&client, method, &path, wait_ms, ItemFormat::Lines).await
         }
         PqCommand::Peek { client, queue, end } => {
-            let path = format!("/v1/pqueues/{queue}/peek?end={end}");
-            fetch_items(&client, reqwest::Method::GET, &path, false, 0).await
+            let path = format!("/v1/pqueues/{}/peek?end={end}", segment(&queue));
+            fetch_items(&client, reqwest::Method::GET, &path, 0, ItemFormat::Lines).await
         }
-        PqCommand::Stats { client, queue } => stats(&client, &format!("/v1/pqueues/{queue}")).await,
+        PqCommand::Stats {
+            client,
+            queue,
+            json,
+        } => http::stats(&client, &format!("/v1/pqueues/{}", segment(&queue)), json).await,
     }
-}
-
-fn items_or_stdin(items: Vec<String>) -> Result<Vec<String>, String> {
-    if !items.is_empty() {
-        return Ok(items);
-    }
-    let stdin = std::io::stdin();
-    let mut lines = Vec::new();
-    for line in stdin.lock().lines() {
-        let line = line.map_err(|e| format!("reading stdin: {e}"))?;
-        if !line.is_empty() {
-            lines.push(line);
-        }
-    }
-    if lines.is_empty() {
-        return Err("no items: give them as arguments or one per line on stdin".into());
-    }
-    Ok(lines)
-}
-
-fn http_client(wait_ms: u64) -> Result<reqwest::Client, String> {
-    reqwest::Client::builder()
-        // A long poll may take its whole wait; allow that plus slack.
-        .timeout(std::time::Duration::from_millis(wait_ms + 30_000))
-        .build()
-        .map_err(|e| e.to_string())
-}
-
-async fn send(
-    http: &reqwest::Client,
-    client: &ClientArgs,
-    method: reqwest::Method,
-    path: &str,
-    body: Option<Vec<u8>>,
-) -> Result<reqwest::Response, String> {
-    let url = format!("{}{path}", client.url.trim_end_matches('/'));
-    let mut request = http.request(method, &url);
-    if let Some(token) = &client.token {
-        request = request.header("authorization", format!("Bearer {token}"));
-    }
-    if let Some(body) = body {
-        request = request.body(body);
-    }
-    request.send().await.map_err(|e| format!("{url}: {e}"))
-}
-
-async fn expect_success(response: reqwest::Response) -> Result<reqwest::Response, String> {
-    if response.status().is_success() {
-        return Ok(response);
-    }
-    let status = response.status();
-    let body = response.text().await.unwrap_or_default();
-    Err(format!("{status}: {body}"))
-}
-
-async fn push(client: &ClientArgs, path: &str, items: Vec<String>) -> Result<u8, String> {
-    let items = items_or_stdin(items)?;
-    let http = http_client(0)?;
-    for chunk in items.chunks(crate::queue::PUSH_BATCH_MAX) {
-        let encoded: Vec<String> = chunk.iter().map(|item| BASE64.encode(item)).collect();
-        let body = serde_json::to_vec(&encoded).map_err(|e| e.to_string())?;
-        let response = send(&http, client, reqwest::Method::POST, path, Some(body)).await?;
-        expect_success(response).await?;
-    }
-    Ok(EXIT_OK)
-}
-
-async fn fetch_items(
-    client: &ClientArgs,
-    method: reqwest::Method,
-    path: &str,
-    as_array: bool,
-    wait_ms: u64,
-) -> Result<u8, String> {
-    let http = http_client(wait_ms)?;
-    let response = expect_success(send(&http, client, method, path, None).await?).await?;
-    if response.status() == reqwest::StatusCode::NO_CONTENT {
-        return Ok(EXIT_EMPTY);
-    }
-    let body = response.bytes().await.map_err(|e| e.to_string())?;
-    let mut out = std::io::stdout().lock();
-    if as_array {
-        let encoded: Vec<String> = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
-        for text in encoded {
-            let item = BASE64.decode(text).map_err(|e| e.to_string())?;
-            out.write_all(&item)
-                .and_then(|()| out.write_all(b"\n"))
-                .map_err(|e| e.to_string())?;
-        }
-    } else {
-        out.write_all(&body).map_err(|e| e.to_string())?;
-    }
-    out.flush().map_err(|e| e.to_string())?;
-    Ok(EXIT_OK)
-}
-
-/// Pops leased items: one line each, `receipt \t delivery count \t item`.
-async fn fetch_leased(
-    client: &ClientArgs,
-    path: &str,
-    as_array: bool,
-    wait_ms: u64,
-) -> Result<u8, String> {
-    let http = http_client(wait_ms)?;
-    let response =
-        expect_success(send(&http, client, reqwest::Method::POST, path, None).await?).await?;
-    if response.status() == reqwest::StatusCode::NO_CONTENT {
-        return Ok(EXIT_EMPTY);
-    }
-    let header = |name: &str| {
-        response
-            .headers()
-            .get(name)
-            .and_then(|value| value.to_str().ok())
-            .map(str::to_string)
-            .ok_or_else(|| format!("the answer lacks the {name} header"))
-    };
-    let lines: Vec<(String, String, Vec<u8>)> = if as_array {
-        let body = response.bytes().await.map_err(|e| e.to_string())?;
-        let objects: Vec<serde_json::Value> =
-            serde_json::from_slice(&body).map_err(|e| e.to_string())?;
-        objects
-            .iter()
-            .map(|object| {
-                let item = object["item"].as_str().unwrap_or_default();
-                Ok((
-                    object["receipt"].as_str().unwrap_or_default().to_string(),
-                    object["delivery_count"].to_string(),
-                    BASE64.decode(item).map_err(|e| e.to_string())?,
-                ))
-            })
-            .collect::<Result<_, String>>()?
-    } else {
-        let receipt = header(crate::server::fifo::RECEIPT_HEADER)?;
-        let count = header(crate::server::fifo::DELIVERY_COUNT_HEADER)?;
-        let body = response.bytes().await.map_err(|e| e.to_string())?;
-        vec![(receipt, count, body.to_vec())]
-    };
-    let mut out = std::io::stdout().lock();
-    for (receipt, count, item) in lines {
-        out.write_all(format!("{receipt}\t{count}\t").as_bytes())
-            .and_then(|()| out.write_all(&item))
-            .and_then(|()| out.write_all(b"\n"))
-            .map_err(|e| e.to_string())?;
-    }
-    out.flush().map_err(|e| e.to_string())?;
-    Ok(EXIT_OK)
-}
-
-/// Acks `receipts` in one batch; prints each one's outcome.
-async fn ack_batch(client: &ClientArgs, queue: &str, receipts: &[String]) -> Result<u8, String> {
-    let http = http_client(0)?;
-    let body = serde_json::to_vec(receipts).map_err(|e| e.to_string())?;
-    let path = format!("/v1/queues/{queue}/ack");
-    let response = send(&http, client, reqwest::Method::POST, &path, Some(body)).await?;
-    let answer: serde_json::Value = expect_success(response)
-        .await?
-        .json()
-        .await
-        .map_err(|e| e.to_string())?;
-    let results = answer["results"]
-        .as_array()
-        .ok_or("the answer lacks results")?;
-    let mut all_acked = true;
-    for result in results {
-        let outcome = result["outcome"].as_str().unwrap_or("");
-        all_acked &= outcome == "acked";
-        println!("{} {outcome}", result["receipt"].as_str().unwrap_or(""));
-    }
-    Ok(if all_acked { EXIT_OK } else { EXIT_ERROR })
-}
-
-/// POSTs to `path` with no body and expects success (ack, nack, extend).
-async fn post_empty(client: &ClientArgs, path: &str) -> Result<u8, String> {
-    let http = http_client(0)?;
-    expect_success(send(&http, client, reqwest::Method::POST, path, None).await?).await?;
-    Ok(EXIT_OK)
-}
-
-async fn stats(client: &ClientArgs, path: &str) -> Result<u8, String> {
-    print_answer(client, reqwest::Method::GET, path).await
-}
-
-/// Sends a bodiless request and prints the answer's body (JSON).
-async fn print_answer(
-    client: &ClientArgs,
-    method: reqwest::Method,
-    path: &str,
-) -> Result<u8, String> {
-    let http = http_client(0)?;
-    let response = expect_success(send(&http, client, method, path, None).await?).await?;
-    let body = response.text().await.map_err(|e| e.to_string())?;
-    println!("{body}");
-    Ok(EXIT_OK)
 }
 
 /// Installs JSON logs on stderr, level from `RUST_LOG` (default `info`).

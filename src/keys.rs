@@ -72,22 +72,22 @@ impl QueueName {
         };
         if name.is_empty() || name.len() > len_max {
             return Err(InvalidQueueName(format!(
-                "queue name must be 1 to {QUEUE_NAME_LEN_MAX} bytes long \
-                 (plus {DEAD_LETTER_SUFFIX} for a dead-letter queue), got {}",
+                "queue name {name:?} is invalid: it must be 1 to {QUEUE_NAME_LEN_MAX} bytes \
+                 long (plus {DEAD_LETTER_SUFFIX} for a dead-letter queue), not {}",
                 name.len()
             )));
         }
         if name.starts_with('.') {
-            return Err(InvalidQueueName(
-                "queue name must not start with '.'".into(),
-            ));
+            return Err(InvalidQueueName(format!(
+                "queue name {name:?} is invalid: it must not start with '.'"
+            )));
         }
         if let Some(bad) = name
             .chars()
             .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
         {
             return Err(InvalidQueueName(format!(
-                "queue name may hold only A-Z a-z 0-9 . _ -, found {bad:?}"
+                "queue name {name:?} is invalid: it may hold only A-Z a-z 0-9 . _ -, not {bad:?}"
             )));
         }
         Ok(QueueName(name.to_string()))

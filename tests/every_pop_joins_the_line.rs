@@ -175,14 +175,10 @@ async fn pop_once(client: &reqwest::Client, url: &str, mode: Mode) -> Vec<String
             "{mode:?}: 1 to max items"
         );
         for entry in array {
-            let (item, receipt) = if mode.leased() {
-                (
-                    entry["item"].as_str().unwrap().to_string(),
-                    Some(entry["receipt"].as_str().unwrap().to_string()),
-                )
-            } else {
-                (entry.as_str().unwrap().to_string(), None)
-            };
+            // One shape whatever the lease: the receipt is null without one.
+            let item = entry["item"].as_str().unwrap().to_string();
+            let receipt = entry["receipt"].as_str().map(str::to_string);
+            assert_eq!(receipt.is_some(), mode.leased(), "{entry}");
             got.push((BASE64.decode(item).unwrap(), receipt));
         }
     } else {

@@ -74,8 +74,21 @@ async fn push_pop_peek_stats_and_batches() {
         .await
         .unwrap();
     assert_eq!(many.status(), StatusCode::OK);
-    let many: Vec<String> = many.json().await.unwrap();
-    let many: Vec<Vec<u8>> = many.iter().map(|s| BASE64.decode(s).unwrap()).collect();
+    // A JSON pop is an array of objects, every field present.
+    let many: Vec<serde_json::Value> = many.json().await.unwrap();
+    for object in &many {
+        assert!(object["enqueued_at_ms"].is_u64(), "{object}");
+        for unleased in ["receipt", "delivery_count", "lease_expires_at_ms"] {
+            assert!(object[unleased].is_null(), "{object}");
+        }
+        for field in ["dead_letter_from", "dead_letter_deliveries"] {
+            assert!(object.get(field).is_some_and(|v| v.is_null()), "{object}");
+        }
+    }
+    let many: Vec<Vec<u8>> = many
+        .iter()
+        .map(|o| BASE64.decode(o["item"].as_str().unwrap()).unwrap())
+        .collect();
     assert_eq!(many, [b"two".to_vec(), b"three".to_vec(), b"four".to_vec()]);
     let empty = client
         .post(format!("{url}/v1/queues/jobs/pop"))

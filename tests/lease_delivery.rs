@@ -151,7 +151,15 @@ async fn an_item_nacked_max_deliveries_times_lands_in_the_dead_letter_queue() {
             let item = pop_leased(url, queue, 60_000, 0).await.unwrap();
             assert_eq!(item.delivery_count, delivery);
             let nack = post(format!("{url}/v1/queues/{queue}/nack/{}", item.receipt)).await;
-            assert_eq!(nack.status(), StatusCode::NO_CONTENT);
+            assert_eq!(nack.status(), StatusCode::OK);
+            // The nack says where the item went: the last one dead-letters.
+            let nack: Value = nack.json().await.unwrap();
+            if delivery == max_deliveries {
+                assert_eq!(nack["outcome"], "dead_lettered", "{nack}");
+                assert_eq!(nack["dead_letter_queue"], format!("{queue}.dead"));
+            } else {
+                assert_eq!(nack["outcome"], "requeued", "{nack}");
+            }
         }
         assert!(
             pop_leased(url, queue, 60_000, 0).await.is_none(),
@@ -221,7 +229,10 @@ async fn delayed_pushes_and_nacks_stay_invisible_until_due() {
         first.receipt
     ))
     .await;
-    assert_eq!(nack.status(), StatusCode::NO_CONTENT);
+    assert_eq!(nack.status(), StatusCode::OK);
+    let nack: Value = nack.json().await.unwrap();
+    assert_eq!(nack["outcome"], "delayed");
+    assert!(nack["visible_at_ms"].as_u64().unwrap() >= nacked_at + 300);
     assert!(pop_leased(url, "later", 60_000, 0).await.is_none());
     let second = pop_leased(url, "later", 60_000, 30_000).await.unwrap();
     assert!(
@@ -274,7 +285,10 @@ async fn extend_keeps_the_lease_and_max_returns_objects() {
             "{url}/v1/queues/batch/extend/{receipt}?lease_ms=60000"
         ))
         .await;
-        assert_eq!(extend.status(), StatusCode::NO_CONTENT);
+        assert_eq!(extend.status(), StatusCode::OK);
+        let extended: Value = extend.json().await.unwrap();
+        let new_expiry = extended["lease_expires_at_ms"].as_u64().unwrap();
+        assert!(new_expiry > item["lease_expires_at_ms"].as_u64().unwrap());
     }
     let waited_from = now_ms();
     let response = post(format!(
@@ -324,7 +338,8 @@ async fn receipts_that_cannot_be_acted_on_get_clear_errors() {
         (StatusCode::CONFLICT, "lease_expired".into())
     );
 
-    let unknown = "0123456789abcdef0123456789abcdef";
+    // Unknown to the queue, yet issued for it: a lease that is gone.
+    let unknown = hotq::lease::Receipt::for_queue(&keys).to_string();
     let cases = [
         (
             format!("/v1/queues/errs/ack/{unknown}"),

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use hotq::coordinator::Coordinator;
 use hotq::envelope::{End, now_ms};
-use hotq::keys::QueueName;
+use hotq::keys::{QueueKeys, QueueName};
 use hotq::lease::settler::{SettleOp, Settled};
 use hotq::lease::{LeaseError, Receipt};
 use hotq::queue::{Item, Queue};
@@ -159,13 +159,17 @@ async fn the_batch_ack_endpoint_answers_each_receipt() {
         .iter()
         .map(|item| item["receipt"].as_str().unwrap())
         .collect();
-    let unknown = Receipt::random().to_string();
+    let jobs = QueueKeys::new(&QueueName::new("jobs").unwrap());
+    let unknown = Receipt::for_queue(&jobs).to_string();
+    let other = QueueKeys::new(&QueueName::new("other").unwrap());
+    let elsewhere = Receipt::for_queue(&other).to_string();
     let body = json!([
         receipts[0],
         "not-a-receipt",
         receipts[1],
         receipts[0],
-        unknown
+        unknown,
+        elsewhere
     ]);
     let response = client
         .post(format!("{url}/v1/queues/jobs/ack"))
@@ -194,6 +198,7 @@ async fn the_batch_ack_endpoint_answers_each_receipt() {
             (receipts[1], "acked"),
             (receipts[0], "unknown_receipt"),
             (unknown.as_str(), "unknown_receipt"),
+            (elsewhere.as_str(), "receipt_queue_mismatch"),
         ]
     );
     let stats: Value = client

@@ -133,8 +133,9 @@ async fn sigterm_under_load_strands_nothing() {
         if response.status() == StatusCode::NO_CONTENT {
             break;
         }
-        let items: Vec<String> = response.json().await.unwrap();
+        let items: Vec<serde_json::Value> = response.json().await.unwrap();
         for item in items {
+            let item = item["item"].as_str().unwrap().to_string();
             use base64::Engine;
             let bytes = base64::engine::general_purpose::STANDARD
                 .decode(item)

@@ -140,7 +140,7 @@ pub fn lease_in<T: Transaction>(
 ) -> Result<(), StoreError> {
     assert!(lease_ms > 0, "a lease lasts at least a millisecond");
     assert!(item.lease.is_none(), "an item is leased once per delivery");
-    let receipt = Receipt::random();
+    let receipt = Receipt::for_queue(keys);
     let expires_at_ms = now_ms.saturating_add(lease_ms);
     let delivery_count = item.deliveries.saturating_add(1);
     let held = HeldItem {
@@ -183,6 +183,17 @@ mod tests {
         ] {
             assert_eq!(Receipt::parse(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn receipts_name_their_queue() {
+        let keys = |n: &str| QueueKeys::new(&QueueName::new(n).unwrap());
+        let receipt = Receipt::for_queue(&keys("jobs"));
+        assert!(receipt.names_queue(&keys("jobs")));
+        assert!(!receipt.names_queue(&keys("jobz")));
+        assert!(!receipt.names_queue(&keys("jobs.dead")));
+        // Random beyond the tag: two leases never share a receipt.
+        assert_ne!(receipt, Receipt::for_queue(&keys("jobs")));
     }
 
     #[test]

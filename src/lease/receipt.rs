@@ -6,9 +6,16 @@ use std::fmt;
 use rand::RngCore;
 
 use crate::envelope::RECEIPT_LEN;
+use crate::keys::{QueueKeys, QueueKind};
 
-/// The opaque handle of one lease: 16 random bytes, written as 32 lowercase
-/// hex digits.
+/// Bytes of a receipt that name its queue (a hash of kind and name); the
+/// other 12 are random, so a receipt stays unguessable.
+pub const RECEIPT_TAG_LEN: usize = 4;
+
+/// The opaque handle of one lease: 16 bytes, written as 32 lowercase hex
+/// digits. Receipts issued by [`Receipt::for_queue`] start with their
+/// queue's tag, so a receipt settled against another queue is told apart
+/// from a lease that is gone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Receipt(pub [u8; RECEIPT_LEN]);
 
@@ -18,6 +25,20 @@ impl Receipt {
         let mut bytes = [0u8; RECEIPT_LEN];
         rand::rng().fill_bytes(&mut bytes);
         Receipt(bytes)
+    }
+
+    /// A fresh receipt for a lease of `keys`' queue: its tag, then random bytes.
+    pub fn for_queue(keys: &QueueKeys) -> Receipt {
+        let mut receipt = Receipt::random();
+        receipt.0[..RECEIPT_TAG_LEN].copy_from_slice(&queue_tag(keys));
+        receipt
+    }
+
+    /// Whether this receipt carries `keys`' tag. Receipts issued before
+    /// tags existed carry random bytes there: callers only ask after the
+    /// receipt was not found in the queue, to classify the error.
+    pub fn names_queue(&self, keys: &QueueKeys) -> bool {
+        self.0[..RECEIPT_TAG_LEN] == queue_tag(keys)
     }
 
     /// Parses 32 hex digits; `None` for anything else.
@@ -41,6 +62,22 @@ impl fmt::Display for Receipt {
         }
         Ok(())
     }
+}
+
+/// The tag of a queue: FNV-1a (32 bits) over its kind and name. Stable
+/// across daemons and restarts, since a receipt outlives the daemon that
+/// issued it.
+fn queue_tag(keys: &QueueKeys) -> [u8; RECEIPT_TAG_LEN] {
+    let kind: u8 = match keys.kind() {
+        QueueKind::Fifo => b'f',
+        QueueKind::Priority => b'p',
+    };
+    let mut hash: u32 = 0x811c_9dc5;
+    for byte in std::iter::once(kind).chain(keys.name().as_str().bytes()) {
+        hash ^= u32::from(byte);
+        hash = hash.wrapping_mul(0x0100_0193);
+    }
+    hash.to_be_bytes()
 }
 
 /// The lease a delivered item is held under.

@@ -4,7 +4,7 @@
 use axum::Json;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 
 use crate::queue::QueueError;
 use crate::store::StoreError;
@@ -36,9 +36,30 @@ impl ApiError {
     }
 }
 
+/// The body of every error answer (the OpenAPI spec's `ErrorBody`).
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    /// What went wrong.
+    pub error: ErrorDetail,
+}
+
+/// The `error` of an [`ErrorBody`].
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ErrorDetail {
+    /// Stable machine-readable code (`invalid_queue_name`, `unknown_receipt`, ...).
+    pub code: String,
+    /// Human-readable detail; may change between versions.
+    pub message: String,
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = Json(json!({"error": {"code": self.code, "message": self.message}}));
+        let body = Json(ErrorBody {
+            error: ErrorDetail {
+                code: self.code.to_string(),
+                message: self.message,
+            },
+        });
         let mut response = (self.status, body).into_response();
         if self.status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(
@@ -104,6 +125,49 @@ impl From<QueueError> for ApiError {
                 "pop_unanswered",
                 error.to_string(),
             ),
+        }
+    }
+}
+
+/// `axum::extract::Path` whose refusal is an [`ApiError`] (JSON, like
+/// every other error) rather than axum's plain text: a queue name that is
+/// not UTF-8 once percent-decoded answers 400 `invalid_queue_name`.
+#[derive(Debug)]
+pub struct ApiPath<T>(pub T);
+
+impl<T, S> axum::extract::FromRequestParts<S> for ApiPath<T>
+where
+    T: serde::de::DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        use axum::extract::path::ErrorKind;
+        use axum::extract::rejection::PathRejection;
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(value)) => Ok(ApiPath(value)),
+            Err(PathRejection::FailedToDeserializePathParams(error)) => {
+                let code = match error.kind() {
+                    ErrorKind::InvalidUtf8InPathParam { key } if key == "queue" => {
+                        "invalid_queue_name"
+                    }
+                    _ => "bad_parameter",
+                };
+                Err(ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    code,
+                    error.body_text(),
+                ))
+            }
+            Err(rejection) => Err(ApiError::new(
+                rejection.status(),
+                "bad_path",
+                rejection.body_text(),
+            )),
         }
     }
 }

@@ -6,35 +6,28 @@ use std::time::Duration;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
-use axum::http::{HeaderValue, StatusCode};
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde::Deserialize;
-use serde_json::json;
 
 use super::AppState;
-use super::error::ApiError;
+use super::error::{ApiError, ApiPath, ErrorBody};
 use crate::envelope::{End, PAYLOAD_SIZE_MAX, now_ms};
 use crate::keys::{QueueKeys, QueueKind, QueueName};
 use crate::metrics::operation;
 use crate::queue::read_end;
-use crate::queue::{Item, PUSH_BATCH_MAX, Queue};
+use crate::queue::{PUSH_BATCH_MAX, Queue};
 use crate::store::{Store, Transaction, decode_counter};
 
-/// Header carrying an item's enqueue time (ms since the epoch).
-pub const ENQUEUED_AT_HEADER: &str = "hotq-enqueued-at-ms";
-/// Header carrying a leased item's receipt.
-pub const RECEIPT_HEADER: &str = "hotq-receipt";
-/// Header carrying a leased item's delivery count (1 the first time).
-pub const DELIVERY_COUNT_HEADER: &str = "hotq-delivery-count";
-/// Header carrying a leased item's expiry (ms since the epoch).
-pub const LEASE_EXPIRES_HEADER: &str = "hotq-lease-expires-at-ms";
-/// Header naming the queue a dead-lettered item came from.
-pub const DEAD_LETTER_FROM_HEADER: &str = "hotq-dead-letter-from";
-/// Header carrying a dead-lettered item's delivery count when it died.
-pub const DEAD_LETTER_DELIVERIES_HEADER: &str = "hotq-dead-letter-deliveries";
+pub use super::items::{
+    DEAD_LETTER_DELIVERIES_HEADER, DEAD_LETTER_FROM_HEADER, DELIVERY_COUNT_HEADER,
+    ENQUEUED_AT_HEADER, LEASE_EXPIRES_HEADER, PoppedItem, RECEIPT_HEADER, answers_json,
+    items_response,
+};
+use super::items::{PushAnswer, QueueStats};
 
 /// Validates a queue name from the path.
 pub fn queue_name(raw: &str) -> Result<QueueName, ApiError> {
@@ -78,7 +71,8 @@ pub fn check_item(payload: &[u8]) -> Result<(), ApiError> {
 }
 
 /// Query of a pop: `wait_ms` (default 0) and `max` (default 1).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct PopParams {
     /// How long to wait for an item, in ms.
@@ -117,7 +111,8 @@ pub fn check_delay_ms<S: Store>(state: &AppState<S>, delay_ms: u64) -> Result<u6
 }
 
 /// Query of a push: an optional `delay_ms`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct PushParams {
     /// Keep the items invisible for this long, in ms (default 0).
@@ -147,71 +142,21 @@ pub fn pop_limits<S: Store>(
     Ok((Duration::from_millis(params.wait_ms), max))
 }
 
-/// The answer to a pop or peek: 204 when empty, the item's bytes when one
-/// was asked for, a JSON array otherwise: of base64 strings, or for leased
-/// items of objects `{"item", "receipt", "delivery_count", "lease_expires_at_ms"}`.
-pub fn items_response(items: Vec<Item>, as_array: bool) -> Response {
-    if items.is_empty() {
-        return StatusCode::NO_CONTENT.into_response();
-    }
-    if as_array {
-        if items.iter().any(|item| item.lease.is_some()) {
-            let objects: Vec<serde_json::Value> = items.iter().map(item_object).collect();
-            return (StatusCode::OK, Json(objects)).into_response();
-        }
-        let encoded: Vec<String> = items
-            .iter()
-            .map(|item| BASE64.encode(&item.payload))
-            .collect();
-        return (StatusCode::OK, Json(encoded)).into_response();
-    }
-    let item = items.into_iter().next().expect("non-empty");
-    let mut headers = vec![(ENQUEUED_AT_HEADER, item.enqueued_at_ms.to_string())];
-    if let Some(lease) = &item.lease {
-        headers.push((RECEIPT_HEADER, lease.receipt.to_string()));
-        headers.push((DELIVERY_COUNT_HEADER, lease.delivery_count.to_string()));
-        headers.push((LEASE_EXPIRES_HEADER, lease.expires_at_ms.to_string()));
-    }
-    if let Some(dead) = &item.dead_letter {
-        headers.push((DEAD_LETTER_FROM_HEADER, dead.queue.clone()));
-        headers.push((DEAD_LETTER_DELIVERIES_HEADER, dead.deliveries.to_string()));
-    }
-    let mut response = (StatusCode::OK, item.payload).into_response();
-    for (name, value) in headers {
-        // Digits, hex and queue names (A-Z a-z 0-9 . _ -) are valid header values.
-        let value = HeaderValue::from_str(&value).expect("a valid header value");
-        response.headers_mut().insert(name, value);
-    }
-    response
-}
-
-/// One leased item of a JSON array answer.
-fn item_object(item: &Item) -> serde_json::Value {
-    let mut object = json!({
-        "item": BASE64.encode(&item.payload),
-        "enqueued_at_ms": item.enqueued_at_ms,
-    });
-    if let Some(lease) = &item.lease {
-        object["receipt"] = json!(lease.receipt.to_string());
-        object["delivery_count"] = json!(lease.delivery_count);
-        object["lease_expires_at_ms"] = json!(lease.expires_at_ms);
-    }
-    if let Some(dead) = &item.dead_letter {
-        object["dead_letter_from"] = json!(dead.queue);
-        object["dead_letter_deliveries"] = json!(dead.deliveries);
-    }
-    object
-}
-
 /// The outcome label of a call.
 pub fn outcome<T>(result: &Result<T, ApiError>) -> &'static str {
     if result.is_ok() { "ok" } else { "error" }
 }
 
 /// `POST /v1/queues/{queue}/items?delay_ms=`: pushes the body as one item.
+#[utoipa::path(post, path = "/v1/queues/{queue}/items", tag = "fifo",
+    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), PushParams),
+    request_body(content = [u8], content_type = "application/octet-stream", description = "The item's bytes (1 B to 100 kB)"),
+    responses((status = 201, description = "Pushed", body = PushAnswer),
+        (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
+        (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn push<S: Store>(
     State(state): State<Arc<AppState<S>>>,
-    Path(queue): Path<String>,
+    ApiPath(queue): ApiPath<String>,
     params: Result<Query<PushParams>, QueryRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
@@ -229,9 +174,15 @@ pub async fn push<S: Store>(
 
 /// `POST /v1/queues/{queue}/items:batch?delay_ms=`: a JSON array of
 /// base64 items, pushed in one commit, in order; all or nothing.
+#[utoipa::path(post, path = "/v1/queues/{queue}/items:batch", tag = "fifo",
+    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), PushParams),
+    request_body(content = Vec<String>, description = "1 to 1,000 items, base64"),
+    responses((status = 201, description = "Pushed, all in one commit", body = PushAnswer),
+        (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
+        (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn push_batch<S: Store>(
     State(state): State<Arc<AppState<S>>>,
-    Path(queue): Path<String>,
+    ApiPath(queue): ApiPath<String>,
     params: Result<Query<PushParams>, QueryRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
@@ -264,13 +215,17 @@ async fn push_items<S: Store>(
 ) -> Result<Response, ApiError> {
     state.note_queue(QueueKind::Fifo, &name);
     let queue = Queue::new(state.store.clone(), name);
-    let body = if delay_ms == 0 {
+    let visible_at_ms = if delay_ms == 0 {
         queue.push_batch(payloads).await?;
-        json!({"pushed": payloads.len()})
+        None
     } else {
         let visible_at_ms = queue.push_batch_delayed(payloads, delay_ms).await?;
         state.coordinator.schedule(visible_at_ms);
-        json!({"pushed": payloads.len(), "visible_at_ms": visible_at_ms})
+        Some(visible_at_ms)
+    };
+    let body = PushAnswer {
+        pushed: payloads.len(),
+        visible_at_ms,
     };
     Ok((StatusCode::CREATED, Json(body)).into_response())
 }
@@ -311,11 +266,27 @@ pub fn decode_batch(body: &[u8]) -> Result<Vec<Vec<u8>>, ApiError> {
         .collect()
 }
 
-/// `POST /v1/queues/{queue}/pop?wait_ms=&max=`.
+/// `POST /v1/queues/{queue}/pop?wait_ms=&max=&lease_ms=`.
+#[utoipa::path(post, path = "/v1/queues/{queue}/pop", tag = "fifo",
+    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), PopParams),
+    responses((status = 200, description = "JSON when max > 1 or Accept names application/json; else the one item's bytes with hotq-* headers",
+            content((Vec<PoppedItem> = "application/json"), ([u8] = "application/octet-stream")),
+            headers(
+                ("hotq-enqueued-at-ms" = u64, description = "Raw answer: when the item was pushed, ms since the epoch"),
+                ("hotq-receipt" = String, description = "Raw answer, leased: the receipt"),
+                ("hotq-delivery-count" = u32, description = "Raw answer, leased: this delivery's number"),
+                ("hotq-lease-expires-at-ms" = u64, description = "Raw answer, leased: the lease's expiry"),
+                ("hotq-dead-letter-from" = String, description = "Raw answer, dead letter: the queue it came from"),
+                ("hotq-dead-letter-deliveries" = u32, description = "Raw answer, dead letter: deliveries it had"),
+            )),
+        (status = 204, description = "Nothing came within wait_ms"),
+        (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
+        (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn pop<S: Store>(
     State(state): State<Arc<AppState<S>>>,
-    Path(queue): Path<String>,
+    ApiPath(queue): ApiPath<String>,
     params: Result<Query<PopParams>, QueryRejection>,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let result = async {
         let name = queue_name(&queue)?;
@@ -354,8 +325,7 @@ pub async fn pop<S: Store>(
     }
     .await;
     operation(&queue, "pop", pop_outcome(&result));
-    // Asking for more than one item always answers with an array.
-    result.map(|(items, max)| items_response(items, max > 1))
+    result.map(|(items, max)| items_response(items, answers_json(&headers, max)))
 }
 
 /// The outcome label of a pop.
@@ -368,14 +338,33 @@ pub fn pop_outcome<T>(result: &Result<(Vec<T>, usize), ApiError>) -> &'static st
 }
 
 /// `GET /v1/queues/{queue}/peek`: the first item, not taken.
+#[utoipa::path(get, path = "/v1/queues/{queue}/peek", tag = "fifo",
+    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -")),
+    responses((status = 200, description = "JSON when max > 1 or Accept names application/json; else the one item's bytes with hotq-* headers",
+            content((Vec<PoppedItem> = "application/json"), ([u8] = "application/octet-stream")),
+            headers(
+                ("hotq-enqueued-at-ms" = u64, description = "Raw answer: when the item was pushed, ms since the epoch"),
+                ("hotq-receipt" = String, description = "Raw answer, leased: the receipt"),
+                ("hotq-delivery-count" = u32, description = "Raw answer, leased: this delivery's number"),
+                ("hotq-lease-expires-at-ms" = u64, description = "Raw answer, leased: the lease's expiry"),
+                ("hotq-dead-letter-from" = String, description = "Raw answer, dead letter: the queue it came from"),
+                ("hotq-dead-letter-deliveries" = u32, description = "Raw answer, dead letter: deliveries it had"),
+            )),
+        (status = 204, description = "The queue is empty"),
+        (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
+        (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn peek<S: Store>(
     State(state): State<Arc<AppState<S>>>,
-    Path(queue): Path<String>,
+    ApiPath(queue): ApiPath<String>,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let result = async {
         let name = queue_name(&queue)?;
         let item = Queue::new(state.store.clone(), name).peek().await?;
-        Ok(items_response(item.into_iter().collect(), false))
+        Ok(items_response(
+            item.into_iter().collect(),
+            answers_json(&headers, 1),
+        ))
     }
     .await;
     operation(&queue, "peek", outcome(&result));
@@ -402,20 +391,26 @@ pub async fn queue_stats<S: Store>(
         // The front of a priority queue is its lowest priority, not its oldest item.
         QueueKind::Priority => None,
     };
-    Ok(json!({
-        "queue": keys.name().as_str(),
-        "depth": depth,
-        "waiting": waiting,
-        "leased": leased,
-        "delayed": delayed,
-        "oldest_item_age_ms": oldest_age_ms,
-    }))
+    let stats = QueueStats {
+        queue: keys.name().as_str().to_string(),
+        depth,
+        waiting,
+        leased,
+        delayed,
+        oldest_item_age_ms: oldest_age_ms,
+    };
+    Ok(serde_json::to_value(stats).expect("stats serialize"))
 }
 
 /// `GET /v1/queues/{queue}`: JSON stats.
+#[utoipa::path(get, path = "/v1/queues/{queue}", tag = "fifo",
+    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -")),
+    responses((status = 200, description = "The queue's stats", body = QueueStats),
+        (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
+        (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn stats<S: Store>(
     State(state): State<Arc<AppState<S>>>,
-    Path(queue): Path<String>,
+    ApiPath(queue): ApiPath<String>,
 ) -> Result<Response, ApiError> {
     let result = async {
         let name = queue_name(&queue)?;

@@ -7,17 +7,18 @@ use std::sync::Arc;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 
 use super::AppState;
-use super::error::ApiError;
+use super::error::{ApiError, ApiPath, ErrorBody};
 use super::fifo::{body_bytes, check_delay_ms, check_lease_ms, outcome, queue_name};
+use super::items::{AckBatchAnswer, AckResult, RedriveAnswer};
 use crate::keys::QueueKeys;
 use crate::lease::redrive::{REDRIVE_BATCH_MAX, redrive as redrive_items};
+use crate::lease::settle::Returned;
 use crate::lease::settler::{SettleOp, Settled};
 use crate::lease::{LeaseError, Receipt};
 use crate::metrics::{self, operation};
@@ -37,6 +38,22 @@ impl From<LeaseError> for ApiError {
     }
 }
 
+/// The error of a settle that failed: an unknown receipt carrying another
+/// queue's tag was used with the wrong queue (400), not a lease that is gone.
+fn settle_error(error: LeaseError, receipt: &Receipt, keys: &QueueKeys) -> ApiError {
+    if error == LeaseError::UnknownReceipt && !receipt.names_queue(keys) {
+        return ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "receipt_queue_mismatch",
+            format!(
+                "this receipt was not issued by queue {} (settle it on the queue that popped it)",
+                keys.name()
+            ),
+        );
+    }
+    error.into()
+}
+
 fn receipt(raw: &str) -> Result<Receipt, ApiError> {
     Receipt::parse(raw).ok_or_else(|| {
         ApiError::new(
@@ -54,13 +71,25 @@ fn query<T>(params: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
 }
 
 /// `POST /v1/queues/{queue}/ack/{receipt}`: 204; the item is done.
+#[utoipa::path(post, path = "/v1/queues/{queue}/ack/{receipt}", tag = "leases",
+    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), ("receipt" = String, Path, description = "The receipt a leased pop answered (32 hex digits)")),
+    responses((status = 204, description = "Acked: the item is done"),
+        (status = 404, description = "unknown_receipt: the lease is lost (settled, returned by the timer, or never issued)", body = ErrorBody),
+        (status = 409, description = "lease_expired: the lease is lost (expired, not yet returned)", body = ErrorBody),
+        (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
+        (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn ack<S: Store>(
     State(state): State<Arc<AppState<S>>>,
-    Path((queue, raw)): Path<(String, String)>,
+    ApiPath((queue, raw)): ApiPath<(String, String)>,
 ) -> Result<Response, ApiError> {
     let result = async {
         let keys = QueueKeys::new(&queue_name(&queue)?);
-        state.coordinator.ack(&keys, &receipt(&raw)?).await?;
+        let receipt = receipt(&raw)?;
+        state
+            .coordinator
+            .ack(&keys, &receipt)
+            .await
+            .map_err(|e| settle_error(e, &receipt, &keys))?;
         Ok(StatusCode::NO_CONTENT.into_response())
     }
     .await;
@@ -73,12 +102,18 @@ pub const ACK_BATCH_MAX: usize = 1_000;
 
 /// `POST /v1/queues/{queue}/ack` with a JSON array of receipts: 200
 /// `{"results":[{"receipt","outcome"}]}`, one per receipt in order, each
-/// `acked`, `unknown_receipt`, `lease_expired` or `invalid` (not a
-/// receipt). The acks share commits with the queue's other settles; a
+/// `acked`, `unknown_receipt`, `lease_expired`, `receipt_queue_mismatch`
+/// (issued by another queue) or `invalid` (not a receipt). The acks share commits with the queue's other settles; a
 /// receipt named twice is acked once (the second is `unknown_receipt`).
+#[utoipa::path(post, path = "/v1/queues/{queue}/ack", tag = "leases",
+    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -")),
+    request_body(content = Vec<String>, description = "1 to 1,000 receipts"),
+    responses((status = 200, description = "Each receipt's outcome, in order", body = AckBatchAnswer),
+        (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
+        (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn ack_batch<S: Store>(
     State(state): State<Arc<AppState<S>>>,
-    Path(queue): Path<String>,
+    ApiPath(queue): ApiPath<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let result = async {
@@ -113,12 +148,15 @@ pub async fn ack_batch<S: Store>(
         for (text, receipt) in raw.iter().zip(&parsed) {
             let outcome = match receipt {
                 None => "invalid",
-                Some(_) => match settled.next().expect("one outcome per receipt") {
+                Some(receipt) => match settled.next().expect("one outcome per receipt") {
                     Ok(Settled::Acked) => {
                         acked += 1;
                         "acked"
                     }
                     Ok(other) => unreachable!("an ack is answered as an ack, not {other:?}"),
+                    Err(LeaseError::UnknownReceipt) if !receipt.names_queue(&keys) => {
+                        "receipt_queue_mismatch"
+                    }
                     Err(LeaseError::UnknownReceipt) => "unknown_receipt",
                     Err(LeaseError::Expired { .. }) => "lease_expired",
                     // The store failed: the batch's transaction did not
@@ -126,13 +164,16 @@ pub async fn ack_batch<S: Store>(
                     Err(LeaseError::Queue(error)) => return Err(error.into()),
                 },
             };
-            results.push(json!({"receipt": text, "outcome": outcome}));
+            results.push(AckResult {
+                receipt: text.clone(),
+                outcome: outcome.to_string(),
+            });
         }
         if acked > 0 {
             ::metrics::counter!(metrics::ACKS, "queue" => metrics::queue_label(keys.name().as_str()))
                 .increment(acked);
         }
-        Ok(Json(json!({"results": results})).into_response())
+        Ok(Json(AckBatchAnswer { results }).into_response())
     }
     .await;
     operation(&queue, "ack_batch", outcome(&result));
@@ -140,7 +181,8 @@ pub async fn ack_batch<S: Store>(
 }
 
 /// Query of a nack.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct NackParams {
     /// Keep the item invisible for this long first, in ms (default 0).
@@ -148,40 +190,107 @@ pub struct NackParams {
     pub delay_ms: u64,
 }
 
-/// `POST /v1/queues/{queue}/nack/{receipt}?delay_ms=`: 204; the item
-/// returns now or after the delay (or is dead-lettered).
+/// `POST /v1/queues/{queue}/nack/{receipt}?delay_ms=`: 200 with where the
+/// item went: `{"outcome":"requeued"}`, `{"outcome":"delayed",
+/// "visible_at_ms"}` or `{"outcome":"dead_lettered","dead_letter_queue"}`.
+#[utoipa::path(post, path = "/v1/queues/{queue}/nack/{receipt}", tag = "leases",
+    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), ("receipt" = String, Path, description = "The receipt a leased pop answered (32 hex digits)"), NackParams),
+    responses((status = 200, description = "Where the item went", body = NackAnswer),
+        (status = 404, description = "unknown_receipt: the lease is lost", body = ErrorBody),
+        (status = 409, description = "lease_expired: the lease is lost", body = ErrorBody),
+        (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
+        (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn nack<S: Store>(
     State(state): State<Arc<AppState<S>>>,
-    Path((queue, raw)): Path<(String, String)>,
+    ApiPath((queue, raw)): ApiPath<(String, String)>,
     params: Result<Query<NackParams>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let result = async {
         let keys = QueueKeys::new(&queue_name(&queue)?);
         let delay_ms = check_delay_ms(&state, query(params)?.delay_ms)?;
-        state
+        let receipt = receipt(&raw)?;
+        let returned = state
             .coordinator
-            .nack(&keys, &receipt(&raw)?, delay_ms)
-            .await?;
-        Ok(StatusCode::NO_CONTENT.into_response())
+            .nack(&keys, &receipt, delay_ms)
+            .await
+            .map_err(|e| settle_error(e, &receipt, &keys))?;
+        let answer = match returned {
+            Returned::Requeued => NackAnswer {
+                outcome: NackOutcome::Requeued,
+                visible_at_ms: None,
+                dead_letter_queue: None,
+            },
+            Returned::Delayed { visible_at_ms } => NackAnswer {
+                outcome: NackOutcome::Delayed,
+                visible_at_ms: Some(visible_at_ms),
+                dead_letter_queue: None,
+            },
+            Returned::DeadLettered => NackAnswer {
+                outcome: NackOutcome::DeadLettered,
+                visible_at_ms: None,
+                dead_letter_queue: keys.name().dead_letter().map(|q| q.as_str().to_string()),
+            },
+        };
+        Ok(Json(answer).into_response())
     }
     .await;
     operation(&queue, "nack", outcome(&result));
     result
 }
 
+/// Where a nacked item went.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum NackOutcome {
+    /// Back in the queue, visible now.
+    Requeued,
+    /// Back in the queue once `visible_at_ms` has passed.
+    Delayed,
+    /// Out of deliveries: in the dead-letter queue.
+    DeadLettered,
+}
+
+/// The answer to a nack.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct NackAnswer {
+    /// Where the item went.
+    pub outcome: NackOutcome,
+    /// When a delayed item becomes visible, in ms since the epoch.
+    #[schema(required = true)]
+    pub visible_at_ms: Option<u64>,
+    /// The queue a dead-lettered item went to.
+    #[schema(required = true)]
+    pub dead_letter_queue: Option<String>,
+}
+
+/// The answer to an extend.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ExtendAnswer {
+    /// The lease's new expiry, in ms since the epoch.
+    pub lease_expires_at_ms: u64,
+}
+
 /// Query of an extend.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ExtendParams {
     /// The new lease, from now, in ms.
     pub lease_ms: Option<u64>,
 }
 
-/// `POST /v1/queues/{queue}/extend/{receipt}?lease_ms=`: 204; the lease
-/// now expires `lease_ms` from now.
+/// `POST /v1/queues/{queue}/extend/{receipt}?lease_ms=`: 200
+/// `{"lease_expires_at_ms"}`; the lease now expires `lease_ms` from now.
+#[utoipa::path(post, path = "/v1/queues/{queue}/extend/{receipt}", tag = "leases",
+    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), ("receipt" = String, Path, description = "The receipt a leased pop answered (32 hex digits)"), ExtendParams),
+    responses((status = 200, description = "The lease's new expiry", body = ExtendAnswer),
+        (status = 404, description = "unknown_receipt: the lease is lost", body = ErrorBody),
+        (status = 409, description = "lease_expired: the lease is lost", body = ErrorBody),
+        (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
+        (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn extend<S: Store>(
     State(state): State<Arc<AppState<S>>>,
-    Path((queue, raw)): Path<(String, String)>,
+    ApiPath((queue, raw)): ApiPath<(String, String)>,
     params: Result<Query<ExtendParams>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let result = async {
@@ -190,11 +299,16 @@ pub async fn extend<S: Store>(
             .lease_ms
             .ok_or_else(|| ApiError::bad_parameter("lease_ms is required"))?;
         let lease_ms = check_lease_ms(&state, lease_ms)?;
-        state
+        let receipt = receipt(&raw)?;
+        let lease_expires_at_ms = state
             .coordinator
-            .extend(&keys, &receipt(&raw)?, lease_ms)
-            .await?;
-        Ok(StatusCode::NO_CONTENT.into_response())
+            .extend(&keys, &receipt, lease_ms)
+            .await
+            .map_err(|e| settle_error(e, &receipt, &keys))?;
+        Ok(Json(ExtendAnswer {
+            lease_expires_at_ms,
+        })
+        .into_response())
     }
     .await;
     operation(&queue, "extend", outcome(&result));
@@ -202,7 +316,8 @@ pub async fn extend<S: Store>(
 }
 
 /// Query of a re-drive.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct RedriveParams {
     /// Most items to move (default and cap 1,000).
@@ -212,9 +327,14 @@ pub struct RedriveParams {
 /// `POST /v1/queues/{queue}.dead/redrive?max=`: 200 `{"redriven": n}`;
 /// moves up to `max` items from the front of a dead-letter queue back to
 /// the queues they came from, as fresh items.
+#[utoipa::path(post, path = "/v1/queues/{queue}/redrive", tag = "leases",
+    params(("queue" = String, Path, description = "A dead-letter queue (its name ends in .dead)"), RedriveParams),
+    responses((status = 200, description = "Items moved back", body = RedriveAnswer),
+        (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
+        (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn redrive<S: Store>(
     State(state): State<Arc<AppState<S>>>,
-    Path(queue): Path<String>,
+    ApiPath(queue): ApiPath<String>,
     params: Result<Query<RedriveParams>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let result = async {
@@ -231,7 +351,7 @@ pub async fn redrive<S: Store>(
             )));
         }
         let moved = redrive_items(&state.store, &name, max).await?;
-        Ok(Json(json!({"redriven": moved})).into_response())
+        Ok(Json(RedriveAnswer { redriven: moved }).into_response())
     }
     .await;
     operation(&queue, "redrive", outcome(&result));

@@ -7,14 +7,18 @@
 //! - [`error`]: the JSON error shape.
 //! - [`fifo`]: `/v1/queues/...` handlers.
 //! - [`hangup`]: drops a request's handler when its client hangs up.
+//! - [`items`]: what a pop or peek answers (JSON or raw bytes).
 //! - [`leases`]: ack, nack, extend by receipt; dead-letter re-drive.
+//! - [`openapi`]: the OpenAPI 3.1 spec, generated from the handlers.
 //! - [`pqueue`]: `/v1/pqueues/...` handlers.
 //! - [`sampler`]: depth, waiting, leased, delayed and oldest-age gauges, sampled.
 
 pub mod error;
 pub mod fifo;
 pub mod hangup;
+pub mod items;
 pub mod leases;
+pub mod openapi;
 pub mod pqueue;
 pub mod sampler;
 
@@ -131,6 +135,7 @@ pub fn router<S: Store>(state: Arc<AppState<S>>) -> Router {
         ));
     Router::new()
         .route("/healthz", get(healthz::<S>))
+        .route("/v1/openapi.json", get(openapi::openapi_json))
         .merge(api)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -181,6 +186,10 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     difference == 0
 }
 
+/// `GET /healthz`: 200 when the store answers a read, 503 otherwise.
+#[utoipa::path(get, path = "/healthz", tag = "daemon", security(()),
+    responses((status = 200, description = "The store answers"),
+        (status = 503, description = "store_unavailable: the store does not answer", body = error::ErrorBody)))]
 async fn healthz<S: Store>(State(state): State<Arc<AppState<S>>>) -> Response {
     let probe = async {
         let txn = state.store.begin()?;

@@ -5,18 +5,18 @@ use std::sync::Arc;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use serde_json::json;
 
 use super::AppState;
-use super::error::ApiError;
+use super::error::{ApiError, ApiPath, ErrorBody};
 use super::fifo::{
-    PopParams, body_bytes, check_item, items_response, outcome, pop_limits, pop_outcome,
-    queue_name, queue_stats,
+    PopParams, answers_json, body_bytes, check_item, items_response, outcome, pop_limits,
+    pop_outcome, queue_name, queue_stats,
 };
+use super::items::{PoppedItem, PushAnswer, QueueStats};
 use crate::envelope::End;
 use crate::keys::{QueueKeys, QueueKind};
 use crate::metrics::operation;
@@ -24,7 +24,8 @@ use crate::priority::PriorityQueue;
 use crate::store::Store;
 
 /// Query of a push: the priority, a signed 64-bit integer.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct PushParams {
     /// The item's priority; lower pops first from `min`.
@@ -32,7 +33,8 @@ pub struct PushParams {
 }
 
 /// Query of a pop or peek: which end, and for a pop how long and how many.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct EndParams {
     /// `min` or `max`.
@@ -80,9 +82,15 @@ fn parse_priority(params: Result<Query<PushParams>, QueryRejection>) -> Result<i
 }
 
 /// `POST /v1/pqueues/{queue}/items?priority=N`: pushes the body as one item.
+#[utoipa::path(post, path = "/v1/pqueues/{queue}/items", tag = "priority", operation_id = "pq_push",
+    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), PushParams),
+    request_body(content = [u8], content_type = "application/octet-stream", description = "The item's bytes"),
+    responses((status = 201, description = "Pushed", body = PushAnswer),
+        (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
+        (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn push<S: Store>(
     State(state): State<Arc<AppState<S>>>,
-    Path(queue): Path<String>,
+    ApiPath(queue): ApiPath<String>,
     params: Result<Query<PushParams>, QueryRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
@@ -95,7 +103,11 @@ pub async fn push<S: Store>(
         PriorityQueue::new(state.store.clone(), name)
             .push(&body, priority)
             .await?;
-        Ok((StatusCode::CREATED, Json(json!({"pushed": 1}))).into_response())
+        let answer = PushAnswer {
+            pushed: 1,
+            visible_at_ms: None,
+        };
+        Ok((StatusCode::CREATED, Json(answer)).into_response())
     }
     .await;
     operation(&queue, "pq_push", outcome(&result));
@@ -103,10 +115,26 @@ pub async fn push<S: Store>(
 }
 
 /// `POST /v1/pqueues/{queue}/pop?end=min|max&wait_ms=&max=`.
+#[utoipa::path(post, path = "/v1/pqueues/{queue}/pop", tag = "priority", operation_id = "pq_pop",
+    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), EndParams),
+    responses((status = 200, description = "JSON when max > 1 or Accept names application/json; else the one item's bytes with hotq-* headers",
+            content((Vec<PoppedItem> = "application/json"), ([u8] = "application/octet-stream")),
+            headers(
+                ("hotq-enqueued-at-ms" = u64, description = "Raw answer: when the item was pushed, ms since the epoch"),
+                ("hotq-receipt" = String, description = "Raw answer, leased: the receipt"),
+                ("hotq-delivery-count" = u32, description = "Raw answer, leased: this delivery's number"),
+                ("hotq-lease-expires-at-ms" = u64, description = "Raw answer, leased: the lease's expiry"),
+                ("hotq-dead-letter-from" = String, description = "Raw answer, dead letter: the queue it came from"),
+                ("hotq-dead-letter-deliveries" = u32, description = "Raw answer, dead letter: deliveries it had"),
+            )),
+        (status = 204, description = "Nothing came within wait_ms"),
+        (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
+        (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn pop<S: Store>(
     State(state): State<Arc<AppState<S>>>,
-    Path(queue): Path<String>,
+    ApiPath(queue): ApiPath<String>,
     params: Result<Query<EndParams>, QueryRejection>,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let result = async {
         let name = queue_name(&queue)?;
@@ -126,14 +154,30 @@ pub async fn pop<S: Store>(
     }
     .await;
     operation(&queue, "pq_pop", pop_outcome(&result));
-    result.map(|(items, max)| items_response(items, max > 1))
+    result.map(|(items, max)| items_response(items, answers_json(&headers, max)))
 }
 
 /// `GET /v1/pqueues/{queue}/peek?end=min|max`.
+#[utoipa::path(get, path = "/v1/pqueues/{queue}/peek", tag = "priority", operation_id = "pq_peek",
+    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), EndParams),
+    responses((status = 200, description = "JSON when max > 1 or Accept names application/json; else the one item's bytes with hotq-* headers",
+            content((Vec<PoppedItem> = "application/json"), ([u8] = "application/octet-stream")),
+            headers(
+                ("hotq-enqueued-at-ms" = u64, description = "Raw answer: when the item was pushed, ms since the epoch"),
+                ("hotq-receipt" = String, description = "Raw answer, leased: the receipt"),
+                ("hotq-delivery-count" = u32, description = "Raw answer, leased: this delivery's number"),
+                ("hotq-lease-expires-at-ms" = u64, description = "Raw answer, leased: the lease's expiry"),
+                ("hotq-dead-letter-from" = String, description = "Raw answer, dead letter: the queue it came from"),
+                ("hotq-dead-letter-deliveries" = u32, description = "Raw answer, dead letter: deliveries it had"),
+            )),
+        (status = 204, description = "The queue is empty"),
+        (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
+        (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn peek<S: Store>(
     State(state): State<Arc<AppState<S>>>,
-    Path(queue): Path<String>,
+    ApiPath(queue): ApiPath<String>,
     params: Result<Query<EndParams>, QueryRejection>,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let result = async {
         let name = queue_name(&queue)?;
@@ -144,7 +188,10 @@ pub async fn peek<S: Store>(
             End::Front => queue.peek_min().await?,
             End::Back => queue.peek_max().await?,
         };
-        Ok(items_response(item.into_iter().collect(), false))
+        Ok(items_response(
+            item.into_iter().collect(),
+            answers_json(&headers, 1),
+        ))
     }
     .await;
     operation(&queue, "pq_peek", outcome(&result));
@@ -152,9 +199,14 @@ pub async fn peek<S: Store>(
 }
 
 /// `GET /v1/pqueues/{queue}`: JSON stats.
+#[utoipa::path(get, path = "/v1/pqueues/{queue}", tag = "priority", operation_id = "pq_stats",
+    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -")),
+    responses((status = 200, description = "The queue's stats", body = QueueStats),
+        (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
+        (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn stats<S: Store>(
     State(state): State<Arc<AppState<S>>>,
-    Path(queue): Path<String>,
+    ApiPath(queue): ApiPath<String>,
 ) -> Result<Response, ApiError> {
     let name = queue_name(&queue)?;
     let stats = queue_stats(&state, &QueueKeys::of_kind(QueueKind::Priority, &name)).await?;

@@ -1,0 +1,170 @@
+"""The HTTP calls, shared by the sync and asyncio clients: each call is a
+:class:`Call` (what to send) and a parser of the answer."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+from urllib.parse import quote
+
+from .errors import error_from_answer
+from .models import NackResult, PushResult, Stats
+
+# Margin on top of a long poll's wait_ms for the HTTP timeout: the daemon
+# answers within wait_ms, plus its commit and the network.
+POP_TIMEOUT_MARGIN_S = 30.0
+
+
+@dataclass
+class Call:
+    """One HTTP request: method, path, query, body, headers, timeout (s)."""
+
+    method: str
+    path: str
+    params: Dict[str, Any] = field(default_factory=dict)
+    content: Optional[bytes] = None
+    json: Any = None
+    headers: Dict[str, str] = field(default_factory=dict)
+    timeout_s: Optional[float] = None
+
+
+def q(name: str) -> str:
+    """A queue name or receipt as one path segment (anything else is
+    refused by the daemon with its own error, not misrouted)."""
+    return quote(name, safe="")
+
+
+def check(status: int, body: bytes) -> None:
+    """Raises the typed error of a refused answer."""
+    if status >= 400:
+        raise error_from_answer(status, body)
+
+
+def push(queue: str, data: bytes, delay_ms: Optional[int]) -> Call:
+    params = {} if delay_ms is None else {"delay_ms": delay_ms}
+    return Call("POST", f"/v1/queues/{q(queue)}/items", params, content=bytes(data))
+
+
+def push_batch(queue: str, items: Sequence[bytes], delay_ms: Optional[int]) -> Call:
+    params = {} if delay_ms is None else {"delay_ms": delay_ms}
+    encoded = [base64.b64encode(bytes(item)).decode("ascii") for item in items]
+    return Call("POST", f"/v1/queues/{q(queue)}/items:batch", params, json=encoded)
+
+
+def parse_push(body: Any) -> PushResult:
+    return PushResult(pushed=int(body["pushed"]), visible_at_ms=body.get("visible_at_ms"))
+
+
+def pop(
+    queue: str, wait_ms: int, lease_ms: Optional[int], max: int, timeout_s: float
+) -> Call:
+    if wait_ms < 0 or max < 1:
+        raise ValueError("wait_ms must be >= 0 and max >= 1")
+    params: Dict[str, Any] = {"wait_ms": wait_ms, "max": max}
+    if lease_ms is not None:
+        params["lease_ms"] = lease_ms
+    # Always the JSON answer (one shape whatever max and lease are), and a
+    # timeout that outlasts the long poll.
+    return Call(
+        "POST",
+        f"/v1/queues/{q(queue)}/pop",
+        params,
+        headers={"accept": "application/json"},
+        timeout_s=wait_ms / 1000.0 + max_timeout(timeout_s),
+    )
+
+
+def max_timeout(timeout_s: float) -> float:
+    return max(timeout_s, POP_TIMEOUT_MARGIN_S)
+
+
+def peek(queue: str) -> Call:
+    return Call("GET", f"/v1/queues/{q(queue)}/peek", headers={"accept": "application/json"})
+
+
+def popped(status: int, body: bytes) -> List[Dict[str, Any]]:
+    """The objects of a JSON pop or peek answer; none on 204."""
+    if status == 204:
+        return []
+    import json
+
+    items: List[Dict[str, Any]] = json.loads(body)
+    return items
+
+
+def decode_item(encoded: str) -> bytes:
+    return base64.b64decode(encoded, validate=True)
+
+
+def stats(queue: str) -> Call:
+    return Call("GET", f"/v1/queues/{q(queue)}")
+
+
+def parse_stats(body: Any) -> Stats:
+    return Stats(
+        queue=body["queue"],
+        depth=int(body["depth"]),
+        waiting=int(body["waiting"]),
+        leased=int(body["leased"]),
+        delayed=int(body["delayed"]),
+        oldest_item_age_ms=body.get("oldest_item_age_ms"),
+    )
+
+
+def ack(queue: str, receipt: str) -> Call:
+    return Call("POST", f"/v1/queues/{q(queue)}/ack/{q(receipt)}")
+
+
+def ack_batch(queue: str, receipts: Sequence[str]) -> Call:
+    return Call("POST", f"/v1/queues/{q(queue)}/ack", json=list(receipts))
+
+
+def parse_ack_batch(body: Any) -> List[Tuple[str, str]]:
+    return [(r["receipt"], r["outcome"]) for r in body["results"]]
+
+
+def nack(queue: str, receipt: str, delay_ms: Optional[int]) -> Call:
+    params = {} if delay_ms is None else {"delay_ms": delay_ms}
+    return Call("POST", f"/v1/queues/{q(queue)}/nack/{q(receipt)}", params)
+
+
+def parse_nack(body: Any) -> NackResult:
+    return NackResult(
+        outcome=body["outcome"],
+        visible_at_ms=body.get("visible_at_ms"),
+        dead_letter_queue=body.get("dead_letter_queue"),
+    )
+
+
+def extend(queue: str, receipt: str, lease_ms: int) -> Call:
+    return Call(
+        "POST", f"/v1/queues/{q(queue)}/extend/{q(receipt)}", {"lease_ms": lease_ms}
+    )
+
+
+def parse_extend(body: Any) -> int:
+    return int(body["lease_expires_at_ms"])
+
+
+def redrive(queue: str, max: Optional[int]) -> Call:
+    params = {} if max is None else {"max": max}
+    return Call("POST", f"/v1/queues/{q(queue)}/redrive", params)
+
+
+def pq_push(queue: str, data: bytes, priority: int) -> Call:
+    return Call(
+        "POST", f"/v1/pqueues/{q(queue)}/items", {"priority": priority}, content=bytes(data)
+    )
+
+
+def pq_pop(queue: str, end: str, wait_ms: int, max: int, timeout_s: float) -> Call:
+    if end not in ("min", "max"):
+        raise ValueError("end must be 'min' or 'max'")
+    return Call(
+        "POST",
+        f"/v1/pqueues/{q(queue)}/pop",
+        {"end": end, "wait_ms": wait_ms, "max": max},
+        headers={"accept": "application/json"},
+        timeout_s=wait_ms / 1000.0 + max_timeout(timeout_s),
+    )

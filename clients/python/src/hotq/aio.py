@@ -1,0 +1,133 @@
+"""The asyncio client: the same calls as :class:`hotq.Client`, awaited."""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional, Sequence, Tuple
+
+import httpx
+
+from . import _wire as wire
+from .errors import ConnectError
+from .models import AsyncMessage, Message, NackResult, PushResult, Stats
+
+
+class AsyncClient:
+    """A hotq daemon at ``base_url`` (``http://127.0.0.1:7070``), with an
+    optional bearer ``token``. ``timeout_s`` bounds every call; a pop's
+    timeout is its ``wait_ms`` plus at least 30 s, so a long poll is never
+    cut short. Use as a context manager, or call :meth:`close`."""
+
+    def __init__(
+        self, base_url: str, token: Optional[str] = None, timeout_s: float = 30.0
+    ) -> None:
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        self.base_url = base_url.rstrip("/")
+        self.timeout_s = timeout_s
+        self._http = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=timeout_s)
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *_: Any) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def _send(self, call: wire.Call) -> httpx.Response:
+        try:
+            response = await self._http.request(
+                call.method,
+                call.path,
+                params=call.params,
+                content=call.content,
+                json=call.json,
+                headers=call.headers,
+                timeout=call.timeout_s if call.timeout_s is not None else self.timeout_s,
+            )
+        except httpx.TransportError as error:
+            raise ConnectError(None, "connect_error", f"{self.base_url}: {error!r}") from error
+        wire.check(response.status_code, response.content)
+        return response
+
+    async def push(self, queue: str, data: bytes, delay_ms: Optional[int] = None) -> PushResult:
+        """Pushes one item (bytes); ``delay_ms`` keeps it invisible that long."""
+        return wire.parse_push((await self._send(wire.push(queue, data, delay_ms))).json())
+
+    async def push_batch(
+        self, queue: str, items: Sequence[bytes], delay_ms: Optional[int] = None
+    ) -> PushResult:
+        """Pushes 1 to 1,000 items in one commit, in order: all or nothing."""
+        return wire.parse_push((await self._send(wire.push_batch(queue, items, delay_ms))).json())
+
+    async def pop(
+        self, queue: str, wait_ms: int = 0, lease_ms: Optional[int] = None, max: int = 1
+    ) -> List[AsyncMessage]:
+        """Up to ``max`` items, waiting up to ``wait_ms`` for the first; with
+        ``lease_ms`` they are leased (ack, nack or extend each), otherwise
+        deleted as they are handed out. Empty when none came."""
+        response = await self._send(wire.pop(queue, wait_ms, lease_ms, max, self.timeout_s))
+        return self._messages(queue, response)
+
+    async def peek(self, queue: str) -> Optional[AsyncMessage]:
+        """The first item, not taken; ``None`` when the queue is empty."""
+        messages = self._messages(queue, await self._send(wire.peek(queue)))
+        return messages[0] if messages else None
+
+    def _messages(self, queue: str, response: httpx.Response) -> List[AsyncMessage]:
+        return [
+            AsyncMessage(
+                queue=queue,
+                data=wire.decode_item(o["item"]),
+                enqueued_at_ms=o["enqueued_at_ms"],
+                receipt=o.get("receipt"),
+                delivery_count=o.get("delivery_count"),
+                lease_expires_at_ms=o.get("lease_expires_at_ms"),
+                dead_letter_from=o.get("dead_letter_from"),
+                dead_letter_deliveries=o.get("dead_letter_deliveries"),
+                _client=self,
+            )
+            for o in wire.popped(response.status_code, response.content)
+        ]
+
+    async def stats(self, queue: str) -> Stats:
+        """Depth, waiting pops, leased and delayed items, oldest item's age."""
+        return wire.parse_stats((await self._send(wire.stats(queue))).json())
+
+    async def ack(self, queue: str, receipt: str) -> None:
+        """Acks one lease; raises :class:`LeaseLost` when it is lost."""
+        await self._send(wire.ack(queue, receipt))
+
+    async def ack_batch(self, queue: str, receipts: Sequence[str]) -> List[Tuple[str, str]]:
+        """Acks up to 1,000 leases; returns ``(receipt, outcome)`` in order,
+        outcome ``acked``, ``unknown_receipt``, ``lease_expired``,
+        ``receipt_queue_mismatch`` or ``invalid``."""
+        return wire.parse_ack_batch((await self._send(wire.ack_batch(queue, receipts))).json())
+
+    async def nack(self, queue: str, receipt: str, delay_ms: Optional[int] = None) -> NackResult:
+        """Returns a leased item now, after ``delay_ms``, or to the dead letters."""
+        return wire.parse_nack((await self._send(wire.nack(queue, receipt, delay_ms))).json())
+
+    async def extend(self, queue: str, receipt: str, lease_ms: int) -> int:
+        """Extends a lease to ``lease_ms`` from now; returns the new expiry (ms)."""
+        return wire.parse_extend((await self._send(wire.extend(queue, receipt, lease_ms))).json())
+
+    async def redrive(self, dead_letter_queue: str, max: Optional[int] = None) -> int:
+        """Moves up to ``max`` dead letters back to their queues; returns how many."""
+        return int((await self._send(wire.redrive(dead_letter_queue, max))).json()["redriven"])
+
+    async def pq_push(self, queue: str, data: bytes, priority: int) -> PushResult:
+        """Pushes one item to a priority queue."""
+        return wire.parse_push((await self._send(wire.pq_push(queue, data, priority))).json())
+
+    async def pq_pop(self, queue: str, end: str = "min", wait_ms: int = 0, max: int = 1) -> List[AsyncMessage]:
+        """Pops the lowest (``end="min"``) or highest priority items."""
+        response = await self._send(wire.pq_pop(queue, end, wait_ms, max, self.timeout_s))
+        return self._messages(queue, response)
+
+    async def healthy(self) -> bool:
+        """Whether ``/healthz`` answers 200 (the store answers)."""
+        try:
+            return (await self._http.get("/healthz")).status_code == 200
+        except httpx.TransportError:
+            return False

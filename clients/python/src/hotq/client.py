@@ -1,0 +1,133 @@
+"""The synchronous client."""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional, Sequence, Tuple
+
+import httpx
+
+from . import _wire as wire
+from .errors import ConnectError
+from .models import Message, NackResult, PushResult, Stats
+
+
+class Client:
+    """A hotq daemon at ``base_url`` (``http://127.0.0.1:7070``), with an
+    optional bearer ``token``. ``timeout_s`` bounds every call; a pop's
+    timeout is its ``wait_ms`` plus at least 30 s, so a long poll is never
+    cut short. Use as a context manager, or call :meth:`close`."""
+
+    def __init__(
+        self, base_url: str, token: Optional[str] = None, timeout_s: float = 30.0
+    ) -> None:
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        self.base_url = base_url.rstrip("/")
+        self.timeout_s = timeout_s
+        self._http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout_s)
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _send(self, call: wire.Call) -> httpx.Response:
+        try:
+            response = self._http.request(
+                call.method,
+                call.path,
+                params=call.params,
+                content=call.content,
+                json=call.json,
+                headers=call.headers,
+                timeout=call.timeout_s if call.timeout_s is not None else self.timeout_s,
+            )
+        except httpx.TransportError as error:
+            raise ConnectError(None, "connect_error", f"{self.base_url}: {error!r}") from error
+        wire.check(response.status_code, response.content)
+        return response
+
+    def push(self, queue: str, data: bytes, delay_ms: Optional[int] = None) -> PushResult:
+        """Pushes one item (bytes); ``delay_ms`` keeps it invisible that long."""
+        return wire.parse_push(self._send(wire.push(queue, data, delay_ms)).json())
+
+    def push_batch(
+        self, queue: str, items: Sequence[bytes], delay_ms: Optional[int] = None
+    ) -> PushResult:
+        """Pushes 1 to 1,000 items in one commit, in order: all or nothing."""
+        return wire.parse_push(self._send(wire.push_batch(queue, items, delay_ms)).json())
+
+    def pop(
+        self, queue: str, wait_ms: int = 0, lease_ms: Optional[int] = None, max: int = 1
+    ) -> List[Message]:
+        """Up to ``max`` items, waiting up to ``wait_ms`` for the first; with
+        ``lease_ms`` they are leased (ack, nack or extend each), otherwise
+        deleted as they are handed out. Empty when none came."""
+        response = self._send(wire.pop(queue, wait_ms, lease_ms, max, self.timeout_s))
+        return self._messages(queue, response)
+
+    def peek(self, queue: str) -> Optional[Message]:
+        """The first item, not taken; ``None`` when the queue is empty."""
+        messages = self._messages(queue, self._send(wire.peek(queue)))
+        return messages[0] if messages else None
+
+    def _messages(self, queue: str, response: httpx.Response) -> List[Message]:
+        return [
+            Message(
+                queue=queue,
+                data=wire.decode_item(o["item"]),
+                enqueued_at_ms=o["enqueued_at_ms"],
+                receipt=o.get("receipt"),
+                delivery_count=o.get("delivery_count"),
+                lease_expires_at_ms=o.get("lease_expires_at_ms"),
+                dead_letter_from=o.get("dead_letter_from"),
+                dead_letter_deliveries=o.get("dead_letter_deliveries"),
+                _client=self,
+            )
+            for o in wire.popped(response.status_code, response.content)
+        ]
+
+    def stats(self, queue: str) -> Stats:
+        """Depth, waiting pops, leased and delayed items, oldest item's age."""
+        return wire.parse_stats(self._send(wire.stats(queue)).json())
+
+    def ack(self, queue: str, receipt: str) -> None:
+        """Acks one lease; raises :class:`LeaseLost` when it is lost."""
+        self._send(wire.ack(queue, receipt))
+
+    def ack_batch(self, queue: str, receipts: Sequence[str]) -> List[Tuple[str, str]]:
+        """Acks up to 1,000 leases; returns ``(receipt, outcome)`` in order,
+        outcome ``acked``, ``unknown_receipt``, ``lease_expired``,
+        ``receipt_queue_mismatch`` or ``invalid``."""
+        return wire.parse_ack_batch(self._send(wire.ack_batch(queue, receipts)).json())
+
+    def nack(self, queue: str, receipt: str, delay_ms: Optional[int] = None) -> NackResult:
+        """Returns a leased item now, after ``delay_ms``, or to the dead letters."""
+        return wire.parse_nack(self._send(wire.nack(queue, receipt, delay_ms)).json())
+
+    def extend(self, queue: str, receipt: str, lease_ms: int) -> int:
+        """Extends a lease to ``lease_ms`` from now; returns the new expiry (ms)."""
+        return wire.parse_extend(self._send(wire.extend(queue, receipt, lease_ms)).json())
+
+    def redrive(self, dead_letter_queue: str, max: Optional[int] = None) -> int:
+        """Moves up to ``max`` dead letters back to their queues; returns how many."""
+        return int(self._send(wire.redrive(dead_letter_queue, max)).json()["redriven"])
+
+    def pq_push(self, queue: str, data: bytes, priority: int) -> PushResult:
+        """Pushes one item to a priority queue."""
+        return wire.parse_push(self._send(wire.pq_push(queue, data, priority)).json())
+
+    def pq_pop(self, queue: str, end: str = "min", wait_ms: int = 0, max: int = 1) -> List[Message]:
+        """Pops the lowest (``end="min"``) or highest priority items."""
+        response = self._send(wire.pq_pop(queue, end, wait_ms, max, self.timeout_s))
+        return self._messages(queue, response)
+
+    def healthy(self) -> bool:
+        """Whether ``/healthz`` answers 200 (the store answers)."""
+        try:
+            return self._http.get("/healthz").status_code == 200
+        except httpx.TransportError:
+            return False

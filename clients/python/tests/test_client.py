@@ -1,0 +1,114 @@
+"""Every method of the sync client against the real daemon."""
+
+from __future__ import annotations
+
+import pytest
+
+import hotq
+from hotq import Client
+
+
+def test_push_pop_peek_stats(daemon) -> None:
+    with Client(daemon.url) as client:
+        assert client.healthy()
+        assert client.push("jobs", b"one").pushed == 1
+        assert client.push_batch("jobs", [b"two", b"\x00three\n", b"four"]).pushed == 3
+        delayed = client.push("jobs", b"later", delay_ms=60_000)
+        assert delayed.visible_at_ms is not None
+        stats = client.stats("jobs")
+        assert (stats.queue, stats.depth, stats.delayed, stats.leased) == ("jobs", 4, 1, 0)
+        peeked = client.peek("jobs")
+        assert peeked is not None and peeked.data == b"one"
+        [first] = client.pop("jobs")
+        assert (first.data, first.receipt, first.delivery_count) == (b"one", None, None)
+        rest = client.pop("jobs", max=10)
+        # Binary-safe: a NUL and a newline come back as sent.
+        assert [m.data for m in rest] == [b"two", b"\x00three\n", b"four"]
+        assert client.pop("jobs") == []
+        assert client.peek("jobs") is None
+        with pytest.raises(ValueError):
+            first.ack()  # not leased: nothing to settle
+
+
+def test_leases_ack_nack_extend_and_batch_ack(daemon) -> None:
+    with Client(daemon.url) as client:
+        client.push_batch("work", [b"a", b"b", b"c"])
+        leased = client.pop("work", lease_ms=60_000, max=3)
+        assert [m.delivery_count for m in leased] == [1, 1, 1]
+        a, b, c = leased
+        original = a.lease_expires_at_ms
+        assert original is not None
+        assert a.extend(120_000) > original
+        assert a.lease_expires_at_ms is not None and a.lease_expires_at_ms > original
+        a.ack()
+        with pytest.raises(hotq.LeaseLost) as late:
+            a.ack()
+        assert (late.value.status, late.value.code) == (404, "unknown_receipt")
+        nacked = b.nack()
+        assert (nacked.outcome, nacked.dead_lettered) == ("requeued", False)
+        [again] = client.pop("work", lease_ms=60_000)
+        assert (again.data, again.delivery_count) == (b"b", 2)
+        outcomes = client.ack_batch("work", [again.receipt, c.receipt, "nope"])
+        assert outcomes == [(again.receipt, "acked"), (c.receipt, "acked"), ("nope", "invalid")]
+        assert client.stats("work").leased == 0
+
+
+def test_dead_letters_and_redrive(daemon) -> None:
+    with Client(daemon.url) as client:
+        client.push("poison", b"bad")
+        for delivery in (1, 2):
+            [message] = client.pop("poison", lease_ms=60_000)
+            assert message.delivery_count == delivery
+            result = message.nack()
+        assert result.dead_lettered and result.dead_letter_queue == "poison.dead"
+        [dead] = client.pop("poison.dead", max=5)
+        assert (dead.data, dead.dead_letter_from, dead.dead_letter_deliveries) == (
+            b"bad", "poison", 2,
+        )
+        client.push("poison2", b"x")
+        [m] = client.pop("poison2", lease_ms=60_000)
+        delayed = m.nack(delay_ms=60_000)
+        assert delayed.outcome == "delayed" and delayed.visible_at_ms is not None
+        assert client.redrive("poison.dead") == 0
+
+
+def test_priority_queue(daemon) -> None:
+    with Client(daemon.url) as client:
+        client.pq_push("tasks", b"routine", priority=5)
+        client.pq_push("tasks", b"urgent", priority=-3)
+        assert [m.data for m in client.pq_pop("tasks", end="min")] == [b"urgent"]
+        assert [m.data for m in client.pq_pop("tasks", end="max", max=5)] == [b"routine"]
+
+
+def test_errors_are_typed_by_code(daemon, secured) -> None:
+    with Client(daemon.url) as client:
+        with pytest.raises(hotq.InvalidQueueName) as bad:
+            client.push("a b", b"x")
+        assert (bad.value.status, bad.value.code) == (400, "invalid_queue_name")
+        client.push("left", b"x")
+        [m] = client.pop("left", lease_ms=60_000)
+        assert m.receipt is not None
+        with pytest.raises(hotq.ReceiptQueueMismatch):
+            client.ack("right", m.receipt)
+        with pytest.raises(hotq.BadRequest) as param:
+            client.pop("left", lease_ms=0)
+        assert param.value.code == "bad_parameter"
+        with pytest.raises(hotq.TooLarge):
+            client.push("left", b"x" * 200_000)
+    with Client(secured.url) as anonymous:
+        with pytest.raises(hotq.Unauthorized):
+            anonymous.stats("jobs")
+    with Client(secured.url, token="s3cret") as client:
+        assert client.stats("jobs").depth == 0
+    # Nothing listens on a port the daemon just left.
+    daemon.stop()
+    with Client(daemon.url, timeout_s=5) as gone:
+        with pytest.raises(hotq.ConnectError):
+            gone.stats("jobs")
+
+
+def test_the_pop_timeout_outlasts_wait_ms(daemon) -> None:
+    # A client timeout shorter than the wait: the pop still waits it out
+    # and answers empty instead of timing out.
+    with Client(daemon.url, timeout_s=0.2) as client:
+        assert client.pop("idle", wait_ms=1_000) == []

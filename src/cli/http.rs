@@ -1,0 +1,319 @@
+//! The client side of the command line: requests to a running daemon, its
+//! answers printed for scripts, its errors printed for people
+//! (`hotq: queue name "a b" is invalid: ... (400 invalid_queue_name)`).
+
+use std::io::{BufRead, Write};
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+
+use super::{ClientArgs, EXIT_EMPTY, EXIT_ERROR, EXIT_OK};
+use crate::server::error::ErrorBody;
+use crate::server::items::{PoppedItem, QueueStats};
+
+/// How popped items are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ItemFormat {
+    /// Each item's bytes and a newline (one item alone: its bytes only).
+    /// An item holding a newline reads as two lines: use another format.
+    Lines,
+    /// Each item's bytes and a NUL byte (`xargs -0`, `read -d ''`).
+    Nul,
+    /// Each item in base64 and a newline: safe for any bytes.
+    Base64,
+    /// The daemon's JSON array of items, as it answered.
+    Json,
+}
+
+/// Percent-encodes one path segment (a queue name, a receipt): anything
+/// but `A-Z a-z 0-9 - . _ ~` is escaped, so a name cannot change the route.
+pub fn segment(text: &str) -> String {
+    let mut encoded = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            encoded.push(byte as char);
+        } else {
+            encoded.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    encoded
+}
+
+/// Items from the arguments, or one per non-empty line of stdin.
+pub fn items_or_stdin(items: Vec<String>) -> Result<Vec<String>, String> {
+    if !items.is_empty() {
+        return Ok(items);
+    }
+    let stdin = std::io::stdin();
+    let mut lines = Vec::new();
+    for line in stdin.lock().lines() {
+        let line = line.map_err(|e| format!("reading stdin: {e}"))?;
+        if !line.is_empty() {
+            lines.push(line);
+        }
+    }
+    if lines.is_empty() {
+        return Err("no items: give them as arguments or one per line on stdin".into());
+    }
+    Ok(lines)
+}
+
+/// A client whose timeout outlasts a long poll of `wait_ms`.
+pub fn http_client(wait_ms: u64) -> Result<reqwest::Client, String> {
+    reqwest::Client::builder()
+        .timeout(std::time::Duration::from_millis(wait_ms + 30_000))
+        .build()
+        .map_err(|e| e.to_string())
+}
+
+/// Sends one request; a failure to reach the daemon names its cause.
+pub async fn send(
+    http: &reqwest::Client,
+    client: &ClientArgs,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Vec<u8>>,
+    accept_json: bool,
+) -> Result<reqwest::Response, String> {
+    let base = client.url.trim_end_matches('/');
+    let url = format!("{base}{path}");
+    let mut request = http.request(method, &url);
+    if let Some(token) = &client.token {
+        request = request.header("authorization", format!("Bearer {token}"));
+    }
+    if accept_json {
+        request = request.header("accept", "application/json");
+    }
+    if let Some(body) = body {
+        request = request.body(body);
+    }
+    request
+        .send()
+        .await
+        .map_err(|error| format!("cannot reach the daemon at {base}: {}", cause(&error)))
+}
+
+/// The innermost cause of a request error ("Connection refused (os error
+/// 111)"), which reqwest's own message ("error sending request") hides.
+fn cause(error: &reqwest::Error) -> String {
+    if error.is_timeout() {
+        return "timed out".into();
+    }
+    let mut cause: &dyn std::error::Error = error;
+    while let Some(source) = cause.source() {
+        cause = source;
+    }
+    cause.to_string()
+}
+
+/// The answer if it succeeded; otherwise the daemon's error, readable:
+/// `message (status code)`.
+pub async fn expect_success(response: reqwest::Response) -> Result<reqwest::Response, String> {
+    if response.status().is_success() {
+        return Ok(response);
+    }
+    let status = response.status();
+    let body = response.bytes().await.unwrap_or_default();
+    Err(match serde_json::from_slice::<ErrorBody>(&body) {
+        Ok(error) => format!(
+            "{} ({} {})",
+            error.error.message,
+            status.as_u16(),
+            error.error.code
+        ),
+        Err(_) => format!("{status}: {}", String::from_utf8_lossy(&body)),
+    })
+}
+
+/// Pushes `items` in batches of up to 1,000 (each batch one commit).
+pub async fn push(client: &ClientArgs, path: &str, items: Vec<String>) -> Result<u8, String> {
+    let items = items_or_stdin(items)?;
+    let http = http_client(0)?;
+    for chunk in items.chunks(crate::queue::PUSH_BATCH_MAX) {
+        let encoded: Vec<String> = chunk.iter().map(|item| BASE64.encode(item)).collect();
+        let body = serde_json::to_vec(&encoded).map_err(|e| e.to_string())?;
+        let response = send(
+            &http,
+            client,
+            reqwest::Method::POST,
+            path,
+            Some(body),
+            false,
+        )
+        .await?;
+        expect_success(response).await?;
+    }
+    Ok(EXIT_OK)
+}
+
+/// Pops or peeks (`method` `path`, asked as JSON) and prints the items in
+/// `format`; leased items are prefixed `receipt \t delivery count \t`.
+pub async fn fetch_items(
+    client: &ClientArgs,
+    method: reqwest::Method,
+    path: &str,
+    wait_ms: u64,
+    format: ItemFormat,
+) -> Result<u8, String> {
+    let http = http_client(wait_ms)?;
+    let response = expect_success(send(&http, client, method, path, None, true).await?).await?;
+    if response.status() == reqwest::StatusCode::NO_CONTENT {
+        return Ok(EXIT_EMPTY);
+    }
+    let body = response.bytes().await.map_err(|e| e.to_string())?;
+    let mut out = std::io::stdout().lock();
+    if format == ItemFormat::Json {
+        out.write_all(&body)
+            .and_then(|()| out.write_all(b"\n"))
+            .map_err(|e| e.to_string())?;
+    } else {
+        let items: Vec<PoppedItem> = serde_json::from_slice(&body)
+            .map_err(|e| format!("the daemon's answer is not a list of items: {e}"))?;
+        write_items(&mut out, &items, format)?;
+    }
+    out.flush().map_err(|e| e.to_string())?;
+    Ok(EXIT_OK)
+}
+
+fn write_items(
+    out: &mut impl Write,
+    items: &[PoppedItem],
+    format: ItemFormat,
+) -> Result<(), String> {
+    // One plain item alone prints as its bytes, nothing added (`$(hotq pop q)`).
+    let alone = items.len() == 1 && items[0].receipt.is_none() && format == ItemFormat::Lines;
+    for item in items {
+        let bytes = BASE64
+            .decode(&item.item)
+            .map_err(|e| format!("the daemon sent an item that is not base64: {e}"))?;
+        let mut line = Vec::with_capacity(bytes.len() + 48);
+        if let (Some(receipt), Some(count)) = (&item.receipt, item.delivery_count) {
+            line.extend_from_slice(format!("{receipt}\t{count}\t").as_bytes());
+        }
+        match format {
+            ItemFormat::Base64 => line.extend_from_slice(item.item.as_bytes()),
+            _ => line.extend_from_slice(&bytes),
+        }
+        match format {
+            ItemFormat::Nul => line.push(0),
+            ItemFormat::Lines if alone => {}
+            _ => line.push(b'\n'),
+        }
+        out.write_all(&line).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// Acks `receipts` in one batch; prints each one's outcome.
+pub async fn ack_batch(
+    client: &ClientArgs,
+    queue: &str,
+    receipts: &[String],
+) -> Result<u8, String> {
+    let http = http_client(0)?;
+    let body = serde_json::to_vec(receipts).map_err(|e| e.to_string())?;
+    let path = format!("/v1/queues/{}/ack", segment(queue));
+    let response = send(
+        &http,
+        client,
+        reqwest::Method::POST,
+        &path,
+        Some(body),
+        false,
+    )
+    .await?;
+    let answer: crate::server::items::AckBatchAnswer = expect_success(response)
+        .await?
+        .json()
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut all_acked = true;
+    for result in answer.results {
+        all_acked &= result.outcome == "acked";
+        println!("{} {}", result.receipt, result.outcome);
+    }
+    Ok(if all_acked { EXIT_OK } else { EXIT_ERROR })
+}
+
+/// POSTs to `path` with no body and expects success (ack).
+pub async fn post_empty(client: &ClientArgs, path: &str) -> Result<u8, String> {
+    let http = http_client(0)?;
+    let response = send(&http, client, reqwest::Method::POST, path, None, false).await?;
+    expect_success(response).await?;
+    Ok(EXIT_OK)
+}
+
+/// Prints a queue's stats: `name value` lines, or with `json` the JSON.
+pub async fn stats(client: &ClientArgs, path: &str, json: bool) -> Result<u8, String> {
+    let http = http_client(0)?;
+    let response = send(&http, client, reqwest::Method::GET, path, None, false).await?;
+    let body = expect_success(response)
+        .await?
+        .bytes()
+        .await
+        .map_err(|e| e.to_string())?;
+    if json {
+        println!("{}", String::from_utf8_lossy(&body));
+        return Ok(EXIT_OK);
+    }
+    let stats: QueueStats = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
+    let oldest = stats
+        .oldest_item_age_ms
+        .map_or("-".to_string(), |ms| format!("{ms} ms"));
+    println!("queue    {}", stats.queue);
+    println!("depth    {}", stats.depth);
+    println!("waiting  {}", stats.waiting);
+    println!("leased   {}", stats.leased);
+    println!("delayed  {}", stats.delayed);
+    println!("oldest   {oldest}");
+    Ok(EXIT_OK)
+}
+
+/// Sends a bodiless request and prints the answer's body (JSON).
+pub async fn print_answer(
+    client: &ClientArgs,
+    method: reqwest::Method,
+    path: &str,
+) -> Result<u8, String> {
+    let http = http_client(0)?;
+    let response = expect_success(send(&http, client, method, path, None, false).await?).await?;
+    let body = response.text().await.map_err(|e| e.to_string())?;
+    println!("{body}");
+    Ok(EXIT_OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segments_escape_everything_that_could_change_the_route() {
+        assert_eq!(segment("jobs.dead"), "jobs.dead");
+        assert_eq!(segment("a b/c?d"), "a%20b%2Fc%3Fd");
+        assert_eq!(segment("é"), "%C3%A9");
+    }
+
+    #[test]
+    fn items_print_binary_safe_in_each_format() {
+        let item = |bytes: &[u8], receipt: Option<&str>| PoppedItem {
+            item: BASE64.encode(bytes),
+            enqueued_at_ms: 1,
+            receipt: receipt.map(str::to_string),
+            delivery_count: receipt.map(|_| 2),
+            lease_expires_at_ms: None,
+            dead_letter_from: None,
+            dead_letter_deliveries: None,
+        };
+        let items = [item(b"a\nb", None), item(b"c", None)];
+        let print = |items: &[PoppedItem], format| {
+            let mut out = Vec::new();
+            write_items(&mut out, items, format).unwrap();
+            out
+        };
+        assert_eq!(print(&items, ItemFormat::Nul), b"a\nb\0c\0");
+        assert_eq!(print(&items, ItemFormat::Base64), b"YQpi\nYw==\n");
+        assert_eq!(print(&items[1..], ItemFormat::Lines), b"c");
+        let leased = [item(b"x", Some("r1"))];
+        assert_eq!(print(&leased, ItemFormat::Lines), b"r1\t2\tx\n");
+    }
+}

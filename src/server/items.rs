@@ -1,0 +1,169 @@
+//! What a pop or peek answers (README, "What a pop answers, one rule"):
+//! JSON, an array of [`PoppedItem`], when `max` > 1 or the request accepts
+//! `application/json`; the one item's raw bytes with `hotq-*` headers
+//! otherwise; 204 when nothing came.
+
+use axum::Json;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use serde::{Deserialize, Serialize};
+
+use crate::queue::Item;
+
+/// Header carrying an item's enqueue time (ms since the epoch).
+pub const ENQUEUED_AT_HEADER: &str = "hotq-enqueued-at-ms";
+/// Header carrying a leased item's receipt.
+pub const RECEIPT_HEADER: &str = "hotq-receipt";
+/// Header carrying a leased item's delivery count (1 the first time).
+pub const DELIVERY_COUNT_HEADER: &str = "hotq-delivery-count";
+/// Header carrying a leased item's expiry (ms since the epoch).
+pub const LEASE_EXPIRES_HEADER: &str = "hotq-lease-expires-at-ms";
+/// Header naming the queue a dead-lettered item came from.
+pub const DEAD_LETTER_FROM_HEADER: &str = "hotq-dead-letter-from";
+/// Header carrying a dead-lettered item's delivery count when it died.
+pub const DEAD_LETTER_DELIVERIES_HEADER: &str = "hotq-dead-letter-deliveries";
+
+/// How a pop or peek answers: JSON when more than one item may come
+/// (`max` > 1) or the request's `Accept` names `application/json`; the raw
+/// bytes of the one item with `hotq-*` headers otherwise (curl, peerbench).
+pub fn answers_json(headers: &HeaderMap, max: usize) -> bool {
+    max > 1
+        || headers
+            .get_all(header::ACCEPT)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .flat_map(|value| value.split(','))
+            .any(|range| {
+                let mut parts = range.split(';').map(str::trim);
+                let media = parts.next().unwrap_or("");
+                // `q=0` means "not this type".
+                media.eq_ignore_ascii_case("application/json")
+                    && !parts.any(|p| p.eq_ignore_ascii_case("q=0") || p == "q=0.0")
+            })
+}
+
+/// One item of a JSON pop or peek answer. Every field is always present
+/// (null when it does not apply), whatever `max` and lease are.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct PoppedItem {
+    /// The item's bytes, base64 (standard alphabet, padded).
+    pub item: String,
+    /// When the item was pushed, in ms since the epoch.
+    pub enqueued_at_ms: u64,
+    /// The lease's receipt (ack, nack, extend); null when not leased.
+    #[schema(required = true)]
+    pub receipt: Option<String>,
+    /// This delivery's number, 1 the first time; null when not leased.
+    #[schema(required = true)]
+    pub delivery_count: Option<u32>,
+    /// When the lease expires, in ms since the epoch; null when not leased.
+    #[schema(required = true)]
+    pub lease_expires_at_ms: Option<u64>,
+    /// The queue a dead-lettered item came from; null otherwise.
+    #[schema(required = true)]
+    pub dead_letter_from: Option<String>,
+    /// Deliveries a dead-lettered item had when it died; null otherwise.
+    #[schema(required = true)]
+    pub dead_letter_deliveries: Option<u32>,
+}
+
+impl From<&Item> for PoppedItem {
+    fn from(item: &Item) -> Self {
+        PoppedItem {
+            item: BASE64.encode(&item.payload),
+            enqueued_at_ms: item.enqueued_at_ms,
+            receipt: item.lease.map(|lease| lease.receipt.to_string()),
+            delivery_count: item.lease.map(|lease| lease.delivery_count),
+            lease_expires_at_ms: item.lease.map(|lease| lease.expires_at_ms),
+            dead_letter_from: item.dead_letter.as_ref().map(|dead| dead.queue.clone()),
+            dead_letter_deliveries: item.dead_letter.as_ref().map(|dead| dead.deliveries),
+        }
+    }
+}
+
+/// The answer to a pop or peek: 204 when empty; with `json` (see
+/// [`answers_json`]) a JSON array of [`PoppedItem`]; otherwise the one
+/// item's bytes, its metadata in `hotq-*` headers.
+pub fn items_response(items: Vec<Item>, json: bool) -> Response {
+    if items.is_empty() {
+        return StatusCode::NO_CONTENT.into_response();
+    }
+    if json {
+        let objects: Vec<PoppedItem> = items.iter().map(PoppedItem::from).collect();
+        return (StatusCode::OK, Json(objects)).into_response();
+    }
+    assert_eq!(items.len(), 1, "a raw answer holds one item");
+    let item = items.into_iter().next().expect("non-empty");
+    let mut headers = vec![(ENQUEUED_AT_HEADER, item.enqueued_at_ms.to_string())];
+    if let Some(lease) = &item.lease {
+        headers.push((RECEIPT_HEADER, lease.receipt.to_string()));
+        headers.push((DELIVERY_COUNT_HEADER, lease.delivery_count.to_string()));
+        headers.push((LEASE_EXPIRES_HEADER, lease.expires_at_ms.to_string()));
+    }
+    if let Some(dead) = &item.dead_letter {
+        headers.push((DEAD_LETTER_FROM_HEADER, dead.queue.clone()));
+        headers.push((DEAD_LETTER_DELIVERIES_HEADER, dead.deliveries.to_string()));
+    }
+    let mut response = (StatusCode::OK, item.payload).into_response();
+    for (name, value) in headers {
+        // Digits, hex and queue names (A-Z a-z 0-9 . _ -) are valid header values.
+        let value = HeaderValue::from_str(&value).expect("a valid header value");
+        response.headers_mut().insert(name, value);
+    }
+    response
+}
+
+/// The answer to a push or batch push (201).
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct PushAnswer {
+    /// Items pushed, in order, in one commit.
+    pub pushed: usize,
+    /// With `delay_ms`: when the items become visible, in ms since the
+    /// epoch; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub visible_at_ms: Option<u64>,
+}
+
+/// A queue's stats (`GET /v1/queues/{queue}`, `GET /v1/pqueues/{queue}`).
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct QueueStats {
+    /// The queue's name.
+    pub queue: String,
+    /// Visible items.
+    pub depth: i64,
+    /// Pops waiting for an item (in the store and in this daemon's memory).
+    pub waiting: i64,
+    /// Items under a lease.
+    pub leased: i64,
+    /// Items pushed or nacked with a delay, not yet visible.
+    pub delayed: i64,
+    /// Age of the first item, in ms; null when empty, and for priority queues.
+    #[schema(required = true)]
+    pub oldest_item_age_ms: Option<u64>,
+}
+
+/// One receipt's outcome in a batch ack.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct AckResult {
+    /// The receipt as sent.
+    pub receipt: String,
+    /// `acked`, `unknown_receipt`, `lease_expired`,
+    /// `receipt_queue_mismatch` or `invalid`.
+    pub outcome: String,
+}
+
+/// The answer to a batch ack: one result per receipt, in order.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct AckBatchAnswer {
+    /// One per receipt sent.
+    pub results: Vec<AckResult>,
+}
+
+/// The answer to a re-drive.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct RedriveAnswer {
+    /// Items moved back to the queues they came from.
+    pub redriven: usize,
+}

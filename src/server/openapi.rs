@@ -1,0 +1,103 @@
+//! The API's OpenAPI 3.1 description, generated from the handlers'
+//! `#[utoipa::path]` annotations and served at `GET /v1/openapi.json`.
+//!
+//! A handler added to the router must be listed in [`ApiDoc`]'s `paths`:
+//! `tests/openapi_spec.rs` fails on any route missing from the spec (or any
+//! path of the spec the daemon does not serve).
+
+use std::sync::OnceLock;
+
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use utoipa::Modify;
+use utoipa::OpenApi;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+
+use super::error::{ErrorBody, ErrorDetail};
+use super::items::{AckBatchAnswer, AckResult, PoppedItem, PushAnswer, QueueStats, RedriveAnswer};
+use super::leases::{ExtendAnswer, NackAnswer, NackOutcome};
+use super::{fifo, leases, pqueue};
+
+/// The spec. Paths name the handlers; schemas are the answer types the
+/// handlers serialize, so the spec cannot drift from what is sent.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "hotq",
+        description = "A high-contention queue service. Errors are ErrorBody with a stable code. \
+            A pop or peek answers JSON (an array of PoppedItem) when max > 1 or Accept names \
+            application/json, the one item's raw bytes with hotq-* headers otherwise; 204 when \
+            nothing came."
+    ),
+    paths(
+        super::healthz,
+        openapi_json,
+        fifo::push,
+        fifo::push_batch,
+        fifo::pop,
+        fifo::peek,
+        fifo::stats,
+        leases::ack,
+        leases::ack_batch,
+        leases::nack,
+        leases::extend,
+        leases::redrive,
+        pqueue::push,
+        pqueue::pop,
+        pqueue::peek,
+        pqueue::stats,
+    ),
+    components(schemas(
+        ErrorBody,
+        ErrorDetail,
+        PoppedItem,
+        PushAnswer,
+        QueueStats,
+        AckBatchAnswer,
+        AckResult,
+        RedriveAnswer,
+        NackAnswer,
+        NackOutcome,
+        ExtendAnswer,
+    )),
+    modifiers(&BearerToken),
+    security((), ("bearer" = [])),
+    tags(
+        (name = "fifo", description = "FIFO queues"),
+        (name = "leases", description = "At-least-once delivery: ack, nack, extend, dead letters"),
+        (name = "priority", description = "Priority queues"),
+        (name = "daemon", description = "The daemon itself"),
+    )
+)]
+pub struct ApiDoc;
+
+/// The optional bearer token (`--token`): every `/v1/` call carries
+/// `Authorization: Bearer <token>` when the daemon has one.
+struct BearerToken;
+
+impl Modify for BearerToken {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+/// The spec as JSON, built once.
+pub fn spec_json() -> &'static str {
+    static SPEC: OnceLock<String> = OnceLock::new();
+    SPEC.get_or_init(|| {
+        ApiDoc::openapi()
+            .to_pretty_json()
+            .expect("the spec serializes")
+    })
+}
+
+/// `GET /v1/openapi.json`: this API's OpenAPI 3.1 description.
+#[utoipa::path(get, path = "/v1/openapi.json", tag = "daemon",
+    responses((status = 200, description = "The OpenAPI 3.1 description", content_type = "application/json")))]
+pub async fn openapi_json() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], spec_json()).into_response()
+}

@@ -1,0 +1,137 @@
+//! The `hotq` command line against a real daemon: binary-safe item
+//! formats, JSON output, readable errors, the cause of a failed
+//! connection; and the daemon's JSON error for a non-UTF-8 queue name.
+
+mod common;
+
+use std::process::{Output, Stdio};
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use common::daemon::{Daemon, http};
+use reqwest::StatusCode;
+use serde_json::Value;
+
+/// Runs `hotq args...` against `url`.
+async fn hotq(url: &str, args: &[&str]) -> Output {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_hotq"));
+    command
+        .args(args)
+        .env("HOTQ_URL", url)
+        .env_remove("HOTQ_TOKEN")
+        .stdin(Stdio::null());
+    command.output().await.unwrap()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pops_print_binary_safe_and_as_json() {
+    let daemon = Daemon::start(|_| {}).await;
+    let url = &daemon.url;
+    let items = ["two\nlines", "tab\there", "plain"];
+    let pushed = hotq(url, &[&["push", "bin"][..], &items].concat()).await;
+    assert!(pushed.status.success(), "{}", stderr(&pushed));
+
+    // -0: each item ends in NUL, newlines inside survive.
+    let nul = hotq(url, &["pop", "bin", "--max", "2", "-0"]).await;
+    assert_eq!(nul.status.code(), Some(0), "{}", stderr(&nul));
+    assert_eq!(nul.stdout, b"two\nlines\0tab\there\0");
+
+    // --base64: one line per item, any bytes.
+    hotq(url, &["push", "bin", "again\nand again"]).await;
+    let b64 = hotq(url, &["pop", "bin", "--max", "5", "--base64"]).await;
+    let lines: Vec<Vec<u8>> = String::from_utf8(b64.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| BASE64.decode(line).unwrap())
+        .collect();
+    assert_eq!(lines, [b"plain".to_vec(), b"again\nand again".to_vec()]);
+
+    // --json: the daemon's objects, leased ones with their receipt.
+    hotq(url, &["push", "bin", "leased"]).await;
+    let json = hotq(url, &["pop", "bin", "--lease-ms", "60000", "--json"]).await;
+    let popped: Vec<Value> = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(popped[0]["item"], BASE64.encode("leased"));
+    assert_eq!(popped[0]["delivery_count"], 1);
+    let receipt = popped[0]["receipt"].as_str().unwrap();
+    let nacked = hotq(url, &["nack", "bin", receipt]).await;
+    let nacked: Value = serde_json::from_slice(&nacked.stdout).unwrap();
+    assert_eq!(nacked["outcome"], "requeued");
+
+    // Stats: readable by default, the JSON with --json.
+    let stats = hotq(url, &["stats", "bin", "--json"]).await;
+    let stats: Value = serde_json::from_slice(&stats.stdout).unwrap();
+    assert_eq!(stats["depth"], 1);
+    let readable = hotq(url, &["stats", "bin"]).await;
+    let readable = String::from_utf8(readable.stdout).unwrap();
+    assert!(
+        readable
+            .lines()
+            .any(|l| l.split_whitespace().eq(["depth", "1"]))
+    );
+
+    // Empty: exit 3 in every format, nothing printed.
+    hotq(url, &["pop", "bin", "--max", "9"]).await;
+    for format in ["-0", "--base64", "--json"] {
+        let empty = hotq(url, &["pop", "bin", "--max", "9", format]).await;
+        assert_eq!((empty.status.code(), empty.stdout.len()), (Some(3), 0));
+    }
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_read_as_sentences_with_status_and_code() {
+    let daemon = Daemon::start(|_| {}).await;
+    let bad = hotq(&daemon.url, &["push", "a b", "x"]).await;
+    assert_eq!(bad.status.code(), Some(1));
+    let message = stderr(&bad);
+    assert!(
+        message.starts_with("hotq: queue name \"a b\" is invalid")
+            && message.trim_end().ends_with("(400 invalid_queue_name)"),
+        "{message}"
+    );
+    // A slash in a name cannot reach another route.
+    let slash = hotq(&daemon.url, &["stats", "a/b"]).await;
+    assert!(stderr(&slash).contains("(400 invalid_queue_name)"));
+    let late = hotq(&daemon.url, &["ack", "q", &"0".repeat(32)]).await;
+    assert!(stderr(&late).contains("(400 receipt_queue_mismatch)"));
+    daemon.stop().await;
+
+    // Nothing listens here any more: the cause is named.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closed = format!("http://{}", listener.local_addr().unwrap());
+    drop(listener);
+    let refused = hotq(&closed, &["stats", "q"]).await;
+    assert_eq!(refused.status.code(), Some(1));
+    let message = stderr(&refused);
+    assert!(
+        message.starts_with(&format!("hotq: cannot reach the daemon at {closed}: "))
+            && message.to_lowercase().contains("refused"),
+        "{message}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_utf8_queue_name_gets_the_json_error() {
+    let daemon = Daemon::start(|_| {}).await;
+    for (method, path) in [
+        (reqwest::Method::POST, "/v1/queues/%FF/items"),
+        (reqwest::Method::GET, "/v1/queues/%C3%28"),
+        (reqwest::Method::POST, "/v1/queues/ok%FF/ack/0123"),
+        (reqwest::Method::GET, "/v1/pqueues/%FF/peek?end=min"),
+    ] {
+        let response = http()
+            .request(method, format!("{}{path}", daemon.url))
+            .body("x")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{path}");
+        let body: Value = response.json().await.expect("a JSON error body");
+        assert_eq!(body["error"]["code"], "invalid_queue_name", "{path}");
+    }
+    daemon.stop().await;
+}

@@ -1,0 +1,250 @@
+//! The OpenAPI spec the daemon serves matches the daemon: every route of
+//! the router is in the spec and every path of the spec is served, and the
+//! error shape (and the answers' shapes) the spec declares are what the
+//! daemon sends.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use common::daemon::{Daemon, http};
+use reqwest::StatusCode;
+use serde_json::Value;
+
+const METHODS: [&str; 5] = ["get", "post", "put", "delete", "patch"];
+
+/// `(method, path)` of every `.route("path", get(..).post(..))` in
+/// `src/server/`: the router's table, read from its source, since axum
+/// does not list a router's routes.
+fn routes_in_source() -> BTreeSet<(String, String)> {
+    let mut routes = BTreeSet::new();
+    let mut files = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("src/server")];
+    while let Some(path) = files.pop() {
+        if path.is_dir() {
+            files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+            continue;
+        }
+        if path.extension().is_some_and(|e| e == "rs") {
+            routes.extend(routes_in(&std::fs::read_to_string(&path).unwrap()));
+        }
+    }
+    // The exporter's route is served on the metrics listener, not the API.
+    routes.retain(|(_, path)| path != "/metrics");
+    routes
+}
+
+fn routes_in(source: &str) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    let mut rest = source;
+    while let Some(at) = rest.find(".route(") {
+        let call = &rest[at + ".route(".len()..];
+        // The call's arguments: up to the parenthesis that closes it.
+        let mut depth = 1;
+        let end = call
+            .char_indices()
+            .find_map(|(i, c)| {
+                match c {
+                    '(' => depth += 1,
+                    ')' => depth -= 1,
+                    _ => {}
+                }
+                (depth == 0).then_some(i)
+            })
+            .expect("a closed .route( call");
+        let arguments = &call[..end];
+        let path = arguments
+            .split('"')
+            .nth(1)
+            .expect("a route's path is a string literal");
+        let handlers = &arguments[arguments.find(',').unwrap()..];
+        for method in METHODS {
+            let words = handlers.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '('));
+            if words
+                .into_iter()
+                .any(|w| w.starts_with(&format!("{method}(")))
+            {
+                found.push((method.to_string(), path.to_string()));
+            }
+        }
+        rest = &call[end..];
+    }
+    found
+}
+
+fn routes_in_spec(spec: &Value) -> BTreeSet<(String, String)> {
+    let mut routes = BTreeSet::new();
+    for (path, item) in spec["paths"].as_object().unwrap() {
+        for method in METHODS {
+            if item.get(method).is_some() {
+                routes.insert((method.to_string(), path.clone()));
+            }
+        }
+    }
+    routes
+}
+
+/// The schema `reference` (`#/components/schemas/X`) points at.
+fn schema<'a>(spec: &'a Value, reference: &Value) -> &'a Value {
+    let name = reference["$ref"]
+        .as_str()
+        .and_then(|r| r.strip_prefix("#/components/schemas/"))
+        .unwrap_or_else(|| panic!("a $ref to a component: {reference}"));
+    &spec["components"]["schemas"][name]
+}
+
+/// Checks `value` against an object schema: the same field names, every
+/// field required, each of a type the schema allows.
+fn check_object(spec: &Value, schema: &Value, value: &Value, what: &str) {
+    let properties = schema["properties"].as_object().expect("an object schema");
+    let object = value
+        .as_object()
+        .unwrap_or_else(|| panic!("{what}: {value}"));
+    let declared: BTreeSet<&String> = properties.keys().collect();
+    let sent: BTreeSet<&String> = object.keys().collect();
+    assert_eq!(declared, sent, "{what}: fields of the spec vs the answer");
+    let required: BTreeSet<&str> = schema["required"]
+        .as_array()
+        .map(|r| r.iter().map(|n| n.as_str().unwrap()).collect())
+        .unwrap_or_default();
+    for (name, field) in properties {
+        let value = &object[name];
+        if field.get("$ref").is_some() {
+            check_object(spec, self::schema(spec, field), value, name);
+            continue;
+        }
+        let types: Vec<&str> = match &field["type"] {
+            Value::String(t) => vec![t.as_str()],
+            Value::Array(ts) => ts.iter().map(|t| t.as_str().unwrap()).collect(),
+            other => panic!("{what}.{name}: no type in {other}"),
+        };
+        let kind = match value {
+            Value::Null => "null",
+            Value::String(_) => "string",
+            Value::Number(n) if n.is_f64() => "number",
+            Value::Number(_) => "integer",
+            Value::Bool(_) => "boolean",
+            Value::Array(_) => "array",
+            Value::Object(_) => "object",
+        };
+        assert!(
+            types.contains(&kind),
+            "{what}.{name}: {kind} not in {types:?}"
+        );
+        // Sent, so always sent (null when it does not apply): required.
+        assert!(required.contains(name.as_str()), "{what}.{name} required");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_spec_lists_exactly_the_routes_and_the_error_shape_the_daemon_serves() {
+    let daemon = Daemon::start(|_| {}).await;
+    let url = &daemon.url;
+    let response = http()
+        .get(format!("{url}/v1/openapi.json"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let spec: Value = response.json().await.unwrap();
+    assert!(spec["openapi"].as_str().unwrap().starts_with("3.1"));
+
+    let in_source = routes_in_source();
+    assert!(in_source.len() >= 16, "the route scan found {in_source:?}");
+    assert_eq!(
+        in_source,
+        routes_in_spec(&spec),
+        "routes of the router (left) vs paths of the spec (right)"
+    );
+
+    // Every operation of the spec is served: no fallback answers it.
+    for (method, path) in routes_in_spec(&spec) {
+        let concrete = path
+            .replace("{queue}", "probe")
+            .replace("{receipt}", &"0".repeat(32));
+        let method = reqwest::Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
+        let response = http()
+            .request(method.clone(), format!("{url}{concrete}"))
+            .body("x")
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        let code = body["error"]["code"].as_str().unwrap_or("");
+        assert!(
+            code != "not_found" && code != "method_not_allowed",
+            "{method} {concrete}: {status} {body}"
+        );
+    }
+
+    // Every error response of the spec is the ErrorBody the daemon sends.
+    let error_body = &spec["components"]["schemas"]["ErrorBody"];
+    for (path, item) in spec["paths"].as_object().unwrap() {
+        for (method, operation) in item.as_object().unwrap() {
+            for (status, answer) in operation["responses"].as_object().unwrap() {
+                if status.starts_with('4') || status.starts_with('5') {
+                    let body = &answer["content"]["application/json"]["schema"];
+                    assert_eq!(schema(&spec, body), error_body, "{method} {path} {status}");
+                }
+            }
+        }
+    }
+    for (method, path) in [
+        ("POST", "/v1/queues/bad%20name/items"),
+        ("GET", "/v1/nowhere"),
+        ("POST", "/v1/queues/q/pop?max=0"),
+    ] {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let response = http()
+            .request(method, format!("{url}{path}"))
+            .body("x")
+            .send()
+            .await
+            .unwrap();
+        assert!(response.status().is_client_error(), "{path}");
+        let sent: Value = response.json().await.unwrap();
+        check_object(&spec, error_body, &sent, path);
+    }
+
+    // The answers' shapes too: stats and a JSON pop.
+    let pushed = http()
+        .post(format!("{url}/v1/queues/shapes/items"))
+        .body("a")
+        .send()
+        .await
+        .unwrap();
+    let pushed: Value = pushed.json().await.unwrap();
+    let push_answer = &spec["components"]["schemas"]["PushAnswer"];
+    assert_eq!(pushed["pushed"], 1);
+    assert!(push_answer["properties"]["pushed"].is_object());
+    let stats: Value = http()
+        .get(format!("{url}/v1/queues/shapes"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    check_object(
+        &spec,
+        &spec["components"]["schemas"]["QueueStats"],
+        &stats,
+        "stats",
+    );
+    let popped: Vec<Value> = http()
+        .post(format!("{url}/v1/queues/shapes/pop?max=2&lease_ms=1000"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    check_object(
+        &spec,
+        &spec["components"]["schemas"]["PoppedItem"],
+        &popped[0],
+        "popped item",
+    );
+    daemon.stop().await;
+}
