@@ -67,6 +67,10 @@ pub const STORE_COMMIT_GROUP_SIZE: &str = "hotq_store_commit_group_size";
 /// (embedded store).
 pub const FSYNC_SECONDS: &str = "hotq_fsync_seconds";
 
+/// 1 while the store has failed or does not answer its health probe
+/// (the daemon then answers 503 and exits after `store_failure_exit_ms`).
+pub const STORE_UNAVAILABLE: &str = "hotq_store_unavailable";
+
 /// The label value for queues past the label cap.
 pub const OVERFLOW_QUEUE_LABEL: &str = "_other";
 /// The label value for requests naming an invalid queue (they must not
@@ -199,6 +203,12 @@ fn describe() {
         Unit::Seconds,
         "Age of the queue's oldest item (sampled)."
     );
+    describe_gauge!(
+        STORE_UNAVAILABLE,
+        Unit::Count,
+        "1 while the store has failed or does not answer: the API answers 503 store_unavailable \
+         and the daemon exits after store_failure_exit_ms."
+    );
     describe_counter!(
         REQUESTS_EXPIRED,
         Unit::Count,
@@ -285,6 +295,7 @@ fn describe() {
 /// the first commit: the store opens before the recorder is installed, so
 /// it cannot register them itself.
 fn register_at_start() {
+    metrics::gauge!(STORE_UNAVAILABLE).set(0.0);
     let _ = metrics::histogram!(STORE_COMMIT_GROUP_SIZE);
     let _ = metrics::histogram!(FSYNC_SECONDS);
 }

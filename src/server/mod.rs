@@ -10,6 +10,7 @@
 //! - [`leases`]: ack, nack, extend by receipt; dead-letter re-drive.
 //! - [`pqueue`]: `/v1/pqueues/...` handlers.
 //! - [`sampler`]: depth, waiting, leased, delayed and oldest-age gauges, sampled.
+//! - [`store_watch`]: reports a failed store and ends the daemon after a grace.
 
 pub mod error;
 pub mod fifo;
@@ -17,6 +18,7 @@ pub mod hangup;
 pub mod leases;
 pub mod pqueue;
 pub mod sampler;
+pub mod store_watch;
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -49,6 +51,8 @@ pub struct AppState<S: Store> {
     pub config: Config,
     /// Queues this daemon has served recently, for the sampler (bounded).
     pub known_queues: Mutex<KnownQueues>,
+    /// Whether the store answers, as the store watcher last saw it.
+    pub store_health: store_watch::StoreHealth,
 }
 
 /// The most recently used queues, at most a bound of them: when full, the
@@ -127,6 +131,10 @@ pub fn router<S: Store>(state: Arc<AppState<S>>) -> Router {
         .route("/v1/pqueues/{queue}", get(pqueue::stats::<S>))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
+            refuse_on_failed_store::<S>,
+        ))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
             authorize::<S>,
         ));
     Router::new()
@@ -171,6 +179,22 @@ async fn authorize<S: Store>(
     }
 }
 
+/// Answers 503 `store_unavailable` while the store has failed for good, so
+/// every call says so the same way, whatever its handler would have made
+/// of the store's error (a waiting pop, a settle batch).
+async fn refuse_on_failed_store<S: Store>(
+    State(state): State<Arc<AppState<S>>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    match state.store.failure() {
+        Some(reason) => {
+            ApiError::store_unavailable(format!("the store has failed: {reason}")).into_response()
+        }
+        None => next.run(request).await,
+    }
+}
+
 /// Compares without an early exit, so timing does not reveal how much of
 /// the token matched.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
@@ -182,6 +206,15 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 async fn healthz<S: Store>(State(state): State<Arc<AppState<S>>>) -> Response {
+    // The store's own verdict first: a failed store may still serve reads
+    // from its cache, which would make the probe below pass.
+    if let Some(reason) = state
+        .store
+        .failure()
+        .or_else(|| state.store_health.failure())
+    {
+        return ApiError::store_unavailable(reason).into_response();
+    }
     let probe = async {
         let txn = state.store.begin()?;
         txn.get(b"hotq-healthz", true).await
@@ -250,7 +283,12 @@ pub async fn serve<S: Store>(
         coordinator: coordinator.clone(),
         config,
         known_queues: Mutex::new(KnownQueues::default()),
+        store_health: store_watch::StoreHealth::default(),
     });
+    let failure_exit = Duration::from_millis(state.config.store_failure_exit_ms);
+    // Set when the daemon stops because its store failed: it then exits
+    // with an error, so its supervisor restarts it.
+    let store_failed = Arc::new(std::sync::OnceLock::<String>::new());
     let reaper = coordinator.spawn_reaper();
     let (stop_tx, stop_rx) = watch::channel(false);
     let sampler = tokio::spawn(sampler::run(state.clone(), stop_rx.clone()));
@@ -280,6 +318,7 @@ pub async fn serve<S: Store>(
 
     let drain_coordinator = coordinator.clone();
     let stop_signal = stop_tx.clone();
+    let (watched_state, watched_failure) = (state.clone(), store_failed.clone());
     // A client hanging up while its request is handled is noticed even
     // when it sent more bytes first (see [`hangup`]).
     let api_server = axum::serve(
@@ -287,7 +326,14 @@ pub async fn serve<S: Store>(
         router(state.clone()).into_make_service_with_connect_info::<hangup::HangUp>(),
     )
     .with_graceful_shutdown(async move {
-        shutdown.await;
+        let store = watched_state.store.clone();
+        let health = &watched_state.store_health;
+        tokio::select! {
+            _ = shutdown => {}
+            reason = store_watch::failed_for_good(store, health, failure_exit) => {
+                let _ = watched_failure.set(reason);
+            }
+        }
         tracing::info!("shutdown requested: withdrawing waiting pops, draining requests");
         // Waiting pops withdraw and answer now, so the drain is quick.
         drain_coordinator.begin_shutdown();
@@ -313,6 +359,11 @@ pub async fn serve<S: Store>(
     let _ = tokio::time::timeout(grace, sampler).await;
     if let Some(task) = metrics_task {
         let _ = tokio::time::timeout(grace, task).await;
+    }
+    if let Some(reason) = store_failed.get() {
+        return Err(ServeError(format!(
+            "stopped because the store has failed: {reason}"
+        )));
     }
     store
         .flush()
