@@ -785,7 +785,8 @@ async fn fsync_histograms_count_each_fsync_and_what_it_carried() {
         assert_eq!(
             bucket_bounds(&before, metrics::STORE_COMMIT_GROUP_SIZE),
             [
-                1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1_024.0
+                0.999, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0,
+                1_024.0
             ]
         );
         // One at a time: each push's commit is a group of its own.

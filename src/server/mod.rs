@@ -64,12 +64,13 @@ pub struct KnownQueues {
 }
 
 impl KnownQueues {
-    /// Notes a use of `queue`, keeping at most `max` queues.
-    pub fn note(&mut self, queue: (QueueKind, QueueName), max: usize) {
+    /// Notes a use of `queue`, keeping at most `max` queues; true when it
+    /// was not held.
+    pub fn note(&mut self, queue: (QueueKind, QueueName), max: usize) -> bool {
         if self.members.contains(&queue) {
             // Refreshing the order on every use would cost a scan; a queue
             // in steady use is re-noted after it ages out, which is enough.
-            return;
+            return false;
         }
         while self.order.len() >= max.max(1) {
             if let Some(oldest) = self.order.pop_front() {
@@ -78,6 +79,7 @@ impl KnownQueues {
         }
         self.members.insert(queue.clone());
         self.order.push_back(queue);
+        true
     }
 
     /// The queues held.
@@ -90,7 +92,11 @@ impl<S: Store> AppState<S> {
     /// Notes that `name` is in use, for the sampler.
     pub fn note_queue(&self, kind: QueueKind, name: &QueueName) {
         let mut known = self.known_queues.lock().expect("known queue lock");
-        known.note((kind, name.clone()), self.config.metrics_sample_queues_max);
+        if known.note((kind, name.clone()), self.config.metrics_sample_queues_max) {
+            // Only valid names get here, after validation: the queue's
+            // counters exist (at 0) from its first use on.
+            crate::metrics::register_queue(kind, name);
+        }
     }
 }
 
@@ -142,6 +148,7 @@ pub fn router<S: Store>(state: Arc<AppState<S>>) -> Router {
         .merge(api)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn(count_response))
         .layer(DefaultBodyLimit::max(state.config.body_max_bytes))
         .layer(axum::middleware::from_fn(hangup::drop_on_hang_up))
         .with_state(state)
@@ -193,6 +200,15 @@ async fn refuse_on_failed_store<S: Store>(
         }
         None => next.run(request).await,
     }
+}
+
+/// Counts every answer by status, unknown routes (404) and methods (405)
+/// included, which no handler sees: the dashboard tells server errors
+/// (5xx) from client errors (4xx) with it.
+async fn count_response(request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    crate::metrics::http_response(response.status().as_u16());
+    response
 }
 
 /// Compares without an early exit, so timing does not reveal how much of
@@ -253,10 +269,9 @@ fn metrics_router(handle: PrometheusHandle) -> Router {
             get(move || {
                 let handle = handle.clone();
                 async move {
-                    (
-                        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-                        handle.render(),
-                    )
+                    let mut text = handle.render();
+                    text.push_str(&crate::metrics::process::render());
+                    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
                 }
             }),
         )
