@@ -24,6 +24,8 @@ use crate::keys::{QueueKind, QueueName};
 pub const OPERATIONS: &str = "hotq_operations_total";
 /// Commit conflicts by protocol step.
 pub const CONFLICTS: &str = "hotq_commit_conflicts_total";
+/// Items pushed (committed), by queue; delayed items when pushed.
+pub const PUSHED: &str = "hotq_pushed_items_total";
 /// Items delivered, by queue and path (`direct`, `staged`).
 pub const POPS: &str = "hotq_pops_total";
 /// Requests waiting, by queue (sampled).
@@ -199,6 +201,11 @@ fn describe() {
         CONFLICTS,
         Unit::Count,
         "Commit conflicts by protocol step (direct_pop, fulfill, withdraw, collect, reap, expire, reveal)."
+    );
+    describe_counter!(
+        PUSHED,
+        Unit::Count,
+        "Items pushed, by queue (counted when their commit returns; a delayed item when pushed)."
     );
     describe_counter!(
         POPS,
@@ -404,7 +411,7 @@ pub fn register_queue(kind: QueueKind, queue: &QueueName) {
     let per_queue = |name: &'static str| {
         metrics::counter!(name, "queue" => label.clone(), "kind" => kind_name).absolute(0);
     };
-    for name in [REQUESTS_EXPIRED, RESULTS_REAPED, PUT_BACKS] {
+    for name in [PUSHED, REQUESTS_EXPIRED, RESULTS_REAPED, PUT_BACKS] {
         per_queue(name);
     }
     for path in ["direct", "staged"] {
@@ -431,6 +438,12 @@ pub fn register_queue(kind: QueueKind, queue: &QueueName) {
             metrics::counter!(name, "queue" => label.clone()).absolute(0);
         }
     }
+}
+
+/// Counts `count` items of queue `keys` pushed (their commit returned).
+pub fn pushed(keys: &crate::keys::QueueKeys, count: usize) {
+    metrics::counter!(PUSHED, "queue" => queue_label(keys.name().as_str()), "kind" => kind_label(keys.kind()))
+        .increment(count as u64);
 }
 
 /// Counts one API response by status.
