@@ -241,7 +241,7 @@ async fn every_dashboard_and_alert_expression_evaluates_with_data() {
     // enough samples since for every rate window.
     let waits = [
         (
-            format!("sum(hotq_pushed_items_total{{job=\"hotq\"}})"),
+            "sum(hotq_pushed_items_total{job=\"hotq\"})".to_string(),
             pushed as f64,
         ),
         (
