@@ -52,6 +52,10 @@ pub struct Config {
     pub wait_max_ms: u64,
     /// How long shutdown waits for in-flight work, in ms.
     pub shutdown_grace_ms: u64,
+    /// After the store has failed (or every health probe failed) for this
+    /// long, the daemon stops and exits non-zero so a supervisor restarts
+    /// it, in ms. Until then `/healthz` and the API answer 503.
+    pub store_failure_exit_ms: u64,
     /// Most distinct queue label values in metrics; the rest are `_other`.
     pub metrics_queue_labels_max: usize,
     /// How often queue depth and oldest-item age are sampled, in ms.
@@ -150,6 +154,7 @@ impl Default for Config {
             pop_max_items: 100,
             wait_max_ms: 60_000,
             shutdown_grace_ms: 10_000,
+            store_failure_exit_ms: 5_000,
             metrics_queue_labels_max: 100,
             metrics_sample_interval_ms: 1_000,
             metrics_sample_queues_max: 1_000,
@@ -262,6 +267,7 @@ impl Config {
             ("staging.reap_interval_ms", self.staging.reap_interval_ms),
             ("staging.fulfiller_idle_ms", self.staging.fulfiller_idle_ms),
             ("leases.max_deliveries", self.leases.max_deliveries as u64),
+            ("store_failure_exit_ms", self.store_failure_exit_ms),
             ("leases.lease_max_ms", self.leases.lease_max_ms),
             ("leases.delay_max_ms", self.leases.delay_max_ms),
         ];

@@ -169,12 +169,13 @@ impl<S: Store> Coordinator<S> {
             total.results += reaped.results;
             total.requests += reaped.requests;
             let label = metrics::queue_label(keys.name().as_str());
+            let kind_label = metrics::kind_label(keys.kind());
             if reaped.results > 0 {
-                ::metrics::counter!(metrics::RESULTS_REAPED, "queue" => label.clone())
+                ::metrics::counter!(metrics::RESULTS_REAPED, "queue" => label.clone(), "kind" => kind_label)
                     .increment(reaped.results as u64);
             }
             if reaped.requests > 0 {
-                ::metrics::counter!(metrics::REQUESTS_EXPIRED, "queue" => label)
+                ::metrics::counter!(metrics::REQUESTS_EXPIRED, "queue" => label, "kind" => kind_label)
                     .increment(reaped.requests as u64);
             }
         }

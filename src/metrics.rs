@@ -5,7 +5,12 @@
 //! to multi-second long polls). Queue labels are capped: past
 //! `queue_labels_max` distinct queues, further queues are counted under
 //! `queue="_other"`, so a client creating millions of queues cannot blow
-//! up the exporter.
+//! up the exporter. Queue-labelled metrics also carry `kind` (`fifo`,
+//! `priority`): a FIFO queue and a priority queue may share a name.
+//!
+//! - [`process`]: the `process_*` metrics, read from `/proc/self`.
+
+pub mod process;
 
 use std::collections::HashSet;
 use std::sync::{Mutex, OnceLock};
@@ -13,18 +18,29 @@ use std::sync::{Mutex, OnceLock};
 use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
+use crate::keys::{QueueKind, QueueName};
+
 /// Operations by queue, op and outcome.
 pub const OPERATIONS: &str = "hotq_operations_total";
 /// Commit conflicts by protocol step.
 pub const CONFLICTS: &str = "hotq_commit_conflicts_total";
+/// Items pushed (committed), by queue; delayed items when pushed.
+pub const PUSHED: &str = "hotq_pushed_items_total";
 /// Items delivered, by queue and path (`direct`, `staged`).
 pub const POPS: &str = "hotq_pops_total";
 /// Requests waiting, by queue (sampled).
 pub const REQUESTS_WAITING: &str = "hotq_requests_waiting";
 /// Requests served per fulfillment transaction.
 pub const FULFILL_BATCH_SIZE: &str = "hotq_fulfill_batch_size";
-/// Pop latency, call to item, by path.
+/// Pop service time, by path: call to item, less the time the pop waited
+/// with its queue empty (that is [`POP_EMPTY_WAIT`]).
 pub const POP_LATENCY: &str = "hotq_pop_latency_seconds";
+/// Time a delivered pop waited with its queue empty, before its item came.
+pub const POP_EMPTY_WAIT: &str = "hotq_pop_empty_wait_seconds";
+/// API responses by status code, unknown routes included.
+pub const HTTP_RESPONSES: &str = "hotq_http_responses_total";
+/// 1, labelled with the running version.
+pub const BUILD_INFO: &str = "hotq_build_info";
 /// Item wait, enqueue to delivery.
 pub const ITEM_WAIT: &str = "hotq_item_wait_seconds";
 /// Items in a queue (sampled).
@@ -67,6 +83,10 @@ pub const STORE_COMMIT_GROUP_SIZE: &str = "hotq_store_commit_group_size";
 /// (embedded store).
 pub const FSYNC_SECONDS: &str = "hotq_fsync_seconds";
 
+/// 1 while the store has failed or does not answer its health probe
+/// (the daemon then answers 503 and exits after `store_failure_exit_ms`).
+pub const STORE_UNAVAILABLE: &str = "hotq_store_unavailable";
+
 /// The label value for queues past the label cap.
 pub const OVERFLOW_QUEUE_LABEL: &str = "_other";
 /// The label value for requests naming an invalid queue (they must not
@@ -87,8 +107,16 @@ const FSYNC_BUCKETS_S: &[f64] = &[
     0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
     1.0,
 ];
+/// Sizes are whole numbers, at least 1. `histogram_quantile` interpolates
+/// inside a bucket from its lower edge: with `le=1` first, a stream of
+/// batches of 1 read as p50 0.5. The (always empty) bucket just below 1
+/// makes 1's bucket span (0.999, 1], so they read as 1.
 const BATCH_BUCKETS: &[f64] = &[
-    1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1_024.0,
+    0.999, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1_024.0,
+];
+/// A long poll's wait is bounded by `wait_max_ms` (at most 10 minutes).
+const EMPTY_WAIT_BUCKETS_S: &[f64] = &[
+    0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
 ];
 
 struct Labels {
@@ -140,6 +168,12 @@ pub fn install(queue_labels_max: usize) -> PrometheusHandle {
                 .and_then(|b| {
                     b.set_buckets_for_metric(Matcher::Full(FSYNC_SECONDS.into()), FSYNC_BUCKETS_S)
                 })
+                .and_then(|b| {
+                    b.set_buckets_for_metric(
+                        Matcher::Full(POP_EMPTY_WAIT.into()),
+                        EMPTY_WAIT_BUCKETS_S,
+                    )
+                })
                 .expect("bucket lists are non-empty")
                 .build_recorder();
             let handle = recorder.handle();
@@ -169,6 +203,11 @@ fn describe() {
         "Commit conflicts by protocol step (direct_pop, fulfill, withdraw, collect, reap, expire, reveal)."
     );
     describe_counter!(
+        PUSHED,
+        Unit::Count,
+        "Items pushed, by queue (counted when their commit returns; a delayed item when pushed)."
+    );
+    describe_counter!(
         POPS,
         Unit::Count,
         "Items delivered, by queue and path (direct or staged)."
@@ -186,7 +225,24 @@ fn describe() {
     describe_histogram!(
         POP_LATENCY,
         Unit::Seconds,
-        "Pop latency from call to item, by path."
+        "Pop service time by path: call to item, less the time the pop waited with its queue \
+         empty (see hotq_pop_empty_wait_seconds). Pops that delivered nothing are not recorded."
+    );
+    describe_histogram!(
+        POP_EMPTY_WAIT,
+        Unit::Seconds,
+        "Time a delivered pop waited with its queue empty before its item was pushed (0 when \
+         items were there): long-poll idling, not the daemon's work."
+    );
+    describe_counter!(
+        HTTP_RESPONSES,
+        Unit::Count,
+        "API responses by status code, unknown routes (404) and methods (405) included."
+    );
+    describe_gauge!(
+        BUILD_INFO,
+        Unit::Count,
+        "1, labelled with the running hotq version."
     );
     describe_histogram!(
         ITEM_WAIT,
@@ -198,6 +254,12 @@ fn describe() {
         OLDEST_ITEM_AGE,
         Unit::Seconds,
         "Age of the queue's oldest item (sampled)."
+    );
+    describe_gauge!(
+        STORE_UNAVAILABLE,
+        Unit::Count,
+        "1 while the store has failed or does not answer: the API answers 503 store_unavailable \
+         and the daemon exits after store_failure_exit_ms."
     );
     describe_counter!(
         REQUESTS_EXPIRED,
@@ -281,12 +343,112 @@ fn describe() {
     );
 }
 
-/// Registers the store's histograms, so they are exported (at 0) before
-/// the first commit: the store opens before the recorder is installed, so
-/// it cannot register them itself.
+/// Protocol steps that count conflicts (see [`conflict`]).
+pub const CONFLICT_OPS: &[&str] = &[
+    "direct_pop",
+    "fulfill",
+    "withdraw",
+    "collect",
+    "reap",
+    "expire",
+    "reveal",
+    "settle",
+];
+
+/// Status codes the API answers with; registered at 0 so error ratios
+/// have data before the first error.
+const STATUSES: &[u16] = &[200, 201, 204, 400, 401, 404, 405, 409, 413, 500, 503];
+
+/// Registers every metric whose label sets are known up front, so each is
+/// exported (at 0) from start-up: the exporter renders only what was
+/// registered, and a series that appears only when it first fires shows
+/// "No data" in Grafana and breaks `rate` over its first increment.
+/// Queue-labelled series are registered when their queue is first served
+/// ([`register_queue`]).
 fn register_at_start() {
-    let _ = metrics::histogram!(STORE_COMMIT_GROUP_SIZE);
-    let _ = metrics::histogram!(FSYNC_SECONDS);
+    metrics::gauge!(STORE_UNAVAILABLE).set(0.0);
+    metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+    for histogram in [
+        STORE_COMMIT_GROUP_SIZE,
+        FSYNC_SECONDS,
+        STORE_COMMIT_LATENCY,
+        FULFILL_BATCH_SIZE,
+        SETTLE_BATCH_SIZE,
+        ITEM_WAIT,
+        POP_EMPTY_WAIT,
+        DUE_LATENESS,
+    ] {
+        let _ = metrics::histogram!(histogram);
+    }
+    for path in ["direct", "staged"] {
+        let _ = metrics::histogram!(POP_LATENCY, "path" => path);
+    }
+    for op in CONFLICT_OPS {
+        metrics::counter!(CONFLICTS, "op" => *op).absolute(0);
+    }
+    for counter in [DUE_ROWS, SETTLE_COMMITS] {
+        metrics::counter!(counter).absolute(0);
+    }
+    for status in STATUSES {
+        metrics::counter!(HTTP_RESPONSES, "status" => status.to_string()).absolute(0);
+    }
+}
+
+/// The `kind` label of a queue kind.
+pub fn kind_label(kind: QueueKind) -> &'static str {
+    match kind {
+        QueueKind::Fifo => "fifo",
+        QueueKind::Priority => "priority",
+    }
+}
+
+/// Registers `queue`'s counters at 0 (see [`register_at_start`]); called
+/// when the daemon starts serving it. `absolute(0)` on a counter that has
+/// counted already leaves it as it is (counters only grow).
+pub fn register_queue(kind: QueueKind, queue: &QueueName) {
+    let label = queue_label(queue.as_str());
+    let kind_name = kind_label(kind);
+    let per_queue = |name: &'static str| {
+        metrics::counter!(name, "queue" => label.clone(), "kind" => kind_name).absolute(0);
+    };
+    for name in [PUSHED, REQUESTS_EXPIRED, RESULTS_REAPED, PUT_BACKS] {
+        per_queue(name);
+    }
+    for path in ["direct", "staged"] {
+        metrics::counter!(POPS, "queue" => label.clone(), "kind" => kind_name, "path" => path)
+            .absolute(0);
+    }
+    let (push, pop) = match kind {
+        QueueKind::Fifo => ("push", "pop"),
+        QueueKind::Priority => ("pq_push", "pq_pop"),
+    };
+    for (op, outcome) in [
+        (push, "ok"),
+        (push, "error"),
+        (pop, "ok"),
+        (pop, "empty"),
+        (pop, "error"),
+    ] {
+        metrics::counter!(OPERATIONS, "queue" => label.clone(), "kind" => kind_name, "op" => op, "outcome" => outcome)
+            .absolute(0);
+    }
+    if kind == QueueKind::Fifo {
+        // Leases are FIFO-only, so these carry no kind.
+        for name in [ACKS, NACKS, REDELIVERIES, DEAD_LETTERED] {
+            metrics::counter!(name, "queue" => label.clone()).absolute(0);
+        }
+    }
+}
+
+/// Counts `count` items of queue `keys` pushed (their commit returned).
+pub fn pushed(keys: &crate::keys::QueueKeys, count: usize) {
+    metrics::counter!(PUSHED, "queue" => queue_label(keys.name().as_str()), "kind" => kind_label(keys.kind()))
+        .increment(count as u64);
+}
+
+/// Counts one API response by status.
+pub fn http_response(status: u16) {
+    metrics::counter!(HTTP_RESPONSES, "status" => status.to_string()).increment(1);
 }
 
 /// The label value for `queue`: its name while fewer than the cap have
@@ -312,8 +474,21 @@ pub fn conflict(op: &'static str) {
     metrics::counter!(CONFLICTS, "op" => op).increment(1);
 }
 
-/// Counts one API operation.
+/// Counts one API operation. Handlers count a request before they know
+/// whether its queue name is valid: an invalid name is counted under
+/// [`INVALID_QUEUE_LABEL`], so it never takes a label slot (a hundred bad
+/// names would push real queues into `_other`). Priority-queue ops are
+/// named `pq_*`, which gives the kind.
 pub fn operation(queue: &str, op: &'static str, outcome: &'static str) {
-    metrics::counter!(OPERATIONS, "queue" => queue_label(queue), "op" => op, "outcome" => outcome)
+    let label = match QueueName::new(queue) {
+        Ok(name) => queue_label(name.as_str()),
+        Err(_) => INVALID_QUEUE_LABEL.to_string(),
+    };
+    let kind = if op.starts_with("pq_") {
+        QueueKind::Priority
+    } else {
+        QueueKind::Fifo
+    };
+    metrics::counter!(OPERATIONS, "queue" => label, "kind" => kind_label(kind), "op" => op, "outcome" => outcome)
         .increment(1);
 }

@@ -87,6 +87,7 @@ impl<S: Store> PriorityQueue<S> {
             async move { self.write_items(&txn, values).await }
         })
         .await?;
+        crate::metrics::pushed(&self.keys, values.len());
         Ok(())
     }
 

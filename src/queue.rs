@@ -202,6 +202,7 @@ impl<S: Store> Queue<S> {
             async move { append_in(&txn, &self.keys, values).await }
         })
         .await?;
+        crate::metrics::pushed(&self.keys, values.len());
         Ok(())
     }
 
@@ -242,6 +243,7 @@ impl<S: Store> Queue<S> {
             }
         })
         .await?;
+        crate::metrics::pushed(&self.keys, values.len());
         Ok(visible_at_ms)
     }
 

@@ -51,11 +51,20 @@ const DEFINED: &[&str] = &[
     metrics::NACKS,
     metrics::REDELIVERIES,
     metrics::DEAD_LETTERED,
+    metrics::PUSHED,
+    metrics::POP_EMPTY_WAIT,
+    metrics::HTTP_RESPONSES,
+    metrics::BUILD_INFO,
+    metrics::STORE_UNAVAILABLE,
+    // Rendered from /proc/self by src/metrics/process.rs.
+    "process_cpu_seconds_total",
+    "process_resident_memory_bytes",
 ];
 
 /// The metrics labelled by queue (the others have no `queue` label).
 const QUEUE_LABELLED: &[&str] = &[
     metrics::OPERATIONS,
+    metrics::PUSHED,
     metrics::POPS,
     metrics::REQUESTS_WAITING,
     metrics::QUEUE_DEPTH,
@@ -239,26 +248,28 @@ fn dashboard_queries(dashboard: &Value) -> Vec<String> {
 fn series_names(queries: &[String]) -> BTreeSet<String> {
     let mut names = BTreeSet::new();
     for query in queries {
-        let bytes = query.as_bytes();
-        let mut at = 0;
-        while let Some(found) = query[at..].find("hotq_") {
-            let start = at + found;
-            let boundary = start == 0 || {
-                let before = bytes[start - 1];
-                !(before.is_ascii_alphanumeric() || before == b'_' || before == b':')
-            };
-            let mut end = start + "hotq_".len();
-            while end < bytes.len()
-                && (bytes[end].is_ascii_lowercase()
-                    || bytes[end].is_ascii_digit()
-                    || bytes[end] == b'_')
-            {
-                end += 1;
+        for prefix in ["hotq_", "process_"] {
+            let bytes = query.as_bytes();
+            let mut at = 0;
+            while let Some(found) = query[at..].find(prefix) {
+                let start = at + found;
+                let boundary = start == 0 || {
+                    let before = bytes[start - 1];
+                    !(before.is_ascii_alphanumeric() || before == b'_' || before == b':')
+                };
+                let mut end = start + prefix.len();
+                while end < bytes.len()
+                    && (bytes[end].is_ascii_lowercase()
+                        || bytes[end].is_ascii_digit()
+                        || bytes[end] == b'_')
+                {
+                    end += 1;
+                }
+                if boundary && end > start + prefix.len() {
+                    names.insert(query[start..end].to_string());
+                }
+                at = end;
             }
-            if boundary && end > start + "hotq_".len() {
-                names.insert(query[start..end].to_string());
-            }
-            at = end;
         }
     }
     names
@@ -688,7 +699,13 @@ fn dashboard_is_importable_and_uses_the_variables() {
         .as_str()
         .or(queue["query"].as_str())
         .unwrap();
-    assert_eq!(query, "label_values(hotq_queue_depth, queue)");
+    assert_eq!(
+        query,
+        "label_values(hotq_queue_depth{instance=~\"$instance\"}, queue)"
+    );
+    let instance = variable("instance");
+    assert_eq!(instance["multi"], true);
+    assert_eq!(instance["includeAll"], true);
 
     let panels = all_panels(&dashboard);
     let mut ids = HashSet::new();
@@ -712,7 +729,18 @@ fn dashboard_is_importable_and_uses_the_variables() {
                 "panel {title}"
             );
             let expr = target["expr"].as_str().unwrap_or("");
-            assert!(expr.contains("hotq_"), "panel {title}: {expr}");
+            assert!(
+                expr.contains("hotq_") || expr.contains("process_"),
+                "panel {title}: {expr}"
+            );
+            assert!(
+                expr.contains("instance=~\"$instance\""),
+                "panel {title} ignores the instance selection: {expr}"
+            );
+            assert!(
+                !expr.contains("[1m]") && !expr.contains("[5m]"),
+                "panel {title} hard-codes a rate window instead of $__rate_interval: {expr}"
+            );
             let per_queue = series_names(&[expr.to_string()])
                 .iter()
                 .any(|name| QUEUE_LABELLED.contains(&base_name(name)));
@@ -786,7 +814,8 @@ async fn fsync_histograms_count_each_fsync_and_what_it_carried() {
         assert_eq!(
             bucket_bounds(&before, metrics::STORE_COMMIT_GROUP_SIZE),
             [
-                1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1_024.0
+                0.999, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0,
+                1_024.0
             ]
         );
         // One at a time: each push's commit is a group of its own.

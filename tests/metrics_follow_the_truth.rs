@@ -18,9 +18,9 @@ use reqwest::StatusCode;
 const OTHERS: usize = 60;
 const LABELS_MAX: usize = 10;
 
-/// The value of `name{queue="queue"}` in a scrape, if exported.
+/// The value of `name{queue="queue",kind="fifo"}` in a scrape, if exported.
 fn gauge(text: &str, name: &str, queue: &str) -> Option<f64> {
-    let series = format!("{name}{{queue=\"{queue}\"}} ");
+    let series = format!("{name}{{queue=\"{queue}\",kind=\"fifo\"}} ");
     text.lines()
         .find_map(|line| line.strip_prefix(series.as_str()))
         .map(|value| value.trim().parse().unwrap())

@@ -101,7 +101,7 @@ async fn ten_thousand_queue_names_keep_the_exporter_bounded() {
     .expect("10,000 pushes within 600 s");
 
     // Let the sampler publish its gauges too, so they are in the count.
-    let other_depth = format!("{QUEUE_DEPTH}{{queue=\"{OVERFLOW_QUEUE_LABEL}\"}}");
+    let other_depth = format!("{QUEUE_DEPTH}{{queue=\"{OVERFLOW_QUEUE_LABEL}\",kind=\"fifo\"}}");
     common::eventually(
         "the sampled depth gauge of _other",
         Duration::from_secs(60),

@@ -60,14 +60,15 @@ pub async fn run_round<S: Store>(
             next = Some(next.map_or(at, |n| n.min(at)));
         }
         let label = metrics::queue_label(name.as_str());
+        let kind_label = metrics::kind_label(*kind);
         if reaped.results > 0 {
             StagingStats::add(&stats.results_reaped, reaped.results as u64);
-            ::metrics::counter!(metrics::RESULTS_REAPED, "queue" => label.clone())
+            ::metrics::counter!(metrics::RESULTS_REAPED, "queue" => label.clone(), "kind" => kind_label)
                 .increment(reaped.results as u64);
         }
         if reaped.requests > 0 {
             StagingStats::add(&stats.requests_expired, reaped.requests as u64);
-            ::metrics::counter!(metrics::REQUESTS_EXPIRED, "queue" => label)
+            ::metrics::counter!(metrics::REQUESTS_EXPIRED, "queue" => label, "kind" => kind_label)
                 .increment(reaped.requests as u64);
         }
     }

@@ -30,6 +30,15 @@ impl ApiError {
         }
     }
 
+    /// 503 `store_unavailable`: the store has failed for good.
+    pub fn store_unavailable(message: impl Into<String>) -> Self {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store_unavailable",
+            message,
+        )
+    }
+
     /// 400 `bad_parameter`.
     pub fn bad_parameter(message: impl Into<String>) -> Self {
         ApiError::new(StatusCode::BAD_REQUEST, "bad_parameter", message)
@@ -89,6 +98,10 @@ impl From<StoreError> for ApiError {
                 "item_too_large",
                 error.to_string(),
             ),
+            // The daemon exits soon (`store_failure_exit_ms`) so its
+            // supervisor restarts it; 503 tells clients to retry elsewhere
+            // or later, not that their request was wrong.
+            error if error.is_unavailable() => ApiError::store_unavailable(error.to_string()),
             error if error.is_retryable() => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "store_busy",

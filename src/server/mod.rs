@@ -12,6 +12,7 @@
 //! - [`openapi`]: the OpenAPI 3.1 spec, generated from the handlers.
 //! - [`pqueue`]: `/v1/pqueues/...` handlers.
 //! - [`sampler`]: depth, waiting, leased, delayed and oldest-age gauges, sampled.
+//! - [`store_watch`]: reports a failed store and ends the daemon after a grace.
 
 pub mod error;
 pub mod fifo;
@@ -21,6 +22,7 @@ pub mod leases;
 pub mod openapi;
 pub mod pqueue;
 pub mod sampler;
+pub mod store_watch;
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -53,6 +55,8 @@ pub struct AppState<S: Store> {
     pub config: Config,
     /// Queues this daemon has served recently, for the sampler (bounded).
     pub known_queues: Mutex<KnownQueues>,
+    /// Whether the store answers, as the store watcher last saw it.
+    pub store_health: store_watch::StoreHealth,
 }
 
 /// The most recently used queues, at most a bound of them: when full, the
@@ -64,12 +68,13 @@ pub struct KnownQueues {
 }
 
 impl KnownQueues {
-    /// Notes a use of `queue`, keeping at most `max` queues.
-    pub fn note(&mut self, queue: (QueueKind, QueueName), max: usize) {
+    /// Notes a use of `queue`, keeping at most `max` queues; true when it
+    /// was not held.
+    pub fn note(&mut self, queue: (QueueKind, QueueName), max: usize) -> bool {
         if self.members.contains(&queue) {
             // Refreshing the order on every use would cost a scan; a queue
             // in steady use is re-noted after it ages out, which is enough.
-            return;
+            return false;
         }
         while self.order.len() >= max.max(1) {
             if let Some(oldest) = self.order.pop_front() {
@@ -78,6 +83,7 @@ impl KnownQueues {
         }
         self.members.insert(queue.clone());
         self.order.push_back(queue);
+        true
     }
 
     /// The queues held.
@@ -90,7 +96,11 @@ impl<S: Store> AppState<S> {
     /// Notes that `name` is in use, for the sampler.
     pub fn note_queue(&self, kind: QueueKind, name: &QueueName) {
         let mut known = self.known_queues.lock().expect("known queue lock");
-        known.note((kind, name.clone()), self.config.metrics_sample_queues_max);
+        if known.note((kind, name.clone()), self.config.metrics_sample_queues_max) {
+            // Only valid names get here, after validation: the queue's
+            // counters exist (at 0) from its first use on.
+            crate::metrics::register_queue(kind, name);
+        }
     }
 }
 
@@ -131,6 +141,10 @@ pub fn router<S: Store>(state: Arc<AppState<S>>) -> Router {
         .route("/v1/pqueues/{queue}", get(pqueue::stats::<S>))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
+            refuse_on_failed_store::<S>,
+        ))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
             authorize::<S>,
         ));
     Router::new()
@@ -139,6 +153,7 @@ pub fn router<S: Store>(state: Arc<AppState<S>>) -> Router {
         .merge(api)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn(count_response))
         .layer(DefaultBodyLimit::max(state.config.body_max_bytes))
         .layer(axum::middleware::from_fn(hangup::drop_on_hang_up))
         .with_state(state)
@@ -176,6 +191,31 @@ async fn authorize<S: Store>(
     }
 }
 
+/// Answers 503 `store_unavailable` while the store has failed for good, so
+/// every call says so the same way, whatever its handler would have made
+/// of the store's error (a waiting pop, a settle batch).
+async fn refuse_on_failed_store<S: Store>(
+    State(state): State<Arc<AppState<S>>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    match state.store.failure() {
+        Some(reason) => {
+            ApiError::store_unavailable(format!("the store has failed: {reason}")).into_response()
+        }
+        None => next.run(request).await,
+    }
+}
+
+/// Counts every answer by status, unknown routes (404) and methods (405)
+/// included, which no handler sees: the dashboard tells server errors
+/// (5xx) from client errors (4xx) with it.
+async fn count_response(request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    crate::metrics::http_response(response.status().as_u16());
+    response
+}
+
 /// Compares without an early exit, so timing does not reveal how much of
 /// the token matched.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
@@ -191,6 +231,15 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     responses((status = 200, description = "The store answers"),
         (status = 503, description = "store_unavailable: the store does not answer", body = error::ErrorBody)))]
 async fn healthz<S: Store>(State(state): State<Arc<AppState<S>>>) -> Response {
+    // The store's own verdict first: a failed store may still serve reads
+    // from its cache, which would make the probe below pass.
+    if let Some(reason) = state
+        .store
+        .failure()
+        .or_else(|| state.store_health.failure())
+    {
+        return ApiError::store_unavailable(reason).into_response();
+    }
     let probe = async {
         let txn = state.store.begin()?;
         txn.get(b"hotq-healthz", true).await
@@ -229,10 +278,9 @@ fn metrics_router(handle: PrometheusHandle) -> Router {
             get(move || {
                 let handle = handle.clone();
                 async move {
-                    (
-                        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-                        handle.render(),
-                    )
+                    let mut text = handle.render();
+                    text.push_str(&crate::metrics::process::render());
+                    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
                 }
             }),
         )
@@ -259,7 +307,12 @@ pub async fn serve<S: Store>(
         coordinator: coordinator.clone(),
         config,
         known_queues: Mutex::new(KnownQueues::default()),
+        store_health: store_watch::StoreHealth::default(),
     });
+    let failure_exit = Duration::from_millis(state.config.store_failure_exit_ms);
+    // Set when the daemon stops because its store failed: it then exits
+    // with an error, so its supervisor restarts it.
+    let store_failed = Arc::new(std::sync::OnceLock::<String>::new());
     let reaper = coordinator.spawn_reaper();
     let (stop_tx, stop_rx) = watch::channel(false);
     let sampler = tokio::spawn(sampler::run(state.clone(), stop_rx.clone()));
@@ -289,6 +342,7 @@ pub async fn serve<S: Store>(
 
     let drain_coordinator = coordinator.clone();
     let stop_signal = stop_tx.clone();
+    let (watched_state, watched_failure) = (state.clone(), store_failed.clone());
     // A client hanging up while its request is handled is noticed even
     // when it sent more bytes first (see [`hangup`]).
     let api_server = axum::serve(
@@ -296,7 +350,14 @@ pub async fn serve<S: Store>(
         router(state.clone()).into_make_service_with_connect_info::<hangup::HangUp>(),
     )
     .with_graceful_shutdown(async move {
-        shutdown.await;
+        let store = watched_state.store.clone();
+        let health = &watched_state.store_health;
+        tokio::select! {
+            _ = shutdown => {}
+            reason = store_watch::failed_for_good(store, health, failure_exit) => {
+                let _ = watched_failure.set(reason);
+            }
+        }
         tracing::info!("shutdown requested: withdrawing waiting pops, draining requests");
         // Waiting pops withdraw and answer now, so the drain is quick.
         drain_coordinator.begin_shutdown();
@@ -322,6 +383,11 @@ pub async fn serve<S: Store>(
     let _ = tokio::time::timeout(grace, sampler).await;
     if let Some(task) = metrics_task {
         let _ = tokio::time::timeout(grace, task).await;
+    }
+    if let Some(reason) = store_failed.get() {
+        return Err(ServeError(format!(
+            "stopped because the store has failed: {reason}"
+        )));
     }
     store
         .flush()

@@ -26,7 +26,7 @@ use super::fifo::queue_stats;
 use crate::keys::{QueueKeys, QueueKind, QueueName, queue_of_key, queues_root_range};
 use crate::metrics::{
     DELAYED_ITEMS, LEASED_ITEMS, OLDEST_ITEM_AGE, OVERFLOW_QUEUE_LABEL, QUEUE_DEPTH,
-    REQUESTS_WAITING, queue_label,
+    REQUESTS_WAITING, kind_label, queue_label,
 };
 use crate::store::{RangeRead, Store, Transaction};
 
@@ -38,12 +38,21 @@ pub struct Rotation {
     kind: QueueKind,
     /// The next key to look for a queue at; `None`: start of `kind`'s root.
     cursor: Option<Vec<u8>>,
-    /// `_other`'s sums so far in this rotation.
-    other: Gauges,
-    /// Whether this rotation met any `_other` queue.
-    other_seen: bool,
-    /// Whether `_other` was ever published (then an empty rotation sets it to 0).
-    other_published: bool,
+    /// `_other`'s sums so far in this rotation, by kind (FIFO, priority).
+    other: [Gauges; 2],
+    /// Whether this rotation met any `_other` queue, by kind.
+    other_seen: [bool; 2],
+    /// Whether `_other` was ever published, by kind (then an empty
+    /// rotation sets it to 0).
+    other_published: [bool; 2],
+}
+
+/// The index of `kind` in [`Rotation`]'s per-kind arrays.
+fn kind_index(kind: QueueKind) -> usize {
+    match kind {
+        QueueKind::Fifo => 0,
+        QueueKind::Priority => 1,
+    }
 }
 
 impl Default for Rotation {
@@ -51,9 +60,9 @@ impl Default for Rotation {
         Rotation {
             kind: QueueKind::Fifo,
             cursor: None,
-            other: [0.0; 5],
-            other_seen: false,
-            other_published: false,
+            other: [[0.0; 5]; 2],
+            other_seen: [false; 2],
+            other_published: [false; 2],
         }
     }
 }
@@ -101,10 +110,10 @@ pub async fn sample_once<S: Store>(state: &AppState<S>, rotation: &mut Rotation)
         };
         let label = queue_label(queue.1.as_str());
         if label == OVERFLOW_QUEUE_LABEL {
-            rotation.other_seen = true;
-            add(&mut rotation.other, &gauges);
+            rotation.other_seen[kind_index(queue.0)] = true;
+            add(&mut rotation.other[kind_index(queue.0)], &gauges);
         } else if !sampled.contains(&queue) {
-            publish(&label, &gauges);
+            publish(queue.0, &label, &gauges);
         }
     }
 }
@@ -124,7 +133,7 @@ async fn sample_labelled<S: Store>(
         return;
     }
     if let Some(gauges) = read_gauges(state, queue).await {
-        publish(&label, &gauges);
+        publish(queue.0, &label, &gauges);
     }
 }
 
@@ -154,12 +163,14 @@ fn add(sum: &mut Gauges, gauges: &Gauges) {
     sum[4] += gauges[4];
 }
 
-fn publish(label: &str, [depth, waiting, oldest_age_s, leased, delayed]: &Gauges) {
-    metrics::gauge!(QUEUE_DEPTH, "queue" => label.to_string()).set(*depth);
-    metrics::gauge!(REQUESTS_WAITING, "queue" => label.to_string()).set(*waiting);
-    metrics::gauge!(OLDEST_ITEM_AGE, "queue" => label.to_string()).set(*oldest_age_s);
-    metrics::gauge!(LEASED_ITEMS, "queue" => label.to_string()).set(*leased);
-    metrics::gauge!(DELAYED_ITEMS, "queue" => label.to_string()).set(*delayed);
+fn publish(kind: QueueKind, label: &str, [depth, waiting, oldest_age_s, leased, delayed]: &Gauges) {
+    let kind = kind_label(kind);
+    let labels = [("queue", label.to_string()), ("kind", kind.to_string())];
+    metrics::gauge!(QUEUE_DEPTH, &labels).set(*depth);
+    metrics::gauge!(REQUESTS_WAITING, &labels).set(*waiting);
+    metrics::gauge!(OLDEST_ITEM_AGE, &labels).set(*oldest_age_s);
+    metrics::gauge!(LEASED_ITEMS, &labels).set(*leased);
+    metrics::gauge!(DELAYED_ITEMS, &labels).set(*delayed);
 }
 
 /// The rotation's next queue: one range read of limit 1 from the cursor,
@@ -193,12 +204,15 @@ async fn next_queue<S: Store>(
             QueueKind::Fifo => rotation.kind = QueueKind::Priority,
             QueueKind::Priority => {
                 rotation.kind = QueueKind::Fifo;
-                if rotation.other_seen || rotation.other_published {
-                    publish(OVERFLOW_QUEUE_LABEL, &rotation.other);
-                    rotation.other_published = true;
+                for kind in [QueueKind::Fifo, QueueKind::Priority] {
+                    let i = kind_index(kind);
+                    if rotation.other_seen[i] || rotation.other_published[i] {
+                        publish(kind, OVERFLOW_QUEUE_LABEL, &rotation.other[i]);
+                        rotation.other_published[i] = true;
+                    }
                 }
-                rotation.other = [0.0; 5];
-                rotation.other_seen = false;
+                rotation.other = [[0.0; 5]; 2];
+                rotation.other_seen = [false; 2];
                 return None;
             }
         }

@@ -138,7 +138,7 @@ impl<S: Store> Pops<S> {
                         .record(fulfilled.items as f64);
                 }
                 if fulfilled.expired > 0 {
-                    ::metrics::counter!(metrics::REQUESTS_EXPIRED, "queue" => metrics::queue_label(keys.name().as_str()))
+                    ::metrics::counter!(metrics::REQUESTS_EXPIRED, "queue" => metrics::queue_label(keys.name().as_str()), "kind" => metrics::kind_label(keys.kind()))
                         .increment(fulfilled.expired as u64);
                 }
             }

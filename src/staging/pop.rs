@@ -299,17 +299,27 @@ impl<S: Store> Pops<S> {
         StagingStats::add(&stats.memory_requests, 1);
         self.start_or_wake_fulfiller(keys, true);
         let mut shutdown = self.inner.shutdown.clone();
+        // True when the deadline ended the wait (not shutdown or the caller).
         let ended = async move {
             tokio::select! {
-                _ = tokio::time::sleep_until(deadline) => {}
-                _ = shutdown.wait_for(|stopped| *stopped) => {}
-                _ = stop => {}
+                _ = tokio::time::sleep_until(deadline) => true,
+                _ = shutdown.wait_for(|stopped| *stopped) => false,
+                _ = stop => false,
             }
         };
         let received = tokio::select! {
             // An error means the sender went unused: nothing was handed.
             received = &mut local.receiver => received.ok(),
-            () = ended => local.take_handed().await,
+            expired = ended => {
+                let handed = local.take_handed().await;
+                if expired && !answers_empty && handed.as_ref().is_none_or(Vec::is_empty) {
+                    // Counted as the fulfiller and reaper count stored
+                    // requests that reach their deadline unserved.
+                    ::metrics::counter!(metrics::REQUESTS_EXPIRED, "queue" => metrics::queue_label(keys.name().as_str()), "kind" => metrics::kind_label(keys.kind()))
+                        .increment(1);
+                }
+                handed
+            }
         };
         match received {
             Some(items) => Ok(self.staged_outcome(items)),
@@ -338,8 +348,9 @@ struct LinePop {
     lease_ms: u64,
 }
 
-/// Records delivered items: count by path, pop latency, enqueue-to-delivery
-/// wait. An empty answer records nothing: it is no delivery.
+/// Records delivered items: count by path, pop service time and the time
+/// it waited with its queue empty, enqueue-to-delivery wait. An empty
+/// answer records nothing: it is no delivery.
 fn record_delivery(
     keys: &QueueKeys,
     path: &'static str,
@@ -350,11 +361,24 @@ fn record_delivery(
         return;
     }
     let label = metrics::queue_label(keys.name().as_str());
-    ::metrics::counter!(metrics::POPS, "queue" => label, "path" => path)
+    ::metrics::counter!(metrics::POPS, "queue" => label, "kind" => metrics::kind_label(keys.kind()), "path" => path)
         .increment(items.len() as u64);
-    ::metrics::histogram!(metrics::POP_LATENCY, "path" => path)
-        .record(started.elapsed().as_secs_f64());
     let now = now_ms();
+    // A long poll on an empty queue waits for a push: that idling is the
+    // client's choice, not the daemon's work. Until its first item was
+    // enqueued the queue had nothing for it; clocks of other processes
+    // may disagree, so the split is clamped to the pop's own span.
+    let elapsed_ms = started.elapsed().as_secs_f64() * 1_000.0;
+    let started_ms = now as f64 - elapsed_ms;
+    let first_enqueued_ms = items
+        .iter()
+        .map(|item| item.enqueued_at_ms)
+        .min()
+        .unwrap_or(0);
+    let empty_ms = (first_enqueued_ms as f64 - started_ms).clamp(0.0, elapsed_ms);
+    ::metrics::histogram!(metrics::POP_LATENCY, "path" => path)
+        .record((elapsed_ms - empty_ms) / 1_000.0);
+    ::metrics::histogram!(metrics::POP_EMPTY_WAIT).record(empty_ms / 1_000.0);
     for item in items {
         let wait_ms = now.saturating_sub(item.enqueued_at_ms);
         ::metrics::histogram!(metrics::ITEM_WAIT).record(wait_ms as f64 / 1_000.0);

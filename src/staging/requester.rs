@@ -272,10 +272,16 @@ pub async fn withdraw<S: Store>(
     loop {
         attempt += 1;
         let txn = store.begin()?;
+        // Set when this withdrawal clears a request past its deadline: a
+        // long poll that timed out unserved, counted once it commits (as
+        // the fulfiller and reaper count the ones they clear).
+        let mut expired = false;
         let body = async {
             let result = txn.get(result_key, false).await?;
             let request = txn.get(request_key, false).await?;
-            if request.is_some() {
+            if let Some(request) = request {
+                expired = crate::envelope::decode_request(&request)
+                    .is_some_and(|request| request.deadline_ms <= now_ms());
                 txn.clear(request_key)?;
                 txn.atomic_add(&keys.waiting(), -1)?;
             }
@@ -305,6 +311,10 @@ pub async fn withdraw<S: Store>(
             Ok(None) => txn.commit().await.map(|()| None),
             Err(error) => Err(error),
         };
+        if expired && matches!(outcome, Ok(None)) {
+            ::metrics::counter!(crate::metrics::REQUESTS_EXPIRED, "queue" => crate::metrics::queue_label(keys.name().as_str()), "kind" => crate::metrics::kind_label(keys.kind()))
+                .increment(1);
+        }
         match outcome {
             Ok(Some(_)) if restore => return Ok(None),
             Ok(item) => return Ok(item),

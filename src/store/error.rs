@@ -44,6 +44,10 @@ pub enum StoreError {
     InvalidArgument(&'static str),
     /// The storage engine failed; the message is for humans only.
     Io(String),
+    /// The store has failed for good (a write or fsync failed, so it
+    /// refuses every transaction until the process restarts on it); the
+    /// reason is for humans only. Retrying in this process cannot succeed.
+    Unavailable(String),
     /// Any other backend error, by its code.
     Backend {
         /// The backend's numeric error code.
@@ -67,7 +71,9 @@ impl StoreError {
             StoreError::Cancelled => 1101,
             StoreError::UsedAfterCommit => 2017,
             StoreError::InvalidArgument(_) => 2006,
-            StoreError::Io(_) => 1510,
+            // FoundationDB's io_error: both are the disk failing; the
+            // variant tells a passing fault from a store that gave up.
+            StoreError::Io(_) | StoreError::Unavailable(_) => 1510,
             StoreError::Backend { code, .. } => *code,
         }
     }
@@ -102,6 +108,12 @@ impl StoreError {
         )
     }
 
+    /// True when the store has failed for good and refuses every
+    /// transaction: only a restart (on a disk with room) helps.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, StoreError::Unavailable(_))
+    }
+
     /// True when the commit may have been applied although it reported failure.
     pub fn is_maybe_committed(&self) -> bool {
         self.code() == 1021
@@ -124,6 +136,7 @@ impl fmt::Display for StoreError {
             StoreError::UsedAfterCommit => write!(f, "transaction used after commit (2017)"),
             StoreError::InvalidArgument(what) => write!(f, "invalid argument: {what} (2006)"),
             StoreError::Io(message) => write!(f, "storage I/O error: {message}"),
+            StoreError::Unavailable(reason) => write!(f, "the store has failed: {reason}"),
             StoreError::Backend { code, message } => write!(f, "backend error {code}: {message}"),
         }
     }

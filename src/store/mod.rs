@@ -205,6 +205,13 @@ pub trait Store: Clone + Send + Sync + 'static {
     fn flush(&self) -> Result<(), StoreError> {
         Ok(())
     }
+
+    /// Why the store refuses every transaction, once it has failed for
+    /// good (a failed write or fsync poisons the embedded store); `None`
+    /// while it works. A backend that recovers by itself never reports one.
+    fn failure(&self) -> Option<String> {
+        None
+    }
 }
 
 /// A serializable optimistic transaction with FoundationDB's rules.

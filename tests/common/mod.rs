@@ -4,6 +4,7 @@
 pub mod conformance;
 pub mod daemon;
 pub mod process;
+pub mod prom;
 
 use hotq::store::embedded::{Durability, EmbeddedConfig, EmbeddedStore};
 

@@ -13,18 +13,34 @@ pub struct Running {
     pub metrics_url: String,
 }
 
+/// The arguments of `hotq serve` on port 0 over `data_dir`.
+pub fn serve_args(data_dir: &std::path::Path) -> Vec<std::ffi::OsString> {
+    let mut args: Vec<std::ffi::OsString> = [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics-listen",
+        "127.0.0.1:0",
+        "--data-dir",
+    ]
+    .iter()
+    .map(Into::into)
+    .collect();
+    args.push(data_dir.into());
+    args
+}
+
 /// Starts `hotq serve` on port 0 and reads the bound address from its log.
 pub fn start(data_dir: &std::path::Path) -> Running {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hotq"))
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--metrics-listen",
-            "127.0.0.1:0",
-            "--data-dir",
-        ])
-        .arg(data_dir)
+    let mut command = Command::new(env!("CARGO_BIN_EXE_hotq"));
+    command.args(serve_args(data_dir));
+    start_command(command)
+}
+
+/// Starts `command` (a `hotq serve` on port 0, perhaps behind a wrapper)
+/// and reads the bound addresses from its log.
+pub fn start_command(mut command: Command) -> Running {
+    let mut child = command
         .env("RUST_LOG", "info")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

@@ -53,7 +53,7 @@ pub(crate) fn run(
 fn commit_group(shared: &Shared, mut group: Vec<CommitRequest>) {
     if let Some(failure) = shared.failed.get() {
         // Poisoned: nothing more is written (see `Shared::failed`).
-        let error = StoreError::Io(format!("the store has failed: {failure}"));
+        let error = StoreError::Unavailable(failure.clone());
         for request in group {
             let _ = request.reply.send(Err(error.clone()));
         }
@@ -103,7 +103,10 @@ fn commit_group(shared: &Shared, mut group: Vec<CommitRequest>) {
         Err(error) => {
             let _ = shared.failed.set(error.to_string());
             tracing::error!(%error, "the store failed to write a commit group; it refuses every transaction from now on");
-            fail_writers(group, outcomes, error);
+            // The store is gone for this process: these writers are told
+            // so, like every later caller, not that one write failed.
+            let reason = shared.failed.get().cloned().unwrap_or_default();
+            fail_writers(group, outcomes, StoreError::Unavailable(reason));
             prune(shared);
             return;
         }

@@ -276,6 +276,10 @@ impl Store for EmbeddedStore {
         EmbeddedTxn::begin(self.inner.shared.clone(), self.inner.commits.clone())
     }
 
+    fn failure(&self) -> Option<String> {
+        self.inner.shared.failed.get().cloned()
+    }
+
     fn flush(&self) -> Result<(), StoreError> {
         self.inner
             .shared

@@ -52,7 +52,12 @@ pub struct EmbeddedTxn {
 }
 
 fn io(error: fjall::Error) -> StoreError {
-    StoreError::Io(error.to_string())
+    match error {
+        // fjall refuses everything after a failed write or flush, as the
+        // committer does after a failed group: the store is gone for good.
+        fjall::Error::Poisoned => StoreError::Unavailable(error.to_string()),
+        error => StoreError::Io(error.to_string()),
+    }
 }
 
 impl EmbeddedTxn {
@@ -61,7 +66,7 @@ impl EmbeddedTxn {
         commits: mpsc::Sender<CommitRequest>,
     ) -> Result<Self, StoreError> {
         if let Some(failure) = shared.failed.get() {
-            return Err(StoreError::Io(format!("the store has failed: {failure}")));
+            return Err(StoreError::Unavailable(failure.clone()));
         }
         let started = Instant::now();
         let mut spins = 0u32;
