@@ -3,11 +3,30 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional, Protocol
 
-if TYPE_CHECKING:
-    from .aio import AsyncClient
-    from .client import Client
+
+class Settles(Protocol):
+    """What a :class:`Message` settles through (a :class:`hotq.Client`).
+    A protocol, so this module needs neither client module."""
+
+    def ack(self, queue: str, receipt: str) -> None: ...
+
+    def nack(self, queue: str, receipt: str, delay_ms: Optional[int] = None) -> "NackResult": ...
+
+    def extend(self, queue: str, receipt: str, lease_ms: int) -> int: ...
+
+
+class SettlesAsync(Protocol):
+    """What an :class:`AsyncMessage` settles through (a :class:`hotq.AsyncClient`)."""
+
+    async def ack(self, queue: str, receipt: str) -> None: ...
+
+    async def nack(
+        self, queue: str, receipt: str, delay_ms: Optional[int] = None
+    ) -> "NackResult": ...
+
+    async def extend(self, queue: str, receipt: str, lease_ms: int) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -68,17 +87,17 @@ class Message:
 
     def ack(self) -> None:
         """Done: the item is deleted. Raises :class:`LeaseLost` if too late."""
-        client: Client = self._client
+        client: Settles = self._client
         client.ack(self.queue, self._leased())
 
     def nack(self, delay_ms: Optional[int] = None) -> NackResult:
         """Back to the queue now, or after ``delay_ms``, or dead-lettered."""
-        client: Client = self._client
+        client: Settles = self._client
         return client.nack(self.queue, self._leased(), delay_ms)
 
     def extend(self, lease_ms: int) -> int:
         """The lease now ends ``lease_ms`` from now; returns the new expiry."""
-        client: Client = self._client
+        client: Settles = self._client
         expires = client.extend(self.queue, self._leased(), lease_ms)
         self.lease_expires_at_ms = expires
         return expires
@@ -89,15 +108,15 @@ class AsyncMessage(Message):
     """A :class:`Message` from an :class:`AsyncClient`: settles are awaited."""
 
     async def ack(self) -> None:  # type: ignore[override]
-        client: AsyncClient = self._client
+        client: SettlesAsync = self._client
         await client.ack(self.queue, self._leased())
 
     async def nack(self, delay_ms: Optional[int] = None) -> NackResult:  # type: ignore[override]
-        client: AsyncClient = self._client
+        client: SettlesAsync = self._client
         return await client.nack(self.queue, self._leased(), delay_ms)
 
     async def extend(self, lease_ms: int) -> int:  # type: ignore[override]
-        client: AsyncClient = self._client
+        client: SettlesAsync = self._client
         expires = await client.extend(self.queue, self._leased(), lease_ms)
         self.lease_expires_at_ms = expires
         return expires
