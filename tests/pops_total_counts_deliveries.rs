@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use common::daemon::{Daemon, http};
+use common::daemon::{Daemon, http, metric_sum, queue_stats};
 use tokio::sync::Mutex;
 
 const ITEMS: usize = 3_000;
@@ -27,33 +27,12 @@ const STEADY_WORKERS: usize = 32;
 const FICKLE_WORKERS: usize = 96;
 const ROUNDS_MAX: usize = 10;
 
-/// Sum of `name{…queue="queue"…}` over its other labels.
 async fn counter(metrics_url: &str, name: &str, queue: &str) -> f64 {
-    let text = http()
-        .get(metrics_url)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let label = format!("queue=\"{queue}\"");
-    text.lines()
-        .filter(|l| l.starts_with(&format!("{name}{{")) && l.contains(&label))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    metric_sum(metrics_url, name, &[&format!("queue=\"{queue}\"")]).await
 }
 
 async fn depth(url: &str, queue: &str) -> u64 {
-    let stats: serde_json::Value = http()
-        .get(format!("{url}/v1/queues/{queue}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    stats["depth"].as_u64().unwrap()
+    queue_stats(url, queue).await["depth"].as_u64().unwrap()
 }
 
 /// One round on `queue`: returns the put-backs it caused.

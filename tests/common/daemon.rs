@@ -78,9 +78,19 @@ pub fn http() -> reqwest::Client {
         .unwrap()
 }
 
-/// Items the daemon at `metrics_url` delivered through its lines
-/// (`hotq_pops_total{path="staged"}`, summed over queues).
-pub async fn staged_pops(metrics_url: &str) -> f64 {
+/// `GET url` answered with JSON.
+pub async fn get_json(url: &str) -> serde_json::Value {
+    http().get(url).send().await.unwrap().json().await.unwrap()
+}
+
+/// `GET /v1/queues/{queue}`: the FIFO queue's stats.
+pub async fn queue_stats(url: &str, queue: &str) -> serde_json::Value {
+    get_json(&format!("{url}/v1/queues/{queue}")).await
+}
+
+/// Sum of the samples of metric `name` whose labels contain every one of
+/// `labels` (`queue="q"`, …), over its other labels.
+pub async fn metric_sum(metrics_url: &str, name: &str, labels: &[&str]) -> f64 {
     let text = http()
         .get(metrics_url)
         .send()
@@ -89,8 +99,15 @@ pub async fn staged_pops(metrics_url: &str) -> f64 {
         .text()
         .await
         .unwrap();
+    let prefix = format!("{name}{{");
     text.lines()
-        .filter(|l| l.starts_with("hotq_pops_total{") && l.contains("path=\"staged\""))
+        .filter(|l| l.starts_with(&prefix) && labels.iter().all(|label| l.contains(label)))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
+}
+
+/// Items the daemon at `metrics_url` delivered through its lines
+/// (`hotq_pops_total{path="staged"}`, summed over queues).
+pub async fn staged_pops(metrics_url: &str) -> f64 {
+    metric_sum(metrics_url, "hotq_pops_total", &["path=\"staged\""]).await
 }
