@@ -338,6 +338,10 @@ async fn consume<T: Transaction>(
         // reads it without snapshot, so one of the two conflicts.
         txn.add_read_conflict_key(key)?;
         txn.clear(key)?;
+        if entry.what == DueWhat::Dedup {
+            crate::dedup::expire_in(txn, &keys, &entry.id, entry.due_ms).await?;
+            continue;
+        }
         let Some(held) = decode_held(value) else {
             tracing::warn!(queue = %entry.queue, ?key, "clearing a malformed due entry");
             continue;
@@ -373,7 +377,7 @@ async fn consume<T: Transaction>(
                     txn.atomic_add(&keys.depth(), 1)?;
                 }
             }
-            DueWhat::Reap => unreachable!("handed on above"),
+            DueWhat::Reap | DueWhat::Dedup => unreachable!("handed on above"),
         }
         pass.queues.insert(queue);
     }

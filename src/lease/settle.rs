@@ -219,7 +219,8 @@ pub(crate) async fn release_in<T: Transaction>(
 }
 
 /// Puts an item that left its lease (nack, expiry) where it belongs next:
-/// the dead-letter queue when it is out of deliveries, the delayed
+/// the dead-letter queue when it is out of deliveries (`max_deliveries`
+/// and the target as the queue's stored settings say, else as given), the delayed
 /// subspace when `delay_ms` > 0, its original key otherwise.
 pub(crate) async fn return_held<T: Transaction>(
     txn: &T,
@@ -229,9 +230,14 @@ pub(crate) async fn return_held<T: Transaction>(
     now_ms: u64,
     max_deliveries: Option<u32>,
 ) -> Result<Returned, StoreError> {
+    // The queue's stored settings override the configured defaults.
+    let stored = crate::queue_settings::read_in(txn, keys)
+        .await
+        .map_err(crate::queue::corrupt_as_store)?;
+    let max_deliveries = stored.max_deliveries.or(max_deliveries);
     if let Some(max) = max_deliveries
         && held.item.deliveries >= max
-        && let Some(dead) = keys.name().dead_letter()
+        && let Some(dead) = stored.dead_letter_target(keys.name())
     {
         let item = ItemValue {
             deliveries: 0,

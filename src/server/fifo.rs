@@ -20,7 +20,7 @@ use crate::envelope::{End, PAYLOAD_SIZE_MAX, now_ms};
 use crate::keys::{QueueKeys, QueueKind, QueueName};
 use crate::metrics::operation;
 use crate::queue::read_end;
-use crate::queue::{Item, PUSH_BATCH_MAX, Queue};
+use crate::queue::{Item, Queue};
 use crate::store::{Store, Transaction, decode_counter};
 
 /// Header carrying an item's enqueue time (ms since the epoch).
@@ -116,15 +116,6 @@ pub fn check_delay_ms<S: Store>(state: &AppState<S>, delay_ms: u64) -> Result<u6
     Ok(delay_ms)
 }
 
-/// Query of a push: an optional `delay_ms`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PushParams {
-    /// Keep the items invisible for this long, in ms (default 0).
-    #[serde(default)]
-    pub delay_ms: u64,
-}
-
 /// Checks a pop's parameters against the configured caps.
 pub fn pop_limits<S: Store>(
     state: &AppState<S>,
@@ -206,109 +197,6 @@ fn item_object(item: &Item) -> serde_json::Value {
 /// The outcome label of a call.
 pub fn outcome<T>(result: &Result<T, ApiError>) -> &'static str {
     if result.is_ok() { "ok" } else { "error" }
-}
-
-/// `POST /v1/queues/{queue}/items?delay_ms=`: pushes the body as one item.
-pub async fn push<S: Store>(
-    State(state): State<Arc<AppState<S>>>,
-    Path(queue): Path<String>,
-    params: Result<Query<PushParams>, QueryRejection>,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
-    let result = async {
-        let name = queue_name(&queue)?;
-        let delay_ms = push_delay(&state, params)?;
-        let body = body_bytes(body)?;
-        check_item(&body)?;
-        push_items(&state, name, &[body.to_vec()], delay_ms).await
-    }
-    .await;
-    operation(&queue, "push", outcome(&result));
-    result
-}
-
-/// `POST /v1/queues/{queue}/items:batch?delay_ms=`: a JSON array of
-/// base64 items, pushed in one commit, in order; all or nothing.
-pub async fn push_batch<S: Store>(
-    State(state): State<Arc<AppState<S>>>,
-    Path(queue): Path<String>,
-    params: Result<Query<PushParams>, QueryRejection>,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
-    let result = async {
-        let name = queue_name(&queue)?;
-        let delay_ms = push_delay(&state, params)?;
-        let payloads = decode_batch(&body_bytes(body)?)?;
-        push_items(&state, name, &payloads, delay_ms).await
-    }
-    .await;
-    operation(&queue, "push_batch", outcome(&result));
-    result
-}
-
-fn push_delay<S: Store>(
-    state: &AppState<S>,
-    params: Result<Query<PushParams>, QueryRejection>,
-) -> Result<u64, ApiError> {
-    let Query(params) = params.map_err(|e| ApiError::bad_parameter(e.body_text()))?;
-    check_delay_ms(state, params.delay_ms)
-}
-
-/// Pushes checked payloads now, or delayed: then the answer says when they
-/// become visible, and the timer is told.
-async fn push_items<S: Store>(
-    state: &AppState<S>,
-    name: QueueName,
-    payloads: &[Vec<u8>],
-    delay_ms: u64,
-) -> Result<Response, ApiError> {
-    state.note_queue(QueueKind::Fifo, &name);
-    let queue = Queue::new(state.store.clone(), name);
-    let body = if delay_ms == 0 {
-        queue.push_batch(payloads).await?;
-        json!({"pushed": payloads.len()})
-    } else {
-        let visible_at_ms = queue.push_batch_delayed(payloads, delay_ms).await?;
-        state.coordinator.schedule(visible_at_ms);
-        json!({"pushed": payloads.len(), "visible_at_ms": visible_at_ms})
-    };
-    Ok((StatusCode::CREATED, Json(body)).into_response())
-}
-
-/// Parses and checks a batch body: a JSON array of 1 to 1,000 base64 strings.
-pub fn decode_batch(body: &[u8]) -> Result<Vec<Vec<u8>>, ApiError> {
-    let encoded: Vec<String> = serde_json::from_slice(body).map_err(|e| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "bad_json",
-            format!("expected a JSON array of base64 strings: {e}"),
-        )
-    })?;
-    if encoded.is_empty() || encoded.len() > PUSH_BATCH_MAX {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "bad_batch",
-            format!(
-                "a batch holds 1 to {PUSH_BATCH_MAX} items, got {}",
-                encoded.len()
-            ),
-        ));
-    }
-    encoded
-        .iter()
-        .enumerate()
-        .map(|(i, text)| {
-            let payload = BASE64.decode(text).map_err(|e| {
-                ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    "bad_base64",
-                    format!("item {i} is not valid base64: {e}"),
-                )
-            })?;
-            check_item(&payload)?;
-            Ok(payload)
-        })
-        .collect()
 }
 
 /// `POST /v1/queues/{queue}/pop?wait_ms=&max=`.

@@ -9,6 +9,7 @@
 //! - [`hangup`]: drops a request's handler when its client hangs up.
 //! - [`leases`]: ack, nack, extend by receipt; dead-letter re-drive.
 //! - [`pqueue`]: `/v1/pqueues/...` handlers.
+//! - [`push`]: FIFO pushes, delayed and deduplicated.
 //! - [`sampler`]: depth, waiting, leased, delayed and oldest-age gauges, sampled.
 
 pub mod error;
@@ -16,6 +17,7 @@ pub mod fifo;
 pub mod hangup;
 pub mod leases;
 pub mod pqueue;
+pub mod push;
 pub mod sampler;
 
 use std::collections::BTreeSet;
@@ -49,6 +51,8 @@ pub struct AppState<S: Store> {
     pub config: Config,
     /// Queues this daemon has served recently, for the sampler (bounded).
     pub known_queues: Mutex<KnownQueues>,
+    /// The defaults of queue settings (from `config`).
+    pub settings_defaults: crate::queue_settings::Defaults,
 }
 
 /// The most recently used queues, at most a bound of them: when full, the
@@ -105,10 +109,10 @@ impl std::error::Error for ServeError {}
 /// The API router over `state`.
 pub fn router<S: Store>(state: Arc<AppState<S>>) -> Router {
     let api = Router::new()
-        .route("/v1/queues/{queue}/items", post(fifo::push::<S>))
+        .route("/v1/queues/{queue}/items", post(push::push_one::<S>))
         .route(
             "/v1/queues/{queue}/items:batch",
-            post(fifo::push_batch::<S>),
+            post(push::push_batch::<S>),
         )
         .route("/v1/queues/{queue}/pop", post(fifo::pop::<S>))
         .route("/v1/queues/{queue}/peek", get(fifo::peek::<S>))
@@ -248,6 +252,7 @@ pub async fn serve<S: Store>(
     let state = Arc::new(AppState {
         store: store.clone(),
         coordinator: coordinator.clone(),
+        settings_defaults: config.settings_defaults(),
         config,
         known_queues: Mutex::new(KnownQueues::default()),
     });
