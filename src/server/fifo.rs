@@ -219,9 +219,13 @@ pub async fn pop<S: Store>(
         let keys = QueueKeys::new(&name);
         let items = match path.as_deref() {
             None | Some("staged") => {
+                let lease_ms = match lease_ms {
+                    Some(lease_ms) => lease_ms,
+                    None => super::settings::default_lease_ms(&state, &keys).await?,
+                };
                 state
                     .coordinator
-                    .pop_leased(&keys, End::Front, max, wait, lease_ms.unwrap_or(0))
+                    .pop_leased(&keys, End::Front, max, wait, lease_ms)
                     .await?
             }
             Some("direct") if wait.is_zero() && max == 1 && lease_ms.is_none() => {

@@ -10,6 +10,7 @@
 //! - [`leases`]: ack, nack, extend by receipt; dead-letter re-drive.
 //! - [`pqueue`]: `/v1/pqueues/...` handlers.
 //! - [`push`]: FIFO pushes, delayed and deduplicated.
+//! - [`settings`]: a queue's settings, kept in the store.
 //! - [`sampler`]: depth, waiting, leased, delayed and oldest-age gauges, sampled.
 
 pub mod error;
@@ -19,6 +20,7 @@ pub mod leases;
 pub mod pqueue;
 pub mod push;
 pub mod sampler;
+pub mod settings;
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -125,6 +127,10 @@ pub fn router<S: Store>(state: Arc<AppState<S>>) -> Router {
             post(leases::extend::<S>),
         )
         .route("/v1/queues/{queue}/redrive", post(leases::redrive::<S>))
+        .route(
+            "/v1/queues/{queue}/settings",
+            get(settings::get::<S>).put(settings::put::<S>),
+        )
         .route("/v1/pqueues/{queue}/items", post(pqueue::push::<S>))
         .route("/v1/pqueues/{queue}/pop", post(pqueue::pop::<S>))
         .route("/v1/pqueues/{queue}/peek", get(pqueue::peek::<S>))
