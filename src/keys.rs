@@ -411,6 +411,17 @@ impl QueueKeys {
         self.receipts.pack(&(Bytes::from(receipt),))
     }
 
+    /// `[begin, end)` of the receipts subspace (one row per lease).
+    pub fn receipts_range(&self) -> KeyRange {
+        self.receipts.range()
+    }
+
+    /// The receipt bytes of a receipts-subspace key.
+    pub fn receipt_of(&self, key: &[u8]) -> Option<crate::lease::Receipt> {
+        let (bytes,) = self.receipts.unpack::<(Bytes,)>(key).ok()?;
+        Some(crate::lease::Receipt(bytes.as_ref().try_into().ok()?))
+    }
+
     /// The key of a delayed item, visible from `visible_at_ms` (in the due
     /// index).
     pub fn delayed(&self, visible_at_ms: u64, random: &[u8]) -> Vec<u8> {

@@ -15,6 +15,7 @@
 //!   await, withdraw, reap.
 //! - [`lease`]: at-least-once delivery: leases, ack, nack, extend,
 //!   redelivery counts, dead letters, delayed items.
+//! - [`admin`]: list, purge and delete queues; leases in flight.
 //! - [`coordinator`]: staged pops for callers, a fulfillment loop per queue
 //!   with waiters, the reaper, the lease and delay timer, shutdown.
 //! - [`metrics`]: Prometheus metric names, descriptions, label caps.
@@ -26,6 +27,7 @@
 
 #![warn(missing_docs)]
 
+pub mod admin;
 pub mod bench;
 pub mod cli;
 pub mod config;

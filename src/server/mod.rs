@@ -4,6 +4,7 @@
 //! [`serve`] takes its listeners and its shutdown signal as parameters, so
 //! tests start a real daemon on `127.0.0.1:0` and stop it when they choose.
 //!
+//! - [`admin`]: list, purge and delete queues; leases in flight.
 //! - [`error`]: the JSON error shape.
 //! - [`fifo`]: `/v1/queues/...` handlers.
 //! - [`hangup`]: drops a request's handler when its client hangs up.
@@ -13,6 +14,7 @@
 //! - [`settings`]: a queue's settings, kept in the store.
 //! - [`sampler`]: depth, waiting, leased, delayed and oldest-age gauges, sampled.
 
+pub mod admin;
 pub mod error;
 pub mod fifo;
 pub mod hangup;
@@ -118,7 +120,13 @@ pub fn router<S: Store>(state: Arc<AppState<S>>) -> Router {
         )
         .route("/v1/queues/{queue}/pop", post(fifo::pop::<S>))
         .route("/v1/queues/{queue}/peek", get(fifo::peek::<S>))
-        .route("/v1/queues/{queue}", get(fifo::stats::<S>))
+        .route("/v1/queues", get(admin::list::<S>))
+        .route(
+            "/v1/queues/{queue}",
+            get(fifo::stats::<S>).delete(admin::delete::<S>),
+        )
+        .route("/v1/queues/{queue}/purge", post(admin::purge::<S>))
+        .route("/v1/queues/{queue}/leases", get(admin::leases::<S>))
         .route("/v1/queues/{queue}/ack", post(leases::ack_batch::<S>))
         .route("/v1/queues/{queue}/ack/{receipt}", post(leases::ack::<S>))
         .route("/v1/queues/{queue}/nack/{receipt}", post(leases::nack::<S>))
