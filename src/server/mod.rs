@@ -10,6 +10,7 @@
 //! - [`hangup`]: drops a request's handler when its client hangs up.
 //! - [`leases`]: ack, nack, extend by receipt; dead-letter re-drive.
 //! - [`pqueue`]: `/v1/pqueues/...` handlers.
+//! - [`pqueue_leases`]: ack, nack, extend of priority-queue leases.
 //! - [`push`]: FIFO pushes, delayed and deduplicated.
 //! - [`settings`]: a queue's settings, kept in the store.
 //! - [`sampler`]: depth, waiting, leased, delayed and oldest-age gauges, sampled.
@@ -20,6 +21,7 @@ pub mod fifo;
 pub mod hangup;
 pub mod leases;
 pub mod pqueue;
+pub mod pqueue_leases;
 pub mod push;
 pub mod sampler;
 pub mod settings;
@@ -143,6 +145,18 @@ pub fn router<S: Store>(state: Arc<AppState<S>>) -> Router {
         .route("/v1/pqueues/{queue}/pop", post(pqueue::pop::<S>))
         .route("/v1/pqueues/{queue}/peek", get(pqueue::peek::<S>))
         .route("/v1/pqueues/{queue}", get(pqueue::stats::<S>))
+        .route(
+            "/v1/pqueues/{queue}/ack/{receipt}",
+            post(pqueue_leases::ack::<S>),
+        )
+        .route(
+            "/v1/pqueues/{queue}/nack/{receipt}",
+            post(pqueue_leases::nack::<S>),
+        )
+        .route(
+            "/v1/pqueues/{queue}/extend/{receipt}",
+            post(pqueue_leases::extend::<S>),
+        )
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             authorize::<S>,

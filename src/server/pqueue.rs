@@ -14,8 +14,8 @@ use serde_json::json;
 use super::AppState;
 use super::error::ApiError;
 use super::fifo::{
-    PopParams, body_bytes, check_item, items_response, outcome, pop_limits, pop_outcome,
-    queue_name, queue_stats,
+    PopParams, body_bytes, check_item, check_lease_ms, items_response, outcome, pop_limits,
+    pop_outcome, queue_name, queue_stats,
 };
 use crate::envelope::End;
 use crate::keys::{QueueKeys, QueueKind};
@@ -42,6 +42,9 @@ pub struct EndParams {
     pub wait_ms: u64,
     /// Most items to return (pop only).
     pub max: Option<usize>,
+    /// Lease each item for this long instead of deleting it, in ms (pop
+    /// only); settled through `/v1/pqueues/{queue}/ack|nack|extend/{receipt}`.
+    pub lease_ms: Option<u64>,
 }
 
 fn parse_end(end: Option<&str>) -> Result<End, ApiError> {
@@ -102,7 +105,7 @@ pub async fn push<S: Store>(
     result
 }
 
-/// `POST /v1/pqueues/{queue}/pop?end=min|max&wait_ms=&max=`.
+/// `POST /v1/pqueues/{queue}/pop?end=min|max&wait_ms=&max=&lease_ms=`.
 pub async fn pop<S: Store>(
     State(state): State<Arc<AppState<S>>>,
     Path(queue): Path<String>,
@@ -119,9 +122,16 @@ pub async fn pop<S: Store>(
             path: None,
         }));
         let (wait, max) = pop_limits(&state, limits)?;
+        let lease_ms = params
+            .lease_ms
+            .map(|lease_ms| check_lease_ms(&state, lease_ms))
+            .transpose()?;
         state.note_queue(QueueKind::Priority, &name);
         let keys = QueueKeys::of_kind(QueueKind::Priority, &name);
-        let items = state.coordinator.pop_many(&keys, end, max, wait).await?;
+        let items = state
+            .coordinator
+            .pop_leased(&keys, end, max, wait, lease_ms.unwrap_or(0))
+            .await?;
         Ok((items, max))
     }
     .await;

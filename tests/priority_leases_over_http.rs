@@ -1,0 +1,124 @@
+//! Priority queues lease over HTTP as FIFO queues do: pop with `lease_ms`,
+//! ack, nack, extend, and expiry returns the item under its priority.
+
+mod common;
+
+use std::time::Duration;
+
+use common::daemon::{Daemon, http};
+use serde_json::Value;
+
+async fn push(client: &reqwest::Client, base: &str, body: &str, priority: i64) {
+    let response = client
+        .post(format!("{base}/v1/pqueues/pq/items?priority={priority}"))
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201);
+}
+
+/// Pops the lowest priority under a lease: (body, receipt, delivery count).
+async fn pop(client: &reqwest::Client, base: &str, lease_ms: u64) -> Option<(String, String, u32)> {
+    let response = client
+        .post(format!(
+            "{base}/v1/pqueues/pq/pop?end=min&lease_ms={lease_ms}"
+        ))
+        .send()
+        .await
+        .unwrap();
+    if response.status() == 204 {
+        return None;
+    }
+    assert_eq!(response.status(), 200);
+    let headers = response.headers().clone();
+    let header = |name: &str| headers[name].to_str().unwrap().to_string();
+    let count = header("hotq-delivery-count").parse().unwrap();
+    Some((
+        response.text().await.unwrap(),
+        header("hotq-receipt"),
+        count,
+    ))
+}
+
+async fn stats(client: &reqwest::Client, base: &str) -> (i64, i64) {
+    let stats: Value = client
+        .get(format!("{base}/v1/pqueues/pq"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    (
+        stats["depth"].as_i64().unwrap(),
+        stats["leased"].as_i64().unwrap(),
+    )
+}
+
+async fn settle(client: &reqwest::Client, base: &str, what: &str, receipt: &str) -> u16 {
+    client
+        .post(format!("{base}/v1/pqueues/pq/{what}/{receipt}"))
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn priority_pops_lease_and_settle_over_http() {
+    let daemon = Daemon::start(|config| config.staging.reap_interval_ms = 20).await;
+    let (client, base) = (http(), daemon.url.clone());
+    for (body, priority) in [("five", 5), ("one", 1), ("three", 3)] {
+        push(&client, &base, body, priority).await;
+    }
+    let (body, receipt, count) = pop(&client, &base, 60_000).await.unwrap();
+    assert_eq!((body.as_str(), count), ("one", 1));
+    assert_eq!(stats(&client, &base).await, (2, 1));
+    // A FIFO queue of the same name knows nothing of it.
+    let fifo = client
+        .post(format!("{base}/v1/queues/pq/ack/{receipt}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(fifo.status(), 404);
+
+    // Nacked: back under its priority, first again, delivered a second time.
+    assert_eq!(settle(&client, &base, "nack", &receipt).await, 204);
+    assert_eq!(stats(&client, &base).await, (3, 0));
+    let (body, receipt, count) = pop(&client, &base, 60_000).await.unwrap();
+    assert_eq!((body.as_str(), count), ("one", 2));
+    let extended = client
+        .post(format!(
+            "{base}/v1/pqueues/pq/extend/{receipt}?lease_ms=120000"
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(extended.status(), 204);
+    assert_eq!(settle(&client, &base, "ack", &receipt).await, 204);
+    assert_eq!(settle(&client, &base, "ack", &receipt).await, 404);
+    assert_eq!(stats(&client, &base).await, (2, 0));
+
+    // Expired: the timer returns it under its priority.
+    let (body, _, _) = pop(&client, &base, 1).await.unwrap();
+    assert_eq!(body, "three");
+    let probe = client.clone();
+    let url = base.clone();
+    common::eventually("the expired lease returns", Duration::from_secs(30), || {
+        let (client, base) = (probe.clone(), url.clone());
+        async move { stats(&client, &base).await == (2, 0) }
+    })
+    .await;
+    let (body, receipt, count) = pop(&client, &base, 60_000).await.unwrap();
+    assert_eq!((body.as_str(), count), ("three", 2));
+    assert_eq!(settle(&client, &base, "ack", &receipt).await, 204);
+    let bad = client
+        .post(format!("{base}/v1/pqueues/pq/pop?end=min&lease_ms=0"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 400);
+    daemon.stop().await;
+}
