@@ -15,6 +15,8 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use clap::{Args, Parser, Subcommand};
 
 use crate::config::{Backend, Config, Overrides};
+
+pub mod admin;
 use crate::store::embedded::{Durability, EmbeddedConfig, EmbeddedStore};
 
 /// Exit code: success.
@@ -45,9 +47,10 @@ pub enum Command {
         client: ClientArgs,
         /// Queue name.
         queue: String,
-        /// Keep the items invisible for this long first.
-        #[arg(long, default_value_t = 0)]
-        delay_ms: u64,
+        /// Keep the items invisible for this long first (default: the
+        /// queue's delivery delay).
+        #[arg(long)]
+        delay_ms: Option<u64>,
         /// Items; none reads stdin, one item per non-empty line.
         items: Vec<String>,
     },
@@ -142,6 +145,9 @@ pub enum Command {
     /// Priority queues.
     #[command(subcommand)]
     Pq(PqCommand),
+    /// Administration: queues, purge, delete, leases, settings.
+    #[command(flatten)]
+    Admin(admin::AdminCommand),
     /// Measure pops under contention (see `hotq bench --help`).
     Bench(crate::bench::BenchArgs),
 }
@@ -244,7 +250,8 @@ pub async fn run(cli: Cli) -> ExitCode {
             delay_ms,
             items,
         } => {
-            let path = format!("/v1/queues/{queue}/items:batch?delay_ms={delay_ms}");
+            let delay = delay_ms.map_or(String::new(), |ms| format!("?delay_ms={ms}"));
+            let path = format!("/v1/queues/{queue}/items:batch{delay}");
             push(&client, &path, items).await
         }
         Command::Pop {
@@ -310,6 +317,7 @@ pub async fn run(cli: Cli) -> ExitCode {
         }
         Command::Stats { client, queue } => stats(&client, &format!("/v1/queues/{queue}")).await,
         Command::Pq(command) => pq(command).await,
+        Command::Admin(command) => admin::run(command).await,
         Command::Bench(args) => crate::bench::run(args).await,
     };
     match outcome {
@@ -380,7 +388,7 @@ fn items_or_stdin(items: Vec<String>) -> Result<Vec<String>, String> {
     Ok(lines)
 }
 
-fn http_client(wait_ms: u64) -> Result<reqwest::Client, String> {
+pub(crate) fn http_client(wait_ms: u64) -> Result<reqwest::Client, String> {
     reqwest::Client::builder()
         // A long poll may take its whole wait; allow that plus slack.
         .timeout(std::time::Duration::from_millis(wait_ms + 30_000))
@@ -388,7 +396,7 @@ fn http_client(wait_ms: u64) -> Result<reqwest::Client, String> {
         .map_err(|e| e.to_string())
 }
 
-async fn send(
+pub(crate) async fn send(
     http: &reqwest::Client,
     client: &ClientArgs,
     method: reqwest::Method,
@@ -406,7 +414,9 @@ async fn send(
     request.send().await.map_err(|e| format!("{url}: {e}"))
 }
 
-async fn expect_success(response: reqwest::Response) -> Result<reqwest::Response, String> {
+pub(crate) async fn expect_success(
+    response: reqwest::Response,
+) -> Result<reqwest::Response, String> {
     if response.status().is_success() {
         return Ok(response);
     }
