@@ -166,8 +166,8 @@ struct Taken {
     held: Vec<String>,
 }
 
-/// Workers pop until told to stop; half lease (and ack, or hold the lease
-/// when `hold` says so), half take items outright.
+/// Workers pop until told to stop; half lease (and ack, but hold every
+/// `hold_every`-th lease unacked), half take items outright.
 fn spawn_workers(
     base: &str,
     queue: &str,
@@ -201,7 +201,7 @@ fn spawn_workers(
                     count += 1;
                     let mut held = None;
                     if let Some(receipt) = receipt {
-                        if count % hold_every == 0 {
+                        if count.is_multiple_of(hold_every) {
                             held = Some(receipt);
                         } else {
                             let acked =
