@@ -134,6 +134,9 @@ pub async fn push<S: Store>(
         })
     })
     .await?;
+    // Counted once the commit returned, as every other push is (duplicates
+    // wrote nothing, so they are not counted).
+    crate::metrics::pushed(keys, pushed.stored());
     Ok(pushed)
 }
 

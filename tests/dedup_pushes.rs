@@ -126,6 +126,22 @@ async fn a_batch_leaves_out_ids_seen_before_or_earlier_in_it() {
         assert_eq!(response.status(), 400, "{bad}");
     }
     assert_eq!(depth(&client, &daemon.url, "batched").await, 3);
+    // Stored items are counted as pushed, duplicates are not.
+    let metrics = client
+        .get(&daemon.metrics_url)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let pushed: f64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("hotq_pushed_items_total{"))
+        .filter(|l| l.contains("queue=\"batched\"") && l.contains("kind=\"fifo\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert_eq!(pushed, 3.0, "{metrics}");
     daemon.stop().await;
 }
 
