@@ -5,6 +5,7 @@
 //! Exit codes a script can rely on: 0 done (for `pop`/`peek`: got an item),
 //! 3 empty (no item within the wait), 1 error, 2 usage.
 
+pub mod admin;
 mod http;
 
 use std::net::SocketAddr;
@@ -45,9 +46,10 @@ pub enum Command {
         client: ClientArgs,
         /// Queue name.
         queue: String,
-        /// Keep the items invisible for this long first.
-        #[arg(long, default_value_t = 0)]
-        delay_ms: u64,
+        /// Keep the items invisible for this long first (default: the
+        /// queue's delivery delay).
+        #[arg(long)]
+        delay_ms: Option<u64>,
         /// Items; none reads stdin, one item per non-empty line.
         items: Vec<String>,
     },
@@ -149,6 +151,9 @@ pub enum Command {
     /// Priority queues.
     #[command(subcommand)]
     Pq(PqCommand),
+    /// Administration: queues, purge, delete, leases, settings.
+    #[command(flatten)]
+    Admin(admin::AdminCommand),
     /// Measure pops under contention (see `hotq bench --help`).
     Bench(crate::bench::BenchArgs),
 }
@@ -280,10 +285,8 @@ pub async fn run(cli: Cli) -> ExitCode {
             delay_ms,
             items,
         } => {
-            let path = format!(
-                "/v1/queues/{}/items:batch?delay_ms={delay_ms}",
-                segment(&queue)
-            );
+            let delay = delay_ms.map_or(String::new(), |ms| format!("?delay_ms={ms}"));
+            let path = format!("/v1/queues/{}/items:batch{delay}", segment(&queue));
             push(&client, &path, items).await
         }
         Command::Pop {
@@ -347,6 +350,7 @@ pub async fn run(cli: Cli) -> ExitCode {
             json,
         } => http::stats(&client, &format!("/v1/queues/{}", segment(&queue)), json).await,
         Command::Pq(command) => pq(command).await,
+        Command::Admin(command) => admin::run(command).await,
         Command::Bench(args) => crate::bench::run(args).await,
     };
     match outcome {

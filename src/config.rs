@@ -80,6 +80,15 @@ pub struct LeasesSection {
     pub delay_max_ms: u64,
     /// Per-queue settings, by queue name (`[leases.queues.<name>]`).
     pub queues: HashMap<String, QueueLeaseSection>,
+    /// Lease of a pop that names no `lease_ms`, unless the queue's stored
+    /// settings say otherwise; unset: such pops take no lease.
+    pub default_lease_ms: Option<u64>,
+    /// How long a push's dedup id counts, unless the queue's stored
+    /// settings say otherwise.
+    pub dedup_window_ms: u64,
+    /// Delay of a push that names no `delay_ms`, unless the queue's stored
+    /// settings say otherwise.
+    pub delivery_delay_ms: u64,
 }
 
 /// A `[leases.queues.<name>]` table.
@@ -97,6 +106,9 @@ impl Default for LeasesSection {
             lease_max_ms: 12 * 60 * 60 * 1_000,
             delay_max_ms: 7 * 24 * 60 * 60 * 1_000,
             queues: HashMap::new(),
+            default_lease_ms: None,
+            dedup_window_ms: crate::queue_settings::DEDUP_WINDOW_MS_DEFAULT,
+            delivery_delay_ms: 0,
         }
     }
 }
@@ -284,6 +296,26 @@ impl Config {
                 "staging.lost_race_wait_ms must be at most wait_max_ms".into(),
             ));
         }
+        let window_max = crate::queue_settings::DEDUP_WINDOW_MS_MAX;
+        if self.leases.dedup_window_ms == 0 || self.leases.dedup_window_ms > window_max {
+            return Err(ConfigError(format!(
+                "leases.dedup_window_ms must be 1 to {window_max}"
+            )));
+        }
+        if self
+            .leases
+            .default_lease_ms
+            .is_some_and(|ms| ms == 0 || ms > self.leases.lease_max_ms)
+        {
+            return Err(ConfigError(
+                "leases.default_lease_ms must be 1 to leases.lease_max_ms".into(),
+            ));
+        }
+        if self.leases.delivery_delay_ms > self.leases.delay_max_ms {
+            return Err(ConfigError(
+                "leases.delivery_delay_ms must be at most leases.delay_max_ms".into(),
+            ));
+        }
         if self.wait_max_ms > 600_000 {
             return Err(ConfigError(
                 "wait_max_ms must be at most 600000 (10 minutes)".into(),
@@ -324,6 +356,18 @@ impl Config {
             ));
         }
         Ok(())
+    }
+
+    /// The defaults of every queue's settings (see [`crate::queue_settings`]).
+    pub fn settings_defaults(&self) -> crate::queue_settings::Defaults {
+        crate::queue_settings::Defaults {
+            delivery: self.staging_config().delivery,
+            default_lease_ms: self.leases.default_lease_ms,
+            dedup_window_ms: self.leases.dedup_window_ms,
+            delivery_delay_ms: self.leases.delivery_delay_ms,
+            lease_max_ms: self.leases.lease_max_ms,
+            delay_max_ms: self.leases.delay_max_ms,
+        }
     }
 
     /// The staging protocol's settings.

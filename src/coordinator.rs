@@ -287,7 +287,7 @@ impl<S: Store> Coordinator<S> {
             .settler
             .settle(keys, *receipt, SettleOp::Ack)
             .await?;
-        ::metrics::counter!(metrics::ACKS, "queue" => metrics::queue_label(keys.name().as_str()))
+        ::metrics::counter!(metrics::ACKS, "queue" => metrics::queue_label(keys.name().as_str()), "kind" => metrics::kind_label(keys.kind()))
             .increment(1);
         Ok(())
     }
@@ -309,12 +309,14 @@ impl<S: Store> Coordinator<S> {
             unreachable!("a nack is answered as a nack")
         };
         let label = metrics::queue_label(keys.name().as_str());
-        ::metrics::counter!(metrics::NACKS, "queue" => label.clone()).increment(1);
+        let kind = metrics::kind_label(keys.kind());
+        ::metrics::counter!(metrics::NACKS, "queue" => label.clone(), "kind" => kind).increment(1);
         match returned {
             Returned::Delayed { visible_at_ms } => self.schedule(visible_at_ms),
-            Returned::DeadLettered => {
+            Returned::DeadLettered { .. } => {
                 StagingStats::add(&self.inner.stats.dead_lettered, 1);
-                ::metrics::counter!(metrics::DEAD_LETTERED, "queue" => label).increment(1);
+                ::metrics::counter!(metrics::DEAD_LETTERED, "queue" => label, "kind" => kind)
+                    .increment(1);
             }
             Returned::Requeued => {}
         }

@@ -162,6 +162,8 @@ pub enum DueWhat {
     Lease,
     /// The queue's stored requests or results may pass their deadline.
     Reap,
+    /// A push's deduplication id stops counting (see `crate::dedup`).
+    Dedup,
 }
 
 impl DueWhat {
@@ -170,6 +172,7 @@ impl DueWhat {
             DueWhat::Delayed => "delayed",
             DueWhat::Lease => "lease",
             DueWhat::Reap => "reap",
+            DueWhat::Dedup => "dedup",
         }
     }
 }
@@ -213,6 +216,7 @@ pub fn due_entry(key: &[u8]) -> Option<DueEntry> {
         "delayed" => DueWhat::Delayed,
         "lease" => DueWhat::Lease,
         "reap" => DueWhat::Reap,
+        "dedup" => DueWhat::Dedup,
         _ => return None,
     };
     Some(DueEntry {
@@ -407,6 +411,17 @@ impl QueueKeys {
         self.receipts.pack(&(Bytes::from(receipt),))
     }
 
+    /// `[begin, end)` of the receipts subspace (one row per lease).
+    pub fn receipts_range(&self) -> KeyRange {
+        self.receipts.range()
+    }
+
+    /// The receipt bytes of a receipts-subspace key.
+    pub fn receipt_of(&self, key: &[u8]) -> Option<crate::lease::Receipt> {
+        let (bytes,) = self.receipts.unpack::<(Bytes,)>(key).ok()?;
+        Some(crate::lease::Receipt(bytes.as_ref().try_into().ok()?))
+    }
+
     /// The key of a delayed item, visible from `visible_at_ms` (in the due
     /// index).
     pub fn delayed(&self, visible_at_ms: u64, random: &[u8]) -> Vec<u8> {
@@ -434,7 +449,7 @@ impl QueueKeys {
         let space = match what {
             DueWhat::Lease => &self.legacy_leases,
             DueWhat::Delayed => &self.legacy_delayed,
-            DueWhat::Reap => return None,
+            DueWhat::Reap | DueWhat::Dedup => return None,
         };
         space
             .unpack::<(u64, Bytes)>(key)
@@ -483,6 +498,32 @@ impl QueueKeys {
     /// [`crate::staging::fulfill::LocalHandoff`]).
     pub fn handoff_marker(&self, fulfiller: u64) -> Vec<u8> {
         self.meta.pack(&("handoff", fulfiller))
+    }
+
+    /// The key of push deduplication id `id`: its value is when it stops
+    /// counting (8 bytes, big-endian ms since the epoch). Under the queue's
+    /// subspace, so deleting the queue drops it.
+    pub fn dedup(&self, id: &[u8]) -> Vec<u8> {
+        self.meta.subspace(&("dedup",)).pack(&(Bytes::from(id),))
+    }
+
+    /// `[begin, end)` of the queue's dedup ids.
+    pub fn dedup_range(&self) -> KeyRange {
+        self.meta.subspace(&("dedup",)).range()
+    }
+
+    /// The key of the queue's stored settings (see `crate::queue_settings`).
+    pub fn settings(&self) -> Vec<u8> {
+        self.meta.pack(&("settings",))
+    }
+
+    /// `[begin, end)` of the whole queue: every key under `(root, name)`
+    /// (items, requests, results, receipts, counters, settings, dedup ids).
+    /// Its leases and delayed items are in the due index, not here.
+    pub fn queue_range(&self) -> KeyRange {
+        Subspace::all()
+            .subspace(&(self.kind.root(), self.name.as_str()))
+            .range()
     }
 
     /// Bumped whenever the fulfiller has new work; fulfillers watch it.

@@ -8,11 +8,14 @@
 //! - [`keys`]: the key layout of a queue (tuple-encoded subspaces).
 //! - [`envelope`]: the values stored under item, request and result keys.
 //! - [`queue`]: the FIFO queue recipe over any store.
+//! - [`queue_settings`]: per-queue settings kept in the store.
+//! - [`dedup`]: deduplicated pushes.
 //! - [`priority`]: the priority queue recipe over any store.
 //! - [`staging`]: the staged pop protocol: direct pop, register, fulfill,
 //!   await, withdraw, reap.
 //! - [`lease`]: at-least-once delivery: leases, ack, nack, extend,
 //!   redelivery counts, dead letters, delayed items.
+//! - [`admin`]: list, purge and delete queues; leases in flight.
 //! - [`coordinator`]: staged pops for callers, a fulfillment loop per queue
 //!   with waiters, the reaper, the lease and delay timer, shutdown.
 //! - [`metrics`]: Prometheus metric names, descriptions, label caps.
@@ -24,16 +27,19 @@
 
 #![warn(missing_docs)]
 
+pub mod admin;
 pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod coordinator;
+pub mod dedup;
 pub mod envelope;
 pub mod keys;
 pub mod lease;
 pub mod metrics;
 pub mod priority;
 pub mod queue;
+pub mod queue_settings;
 pub mod server;
 pub mod staging;
 pub mod store;

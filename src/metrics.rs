@@ -432,11 +432,9 @@ pub fn register_queue(kind: QueueKind, queue: &QueueName) {
         metrics::counter!(OPERATIONS, "queue" => label.clone(), "kind" => kind_name, "op" => op, "outcome" => outcome)
             .absolute(0);
     }
-    if kind == QueueKind::Fifo {
-        // Leases are FIFO-only, so these carry no kind.
-        for name in [ACKS, NACKS, REDELIVERIES, DEAD_LETTERED] {
-            metrics::counter!(name, "queue" => label.clone()).absolute(0);
-        }
+    // Both kinds lease (priority pops with `lease_ms`).
+    for name in [ACKS, NACKS, REDELIVERIES, DEAD_LETTERED] {
+        per_queue(name);
     }
 }
 

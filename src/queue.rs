@@ -228,19 +228,7 @@ impl<S: Store> Queue<S> {
             .collect();
         transact(&self.store, self.retry, |txn| {
             let values = &values;
-            async move {
-                // One random prefix per batch plus the position keeps the
-                // batch's order among items due at the same millisecond.
-                let mut random = [0u8; RANDOM_LEN];
-                rand::rng().fill_bytes(&mut random[..RANDOM_LEN - 4]);
-                for (position, value) in values.iter().enumerate() {
-                    random[RANDOM_LEN - 4..].copy_from_slice(&(position as u32).to_be_bytes());
-                    txn.set(&self.keys.delayed(visible_at_ms, &random), value)?;
-                }
-                // The entries are in the store-wide due index, where every
-                // daemon's timer finds them.
-                txn.atomic_add(&self.keys.delayed_count(), values.len() as i64)
-            }
+            async move { hold_in(&txn, &self.keys, values, visible_at_ms) }
         })
         .await?;
         crate::metrics::pushed(&self.keys, values.len());
@@ -350,6 +338,28 @@ pub async fn append_in<T: Transaction>(
     }
     txn.atomic_max(&keys.next_index(), next_index + values.len() as u64)?;
     txn.atomic_add(&keys.depth(), values.len() as i64)
+}
+
+/// Writes encoded delayed envelopes (`HeldItem`s with no item key) of the
+/// FIFO queue `keys` into the due index in `txn`, visible from
+/// `visible_at_ms`, when the timer appends them in order at the tail.
+pub fn hold_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    values: &[Vec<u8>],
+    visible_at_ms: u64,
+) -> Result<(), StoreError> {
+    // One random prefix per batch plus the position keeps the batch's
+    // order among items due at the same millisecond.
+    let mut random = [0u8; RANDOM_LEN];
+    rand::rng().fill_bytes(&mut random[..RANDOM_LEN - 4]);
+    for (position, value) in values.iter().enumerate() {
+        random[RANDOM_LEN - 4..].copy_from_slice(&(position as u32).to_be_bytes());
+        txn.set(&keys.delayed(visible_at_ms, &random), value)?;
+    }
+    // The entries are in the store-wide due index, where every daemon's
+    // timer finds them.
+    txn.atomic_add(&keys.delayed_count(), values.len() as i64)
 }
 
 /// Inside a retried transaction body only store errors travel; a corrupt

@@ -246,5 +246,64 @@ async fn the_spec_lists_exactly_the_routes_and_the_error_shape_the_daemon_serves
         &popped[0],
         "popped item",
     );
+
+    // The administration answers (one lease is in flight: `popped[0]`).
+    let get = |path: &str| {
+        let url = format!("{url}{path}");
+        async move {
+            http()
+                .get(url)
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        }
+    };
+    let schema_of = |name: &str| &spec["components"]["schemas"][name];
+    let listed = get("/v1/queues?limit=10").await;
+    check_object(&spec, schema_of("QueueList"), &listed, "queue list");
+    check_object(
+        &spec,
+        schema_of("QueueStats"),
+        &listed["queues"][0],
+        "listed queue",
+    );
+    let leases = get("/v1/queues/shapes/leases").await;
+    check_object(&spec, schema_of("LeaseList"), &leases, "lease list");
+    check_object(&spec, schema_of("LeaseInfo"), &leases["leases"][0], "lease");
+    assert_eq!(leases["leases"][0]["receipt"], popped[0]["receipt"]);
+    let settings = get("/v1/queues/shapes/settings").await;
+    // `stored` names only what the queue set, so only `settings` is whole.
+    check_object(
+        &spec,
+        schema_of("Effective"),
+        &settings["settings"],
+        "settings",
+    );
+    assert_eq!(settings["stored"], serde_json::json!({}));
+    let purged: Value = http()
+        .post(format!("{url}/v1/queues/shapes/purge"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    check_object(&spec, schema_of("PurgeAnswer"), &purged, "purge");
+    let deleted: Value = http()
+        .delete(format!("{url}/v1/queues/shapes"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    check_object(&spec, schema_of("DeleteAnswer"), &deleted, "delete");
+    assert_eq!(
+        (deleted["deleted"].clone(), deleted["leased"].clone()),
+        (Value::Bool(true), serde_json::json!(1))
+    );
     daemon.stop().await;
 }

@@ -338,6 +338,10 @@ async fn consume<T: Transaction>(
         // reads it without snapshot, so one of the two conflicts.
         txn.add_read_conflict_key(key)?;
         txn.clear(key)?;
+        if entry.what == DueWhat::Dedup {
+            crate::dedup::expire_in(txn, &keys, &entry.id, entry.due_ms).await?;
+            continue;
+        }
         let Some(held) = decode_held(value) else {
             tracing::warn!(queue = %entry.queue, ?key, "clearing a malformed due entry");
             continue;
@@ -349,11 +353,11 @@ async fn consume<T: Transaction>(
                 txn.clear(&keys.receipt(&entry.id))?;
                 let max_deliveries = policy.max_deliveries(&entry.queue);
                 match return_held(txn, &keys, held, 0, now_ms, max_deliveries).await? {
-                    Returned::DeadLettered => {
+                    Returned::DeadLettered { queue: dead } => {
                         *pass.dead_lettered.entry(queue.clone()).or_default() += 1;
-                        if let Some(dead) = entry.queue.dead_letter() {
-                            pass.queues.insert((entry.kind, dead));
-                        }
+                        // Dead-letter queues are FIFO queues, whatever the
+                        // kind of the queue the item left.
+                        pass.queues.insert((QueueKind::Fifo, dead));
                     }
                     Returned::Requeued | Returned::Delayed { .. } => {
                         *pass.redelivered.entry(queue.clone()).or_default() += 1
@@ -373,7 +377,7 @@ async fn consume<T: Transaction>(
                     txn.atomic_add(&keys.depth(), 1)?;
                 }
             }
-            DueWhat::Reap => unreachable!("handed on above"),
+            DueWhat::Reap | DueWhat::Dedup => unreachable!("handed on above"),
         }
         pass.queues.insert(queue);
     }

@@ -9,7 +9,7 @@ use crate::store::{RetryPolicy, Store, StoreError, Transaction, transact};
 use super::{LeaseError, Receipt};
 
 /// Where a nacked or expired item went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Returned {
     /// Back under its original key, visible now.
     Requeued,
@@ -19,7 +19,11 @@ pub enum Returned {
         visible_at_ms: u64,
     },
     /// Out of deliveries: appended to the dead-letter queue.
-    DeadLettered,
+    DeadLettered {
+        /// The FIFO queue it went to: `{queue}.dead`, or the queue's
+        /// stored `dead_letter_queue` setting.
+        queue: crate::keys::QueueName,
+    },
 }
 
 /// A lease found by its receipt, both keys read without snapshot.
@@ -219,7 +223,8 @@ pub(crate) async fn release_in<T: Transaction>(
 }
 
 /// Puts an item that left its lease (nack, expiry) where it belongs next:
-/// the dead-letter queue when it is out of deliveries, the delayed
+/// the dead-letter queue when it is out of deliveries (`max_deliveries`
+/// and the target as the queue's stored settings say, else as given), the delayed
 /// subspace when `delay_ms` > 0, its original key otherwise.
 pub(crate) async fn return_held<T: Transaction>(
     txn: &T,
@@ -229,9 +234,14 @@ pub(crate) async fn return_held<T: Transaction>(
     now_ms: u64,
     max_deliveries: Option<u32>,
 ) -> Result<Returned, StoreError> {
+    // The queue's stored settings override the configured defaults.
+    let stored = crate::queue_settings::read_in(txn, keys)
+        .await
+        .map_err(crate::queue::corrupt_as_store)?;
+    let max_deliveries = stored.max_deliveries.or(max_deliveries);
     if let Some(max) = max_deliveries
         && held.item.deliveries >= max
-        && let Some(dead) = keys.name().dead_letter()
+        && let Some(dead) = stored.dead_letter_target(keys.name())
     {
         let item = ItemValue {
             deliveries: 0,
@@ -242,7 +252,7 @@ pub(crate) async fn return_held<T: Transaction>(
             ..held.item
         };
         append_in(txn, &QueueKeys::new(&dead), &[encode_item_value(&item)]).await?;
-        return Ok(Returned::DeadLettered);
+        return Ok(Returned::DeadLettered { queue: dead });
     }
     if delay_ms > 0 {
         let visible_at_ms = now_ms.saturating_add(delay_ms);

@@ -64,7 +64,7 @@ pub enum SettleOp {
 }
 
 /// What a settle did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Settled {
     /// Acked: the item is gone.
     Acked,

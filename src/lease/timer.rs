@@ -30,14 +30,14 @@ pub async fn run_round<S: Store>(
     now_ms: u64,
 ) -> Result<(Sweep, Option<u64>), QueueError> {
     let swept = sweep(store, policy, now_ms).await?;
-    for ((_, name), &count) in &swept.redelivered {
+    for ((kind, name), &count) in &swept.redelivered {
         StagingStats::add(&stats.leases_expired, count as u64);
-        ::metrics::counter!(metrics::REDELIVERIES, "queue" => metrics::queue_label(name.as_str()))
+        ::metrics::counter!(metrics::REDELIVERIES, "queue" => metrics::queue_label(name.as_str()), "kind" => metrics::kind_label(*kind))
             .increment(count as u64);
     }
-    for ((_, name), &count) in &swept.dead_lettered {
+    for ((kind, name), &count) in &swept.dead_lettered {
         StagingStats::add(&stats.dead_lettered, count as u64);
-        ::metrics::counter!(metrics::DEAD_LETTERED, "queue" => metrics::queue_label(name.as_str()))
+        ::metrics::counter!(metrics::DEAD_LETTERED, "queue" => metrics::queue_label(name.as_str()), "kind" => metrics::kind_label(*kind))
             .increment(count as u64);
     }
     StagingStats::add(&stats.delayed_revealed, swept.revealed as u64);

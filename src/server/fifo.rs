@@ -9,8 +9,6 @@ use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD as BASE64;
 use serde::Deserialize;
 
 use super::AppState;
@@ -18,16 +16,16 @@ use super::error::{ApiError, ApiPath, ErrorBody};
 use crate::envelope::{End, PAYLOAD_SIZE_MAX, now_ms};
 use crate::keys::{QueueKeys, QueueKind, QueueName};
 use crate::metrics::operation;
+use crate::queue::Queue;
 use crate::queue::read_end;
-use crate::queue::{PUSH_BATCH_MAX, Queue};
 use crate::store::{Store, Transaction, decode_counter};
 
+use super::items::QueueStats;
 pub use super::items::{
     DEAD_LETTER_DELIVERIES_HEADER, DEAD_LETTER_FROM_HEADER, DELIVERY_COUNT_HEADER,
     ENQUEUED_AT_HEADER, LEASE_EXPIRES_HEADER, PoppedItem, RECEIPT_HEADER, answers_json,
     items_response,
 };
-use super::items::{PushAnswer, QueueStats};
 
 /// Validates a queue name from the path.
 pub fn queue_name(raw: &str) -> Result<QueueName, ApiError> {
@@ -110,16 +108,6 @@ pub fn check_delay_ms<S: Store>(state: &AppState<S>, delay_ms: u64) -> Result<u6
     Ok(delay_ms)
 }
 
-/// Query of a push: an optional `delay_ms`.
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub struct PushParams {
-    /// Keep the items invisible for this long, in ms (default 0).
-    #[serde(default)]
-    pub delay_ms: u64,
-}
-
 /// Checks a pop's parameters against the configured caps.
 pub fn pop_limits<S: Store>(
     state: &AppState<S>,
@@ -145,125 +133,6 @@ pub fn pop_limits<S: Store>(
 /// The outcome label of a call.
 pub fn outcome<T>(result: &Result<T, ApiError>) -> &'static str {
     if result.is_ok() { "ok" } else { "error" }
-}
-
-/// `POST /v1/queues/{queue}/items?delay_ms=`: pushes the body as one item.
-#[utoipa::path(post, path = "/v1/queues/{queue}/items", tag = "fifo",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), PushParams),
-    request_body(content = [u8], content_type = "application/octet-stream", description = "The item's bytes (1 B to 100 kB)"),
-    responses((status = 201, description = "Pushed", body = PushAnswer),
-        (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
-        (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
-pub async fn push<S: Store>(
-    State(state): State<Arc<AppState<S>>>,
-    ApiPath(queue): ApiPath<String>,
-    params: Result<Query<PushParams>, QueryRejection>,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
-    let result = async {
-        let name = queue_name(&queue)?;
-        let delay_ms = push_delay(&state, params)?;
-        let body = body_bytes(body)?;
-        check_item(&body)?;
-        push_items(&state, name, &[body.to_vec()], delay_ms).await
-    }
-    .await;
-    operation(&queue, "push", outcome(&result));
-    result
-}
-
-/// `POST /v1/queues/{queue}/items:batch?delay_ms=`: a JSON array of
-/// base64 items, pushed in one commit, in order; all or nothing.
-#[utoipa::path(post, path = "/v1/queues/{queue}/items:batch", tag = "fifo",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), PushParams),
-    request_body(content = Vec<String>, description = "1 to 1,000 items, base64"),
-    responses((status = 201, description = "Pushed, all in one commit", body = PushAnswer),
-        (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
-        (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
-pub async fn push_batch<S: Store>(
-    State(state): State<Arc<AppState<S>>>,
-    ApiPath(queue): ApiPath<String>,
-    params: Result<Query<PushParams>, QueryRejection>,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
-    let result = async {
-        let name = queue_name(&queue)?;
-        let delay_ms = push_delay(&state, params)?;
-        let payloads = decode_batch(&body_bytes(body)?)?;
-        push_items(&state, name, &payloads, delay_ms).await
-    }
-    .await;
-    operation(&queue, "push_batch", outcome(&result));
-    result
-}
-
-fn push_delay<S: Store>(
-    state: &AppState<S>,
-    params: Result<Query<PushParams>, QueryRejection>,
-) -> Result<u64, ApiError> {
-    let Query(params) = params.map_err(|e| ApiError::bad_parameter(e.body_text()))?;
-    check_delay_ms(state, params.delay_ms)
-}
-
-/// Pushes checked payloads now, or delayed: then the answer says when they
-/// become visible, and the timer is told.
-async fn push_items<S: Store>(
-    state: &AppState<S>,
-    name: QueueName,
-    payloads: &[Vec<u8>],
-    delay_ms: u64,
-) -> Result<Response, ApiError> {
-    state.note_queue(QueueKind::Fifo, &name);
-    let queue = Queue::new(state.store.clone(), name);
-    let visible_at_ms = if delay_ms == 0 {
-        queue.push_batch(payloads).await?;
-        None
-    } else {
-        let visible_at_ms = queue.push_batch_delayed(payloads, delay_ms).await?;
-        state.coordinator.schedule(visible_at_ms);
-        Some(visible_at_ms)
-    };
-    let body = PushAnswer {
-        pushed: payloads.len(),
-        visible_at_ms,
-    };
-    Ok((StatusCode::CREATED, Json(body)).into_response())
-}
-
-/// Parses and checks a batch body: a JSON array of 1 to 1,000 base64 strings.
-pub fn decode_batch(body: &[u8]) -> Result<Vec<Vec<u8>>, ApiError> {
-    let encoded: Vec<String> = serde_json::from_slice(body).map_err(|e| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "bad_json",
-            format!("expected a JSON array of base64 strings: {e}"),
-        )
-    })?;
-    if encoded.is_empty() || encoded.len() > PUSH_BATCH_MAX {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "bad_batch",
-            format!(
-                "a batch holds 1 to {PUSH_BATCH_MAX} items, got {}",
-                encoded.len()
-            ),
-        ));
-    }
-    encoded
-        .iter()
-        .enumerate()
-        .map(|(i, text)| {
-            let payload = BASE64.decode(text).map_err(|e| {
-                ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    "bad_base64",
-                    format!("item {i} is not valid base64: {e}"),
-                )
-            })?;
-            check_item(&payload)?;
-            Ok(payload)
-        })
-        .collect()
 }
 
 /// `POST /v1/queues/{queue}/pop?wait_ms=&max=&lease_ms=`.
@@ -302,9 +171,13 @@ pub async fn pop<S: Store>(
         let keys = QueueKeys::new(&name);
         let items = match path.as_deref() {
             None | Some("staged") => {
+                let lease_ms = match lease_ms {
+                    Some(lease_ms) => lease_ms,
+                    None => super::settings::default_lease_ms(&state, &keys).await?,
+                };
                 state
                     .coordinator
-                    .pop_leased(&keys, End::Front, max, wait, lease_ms.unwrap_or(0))
+                    .pop_leased(&keys, End::Front, max, wait, lease_ms)
                     .await?
             }
             Some("direct") if wait.is_zero() && max == 1 && lease_ms.is_none() => {

@@ -115,15 +115,25 @@ pub fn items_response(items: Vec<Item>, json: bool) -> Response {
     response
 }
 
-/// The answer to a push or batch push (201).
+/// The answer to a push or batch push: 201 when at least one item was
+/// stored, 200 when every item was a duplicate (nothing written).
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct PushAnswer {
-    /// Items pushed, in order, in one commit.
+    /// Items stored, in order, in one commit (duplicates left out).
     pub pushed: usize,
-    /// With `delay_ms`: when the items become visible, in ms since the
-    /// epoch; absent otherwise.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// With a delay (`delay_ms`, or the queue's delivery delay): when the
+    /// items become visible, in ms since the epoch; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub visible_at_ms: Option<u64>,
+    /// True when nothing was stored: every item's dedup id was pushed
+    /// within the queue's dedup window (the answer is then 200). FIFO
+    /// pushes only; absent on priority pushes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duplicate: Option<bool>,
+    /// The positions (0-based, in the request) of the items left out as
+    /// duplicates; absent when none was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duplicates: Option<Vec<usize>>,
 }
 
 /// A queue's stats (`GET /v1/queues/{queue}`, `GET /v1/pqueues/{queue}`).

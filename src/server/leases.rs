@@ -40,21 +40,28 @@ impl From<LeaseError> for ApiError {
 
 /// The error of a settle that failed: an unknown receipt carrying another
 /// queue's tag was used with the wrong queue (400), not a lease that is gone.
-fn settle_error(error: LeaseError, receipt: &Receipt, keys: &QueueKeys) -> ApiError {
+pub(super) fn settle_error(error: LeaseError, receipt: &Receipt, keys: &QueueKeys) -> ApiError {
     if error == LeaseError::UnknownReceipt && !receipt.names_queue(keys) {
-        return ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "receipt_queue_mismatch",
-            format!(
-                "this receipt was not issued by queue {} (settle it on the queue that popped it)",
-                keys.name()
-            ),
-        );
+        return queue_mismatch(keys);
     }
     error.into()
 }
 
-fn receipt(raw: &str) -> Result<Receipt, ApiError> {
+/// 400 `receipt_queue_mismatch`: a receipt used with a queue that did not
+/// issue it.
+pub(super) fn queue_mismatch(keys: &QueueKeys) -> ApiError {
+    ApiError::new(
+        StatusCode::BAD_REQUEST,
+        "receipt_queue_mismatch",
+        format!(
+            "this receipt was not issued by {} queue {} (use it on the queue that popped it)",
+            crate::metrics::kind_label(keys.kind()),
+            keys.name()
+        ),
+    )
+}
+
+pub(super) fn receipt(raw: &str) -> Result<Receipt, ApiError> {
     Receipt::parse(raw).ok_or_else(|| {
         ApiError::new(
             StatusCode::NOT_FOUND,
@@ -64,7 +71,7 @@ fn receipt(raw: &str) -> Result<Receipt, ApiError> {
     })
 }
 
-fn query<T>(params: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
+pub(super) fn query<T>(params: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
     params
         .map(|Query(params)| params)
         .map_err(|e| ApiError::bad_parameter(e.body_text()))
@@ -170,7 +177,7 @@ pub async fn ack_batch<S: Store>(
             });
         }
         if acked > 0 {
-            ::metrics::counter!(metrics::ACKS, "queue" => metrics::queue_label(keys.name().as_str()))
+            ::metrics::counter!(metrics::ACKS, "queue" => metrics::queue_label(keys.name().as_str()), "kind" => metrics::kind_label(keys.kind()))
                 .increment(acked);
         }
         Ok(Json(AckBatchAnswer { results }).into_response())
@@ -225,10 +232,10 @@ pub async fn nack<S: Store>(
                 visible_at_ms: Some(visible_at_ms),
                 dead_letter_queue: None,
             },
-            Returned::DeadLettered => NackAnswer {
+            Returned::DeadLettered { queue } => NackAnswer {
                 outcome: NackOutcome::DeadLettered,
                 visible_at_ms: None,
-                dead_letter_queue: keys.name().dead_letter().map(|q| q.as_str().to_string()),
+                dead_letter_queue: Some(queue.as_str().to_string()),
             },
         };
         Ok(Json(answer).into_response())

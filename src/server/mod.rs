@@ -4,6 +4,7 @@
 //! [`serve`] takes its listeners and its shutdown signal as parameters, so
 //! tests start a real daemon on `127.0.0.1:0` and stop it when they choose.
 //!
+//! - [`admin`]: list, purge and delete queues; leases in flight.
 //! - [`error`]: the JSON error shape.
 //! - [`fifo`]: `/v1/queues/...` handlers.
 //! - [`hangup`]: drops a request's handler when its client hangs up.
@@ -11,9 +12,13 @@
 //! - [`leases`]: ack, nack, extend by receipt; dead-letter re-drive.
 //! - [`openapi`]: the OpenAPI 3.1 spec, generated from the handlers.
 //! - [`pqueue`]: `/v1/pqueues/...` handlers.
+//! - [`pqueue_leases`]: ack, nack, extend of priority-queue leases.
+//! - [`push`]: FIFO pushes, delayed and deduplicated.
+//! - [`settings`]: a queue's settings, kept in the store.
 //! - [`sampler`]: depth, waiting, leased, delayed and oldest-age gauges, sampled.
 //! - [`store_watch`]: reports a failed store and ends the daemon after a grace.
 
+pub mod admin;
 pub mod error;
 pub mod fifo;
 pub mod hangup;
@@ -21,7 +26,10 @@ pub mod items;
 pub mod leases;
 pub mod openapi;
 pub mod pqueue;
+pub mod pqueue_leases;
+pub mod push;
 pub mod sampler;
+pub mod settings;
 pub mod store_watch;
 
 use std::collections::BTreeSet;
@@ -57,6 +65,8 @@ pub struct AppState<S: Store> {
     pub known_queues: Mutex<KnownQueues>,
     /// Whether the store answers, as the store watcher last saw it.
     pub store_health: store_watch::StoreHealth,
+    /// The defaults of queue settings (from `config`).
+    pub settings_defaults: crate::queue_settings::Defaults,
 }
 
 /// The most recently used queues, at most a bound of them: when full, the
@@ -119,14 +129,20 @@ impl std::error::Error for ServeError {}
 /// The API router over `state`.
 pub fn router<S: Store>(state: Arc<AppState<S>>) -> Router {
     let api = Router::new()
-        .route("/v1/queues/{queue}/items", post(fifo::push::<S>))
+        .route("/v1/queues/{queue}/items", post(push::push_one::<S>))
         .route(
             "/v1/queues/{queue}/items:batch",
-            post(fifo::push_batch::<S>),
+            post(push::push_batch::<S>),
         )
         .route("/v1/queues/{queue}/pop", post(fifo::pop::<S>))
         .route("/v1/queues/{queue}/peek", get(fifo::peek::<S>))
-        .route("/v1/queues/{queue}", get(fifo::stats::<S>))
+        .route("/v1/queues", get(admin::list::<S>))
+        .route(
+            "/v1/queues/{queue}",
+            get(fifo::stats::<S>).delete(admin::delete::<S>),
+        )
+        .route("/v1/queues/{queue}/purge", post(admin::purge::<S>))
+        .route("/v1/queues/{queue}/leases", get(admin::leases::<S>))
         .route("/v1/queues/{queue}/ack", post(leases::ack_batch::<S>))
         .route("/v1/queues/{queue}/ack/{receipt}", post(leases::ack::<S>))
         .route("/v1/queues/{queue}/nack/{receipt}", post(leases::nack::<S>))
@@ -135,10 +151,26 @@ pub fn router<S: Store>(state: Arc<AppState<S>>) -> Router {
             post(leases::extend::<S>),
         )
         .route("/v1/queues/{queue}/redrive", post(leases::redrive::<S>))
+        .route(
+            "/v1/queues/{queue}/settings",
+            get(settings::get::<S>).put(settings::put::<S>),
+        )
         .route("/v1/pqueues/{queue}/items", post(pqueue::push::<S>))
         .route("/v1/pqueues/{queue}/pop", post(pqueue::pop::<S>))
         .route("/v1/pqueues/{queue}/peek", get(pqueue::peek::<S>))
         .route("/v1/pqueues/{queue}", get(pqueue::stats::<S>))
+        .route(
+            "/v1/pqueues/{queue}/ack/{receipt}",
+            post(pqueue_leases::ack::<S>),
+        )
+        .route(
+            "/v1/pqueues/{queue}/nack/{receipt}",
+            post(pqueue_leases::nack::<S>),
+        )
+        .route(
+            "/v1/pqueues/{queue}/extend/{receipt}",
+            post(pqueue_leases::extend::<S>),
+        )
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             refuse_on_failed_store::<S>,
@@ -305,6 +337,7 @@ pub async fn serve<S: Store>(
     let state = Arc::new(AppState {
         store: store.clone(),
         coordinator: coordinator.clone(),
+        settings_defaults: config.settings_defaults(),
         config,
         known_queues: Mutex::new(KnownQueues::default()),
         store_health: store_watch::StoreHealth::default(),

@@ -13,10 +13,14 @@ use utoipa::Modify;
 use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 
+use super::admin::{DeleteAnswer, LeaseInfo, LeaseList, PurgeAnswer, QueueList};
 use super::error::{ErrorBody, ErrorDetail};
 use super::items::{AckBatchAnswer, AckResult, PoppedItem, PushAnswer, QueueStats, RedriveAnswer};
 use super::leases::{ExtendAnswer, NackAnswer, NackOutcome};
-use super::{fifo, leases, pqueue};
+use super::push::{BatchItem, BatchObject};
+use super::settings::SettingsAnswer;
+use super::{admin, fifo, leases, pqueue, pqueue_leases, push, settings};
+use crate::queue_settings::{Effective, Stored};
 
 /// The spec. Paths name the handlers; schemas are the answer types the
 /// handlers serialize, so the spec cannot drift from what is sent.
@@ -32,11 +36,17 @@ use super::{fifo, leases, pqueue};
     paths(
         super::healthz,
         openapi_json,
-        fifo::push,
-        fifo::push_batch,
+        push::push_one,
+        push::push_batch,
         fifo::pop,
         fifo::peek,
         fifo::stats,
+        admin::list,
+        admin::delete,
+        admin::purge,
+        admin::leases,
+        settings::get,
+        settings::put,
         leases::ack,
         leases::ack_batch,
         leases::nack,
@@ -46,6 +56,9 @@ use super::{fifo, leases, pqueue};
         pqueue::pop,
         pqueue::peek,
         pqueue::stats,
+        pqueue_leases::ack,
+        pqueue_leases::nack,
+        pqueue_leases::extend,
     ),
     components(schemas(
         ErrorBody,
@@ -59,13 +72,24 @@ use super::{fifo, leases, pqueue};
         NackAnswer,
         NackOutcome,
         ExtendAnswer,
+        BatchItem,
+        BatchObject,
+        QueueList,
+        PurgeAnswer,
+        DeleteAnswer,
+        LeaseList,
+        LeaseInfo,
+        SettingsAnswer,
+        Effective,
+        Stored,
     )),
     modifiers(&BearerToken),
     security((), ("bearer" = [])),
     tags(
         (name = "fifo", description = "FIFO queues"),
         (name = "leases", description = "At-least-once delivery: ack, nack, extend, dead letters"),
-        (name = "priority", description = "Priority queues"),
+        (name = "priority", description = "Priority queues, and the leases of their pops"),
+        (name = "admin", description = "Administration: list, purge, delete queues; leases in flight; queue settings"),
         (name = "daemon", description = "The daemon itself"),
     )
 )]

@@ -13,8 +13,8 @@ use serde::Deserialize;
 use super::AppState;
 use super::error::{ApiError, ApiPath, ErrorBody};
 use super::fifo::{
-    PopParams, answers_json, body_bytes, check_item, items_response, outcome, pop_limits,
-    pop_outcome, queue_name, queue_stats,
+    PopParams, answers_json, body_bytes, check_item, check_lease_ms, items_response, outcome,
+    pop_limits, pop_outcome, queue_name, queue_stats,
 };
 use super::items::{PoppedItem, PushAnswer, QueueStats};
 use crate::envelope::End;
@@ -44,6 +44,9 @@ pub struct EndParams {
     pub wait_ms: u64,
     /// Most items to return (pop only).
     pub max: Option<usize>,
+    /// Lease each item for this long instead of deleting it, in ms (pop
+    /// only); settled through `/v1/pqueues/{queue}/ack|nack|extend/{receipt}`.
+    pub lease_ms: Option<u64>,
 }
 
 fn parse_end(end: Option<&str>) -> Result<End, ApiError> {
@@ -106,6 +109,8 @@ pub async fn push<S: Store>(
         let answer = PushAnswer {
             pushed: 1,
             visible_at_ms: None,
+            duplicate: None,
+            duplicates: None,
         };
         Ok((StatusCode::CREATED, Json(answer)).into_response())
     }
@@ -114,7 +119,10 @@ pub async fn push<S: Store>(
     result
 }
 
-/// `POST /v1/pqueues/{queue}/pop?end=min|max&wait_ms=&max=`.
+/// `POST /v1/pqueues/{queue}/pop?end=min|max&wait_ms=&max=&lease_ms=`:
+/// with `lease_ms`, each item is leased (answered as a leased FIFO pop is,
+/// its receipt tagged with this priority queue) and settled through
+/// `/v1/pqueues/{queue}/ack|nack|extend/{receipt}`.
 #[utoipa::path(post, path = "/v1/pqueues/{queue}/pop", tag = "priority", operation_id = "pq_pop",
     params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), EndParams),
     responses((status = 200, description = "JSON when max > 1 or Accept names application/json; else the one item's bytes with hotq-* headers",
@@ -147,9 +155,16 @@ pub async fn pop<S: Store>(
             path: None,
         }));
         let (wait, max) = pop_limits(&state, limits)?;
+        let lease_ms = params
+            .lease_ms
+            .map(|lease_ms| check_lease_ms(&state, lease_ms))
+            .transpose()?;
         state.note_queue(QueueKind::Priority, &name);
         let keys = QueueKeys::of_kind(QueueKind::Priority, &name);
-        let items = state.coordinator.pop_many(&keys, end, max, wait).await?;
+        let items = state
+            .coordinator
+            .pop_leased(&keys, end, max, wait, lease_ms.unwrap_or(0))
+            .await?;
         Ok((items, max))
     }
     .await;

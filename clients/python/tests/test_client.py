@@ -30,6 +30,15 @@ def test_push_pop_peek_stats(daemon) -> None:
             first.ack()  # not leased: nothing to settle
 
 
+def test_dedup_push_answers_duplicate(daemon) -> None:
+    with Client(daemon.url) as client:
+        first = client.push("orders", b"x", dedup_id="order-42")
+        assert (first.pushed, first.duplicate, first.duplicates) == (1, False, ())
+        again = client.push("orders", b"x", dedup_id="order-42")
+        assert (again.pushed, again.duplicate) == (0, True)
+        assert client.stats("orders").depth == 1
+
+
 def test_leases_ack_nack_extend_and_batch_ack(daemon) -> None:
     with Client(daemon.url) as client:
         client.push_batch("work", [b"a", b"b", b"c"])

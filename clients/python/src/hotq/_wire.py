@@ -41,9 +41,12 @@ def check(status: int, body: bytes) -> None:
         raise error_from_answer(status, body)
 
 
-def push(queue: str, data: bytes, delay_ms: Optional[int]) -> Call:
+def push(queue: str, data: bytes, delay_ms: Optional[int], dedup_id: Optional[str] = None) -> Call:
     params = {} if delay_ms is None else {"delay_ms": delay_ms}
-    return Call("POST", f"/v1/queues/{q(queue)}/items", params, content=bytes(data))
+    headers = {} if dedup_id is None else {"hotq-dedup-id": dedup_id}
+    return Call(
+        "POST", f"/v1/queues/{q(queue)}/items", params, content=bytes(data), headers=headers
+    )
 
 
 def push_batch(queue: str, items: Sequence[bytes], delay_ms: Optional[int]) -> Call:
@@ -53,7 +56,12 @@ def push_batch(queue: str, items: Sequence[bytes], delay_ms: Optional[int]) -> C
 
 
 def parse_push(body: Any) -> PushResult:
-    return PushResult(pushed=int(body["pushed"]), visible_at_ms=body.get("visible_at_ms"))
+    return PushResult(
+        pushed=int(body["pushed"]),
+        visible_at_ms=body.get("visible_at_ms"),
+        duplicate=bool(body.get("duplicate", False)),
+        duplicates=tuple(int(position) for position in body.get("duplicates", [])),
+    )
 
 
 def pop(

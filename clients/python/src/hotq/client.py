@@ -50,9 +50,17 @@ class Client:
         wire.check(response.status_code, response.content)
         return response
 
-    def push(self, queue: str, data: bytes, delay_ms: Optional[int] = None) -> PushResult:
-        """Pushes one item (bytes); ``delay_ms`` keeps it invisible that long."""
-        return wire.parse_push(self._send(wire.push(queue, data, delay_ms)).json())
+    def push(
+        self,
+        queue: str,
+        data: bytes,
+        delay_ms: Optional[int] = None,
+        dedup_id: Optional[str] = None,
+    ) -> PushResult:
+        """Pushes one item (bytes); ``delay_ms`` keeps it invisible that long.
+        With ``dedup_id``, a push of an id pushed within the queue's dedup
+        window stores nothing and answers ``duplicate=True``."""
+        return wire.parse_push(self._send(wire.push(queue, data, delay_ms, dedup_id)).json())
 
     def push_batch(
         self, queue: str, items: Sequence[bytes], delay_ms: Optional[int] = None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional, Protocol
+from typing import Any, Optional, Protocol, Tuple
 
 
 class Settles(Protocol):
@@ -31,10 +31,15 @@ class SettlesAsync(Protocol):
 
 @dataclass(frozen=True)
 class PushResult:
-    """Items pushed (in one commit), and when delayed ones become visible."""
+    """Items pushed (in one commit), and when delayed ones become visible.
+    ``duplicate`` is true when nothing was stored because every item's
+    dedup id was pushed within the queue's dedup window; ``duplicates``
+    holds the positions (0-based) of the items left out as duplicates."""
 
     pushed: int
     visible_at_ms: Optional[int] = None
+    duplicate: bool = False
+    duplicates: Tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

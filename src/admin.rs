@@ -1,0 +1,457 @@
+//! Administration of queues over any store: list, purge, delete, and the
+//! leases in flight.
+//!
+//! Purge and delete race workers' pops safely because they consume items
+//! as pops do: every item they drop is read (or read-conflicted) in the
+//! transaction that clears it, so of a purge and a pop taking one item,
+//! exactly one commits; an item already delivered (leased, or handed to a
+//! requester) is never touched by a purge. Purge takes items from the
+//! *back* of the queue while pops take the front, so the two rarely meet
+//! until the queue is nearly empty.
+//!
+//! Delete also drops the queue's leases (their receipts then answer
+//! `unknown_receipt`: the item is gone, not redelivered) and delayed items,
+//! then clears the queue's whole subspace — counters, settings (its
+//! dead-letter link), dedup ids, stored requests and results — in one
+//! transaction that read-conflicts on all of it, so nothing that raced in
+//! survives uncounted.
+//!
+//! A queue's delayed items live only in the store-wide due index (keyed by
+//! due time first), so dropping them reads that index in bounded batches
+//! from its start: the cost is every due entry of every queue, once per
+//! purge or delete that finds the queue's delayed count above zero.
+
+use crate::envelope::{End, decode_held, now_ms};
+use crate::keys::{
+    DueWhat, QueueKeys, QueueKind, QueueName, due_entry, due_range, queue_of_key, queues_root_range,
+};
+use crate::lease::Receipt;
+use crate::queue::{QueueError, read_end};
+use crate::store::{
+    KeyValue, RangeRead, RetryPolicy, Store, Transaction, decode_counter, decode_mark, key_after,
+    transact,
+};
+
+/// Most items one purge transaction drops.
+pub const PURGE_BATCH_MAX: usize = 1_000;
+/// Most transactions one purge or delete runs before answering (it says
+/// whether work was left; calling it again continues).
+pub const ADMIN_PASSES_MAX: usize = 1_000;
+/// Most due-index rows one transaction reads looking for delayed items.
+const DUE_SCAN_BATCH_MAX: usize = 10_000;
+/// Most queues one listing page holds.
+pub const LIST_LIMIT_MAX: usize = 100;
+/// Most leases one listing page holds.
+pub const LEASES_LIMIT_MAX: usize = 1_000;
+
+/// What a purge or delete dropped.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Dropped {
+    /// Visible items.
+    pub items: u64,
+    /// Delayed items.
+    pub delayed: u64,
+    /// Leased items (delete only).
+    pub leased: u64,
+    /// Items handed to a stored requester but not yet collected (delete only).
+    pub results: u64,
+    /// False when a bound stopped it with work left.
+    pub done: bool,
+}
+
+/// Admin transactions consume items: a retry after "maybe committed"
+/// could count twice, so it is not retried.
+const ADMIN_RETRY: RetryPolicy = RetryPolicy {
+    attempts_max: 1_000,
+    backoff_initial_ms: 1,
+    backoff_max_ms: 20,
+    retry_maybe_committed: false,
+};
+
+/// Drops up to [`PURGE_BATCH_MAX`] visible items below `end` from the
+/// back; returns how many.
+async fn purge_batch<S: Store>(store: &S, keys: &QueueKeys, end: &[u8]) -> Result<u64, QueueError> {
+    let dropped = transact(store, ADMIN_RETRY, |txn| async move {
+        let begin = keys.items_range().0;
+        let rows = txn
+            .get_range(
+                RangeRead::new(&begin, end, PURGE_BATCH_MAX)
+                    .reverse()
+                    .snapshot(),
+            )
+            .await?;
+        for row in &rows {
+            // Conflicts with a pop (direct or fulfiller) that took it.
+            txn.add_read_conflict_key(&row.key)?;
+            txn.clear(&row.key)?;
+        }
+        txn.atomic_add(&keys.depth(), -(rows.len() as i64))?;
+        Ok(rows.len() as u64)
+    })
+    .await?;
+    Ok(dropped)
+}
+
+/// Where a purge stops: a FIFO queue's items pushed before it began (the
+/// index mark then); every item of a priority queue.
+async fn purge_end<S: Store>(store: &S, keys: &QueueKeys) -> Result<Vec<u8>, QueueError> {
+    Ok(match keys.kind() {
+        QueueKind::Fifo => {
+            let txn = store.begin()?;
+            let mark = decode_mark(txn.get(&keys.next_index(), true).await?.as_deref());
+            keys.item(mark, &[])
+        }
+        QueueKind::Priority => keys.items_range().1,
+    })
+}
+
+/// Drops the queue's delayed items, in bounded transactions, scanning the
+/// due index from `cursor`; returns how many and where to go on (`None`:
+/// the index was read to its end). At most `passes` transactions.
+async fn drop_delayed<S: Store>(
+    store: &S,
+    keys: &QueueKeys,
+    passes: &mut usize,
+) -> Result<(u64, bool), QueueError> {
+    let (mut cursor, end) = due_range();
+    let mut dropped = 0;
+    loop {
+        if *passes >= ADMIN_PASSES_MAX {
+            return Ok((dropped, false));
+        }
+        *passes += 1;
+        let (count, next) = transact(store, ADMIN_RETRY, |txn| {
+            let (cursor, end) = (&cursor, &end);
+            async move {
+                let rows = txn
+                    .get_range(RangeRead::new(cursor, end, DUE_SCAN_BATCH_MAX).snapshot())
+                    .await?;
+                let mut count = 0;
+                for KeyValue { key, .. } in &rows {
+                    let Some(entry) = due_entry(key) else {
+                        continue;
+                    };
+                    if entry.kind != keys.kind()
+                        || &entry.queue != keys.name()
+                        || entry.what != DueWhat::Delayed
+                    {
+                        continue;
+                    }
+                    // Conflicts with the timer revealing it.
+                    txn.add_read_conflict_key(key)?;
+                    txn.clear(key)?;
+                    count += 1;
+                }
+                txn.atomic_add(&keys.delayed_count(), -count)?;
+                let next = (rows.len() >= DUE_SCAN_BATCH_MAX)
+                    .then(|| key_after(&rows.last().expect("a full batch").key));
+                Ok((count as u64, next))
+            }
+        })
+        .await?;
+        dropped += count;
+        match next {
+            Some(next) => cursor = next,
+            None => return Ok((dropped, true)),
+        }
+    }
+}
+
+/// Drops the visible and delayed items of the queue (those pushed before
+/// the purge began, for a FIFO queue), in transactions of at most
+/// [`PURGE_BATCH_MAX`] items; leased items stay leased.
+pub async fn purge<S: Store>(store: &S, keys: &QueueKeys) -> Result<Dropped, QueueError> {
+    let end = purge_end(store, keys).await?;
+    let mut dropped = Dropped::default();
+    let mut passes = 0;
+    let mut items_done = false;
+    while passes < ADMIN_PASSES_MAX {
+        passes += 1;
+        let count = purge_batch(store, keys, &end).await?;
+        dropped.items += count;
+        if count == 0 {
+            items_done = true;
+            break;
+        }
+    }
+    let mut delayed_done = true;
+    if delayed_count(store, keys).await? > 0 {
+        let (count, done) = drop_delayed(store, keys, &mut passes).await?;
+        dropped.delayed = count;
+        delayed_done = done;
+    }
+    dropped.done = items_done && delayed_done;
+    Ok(dropped)
+}
+
+async fn delayed_count<S: Store>(store: &S, keys: &QueueKeys) -> Result<i64, QueueError> {
+    let txn = store.begin()?;
+    Ok(decode_counter(
+        txn.get(&keys.delayed_count(), true).await?.as_deref(),
+    ))
+}
+
+/// Drops up to [`PURGE_BATCH_MAX`] of the queue's leases; returns how many.
+async fn drop_leases<S: Store>(store: &S, keys: &QueueKeys) -> Result<u64, QueueError> {
+    let dropped = transact(store, ADMIN_RETRY, |txn| async move {
+        let (begin, end) = keys.receipts_range();
+        let rows = txn
+            .get_range(RangeRead::new(&begin, &end, PURGE_BATCH_MAX).snapshot())
+            .await?;
+        let mut count = 0;
+        for row in &rows {
+            let Some((receipt, expires_at_ms)) = receipt_row(keys, row) else {
+                continue;
+            };
+            // Not snapshot, as every settle reads them: an ack or the timer
+            // racing this drop conflicts with it, or wins.
+            if txn.get(&row.key, false).await?.is_none() {
+                continue;
+            }
+            let lease = keys.lease(expires_at_ms, &receipt.0);
+            txn.add_read_conflict_key(&lease)?;
+            txn.clear(&lease)?;
+            txn.clear(&row.key)?;
+            count += 1;
+        }
+        txn.atomic_add(&keys.leased(), -count)?;
+        Ok(count as u64)
+    })
+    .await?;
+    Ok(dropped)
+}
+
+fn receipt_row(keys: &QueueKeys, row: &KeyValue) -> Option<(Receipt, u64)> {
+    let receipt = keys.receipt_of(&row.key)?;
+    let expires_at_ms = u64::from_be_bytes(row.value.as_slice().try_into().ok()?);
+    Some((receipt, expires_at_ms))
+}
+
+/// Deletes the queue: its items, delayed items, leases, stored requests
+/// and results, counters, settings and dedup ids. Workers holding a lease
+/// of it get `unknown_receipt` for their receipt.
+pub async fn delete<S: Store>(store: &S, keys: &QueueKeys) -> Result<Dropped, QueueError> {
+    let mut dropped = Dropped::default();
+    let mut passes = 0;
+    let everything = keys.items_range().1;
+    while passes < ADMIN_PASSES_MAX {
+        // Drain what can be large in bounded batches first ...
+        loop {
+            passes += 1;
+            let count = purge_batch(store, keys, &everything).await?;
+            dropped.items += count;
+            if count == 0 || passes >= ADMIN_PASSES_MAX {
+                break;
+            }
+        }
+        loop {
+            passes += 1;
+            let count = drop_leases(store, keys).await?;
+            dropped.leased += count;
+            if count == 0 || passes >= ADMIN_PASSES_MAX {
+                break;
+            }
+        }
+        if delayed_count(store, keys).await? > 0 {
+            let (count, _) = drop_delayed(store, keys, &mut passes).await?;
+            dropped.delayed += count;
+        }
+        // ... then clear the rest at once, if nothing came back meanwhile.
+        passes += 1;
+        if let Some(results) = clear_rest(store, keys).await? {
+            dropped.results = results;
+            dropped.done = true;
+            return Ok(dropped);
+        }
+    }
+    Ok(dropped)
+}
+
+/// In one transaction that read-conflicts on the queue's whole subspace:
+/// if it holds no item, lease or delayed item, clears it (and the queue's
+/// registry entry) and returns the uncollected results dropped; `None`
+/// when something is back (the caller drains it and tries again).
+async fn clear_rest<S: Store>(store: &S, keys: &QueueKeys) -> Result<Option<u64>, QueueError> {
+    let cleared = transact(store, ADMIN_RETRY, |txn| async move {
+        let (begin, end) = keys.queue_range();
+        txn.add_read_conflict_range(&begin, &end)?;
+        let (items_begin, items_end) = keys.items_range();
+        let (receipts_begin, receipts_end) = keys.receipts_range();
+        let items = txn
+            .get_range(RangeRead::new(&items_begin, &items_end, 1).snapshot())
+            .await?;
+        let leases = txn
+            .get_range(RangeRead::new(&receipts_begin, &receipts_end, 1).snapshot())
+            .await?;
+        let delayed = decode_counter(txn.get(&keys.delayed_count(), true).await?.as_deref());
+        if !items.is_empty() || !leases.is_empty() || delayed > 0 {
+            return Ok(None);
+        }
+        let (results_begin, results_end) = keys.results_range();
+        let results = txn
+            .get_range(RangeRead::new(&results_begin, &results_end, PURGE_BATCH_MAX).snapshot())
+            .await?;
+        txn.clear_range(&begin, &end)?;
+        txn.clear(&keys.registry_key())?;
+        Ok(Some(results.len() as u64))
+    })
+    .await?;
+    Ok(cleared)
+}
+
+/// One queue of a listing: its counters and oldest item.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueSummary {
+    /// The queue's kind.
+    pub kind: QueueKind,
+    /// The queue's name.
+    pub name: QueueName,
+    /// Visible items.
+    pub depth: i64,
+    /// Leased items.
+    pub leased: i64,
+    /// Delayed items.
+    pub delayed: i64,
+    /// Stored requests waiting.
+    pub waiting: i64,
+    /// Age of the first item, FIFO queues only.
+    pub oldest_item_age_ms: Option<u64>,
+}
+
+/// Up to `limit` queues of `kind` in name order, from after the queue
+/// named `after`; and the name to continue after, when more may follow.
+/// Reads one key per queue to find the next (the store skips the
+/// subspaces between).
+pub async fn list<S: Store>(
+    store: &S,
+    kind: QueueKind,
+    after: Option<&QueueName>,
+    limit: usize,
+) -> Result<(Vec<QueueSummary>, Option<String>), QueueError> {
+    assert!(
+        (1..=LIST_LIMIT_MAX).contains(&limit),
+        "limit is checked by the caller"
+    );
+    let (root_begin, root_end) = queues_root_range(kind);
+    let mut cursor = match after {
+        Some(name) => QueueKeys::of_kind(kind, name).queue_range().1,
+        None => root_begin,
+    };
+    let txn = store.begin()?;
+    let mut page = Vec::new();
+    while page.len() < limit {
+        let rows = txn
+            .get_range(RangeRead::new(&cursor, &root_end, 1).snapshot())
+            .await?;
+        let Some(row) = rows.first() else {
+            return Ok((page, None));
+        };
+        let Some((name, end)) = queue_of_key(kind, &row.key) else {
+            // Not a queue's key: step over it.
+            cursor = key_after(&row.key);
+            continue;
+        };
+        cursor = end;
+        page.push(summary(&txn, QueueKeys::of_kind(kind, &name)).await?);
+    }
+    let more = !txn
+        .get_range(RangeRead::new(&cursor, &root_end, 1).snapshot())
+        .await?
+        .is_empty();
+    let next = more.then(|| page.last().expect("a full page").name.to_string());
+    Ok((page, next))
+}
+
+async fn summary<T: Transaction>(txn: &T, keys: QueueKeys) -> Result<QueueSummary, QueueError> {
+    let counter = |value: Option<Vec<u8>>| decode_counter(value.as_deref());
+    let depth = counter(txn.get(&keys.depth(), true).await?);
+    let leased = counter(txn.get(&keys.leased(), true).await?);
+    let delayed = counter(txn.get(&keys.delayed_count(), true).await?);
+    let waiting = counter(txn.get(&keys.waiting(), true).await?);
+    let oldest_item_age_ms = match keys.kind() {
+        QueueKind::Fifo => read_end(txn, &keys, End::Front, 1, true)
+            .await?
+            .first()
+            .map(|item| now_ms().saturating_sub(item.enqueued_at_ms)),
+        QueueKind::Priority => None,
+    };
+    Ok(QueueSummary {
+        kind: keys.kind(),
+        name: keys.name().clone(),
+        depth,
+        leased,
+        delayed,
+        waiting,
+        oldest_item_age_ms,
+    })
+}
+
+/// One lease in flight.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseSummary {
+    /// Its receipt.
+    pub receipt: Receipt,
+    /// Deliveries so far, this one included.
+    pub delivery_count: u32,
+    /// When it expires, in ms since the epoch.
+    pub expires_at_ms: u64,
+    /// When the item was pushed, in ms since the epoch.
+    pub enqueued_at_ms: u64,
+}
+
+/// Whether `keys`' queue holds a lease under `receipt`.
+pub async fn holds_receipt<S: Store>(
+    store: &S,
+    keys: &QueueKeys,
+    receipt: &Receipt,
+) -> Result<bool, QueueError> {
+    let txn = store.begin()?;
+    Ok(txn.get(&keys.receipt(&receipt.0), true).await?.is_some())
+}
+
+/// Up to `limit` leases of the queue in receipt order, from after `after`;
+/// and the receipt to continue after, when more may follow.
+pub async fn leases<S: Store>(
+    store: &S,
+    keys: &QueueKeys,
+    after: Option<&Receipt>,
+    limit: usize,
+) -> Result<(Vec<LeaseSummary>, Option<String>), QueueError> {
+    assert!(
+        (1..=LEASES_LIMIT_MAX).contains(&limit),
+        "limit is checked by the caller"
+    );
+    let (begin, end) = keys.receipts_range();
+    let begin = match after {
+        Some(receipt) => key_after(&keys.receipt(&receipt.0)),
+        None => begin,
+    };
+    let txn = store.begin()?;
+    let rows = txn
+        .get_range(RangeRead::new(&begin, &end, limit + 1).snapshot())
+        .await?;
+    let more = rows.len() > limit;
+    let mut page = Vec::with_capacity(limit);
+    for row in rows.iter().take(limit) {
+        let Some((receipt, expires_at_ms)) = receipt_row(keys, row) else {
+            return Err(QueueError::Corrupt {
+                key: row.key.clone(),
+            });
+        };
+        // Receipt and lease are written and cleared together; a legacy
+        // lease (before the due index) shows without its item's details.
+        let held = txn
+            .get(&keys.lease(expires_at_ms, &receipt.0), true)
+            .await?
+            .as_deref()
+            .and_then(decode_held);
+        page.push(LeaseSummary {
+            receipt,
+            delivery_count: held.as_ref().map_or(0, |held| held.item.deliveries),
+            expires_at_ms,
+            enqueued_at_ms: held.as_ref().map_or(0, |held| held.item.enqueued_at_ms),
+        });
+    }
+    let next = more.then(|| page.last().expect("a full page").receipt.to_string());
+    Ok((page, next))
+}

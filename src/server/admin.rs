@@ -1,0 +1,312 @@
+//! Administration over HTTP (see [`crate::admin`]): `GET /v1/queues`,
+//! `POST /v1/queues/{queue}/purge`, `DELETE /v1/queues/{queue}`,
+//! `GET /v1/queues/{queue}/leases`.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+
+use super::AppState;
+use super::error::{ApiError, ApiPath, ErrorBody};
+use super::fifo::{outcome, queue_name};
+use super::items::QueueStats;
+use super::leases::queue_mismatch;
+use crate::admin::{self, Dropped, LEASES_LIMIT_MAX, LIST_LIMIT_MAX};
+use crate::keys::{QueueKeys, QueueKind};
+use crate::lease::Receipt;
+use crate::metrics::operation;
+use crate::store::Store;
+
+/// Query of a listing: `limit` (default 20, at most 100), `after` (the
+/// `next` of the previous page), `kind` (`fifo`, the default, or `priority`).
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct ListParams {
+    /// Most queues in the page.
+    pub limit: Option<usize>,
+    /// Continue after this queue.
+    pub after: Option<String>,
+    /// Which kind of queue.
+    pub kind: Option<String>,
+}
+
+fn query<T>(params: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
+    params
+        .map(|Query(params)| params)
+        .map_err(|e| ApiError::bad_parameter(e.body_text()))
+}
+
+fn limit(limit: Option<usize>, default: usize, max: usize) -> Result<usize, ApiError> {
+    let limit = limit.unwrap_or(default);
+    if limit == 0 || limit > max {
+        return Err(ApiError::bad_parameter(format!(
+            "limit must be 1 to {max}, got {limit}"
+        )));
+    }
+    Ok(limit)
+}
+
+/// `GET /v1/queues?limit=&after=&kind=`: 200 `{"queues": [{"queue",
+/// "depth", "leased", "delayed", "waiting", "oldest_item_age_ms"}],
+/// "next"}`, in name order; `next` is null on the last page.
+#[utoipa::path(get, path = "/v1/queues", tag = "admin", operation_id = "list_queues",
+    params(ListParams),
+    responses((status = 200, description = "One page of queues, in name order", body = QueueList),
+        (status = "4XX", description = "Refused", body = ErrorBody),
+        (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
+pub async fn list<S: Store>(
+    State(state): State<Arc<AppState<S>>>,
+    params: Result<Query<ListParams>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    // Not counted per queue: it names none.
+    async {
+        let params = query(params)?;
+        let limit = limit(params.limit, 20, LIST_LIMIT_MAX)?;
+        let kind = match params.kind.as_deref() {
+            None | Some("fifo") => QueueKind::Fifo,
+            Some("priority") => QueueKind::Priority,
+            Some(other) => {
+                return Err(ApiError::bad_parameter(format!(
+                    "kind must be fifo or priority, got {other:?}"
+                )));
+            }
+        };
+        let after = params.after.as_deref().map(queue_name).transpose()?;
+        let (page, next) = admin::list(&state.store, kind, after.as_ref(), limit).await?;
+        let queues: Vec<QueueStats> = page
+            .iter()
+            .map(|queue| {
+                // This daemon's waiters in memory count too, as in a queue's stats.
+                let memory = state
+                    .coordinator
+                    .memory_waiting(&QueueKeys::of_kind(queue.kind, &queue.name));
+                QueueStats {
+                    queue: queue.name.as_str().to_string(),
+                    depth: queue.depth,
+                    leased: queue.leased,
+                    delayed: queue.delayed,
+                    waiting: queue.waiting + memory as i64,
+                    oldest_item_age_ms: queue.oldest_item_age_ms,
+                }
+            })
+            .collect();
+        Ok(Json(QueueList { queues, next }).into_response())
+    }
+    .await
+}
+
+/// One page of `GET /v1/queues`.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct QueueList {
+    /// The queues of the page, in name order, each as its stats.
+    pub queues: Vec<QueueStats>,
+    /// The `after` of the next page; null on the last page.
+    #[schema(required = true)]
+    pub next: Option<String>,
+}
+
+/// The answer to a purge.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct PurgeAnswer {
+    /// Items dropped: `items` + `delayed`.
+    pub purged: u64,
+    /// Visible items dropped.
+    pub items: u64,
+    /// Delayed items dropped.
+    pub delayed: u64,
+    /// Leased items dropped (always 0: a purge leaves leases alone).
+    pub leased: u64,
+    /// Uncollected results dropped (always 0 for a purge).
+    pub results: u64,
+    /// False when a bound left work: call again.
+    pub done: bool,
+}
+
+/// The answer to a delete.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct DeleteAnswer {
+    /// Always true (a delete that could not finish answers 503 `queue_busy`).
+    pub deleted: bool,
+    /// Visible items dropped.
+    pub items: u64,
+    /// Delayed items dropped.
+    pub delayed: u64,
+    /// Leased items dropped; their receipts answer `unknown_receipt` from now on.
+    pub leased: u64,
+    /// Items handed to a stored request but not yet collected, dropped.
+    pub results: u64,
+    /// Always true.
+    pub done: bool,
+}
+
+fn dropped_text(dropped: &Dropped) -> String {
+    format!(
+        "items {}, delayed {}, leased {}, results {}",
+        dropped.items, dropped.delayed, dropped.leased, dropped.results
+    )
+}
+
+/// `POST /v1/queues/{queue}/purge`: 200 `{"purged": n, "items", "delayed",
+/// "done"}`: drops the visible and delayed items pushed before the call;
+/// leased items stay leased. `done` is false when a bound left work (call
+/// again).
+#[utoipa::path(post, path = "/v1/queues/{queue}/purge", tag = "admin",
+    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -")),
+    responses((status = 200, description = "Visible and delayed items dropped; leases kept", body = PurgeAnswer),
+        (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
+        (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
+pub async fn purge<S: Store>(
+    State(state): State<Arc<AppState<S>>>,
+    ApiPath(queue): ApiPath<String>,
+) -> Result<Response, ApiError> {
+    let result = async {
+        let keys = QueueKeys::new(&queue_name(&queue)?);
+        let dropped = admin::purge(&state.store, &keys).await?;
+        Ok(Json(PurgeAnswer {
+            purged: dropped.items + dropped.delayed,
+            items: dropped.items,
+            delayed: dropped.delayed,
+            leased: dropped.leased,
+            results: dropped.results,
+            done: dropped.done,
+        })
+        .into_response())
+    }
+    .await;
+    operation(&queue, "purge", outcome(&result));
+    result
+}
+
+/// `DELETE /v1/queues/{queue}`: 200 `{"deleted": true, "items", "delayed",
+/// "leased", "results"}`: the queue's items, delayed items, leases (their
+/// receipts answer 404 `unknown_receipt` from now on), stored requests and
+/// uncollected results, counters, settings and dedup ids are gone. 503
+/// `queue_busy` when traffic kept it from finishing (call again).
+#[utoipa::path(delete, path = "/v1/queues/{queue}", tag = "admin", operation_id = "delete_queue",
+    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -")),
+    responses((status = 200, description = "The queue and all it held are gone", body = DeleteAnswer),
+        (status = 503, description = "queue_busy: traffic kept the delete from finishing; call again", body = ErrorBody),
+        (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
+        (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
+pub async fn delete<S: Store>(
+    State(state): State<Arc<AppState<S>>>,
+    ApiPath(queue): ApiPath<String>,
+) -> Result<Response, ApiError> {
+    let result = async {
+        let keys = QueueKeys::new(&queue_name(&queue)?);
+        let dropped = admin::delete(&state.store, &keys).await?;
+        if !dropped.done {
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "queue_busy",
+                format!(
+                    "items kept arriving while the queue was deleted; dropped so far: {}",
+                    dropped_text(&dropped)
+                ),
+            ));
+        }
+        Ok(Json(DeleteAnswer {
+            deleted: true,
+            items: dropped.items,
+            delayed: dropped.delayed,
+            leased: dropped.leased,
+            results: dropped.results,
+            done: dropped.done,
+        })
+        .into_response())
+    }
+    .await;
+    operation(&queue, "delete", outcome(&result));
+    result
+}
+
+/// Query of a lease listing: `limit` (default 100, at most 1,000), `after`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct LeasesParams {
+    /// Most leases in the page.
+    pub limit: Option<usize>,
+    /// Continue after this receipt.
+    pub after: Option<String>,
+}
+
+/// `GET /v1/queues/{queue}/leases?limit=&after=`: 200 `{"leases":
+/// [{"receipt", "delivery_count", "lease_expires_at_ms",
+/// "enqueued_at_ms"}], "next"}`, in receipt order. Receipts are written
+/// as pops answer them (tagged with the queue); an `after` receipt another
+/// queue issued is 400 `receipt_queue_mismatch`, as on the settle paths.
+#[utoipa::path(get, path = "/v1/queues/{queue}/leases", tag = "admin", operation_id = "list_leases",
+    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), LeasesParams),
+    responses((status = 200, description = "One page of the leases in flight, in receipt order", body = LeaseList),
+        (status = 400, description = "receipt_queue_mismatch: `after` names another queue's receipt; bad_parameter", body = ErrorBody),
+        (status = "4XX", description = "Refused", body = ErrorBody),
+        (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
+pub async fn leases<S: Store>(
+    State(state): State<Arc<AppState<S>>>,
+    ApiPath(queue): ApiPath<String>,
+    params: Result<Query<LeasesParams>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let result = async {
+        let keys = QueueKeys::new(&queue_name(&queue)?);
+        let params = query(params)?;
+        let limit = limit(params.limit, 100, LEASES_LIMIT_MAX)?;
+        let after = match params.after.as_deref() {
+            None => None,
+            Some(text) => Some(Receipt::parse(text).ok_or_else(|| {
+                ApiError::bad_parameter(format!("after must be a receipt, got {text:?}"))
+            })?),
+        };
+        if let Some(after) = &after
+            && !after.names_queue(&keys)
+            && !admin::holds_receipt(&state.store, &keys, after).await?
+        {
+            // Untagged receipts (issued before tags) still page while leased.
+            return Err(queue_mismatch(&keys));
+        }
+        let (page, next) = admin::leases(&state.store, &keys, after.as_ref(), limit).await?;
+        let leases: Vec<LeaseInfo> = page
+            .iter()
+            .map(|lease| LeaseInfo {
+                receipt: lease.receipt.to_string(),
+                delivery_count: lease.delivery_count,
+                lease_expires_at_ms: lease.expires_at_ms,
+                enqueued_at_ms: lease.enqueued_at_ms,
+            })
+            .collect();
+        Ok(Json(LeaseList { leases, next }).into_response())
+    }
+    .await;
+    operation(&queue, "leases", outcome(&result));
+    result
+}
+
+/// One lease in flight.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct LeaseInfo {
+    /// The receipt, as the pop answered it (ack, nack, extend take it).
+    pub receipt: String,
+    /// Deliveries so far, this one included (0 for a lease older than the
+    /// due index, whose item details are not kept with it).
+    pub delivery_count: u32,
+    /// When the lease expires, in ms since the epoch.
+    pub lease_expires_at_ms: u64,
+    /// When the item was pushed, in ms since the epoch (0 as for `delivery_count`).
+    pub enqueued_at_ms: u64,
+}
+
+/// One page of `GET /v1/queues/{queue}/leases`.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct LeaseList {
+    /// The leases of the page, in receipt order.
+    pub leases: Vec<LeaseInfo>,
+    /// The `after` of the next page; null on the last page.
+    #[schema(required = true)]
+    pub next: Option<String>,
+}

@@ -1,0 +1,118 @@
+//! `/v1/pqueues/{queue}/ack|nack|extend/{receipt}`: settling the leases of
+//! priority-queue pops (`POST /v1/pqueues/{queue}/pop?lease_ms=`) as FIFO
+//! leases are settled. An expired or nacked item returns under its own
+//! priority key; one out of deliveries goes to the FIFO queue `{queue}.dead`
+//! (or the queue's stored dead-letter target). Receipts carry the tag of
+//! the priority queue that issued them, so one settled on another queue
+//! (or on the FIFO queue of the same name) is `receipt_queue_mismatch`.
+
+use std::sync::Arc;
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+
+use super::AppState;
+use super::error::{ApiError, ApiPath, ErrorBody};
+use super::fifo::{check_delay_ms, check_lease_ms, outcome, queue_name};
+use super::leases::{ExtendParams, NackParams, query, receipt, settle_error};
+use crate::keys::{QueueKeys, QueueKind};
+use crate::metrics::operation;
+use crate::store::Store;
+
+fn keys(queue: &str) -> Result<QueueKeys, ApiError> {
+    Ok(QueueKeys::of_kind(QueueKind::Priority, &queue_name(queue)?))
+}
+
+/// `POST /v1/pqueues/{queue}/ack/{receipt}`: 204; the item is done.
+#[utoipa::path(post, path = "/v1/pqueues/{queue}/ack/{receipt}", tag = "priority", operation_id = "pq_ack",
+    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), ("receipt" = String, Path, description = "The receipt a leased priority pop answered (32 hex digits)")),
+    responses((status = 204, description = "Acked: the item is done"),
+        (status = 400, description = "receipt_queue_mismatch: the receipt was issued by another queue", body = ErrorBody),
+        (status = 404, description = "unknown_receipt: the lease is lost (settled, returned by the timer, or never issued)", body = ErrorBody),
+        (status = 409, description = "lease_expired: the lease is lost (expired, not yet returned)", body = ErrorBody),
+        (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
+        (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
+pub async fn ack<S: Store>(
+    State(state): State<Arc<AppState<S>>>,
+    ApiPath((queue, raw)): ApiPath<(String, String)>,
+) -> Result<Response, ApiError> {
+    let result = async {
+        let keys = keys(&queue)?;
+        let receipt = receipt(&raw)?;
+        state
+            .coordinator
+            .ack(&keys, &receipt)
+            .await
+            .map_err(|e| settle_error(e, &receipt, &keys))?;
+        Ok(StatusCode::NO_CONTENT.into_response())
+    }
+    .await;
+    operation(&queue, "pq_ack", outcome(&result));
+    result
+}
+
+/// `POST /v1/pqueues/{queue}/nack/{receipt}?delay_ms=`: 204; the item
+/// returns now or after the delay (or is dead-lettered).
+#[utoipa::path(post, path = "/v1/pqueues/{queue}/nack/{receipt}", tag = "priority", operation_id = "pq_nack",
+    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), ("receipt" = String, Path, description = "The receipt a leased priority pop answered (32 hex digits)"), NackParams),
+    responses((status = 204, description = "Nacked: the item is back under its priority (or delayed, or dead-lettered)"),
+        (status = 400, description = "receipt_queue_mismatch: the receipt was issued by another queue", body = ErrorBody),
+        (status = 404, description = "unknown_receipt: the lease is lost", body = ErrorBody),
+        (status = 409, description = "lease_expired: the lease is lost", body = ErrorBody),
+        (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
+        (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
+pub async fn nack<S: Store>(
+    State(state): State<Arc<AppState<S>>>,
+    ApiPath((queue, raw)): ApiPath<(String, String)>,
+    params: Result<Query<NackParams>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let result = async {
+        let keys = keys(&queue)?;
+        let delay_ms = check_delay_ms(&state, query(params)?.delay_ms)?;
+        let receipt = receipt(&raw)?;
+        state
+            .coordinator
+            .nack(&keys, &receipt, delay_ms)
+            .await
+            .map_err(|e| settle_error(e, &receipt, &keys))?;
+        Ok(StatusCode::NO_CONTENT.into_response())
+    }
+    .await;
+    operation(&queue, "pq_nack", outcome(&result));
+    result
+}
+
+/// `POST /v1/pqueues/{queue}/extend/{receipt}?lease_ms=`: 204.
+#[utoipa::path(post, path = "/v1/pqueues/{queue}/extend/{receipt}", tag = "priority", operation_id = "pq_extend",
+    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), ("receipt" = String, Path, description = "The receipt a leased priority pop answered (32 hex digits)"), ExtendParams),
+    responses((status = 204, description = "Extended: the lease now expires lease_ms from now"),
+        (status = 400, description = "receipt_queue_mismatch: the receipt was issued by another queue", body = ErrorBody),
+        (status = 404, description = "unknown_receipt: the lease is lost", body = ErrorBody),
+        (status = 409, description = "lease_expired: the lease is lost", body = ErrorBody),
+        (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
+        (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
+pub async fn extend<S: Store>(
+    State(state): State<Arc<AppState<S>>>,
+    ApiPath((queue, raw)): ApiPath<(String, String)>,
+    params: Result<Query<ExtendParams>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let result = async {
+        let keys = keys(&queue)?;
+        let lease_ms = query(params)?
+            .lease_ms
+            .ok_or_else(|| ApiError::bad_parameter("lease_ms is required"))?;
+        let lease_ms = check_lease_ms(&state, lease_ms)?;
+        let receipt = receipt(&raw)?;
+        state
+            .coordinator
+            .extend(&keys, &receipt, lease_ms)
+            .await
+            .map_err(|e| settle_error(e, &receipt, &keys))?;
+        Ok(StatusCode::NO_CONTENT.into_response())
+    }
+    .await;
+    operation(&queue, "pq_extend", outcome(&result));
+    result
+}

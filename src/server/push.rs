@@ -1,0 +1,229 @@
+//! `POST /v1/queues/{queue}/items` and `items:batch`: pushes to FIFO
+//! queues, delayed or not, deduplicated by id or not (see [`crate::dedup`]).
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use serde::Deserialize;
+
+use super::AppState;
+use super::error::{ApiError, ApiPath, ErrorBody};
+use super::fifo::{body_bytes, check_delay_ms, check_item, outcome, queue_name};
+use super::items::PushAnswer;
+use crate::dedup::{PushItem, check_id, push};
+use crate::keys::{QueueKeys, QueueKind, QueueName};
+use crate::metrics::operation;
+use crate::queue::PUSH_BATCH_MAX;
+use crate::store::Store;
+
+/// Header carrying a push's dedup id.
+pub const DEDUP_ID_HEADER: &str = "hotq-dedup-id";
+
+/// Query of a push: an optional `delay_ms` (absent: the queue's delivery delay).
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct PushParams {
+    /// Keep the items invisible for this long, in ms (default: the queue's
+    /// `delivery_delay_ms` setting, 0 unless set).
+    pub delay_ms: Option<u64>,
+}
+
+fn dedup_id(raw: &[u8]) -> Result<Vec<u8>, ApiError> {
+    check_id(raw)
+        .map_err(|message| ApiError::new(StatusCode::BAD_REQUEST, "bad_dedup_id", message))?;
+    Ok(raw.to_vec())
+}
+
+/// `POST /v1/queues/{queue}/items?delay_ms=` with an optional
+/// `hotq-dedup-id` header: pushes the body as one item. 201, or 200 with
+/// `"duplicate": true` when the id was pushed within the dedup window.
+#[utoipa::path(post, path = "/v1/queues/{queue}/items", tag = "fifo", operation_id = "push",
+    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), PushParams,
+        ("hotq-dedup-id" = Option<String>, Header, description = "Dedup id (1-128 bytes): a push naming an id pushed within the queue's dedup window stores nothing and answers 200 with duplicate: true")),
+    request_body(content = [u8], content_type = "application/octet-stream", description = "The item's bytes (1 B to 100 kB)"),
+    responses((status = 201, description = "Pushed", body = PushAnswer),
+        (status = 200, description = "A duplicate: nothing was written (duplicate: true)", body = PushAnswer),
+        (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
+        (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
+pub async fn push_one<S: Store>(
+    State(state): State<Arc<AppState<S>>>,
+    ApiPath(queue): ApiPath<String>,
+    params: Result<Query<PushParams>, QueryRejection>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let result = async {
+        let name = queue_name(&queue)?;
+        let delay_ms = push_delay(&state, params)?;
+        let dedup_id = headers
+            .get(DEDUP_ID_HEADER)
+            .map(|value| dedup_id(value.as_bytes()))
+            .transpose()?;
+        let body = body_bytes(body)?;
+        check_item(&body)?;
+        let item = PushItem {
+            payload: body.to_vec(),
+            dedup_id,
+        };
+        push_items(&state, name, &[item], delay_ms).await
+    }
+    .await;
+    operation(&queue, "push", outcome(&result));
+    result
+}
+
+/// `POST /v1/queues/{queue}/items:batch?delay_ms=`: a JSON array of
+/// items, each a base64 string or `{"item": base64, "dedup_id": text}`,
+/// pushed in one commit, in order; all or nothing (duplicates left out).
+#[utoipa::path(post, path = "/v1/queues/{queue}/items:batch", tag = "fifo",
+    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), PushParams),
+    request_body(content = Vec<BatchItem>, description = "1 to 1,000 items: base64 strings, or objects with a dedup id"),
+    responses((status = 201, description = "Pushed, all in one commit; duplicates lists the positions left out", body = PushAnswer),
+        (status = 200, description = "Every item was a duplicate: nothing was written (duplicate: true)", body = PushAnswer),
+        (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
+        (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
+pub async fn push_batch<S: Store>(
+    State(state): State<Arc<AppState<S>>>,
+    ApiPath(queue): ApiPath<String>,
+    params: Result<Query<PushParams>, QueryRejection>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let result = async {
+        let name = queue_name(&queue)?;
+        let delay_ms = push_delay(&state, params)?;
+        let items = decode_batch(&body_bytes(body)?)?;
+        push_items(&state, name, &items, delay_ms).await
+    }
+    .await;
+    operation(&queue, "push_batch", outcome(&result));
+    result
+}
+
+fn push_delay<S: Store>(
+    state: &AppState<S>,
+    params: Result<Query<PushParams>, QueryRejection>,
+) -> Result<Option<u64>, ApiError> {
+    let Query(params) = params.map_err(|e| ApiError::bad_parameter(e.body_text()))?;
+    params
+        .delay_ms
+        .map(|delay_ms| check_delay_ms(state, delay_ms))
+        .transpose()
+}
+
+/// Pushes checked items. 201 `{"pushed": n}` (plus `visible_at_ms` when
+/// delayed, and `duplicates`, the positions left out, when any were);
+/// 200 with `"duplicate": true` when every item was a duplicate.
+async fn push_items<S: Store>(
+    state: &AppState<S>,
+    name: QueueName,
+    items: &[PushItem],
+    delay_ms: Option<u64>,
+) -> Result<Response, ApiError> {
+    state.note_queue(QueueKind::Fifo, &name);
+    let keys = QueueKeys::new(&name);
+    let pushed = push(
+        &state.store,
+        &keys,
+        items,
+        delay_ms,
+        &state.settings_defaults,
+    )
+    .await?;
+    if let Some(visible_at_ms) = pushed.visible_at_ms {
+        state.coordinator.schedule(visible_at_ms);
+    }
+    let stored = pushed.stored();
+    let duplicates = (stored < items.len()).then(|| {
+        pushed
+            .duplicate
+            .iter()
+            .enumerate()
+            .filter(|(_, duplicate)| **duplicate)
+            .map(|(position, _)| position)
+            .collect()
+    });
+    let body = PushAnswer {
+        pushed: stored,
+        visible_at_ms: pushed.visible_at_ms,
+        duplicate: Some(stored == 0),
+        duplicates,
+    };
+    let status = if stored == 0 {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    Ok((status, Json(body)).into_response())
+}
+
+/// One element of a batch push: the item's bytes in base64, or an object
+/// naming a dedup id too.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(untagged)]
+pub enum BatchItem {
+    /// The item's bytes, base64.
+    Plain(String),
+    /// The item with a dedup id.
+    Object(BatchObject),
+}
+
+/// A batch element with a dedup id.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BatchObject {
+    /// The item's bytes, base64.
+    pub item: String,
+    /// Dedup id (1-128 bytes); null or absent: not deduplicated.
+    pub dedup_id: Option<String>,
+}
+
+/// Parses and checks a batch body: a JSON array of 1 to 1,000 items.
+pub fn decode_batch(body: &[u8]) -> Result<Vec<PushItem>, ApiError> {
+    let encoded: Vec<BatchItem> = serde_json::from_slice(body).map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_json",
+            format!(
+                "expected a JSON array of base64 strings or {{\"item\", \"dedup_id\"}} objects: {e}"
+            ),
+        )
+    })?;
+    if encoded.is_empty() || encoded.len() > PUSH_BATCH_MAX {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_batch",
+            format!(
+                "a batch holds 1 to {PUSH_BATCH_MAX} items, got {}",
+                encoded.len()
+            ),
+        ));
+    }
+    encoded
+        .into_iter()
+        .enumerate()
+        .map(|(i, element)| {
+            let (text, id) = match element {
+                BatchItem::Plain(text) => (text, None),
+                BatchItem::Object(object) => (object.item, object.dedup_id),
+            };
+            let payload = BASE64.decode(&text).map_err(|e| {
+                ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "bad_base64",
+                    format!("item {i} is not valid base64: {e}"),
+                )
+            })?;
+            check_item(&payload)?;
+            let dedup_id = id.map(|id| dedup_id(id.as_bytes())).transpose()?;
+            Ok(PushItem { payload, dedup_id })
+        })
+        .collect()
+}

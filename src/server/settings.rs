@@ -1,0 +1,119 @@
+//! `GET/PUT /v1/queues/{queue}/settings`: a FIFO queue's settings, kept in
+//! the store (see [`crate::queue_settings`]).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::AppState;
+use super::error::{ApiError, ApiPath, ErrorBody};
+use super::fifo::{body_bytes, outcome, queue_name};
+use crate::keys::{QueueKeys, QueueName};
+use crate::metrics::operation;
+use crate::queue::QueueError;
+use crate::queue_settings::{Effective, Stored, read, update};
+use crate::store::Store;
+
+/// The answer to a settings read or change.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct SettingsAnswer {
+    /// The queue's name.
+    pub queue: String,
+    /// The settings in force: what the queue set, else the daemon's defaults.
+    pub settings: Effective,
+    /// What the queue set; settings not named here are the defaults.
+    pub stored: Stored,
+}
+
+fn answer<S: Store>(state: &AppState<S>, name: &QueueName, stored: &Stored) -> Response {
+    let effective = stored.effective(name, &state.settings_defaults);
+    Json(SettingsAnswer {
+        queue: name.as_str().to_string(),
+        settings: effective,
+        stored: stored.clone(),
+    })
+    .into_response()
+}
+
+/// `GET /v1/queues/{queue}/settings`: 200 `{"queue", "settings": in force,
+/// "stored": what the queue set (the rest are the daemon's defaults)}`.
+#[utoipa::path(get, path = "/v1/queues/{queue}/settings", tag = "admin", operation_id = "settings_get",
+    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -")),
+    responses((status = 200, description = "The settings in force and what the queue set", body = SettingsAnswer),
+        (status = "4XX", description = "Refused", body = ErrorBody),
+        (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
+pub async fn get<S: Store>(
+    State(state): State<Arc<AppState<S>>>,
+    ApiPath(queue): ApiPath<String>,
+) -> Result<Response, ApiError> {
+    let result = async {
+        let name = queue_name(&queue)?;
+        let stored = read(&state.store, &QueueKeys::new(&name)).await?;
+        Ok(answer(&state, &name, &stored))
+    }
+    .await;
+    operation(&queue, "settings_get", outcome(&result));
+    result
+}
+
+/// `PUT /v1/queues/{queue}/settings` with a JSON object: each key sets its
+/// setting, `null` returns it to the default, keys not named are kept.
+/// 200 as [`get`]; 400 `invalid_settings` (nothing changed) for an unknown
+/// key or a value out of range.
+#[utoipa::path(put, path = "/v1/queues/{queue}/settings", tag = "admin", operation_id = "settings_put",
+    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -")),
+    request_body(content = Stored, description = "Settings to change; null returns one to the default; keys not named are kept"),
+    responses((status = 200, description = "The settings now in force", body = SettingsAnswer),
+        (status = 400, description = "invalid_settings (an unknown key or a value out of range) or bad_json; nothing changed", body = ErrorBody),
+        (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
+        (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
+pub async fn put<S: Store>(
+    State(state): State<Arc<AppState<S>>>,
+    ApiPath(queue): ApiPath<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let result = async {
+        let name = queue_name(&queue)?;
+        let change: BTreeMap<String, Value> =
+            serde_json::from_slice(&body_bytes(body)?).map_err(|e| {
+                ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "bad_json",
+                    format!("the body must be a JSON object of settings: {e}"),
+                )
+            })?;
+        let keys = QueueKeys::new(&name);
+        match update(&state.store, &keys, &change, &state.settings_defaults).await? {
+            Ok(stored) => Ok(answer(&state, &name, &stored)),
+            Err(invalid) => Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_settings",
+                invalid.to_string(),
+            )),
+        }
+    }
+    .await;
+    operation(&queue, "settings_put", outcome(&result));
+    result
+}
+
+/// The lease of a pop of `keys` that named no `lease_ms`: the queue's
+/// default lease, or 0 (no lease).
+pub async fn default_lease_ms<S: Store>(
+    state: &AppState<S>,
+    keys: &QueueKeys,
+) -> Result<u64, QueueError> {
+    let stored = read(&state.store, keys).await?;
+    Ok(stored
+        .effective(keys.name(), &state.settings_defaults)
+        .default_lease_ms
+        .unwrap_or(0))
+}

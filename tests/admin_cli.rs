@@ -1,0 +1,60 @@
+//! `hotq queues|purge|delete|leases|settings` against the real daemon.
+
+mod common;
+
+use common::daemon::Daemon;
+use serde_json::Value;
+
+async fn hotq(url: &str, args: &[&str]) -> (i32, Value) {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_hotq"))
+        .args(args)
+        .env("HOTQ_URL", url)
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let json = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
+    (output.status.code().unwrap(), json)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_subcommands_print_the_daemons_answers() {
+    let daemon = Daemon::start(|_| {}).await;
+    let url = daemon.url.as_str();
+    let (code, _) = hotq(url, &["push", "cli-q", "a", "b", "c"]).await;
+    assert_eq!(code, 0);
+    let (code, _) = hotq(url, &["pop", "cli-q", "--lease-ms", "60000"]).await;
+    assert_eq!(code, 0);
+
+    let (code, settings) = hotq(
+        url,
+        &["settings", "cli-q", "--set", r#"{"max_deliveries": 3}"#],
+    )
+    .await;
+    assert_eq!(code, 0);
+    assert_eq!(settings["settings"]["max_deliveries"], 3);
+    let (code, _) = hotq(
+        url,
+        &["settings", "cli-q", "--set", r#"{"max_deliveries": "x"}"#],
+    )
+    .await;
+    assert_eq!(code, 1, "an invalid setting fails");
+    let (_, settings) = hotq(url, &["settings", "cli-q"]).await;
+    assert_eq!(settings["stored"]["max_deliveries"], 3);
+
+    let (_, queues) = hotq(url, &["queues", "--limit", "5"]).await;
+    assert_eq!(queues["queues"][0]["queue"], "cli-q");
+    assert_eq!(queues["queues"][0]["depth"], 2);
+    let (_, leases) = hotq(url, &["leases", "cli-q"]).await;
+    assert_eq!(leases["leases"].as_array().unwrap().len(), 1);
+    let (_, purged) = hotq(url, &["purge", "cli-q"]).await;
+    assert_eq!(purged["purged"], 2);
+    let (_, deleted) = hotq(url, &["delete", "cli-q"]).await;
+    assert_eq!(
+        (deleted["deleted"].as_bool(), deleted["leased"].as_u64()),
+        (Some(true), Some(1))
+    );
+    let (_, queues) = hotq(url, &["queues"]).await;
+    assert_eq!(queues["queues"], serde_json::json!([]));
+    daemon.stop().await;
+}
