@@ -125,7 +125,8 @@ async fn four_coordinators_share_a_push_stream_exactly_once() {
 /// The same run: each coordinator's share of the items within ±15% of its
 /// share of the waiters (judged by counts). Today each coordinator's
 /// fulfiller races the others' for the head and a conflicted round has no
-/// claim on the next, so shares drift (0.83..1.31 of fair in 6 of 8 runs).
+/// claim on the next, so shares drift (7 of 9 runs failed, shares from
+/// 0.70 to 1.46 of fair).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "fails on today's code: coordinators race for the head, shares drift past ±15% (issue #15, two-level staging)"]
 async fn four_coordinators_share_a_push_stream_in_proportion_to_their_waiters() {
