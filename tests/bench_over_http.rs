@@ -22,6 +22,7 @@ fn args(url: &str, workers: Vec<usize>, modes: Vec<Mode>) -> BenchArgs {
         workers,
         modes,
         coordinators: vec![1],
+        stored_requests: false,
         cycles: 0,
         url: Some(url.to_string()),
         token: Some(TOKEN.to_string()),

@@ -31,6 +31,9 @@ pub struct CoordinatorsResult {
     pub coordinators: usize,
     /// Waiters per coordinator.
     pub workers: usize,
+    /// Whether staged pops waited in memory lines (the default) or as
+    /// stored requests (`--stored-requests`).
+    pub requests_in_memory: bool,
     /// Items preloaded.
     pub items: usize,
     /// Items delivered (duplicates included).
@@ -100,8 +103,12 @@ async fn drain(
         queue.push_batch(chunk).await.map_err(|e| e.to_string())?;
     }
     let keys = QueueKeys::new(&name);
+    let config = StagingConfig {
+        requests_in_memory: !args.stored_requests,
+        ..StagingConfig::default()
+    };
     let coordinators: Vec<_> = (0..k)
-        .map(|_| Coordinator::new(store.clone(), StagingConfig::default()))
+        .map(|_| Coordinator::new(store.clone(), config.clone()))
         .collect();
     let delivered = Arc::new(AtomicUsize::new(0));
     let seen = Arc::new(Mutex::new(Vec::with_capacity(args.items)));
@@ -166,6 +173,7 @@ async fn drain(
         scenario: "coordinators",
         coordinators: k,
         workers,
+        requests_in_memory: !args.stored_requests,
         items,
         pops,
         elapsed_s,

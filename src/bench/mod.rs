@@ -134,6 +134,10 @@ pub struct BenchArgs {
     /// the first of `--workers`, per coordinator).
     #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
     pub coordinators: Vec<usize>,
+    /// The `coordinators` scenario with `requests_in_memory = false`:
+    /// every staged pop writes a stored request (for comparison).
+    #[arg(long)]
+    pub stored_requests: bool,
     /// Push+pop cycles for the tombstone scenario.
     #[arg(long, default_value_t = 1_000_000)]
     pub cycles: usize,
