@@ -21,6 +21,8 @@ fn args(url: &str, workers: Vec<usize>, modes: Vec<Mode>) -> BenchArgs {
         payload_bytes: 100,
         workers,
         modes,
+        coordinators: vec![1],
+        stored_requests: false,
         cycles: 0,
         url: Some(url.to_string()),
         token: Some(TOKEN.to_string()),

@@ -25,6 +25,7 @@
 
 mod ceiling;
 pub mod client;
+pub mod coordinators;
 pub mod due;
 mod inproc;
 mod over_http;
@@ -54,6 +55,9 @@ pub enum Scenario {
     /// `--items` queues each holding one lease or delayed item: idle CPU
     /// and lateness of redelivery and reveal.
     Due,
+    /// K coordinators (as K daemons) over one store, W waiters each,
+    /// drain one queue: throughput and each one's share.
+    Coordinators,
 }
 
 /// Which pop to measure.
@@ -126,6 +130,14 @@ pub struct BenchArgs {
     /// process; plain,longpoll,leased,leased-longpoll over HTTP).
     #[arg(long, alias = "mode", value_enum, value_delimiter = ',')]
     pub modes: Vec<Mode>,
+    /// Coordinator counts to sweep (the `coordinators` scenario; W is
+    /// the first of `--workers`, per coordinator).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
+    pub coordinators: Vec<usize>,
+    /// The `coordinators` scenario with `requests_in_memory = false`:
+    /// every staged pop writes a stored request (for comparison).
+    #[arg(long)]
+    pub stored_requests: bool,
     /// Push+pop cycles for the tombstone scenario.
     #[arg(long, default_value_t = 1_000_000)]
     pub cycles: usize,
@@ -239,6 +251,10 @@ pub async fn run(args: BenchArgs) -> Result<u8, String> {
         Scenario::Due => {
             let store = store.ok_or("the due scenario runs in process only")?;
             due::run(&store, &args).await?;
+        }
+        Scenario::Coordinators => {
+            let store = store.ok_or("the coordinators scenario runs in process only")?;
+            all_exact &= coordinators::run(&store, &args).await?;
         }
     }
     Ok(if all_exact { 0 } else { 1 })

@@ -1,0 +1,190 @@
+//! `--scenario coordinators`: K coordinators in one process over one
+//! embedded store, each with its own line and fulfiller exactly as K
+//! daemons on one cluster would run, W waiters each, draining one queue.
+//! Measures how the coordinators share the queue: throughput, commit
+//! conflicts per pop, and each coordinator's share of the items against
+//! its share of the waiters.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::BenchArgs;
+use super::report::payloads;
+use crate::coordinator::Coordinator;
+use crate::envelope::End;
+use crate::keys::{QueueKeys, QueueName};
+use crate::queue::Queue;
+use crate::staging::{StagingConfig, StagingStats};
+use crate::store::embedded::EmbeddedStore;
+
+/// One drain by K coordinators.
+#[derive(Debug, Serialize)]
+pub struct CoordinatorsResult {
+    /// `coordinators`.
+    pub scenario: &'static str,
+    /// K.
+    pub coordinators: usize,
+    /// Waiters per coordinator.
+    pub workers: usize,
+    /// Whether staged pops waited in memory lines (the default) or as
+    /// stored requests (`--stored-requests`).
+    pub requests_in_memory: bool,
+    /// Items preloaded.
+    pub items: usize,
+    /// Items delivered (duplicates included).
+    pub pops: usize,
+    /// Seconds from the first pop to the last item.
+    pub elapsed_s: f64,
+    /// Items per second over `elapsed_s`, all coordinators together.
+    pub pops_per_s: f64,
+    /// Commit conflicts (all transactions) per item.
+    pub conflicts_per_pop: f64,
+    /// Fulfillment rounds that conflicted, all coordinators, per item.
+    pub fulfill_conflicts_per_pop: f64,
+    /// Smallest (items share / waiters share) among the coordinators.
+    pub share_min: f64,
+    /// Largest (items share / waiters share) among the coordinators.
+    pub share_max: f64,
+    /// Items each coordinator delivered.
+    pub per_coordinator: Vec<usize>,
+    /// Preloaded items never delivered.
+    pub lost: usize,
+    /// Deliveries beyond the first of an item.
+    pub dup: usize,
+    /// Exactly `items` distinct items came out, each once.
+    pub exact: bool,
+}
+
+/// Runs the drain once per K in `args.coordinators`; returns whether
+/// every run was exact.
+pub async fn run(store: &EmbeddedStore, args: &BenchArgs) -> Result<bool, String> {
+    let workers = *args.workers.first().ok_or("give --workers")?;
+    let mut all_exact = true;
+    for &k in &args.coordinators {
+        let result = drain(store, args, k.max(1), workers.max(1)).await?;
+        all_exact &= result.exact;
+        if args.json {
+            println!("{}", serde_json::to_string(&result).expect("serializable"));
+        } else {
+            println!(
+                "K={:<3} W={:<4} pops={:<7} {:>9.0} pops/s  confl/pop={:.3}  share {:.2}..{:.2}  lost={} dup={}  {:?}",
+                result.coordinators,
+                result.workers,
+                result.pops,
+                result.pops_per_s,
+                result.conflicts_per_pop,
+                result.share_min,
+                result.share_max,
+                result.lost,
+                result.dup,
+                result.per_coordinator,
+            );
+        }
+    }
+    Ok(all_exact)
+}
+
+async fn drain(
+    store: &EmbeddedStore,
+    args: &BenchArgs,
+    k: usize,
+    workers: usize,
+) -> Result<CoordinatorsResult, String> {
+    let run = format!("bench-coord-{k}-{workers}-{}", rand::random::<u32>());
+    let name = QueueName::new(&run).map_err(|e| e.to_string())?;
+    let queue = Queue::new(store.clone(), name.clone());
+    let preloaded = payloads(&run, args.items, args.payload_bytes);
+    for chunk in preloaded.chunks(1_000) {
+        queue.push_batch(chunk).await.map_err(|e| e.to_string())?;
+    }
+    let keys = QueueKeys::new(&name);
+    let config = StagingConfig {
+        requests_in_memory: !args.stored_requests,
+        ..StagingConfig::default()
+    };
+    let coordinators: Vec<_> = (0..k)
+        .map(|_| Coordinator::new(store.clone(), config.clone()))
+        .collect();
+    let delivered = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::new(Mutex::new(Vec::with_capacity(args.items)));
+    let counts: Arc<Vec<AtomicUsize>> = Arc::new((0..k).map(|_| AtomicUsize::new(0)).collect());
+    let last_us = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let (_, conflicts_before, _) = store.counts();
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(args.deadline_s);
+    let wait = Duration::from_millis(args.wait_ms);
+    let items = args.items;
+    let mut tasks = Vec::with_capacity(k * workers);
+    for (index, coordinator) in coordinators.iter().enumerate() {
+        for _ in 0..workers {
+            let (coordinator, keys) = (coordinator.clone(), keys.clone());
+            let (delivered, seen, counts, last_us) = (
+                delivered.clone(),
+                seen.clone(),
+                counts.clone(),
+                last_us.clone(),
+            );
+            tasks.push(tokio::spawn(async move {
+                while delivered.load(Ordering::SeqCst) < items && Instant::now() < deadline {
+                    let popped = coordinator
+                        .pop(&keys, End::Front, wait)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    if let Some(item) = popped {
+                        seen.lock().expect("seen lock").push(item.payload);
+                        counts[index].fetch_add(1, Ordering::Relaxed);
+                        delivered.fetch_add(1, Ordering::SeqCst);
+                        last_us.fetch_max(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+                    }
+                }
+                Ok::<(), String>(())
+            }));
+        }
+    }
+    for task in tasks {
+        task.await.map_err(|e| e.to_string())??;
+    }
+    let (_, conflicts_after, _) = store.counts();
+    let mut fulfill_conflicts = 0;
+    for coordinator in &coordinators {
+        coordinator.shutdown(Duration::from_secs(5)).await;
+        fulfill_conflicts += StagingStats::get(&coordinator.stats().fulfill_conflicts);
+    }
+    let seen = std::mem::take(&mut *seen.lock().expect("seen lock"));
+    let pops = seen.len();
+    let distinct: HashSet<&Vec<u8>> = seen.iter().collect();
+    let dup = pops - distinct.len();
+    let lost = preloaded.iter().filter(|p| !distinct.contains(p)).count();
+    let per_coordinator: Vec<usize> = counts.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+    // Every coordinator has the same number of waiters, so its waiters'
+    // share is 1/K.
+    let shares: Vec<f64> = per_coordinator
+        .iter()
+        .map(|&n| n as f64 / pops.max(1) as f64 * k as f64)
+        .collect();
+    let elapsed_s = last_us.load(Ordering::Relaxed).max(1) as f64 / 1e6;
+    let per_item = |n: u64| n as f64 / items.max(1) as f64;
+    Ok(CoordinatorsResult {
+        scenario: "coordinators",
+        coordinators: k,
+        workers,
+        requests_in_memory: !args.stored_requests,
+        items,
+        pops,
+        elapsed_s,
+        pops_per_s: pops as f64 / elapsed_s,
+        conflicts_per_pop: per_item(conflicts_after - conflicts_before),
+        fulfill_conflicts_per_pop: per_item(fulfill_conflicts),
+        share_min: shares.iter().cloned().fold(f64::INFINITY, f64::min),
+        share_max: shares.iter().cloned().fold(0.0, f64::max),
+        per_coordinator,
+        lost,
+        dup,
+        exact: lost == 0 && dup == 0 && pops == items,
+    })
+}
