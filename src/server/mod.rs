@@ -67,6 +67,9 @@ pub struct AppState<S: Store> {
     pub store_health: store_watch::StoreHealth,
     /// The defaults of queue settings (from `config`).
     pub settings_defaults: crate::queue_settings::Defaults,
+    /// Queues' default leases, shared by every pop handler so a plain pop
+    /// does not read the settings key each time (bounded, short-lived).
+    pub default_leases: settings::DefaultLeases,
 }
 
 /// The most recently used queues, at most a bound of them: when full, the
@@ -341,6 +344,7 @@ pub async fn serve<S: Store>(
         config,
         known_queues: Mutex::new(KnownQueues::default()),
         store_health: store_watch::StoreHealth::default(),
+        default_leases: settings::DefaultLeases::default(),
     });
     let failure_exit = Duration::from_millis(state.config.store_failure_exit_ms);
     // Set when the daemon stops because its store failed: it then exits
