@@ -93,7 +93,15 @@ async fn priority_pops_lease_and_settle_over_http() {
     assert_eq!(stats(&client, &base).await, (2, 1));
 
     // Nacked: back under its priority, first again, delivered a second time.
-    assert_eq!(settle(&client, &base, "nack", &receipt).await, 204);
+    let nacked: serde_json::Value = client
+        .post(format!("{base}/v1/pqueues/pq/nack/{receipt}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(nacked["outcome"], "requeued", "{nacked}");
     assert_eq!(stats(&client, &base).await, (3, 0));
     let (body, receipt, count) = pop(&client, &base, 60_000).await.unwrap();
     assert_eq!((body.as_str(), count), ("one", 2));
@@ -104,7 +112,12 @@ async fn priority_pops_lease_and_settle_over_http() {
         .send()
         .await
         .unwrap();
-    assert_eq!(extended.status(), 204);
+    assert_eq!(extended.status(), 200);
+    let extended: serde_json::Value = extended.json().await.unwrap();
+    assert!(
+        extended["lease_expires_at_ms"].as_u64().unwrap() > hotq::envelope::now_ms() + 60_000,
+        "{extended}"
+    );
     assert_eq!(settle(&client, &base, "ack", &receipt).await, 204);
     assert_eq!(settle(&client, &base, "ack", &receipt).await, 404);
     assert_eq!(stats(&client, &base).await, (2, 0));

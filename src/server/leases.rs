@@ -221,24 +221,7 @@ pub async fn nack<S: Store>(
             .nack(&keys, &receipt, delay_ms)
             .await
             .map_err(|e| settle_error(e, &receipt, &keys))?;
-        let answer = match returned {
-            Returned::Requeued => NackAnswer {
-                outcome: NackOutcome::Requeued,
-                visible_at_ms: None,
-                dead_letter_queue: None,
-            },
-            Returned::Delayed { visible_at_ms } => NackAnswer {
-                outcome: NackOutcome::Delayed,
-                visible_at_ms: Some(visible_at_ms),
-                dead_letter_queue: None,
-            },
-            Returned::DeadLettered { queue } => NackAnswer {
-                outcome: NackOutcome::DeadLettered,
-                visible_at_ms: None,
-                dead_letter_queue: Some(queue.as_str().to_string()),
-            },
-        };
-        Ok(Json(answer).into_response())
+        Ok(Json(NackAnswer::from(returned)).into_response())
     }
     .await;
     operation(&queue, "nack", outcome(&result));
@@ -268,6 +251,28 @@ pub struct NackAnswer {
     /// The queue a dead-lettered item went to.
     #[schema(required = true)]
     pub dead_letter_queue: Option<String>,
+}
+
+impl From<Returned> for NackAnswer {
+    fn from(returned: Returned) -> NackAnswer {
+        match returned {
+            Returned::Requeued => NackAnswer {
+                outcome: NackOutcome::Requeued,
+                visible_at_ms: None,
+                dead_letter_queue: None,
+            },
+            Returned::Delayed { visible_at_ms } => NackAnswer {
+                outcome: NackOutcome::Delayed,
+                visible_at_ms: Some(visible_at_ms),
+                dead_letter_queue: None,
+            },
+            Returned::DeadLettered { queue } => NackAnswer {
+                outcome: NackOutcome::DeadLettered,
+                visible_at_ms: None,
+                dead_letter_queue: Some(queue.as_str().to_string()),
+            },
+        }
+    }
 }
 
 /// The answer to an extend.

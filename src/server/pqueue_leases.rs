@@ -8,6 +8,7 @@
 
 use std::sync::Arc;
 
+use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
@@ -16,7 +17,9 @@ use axum::response::{IntoResponse, Response};
 use super::AppState;
 use super::error::{ApiError, ApiPath, ErrorBody};
 use super::fifo::{check_delay_ms, check_lease_ms, outcome, queue_name};
-use super::leases::{ExtendParams, NackParams, query, receipt, settle_error};
+use super::leases::{
+    ExtendAnswer, ExtendParams, NackAnswer, NackParams, query, receipt, settle_error,
+};
 use crate::keys::{QueueKeys, QueueKind};
 use crate::metrics::operation;
 use crate::store::Store;
@@ -53,11 +56,11 @@ pub async fn ack<S: Store>(
     result
 }
 
-/// `POST /v1/pqueues/{queue}/nack/{receipt}?delay_ms=`: 204; the item
-/// returns now or after the delay (or is dead-lettered).
+/// `POST /v1/pqueues/{queue}/nack/{receipt}?delay_ms=`: 200 with where the
+/// item went, as a FIFO nack answers.
 #[utoipa::path(post, path = "/v1/pqueues/{queue}/nack/{receipt}", tag = "priority", operation_id = "pq_nack",
     params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), ("receipt" = String, Path, description = "The receipt a leased priority pop answered (32 hex digits)"), NackParams),
-    responses((status = 204, description = "Nacked: the item is back under its priority (or delayed, or dead-lettered)"),
+    responses((status = 200, description = "Where the item went: back under its priority (now or delayed), or dead-lettered", body = NackAnswer),
         (status = 400, description = "receipt_queue_mismatch: the receipt was issued by another queue", body = ErrorBody),
         (status = 404, description = "unknown_receipt: the lease is lost", body = ErrorBody),
         (status = 409, description = "lease_expired: the lease is lost", body = ErrorBody),
@@ -72,22 +75,23 @@ pub async fn nack<S: Store>(
         let keys = keys(&queue)?;
         let delay_ms = check_delay_ms(&state, query(params)?.delay_ms)?;
         let receipt = receipt(&raw)?;
-        state
+        let returned = state
             .coordinator
             .nack(&keys, &receipt, delay_ms)
             .await
             .map_err(|e| settle_error(e, &receipt, &keys))?;
-        Ok(StatusCode::NO_CONTENT.into_response())
+        Ok(Json(NackAnswer::from(returned)).into_response())
     }
     .await;
     operation(&queue, "pq_nack", outcome(&result));
     result
 }
 
-/// `POST /v1/pqueues/{queue}/extend/{receipt}?lease_ms=`: 204.
+/// `POST /v1/pqueues/{queue}/extend/{receipt}?lease_ms=`: 200
+/// `{"lease_expires_at_ms"}`, as a FIFO extend answers.
 #[utoipa::path(post, path = "/v1/pqueues/{queue}/extend/{receipt}", tag = "priority", operation_id = "pq_extend",
     params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), ("receipt" = String, Path, description = "The receipt a leased priority pop answered (32 hex digits)"), ExtendParams),
-    responses((status = 204, description = "Extended: the lease now expires lease_ms from now"),
+    responses((status = 200, description = "The lease's new expiry", body = ExtendAnswer),
         (status = 400, description = "receipt_queue_mismatch: the receipt was issued by another queue", body = ErrorBody),
         (status = 404, description = "unknown_receipt: the lease is lost", body = ErrorBody),
         (status = 409, description = "lease_expired: the lease is lost", body = ErrorBody),
@@ -105,12 +109,15 @@ pub async fn extend<S: Store>(
             .ok_or_else(|| ApiError::bad_parameter("lease_ms is required"))?;
         let lease_ms = check_lease_ms(&state, lease_ms)?;
         let receipt = receipt(&raw)?;
-        state
+        let lease_expires_at_ms = state
             .coordinator
             .extend(&keys, &receipt, lease_ms)
             .await
             .map_err(|e| settle_error(e, &receipt, &keys))?;
-        Ok(StatusCode::NO_CONTENT.into_response())
+        Ok(Json(ExtendAnswer {
+            lease_expires_at_ms,
+        })
+        .into_response())
     }
     .await;
     operation(&queue, "pq_extend", outcome(&result));
