@@ -251,8 +251,13 @@ async fn a_dead_coordinators_requests_and_results_are_returned_by_the_others() {
 const SMALL_POPS: usize = 20;
 const BIG_WAITERS: usize = 256;
 /// The big coordinator's committed rounds allowed while the small one's
-/// single waiter waits for one item.
-const ROUNDS_BOUND: u64 = 8;
+/// single waiter waits for one item. Generous: without the second level
+/// of staging nothing orders the two fulfillers, and a pop that begins
+/// while the big one is mid-burst saw 9 (in CI; most see 0). Starvation
+/// would show as far more: the queue holds 160 of the big one's rounds.
+const ROUNDS_BOUND: u64 = 32;
+/// Items preloaded: 8 full rounds of the big coordinator per small pop.
+const LOPSIDED_ITEMS: usize = BIG_WAITERS * 8 * SMALL_POPS;
 
 /// A coordinator with 1 waiter beside one with 256 on a queue that never
 /// runs dry: each of the small one's pops is served within
@@ -265,7 +270,7 @@ async fn one_waiter_is_not_starved_by_two_hundred_and_fifty_six() {
     let queue = Queue::new(store.clone(), name.clone());
     // Enough that the big coordinator cannot empty it before the small
     // one's pops are done unless the small one is starved.
-    let items = (BIG_WAITERS * ROUNDS_BOUND as usize) * SMALL_POPS;
+    let items = LOPSIDED_ITEMS;
     let payloads: Vec<String> = (0..items).map(|n| format!("item-{n}")).collect();
     for chunk in payloads.chunks(1_000) {
         queue.push_batch(chunk).await.unwrap();
