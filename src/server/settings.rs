@@ -92,9 +92,11 @@ pub async fn put<S: Store>(
                 )
             })?;
         let keys = QueueKeys::new(&name);
-        let updated = update(&state.store, &keys, &change, &state.settings_defaults).await?;
-        // Read afresh on this daemon's next pop, whatever the outcome.
+        let updated = update(&state.store, &keys, &change, &state.settings_defaults).await;
+        // Read afresh on this daemon's next pop, whatever the outcome (an
+        // error may still have committed).
         state.default_leases.forget(&name);
+        let updated = updated?;
         match updated {
             Ok(stored) => Ok(answer(&state, &name, &stored)),
             Err(invalid) => Err(ApiError::new(
@@ -122,8 +124,9 @@ const DEFAULT_LEASE_CACHE_MAX: usize = 10_000;
 /// [`DEFAULT_LEASE_CACHE_MS`] per queue.
 #[derive(Debug, Default)]
 pub struct DefaultLeases {
-    /// Queue → (default lease in ms, when it was read).
-    entries: Mutex<HashMap<QueueName, (u64, Instant)>>,
+    /// Queue → (default lease in ms, or `None` once forgotten; when it
+    /// was read or forgotten).
+    entries: Mutex<HashMap<QueueName, (Option<u64>, Instant)>>,
 }
 
 impl DefaultLeases {
@@ -131,23 +134,31 @@ impl DefaultLeases {
         let entries = self.entries.lock().expect("default leases lock");
         let (lease_ms, read_at) = entries.get(name)?;
         let fresh = read_at.elapsed() < Duration::from_millis(DEFAULT_LEASE_CACHE_MS);
-        fresh.then_some(*lease_ms)
+        if fresh { *lease_ms } else { None }
     }
 
     fn remember(&self, name: &QueueName, lease_ms: u64, read_at: Instant) {
         let mut entries = self.entries.lock().expect("default leases lock");
+        // A read that began before a change through this daemon (or before
+        // a newer read) must not put its older value back.
+        if let Some((_, newer)) = entries.get(name)
+            && *newer >= read_at
+        {
+            return;
+        }
         if entries.len() >= DEFAULT_LEASE_CACHE_MAX && !entries.contains_key(name) {
             entries.clear();
         }
-        entries.insert(name.clone(), (lease_ms, read_at));
+        entries.insert(name.clone(), (Some(lease_ms), read_at));
     }
 
     /// The queue's settings changed through this daemon.
     pub fn forget(&self, name: &QueueName) {
+        // Kept as a mark, so a read already under way is not remembered.
         self.entries
             .lock()
             .expect("default leases lock")
-            .remove(name);
+            .insert(name.clone(), (None, Instant::now()));
     }
 }
 
@@ -172,4 +183,26 @@ pub async fn default_lease_ms<S: Store>(
         .default_leases
         .remember(keys.name(), lease_ms, read_at);
     Ok(lease_ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_begun_before_a_change_is_not_remembered_after_it() {
+        let leases = DefaultLeases::default();
+        let name = QueueName::new("jobs").unwrap();
+        let read_at = Instant::now();
+        leases.remember(&name, 0, read_at);
+        assert_eq!(leases.fresh(&name), Some(0));
+        // A second pop began reading, then the settings changed here.
+        let second_read_at = Instant::now();
+        leases.forget(&name);
+        assert_eq!(leases.fresh(&name), None, "a change is read afresh");
+        leases.remember(&name, 0, second_read_at);
+        assert_eq!(leases.fresh(&name), None, "the older read is not put back");
+        leases.remember(&name, 30_000, Instant::now());
+        assert_eq!(leases.fresh(&name), Some(30_000));
+    }
 }

@@ -341,7 +341,8 @@ impl EmptyRanges {
 
     /// Merges the deferred records every live reader is now past (`horizon`
     /// is the oldest live read version) with their neighbours. Bounded by
-    /// [`DEFERRED_MAX`] records, each a short walk.
+    /// [`DEFERRED_MAX`] records, each a walk over the stretches now inside
+    /// its range (more if pushes split it since).
     pub(crate) fn merge_deferred(&mut self, horizon: u64) {
         while let Some((_, _, since)) = self.deferred.front() {
             if *since > horizon {
