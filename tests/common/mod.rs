@@ -3,6 +3,7 @@
 
 pub mod conformance;
 pub mod daemon;
+pub mod exposition;
 pub mod process;
 pub mod prom;
 
