@@ -16,7 +16,7 @@ use super::AppState;
 use super::error::{ApiError, ApiPath, ErrorBody};
 use super::fifo::{body_bytes, check_delay_ms, check_lease_ms, outcome, queue_name};
 use super::items::{AckBatchAnswer, AckResult, RedriveAnswer};
-use crate::keys::QueueKeys;
+use crate::keys::{QueueKeys, QueueKind};
 use crate::lease::redrive::{REDRIVE_BATCH_MAX, redrive as redrive_items};
 use crate::lease::settle::Returned;
 use crate::lease::settler::{SettleOp, Settled};
@@ -89,9 +89,21 @@ pub async fn ack<S: Store>(
     State(state): State<Arc<AppState<S>>>,
     ApiPath((queue, raw)): ApiPath<(String, String)>,
 ) -> Result<Response, ApiError> {
+    ack_of(&state, QueueKind::Fifo, &queue, &raw, "ack").await
+}
+
+/// An ack of receipt `raw` on `queue` of `kind`, counted as operation `op`
+/// (FIFO and priority queues settle alike).
+pub(super) async fn ack_of<S: Store>(
+    state: &AppState<S>,
+    kind: QueueKind,
+    queue: &str,
+    raw: &str,
+    op: &'static str,
+) -> Result<Response, ApiError> {
     let result = async {
-        let keys = QueueKeys::new(&queue_name(&queue)?);
-        let receipt = receipt(&raw)?;
+        let keys = QueueKeys::of_kind(kind, &queue_name(queue)?);
+        let receipt = receipt(raw)?;
         state
             .coordinator
             .ack(&keys, &receipt)
@@ -100,7 +112,7 @@ pub async fn ack<S: Store>(
         Ok(StatusCode::NO_CONTENT.into_response())
     }
     .await;
-    operation(&queue, "ack", outcome(&result));
+    operation(queue, op, outcome(&result));
     result
 }
 
@@ -212,10 +224,22 @@ pub async fn nack<S: Store>(
     ApiPath((queue, raw)): ApiPath<(String, String)>,
     params: Result<Query<NackParams>, QueryRejection>,
 ) -> Result<Response, ApiError> {
+    nack_of(&state, QueueKind::Fifo, &queue, &raw, params, "nack").await
+}
+
+/// A nack of receipt `raw` on `queue` of `kind`, counted as operation `op`.
+pub(super) async fn nack_of<S: Store>(
+    state: &AppState<S>,
+    kind: QueueKind,
+    queue: &str,
+    raw: &str,
+    params: Result<Query<NackParams>, QueryRejection>,
+    op: &'static str,
+) -> Result<Response, ApiError> {
     let result = async {
-        let keys = QueueKeys::new(&queue_name(&queue)?);
-        let delay_ms = check_delay_ms(&state, query(params)?.delay_ms)?;
-        let receipt = receipt(&raw)?;
+        let keys = QueueKeys::of_kind(kind, &queue_name(queue)?);
+        let delay_ms = check_delay_ms(state, query(params)?.delay_ms)?;
+        let receipt = receipt(raw)?;
         let returned = state
             .coordinator
             .nack(&keys, &receipt, delay_ms)
@@ -224,7 +248,7 @@ pub async fn nack<S: Store>(
         Ok(Json(NackAnswer::from(returned)).into_response())
     }
     .await;
-    operation(&queue, "nack", outcome(&result));
+    operation(queue, op, outcome(&result));
     result
 }
 
@@ -305,13 +329,25 @@ pub async fn extend<S: Store>(
     ApiPath((queue, raw)): ApiPath<(String, String)>,
     params: Result<Query<ExtendParams>, QueryRejection>,
 ) -> Result<Response, ApiError> {
+    extend_of(&state, QueueKind::Fifo, &queue, &raw, params, "extend").await
+}
+
+/// An extend of receipt `raw` on `queue` of `kind`, counted as operation `op`.
+pub(super) async fn extend_of<S: Store>(
+    state: &AppState<S>,
+    kind: QueueKind,
+    queue: &str,
+    raw: &str,
+    params: Result<Query<ExtendParams>, QueryRejection>,
+    op: &'static str,
+) -> Result<Response, ApiError> {
     let result = async {
-        let keys = QueueKeys::new(&queue_name(&queue)?);
+        let keys = QueueKeys::of_kind(kind, &queue_name(queue)?);
         let lease_ms = query(params)?
             .lease_ms
             .ok_or_else(|| ApiError::bad_parameter("lease_ms is required"))?;
-        let lease_ms = check_lease_ms(&state, lease_ms)?;
-        let receipt = receipt(&raw)?;
+        let lease_ms = check_lease_ms(state, lease_ms)?;
+        let receipt = receipt(raw)?;
         let lease_expires_at_ms = state
             .coordinator
             .extend(&keys, &receipt, lease_ms)
@@ -323,7 +359,7 @@ pub async fn extend<S: Store>(
         .into_response())
     }
     .await;
-    operation(&queue, "extend", outcome(&result));
+    operation(queue, op, outcome(&result));
     result
 }
 

@@ -8,25 +8,17 @@
 
 use std::sync::Arc;
 
-use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 
 use super::AppState;
 use super::error::{ApiError, ApiPath, ErrorBody};
-use super::fifo::{check_delay_ms, check_lease_ms, outcome, queue_name};
 use super::leases::{
-    ExtendAnswer, ExtendParams, NackAnswer, NackParams, query, receipt, settle_error,
+    ExtendAnswer, ExtendParams, NackAnswer, NackParams, ack_of, extend_of, nack_of,
 };
-use crate::keys::{QueueKeys, QueueKind};
-use crate::metrics::operation;
+use crate::keys::QueueKind;
 use crate::store::Store;
-
-fn keys(queue: &str) -> Result<QueueKeys, ApiError> {
-    Ok(QueueKeys::of_kind(QueueKind::Priority, &queue_name(queue)?))
-}
 
 /// `POST /v1/pqueues/{queue}/ack/{receipt}`: 204; the item is done.
 #[utoipa::path(post, path = "/v1/pqueues/{queue}/ack/{receipt}", tag = "priority", operation_id = "pq_ack",
@@ -41,19 +33,7 @@ pub async fn ack<S: Store>(
     State(state): State<Arc<AppState<S>>>,
     ApiPath((queue, raw)): ApiPath<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let result = async {
-        let keys = keys(&queue)?;
-        let receipt = receipt(&raw)?;
-        state
-            .coordinator
-            .ack(&keys, &receipt)
-            .await
-            .map_err(|e| settle_error(e, &receipt, &keys))?;
-        Ok(StatusCode::NO_CONTENT.into_response())
-    }
-    .await;
-    operation(&queue, "pq_ack", outcome(&result));
-    result
+    ack_of(&state, QueueKind::Priority, &queue, &raw, "pq_ack").await
 }
 
 /// `POST /v1/pqueues/{queue}/nack/{receipt}?delay_ms=`: 200 with where the
@@ -71,20 +51,7 @@ pub async fn nack<S: Store>(
     ApiPath((queue, raw)): ApiPath<(String, String)>,
     params: Result<Query<NackParams>, QueryRejection>,
 ) -> Result<Response, ApiError> {
-    let result = async {
-        let keys = keys(&queue)?;
-        let delay_ms = check_delay_ms(&state, query(params)?.delay_ms)?;
-        let receipt = receipt(&raw)?;
-        let returned = state
-            .coordinator
-            .nack(&keys, &receipt, delay_ms)
-            .await
-            .map_err(|e| settle_error(e, &receipt, &keys))?;
-        Ok(Json(NackAnswer::from(returned)).into_response())
-    }
-    .await;
-    operation(&queue, "pq_nack", outcome(&result));
-    result
+    nack_of(&state, QueueKind::Priority, &queue, &raw, params, "pq_nack").await
 }
 
 /// `POST /v1/pqueues/{queue}/extend/{receipt}?lease_ms=`: 200
@@ -102,24 +69,13 @@ pub async fn extend<S: Store>(
     ApiPath((queue, raw)): ApiPath<(String, String)>,
     params: Result<Query<ExtendParams>, QueryRejection>,
 ) -> Result<Response, ApiError> {
-    let result = async {
-        let keys = keys(&queue)?;
-        let lease_ms = query(params)?
-            .lease_ms
-            .ok_or_else(|| ApiError::bad_parameter("lease_ms is required"))?;
-        let lease_ms = check_lease_ms(&state, lease_ms)?;
-        let receipt = receipt(&raw)?;
-        let lease_expires_at_ms = state
-            .coordinator
-            .extend(&keys, &receipt, lease_ms)
-            .await
-            .map_err(|e| settle_error(e, &receipt, &keys))?;
-        Ok(Json(ExtendAnswer {
-            lease_expires_at_ms,
-        })
-        .into_response())
-    }
-    .await;
-    operation(&queue, "pq_extend", outcome(&result));
-    result
+    extend_of(
+        &state,
+        QueueKind::Priority,
+        &queue,
+        &raw,
+        params,
+        "pq_extend",
+    )
+    .await
 }
