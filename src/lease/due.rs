@@ -25,7 +25,7 @@ use crate::store::{KeyValue, RangeRead, Store, StoreError, Transaction};
 
 use super::DeliveryPolicy;
 use super::settle::{Returned, return_held};
-use round::{join_all, plan, prepare_chunk};
+use round::{Chunk, join_all, prepare_round};
 
 /// Most due entries one transaction consumes.
 pub const DUE_BATCH_MAX: usize = 256;
@@ -191,9 +191,12 @@ pub fn take_touched(max: usize) -> Vec<(QueueKind, QueueName)> {
 /// index from one snapshot read and consumes each in its own transaction,
 /// all committed at once: the store pays one fsync for the group, so the
 /// timer keeps up with what comes due instead of paying an fsync per
-/// [`DUE_BATCH_MAX`] entries. A stretch that lost a race (or found more
-/// than it planned) is read again from its start in the next round, or
-/// by the next sweep.
+/// [`DUE_BATCH_MAX`] entries. While a round commits, the next one (the
+/// stretches after it) is planned and consumed, so the store's committer
+/// and this task work at the same time rather than by turns. A stretch
+/// that lost a race (or found more than it planned) is read again from
+/// its start once the rounds under way have committed, or by the next
+/// sweep.
 pub async fn sweep<S: Store>(
     store: &S,
     policy: &DeliveryPolicy,
@@ -201,97 +204,64 @@ pub async fn sweep<S: Store>(
 ) -> Result<Sweep, QueueError> {
     let stats = stats();
     stats.sweeps.fetch_add(1, Ordering::Relaxed);
-    let mut sweep = Sweep::default();
-    let mut visited = BTreeSet::new();
-    let mut reap: BTreeMap<(QueueKind, QueueName), BTreeSet<Vec<u8>>> = BTreeMap::new();
+    let mut tally = Tally::default();
     let (mut cursor, end) = due_until(now_ms);
     let mut finished = false;
     let mut passes = 0;
     while passes < DUE_PASSES_MAX {
         let chunks_max = DUE_CHUNKS_MAX.min(DUE_PASSES_MAX - passes);
-        let (chunks, after_plan, plan_full) = plan(store, &cursor, &end, chunks_max).await?;
-        if chunks.is_empty() {
+        let Some(mut round) =
+            prepare_round(store, policy, now_ms, &cursor, &end, chunks_max).await?
+        else {
             finished = true;
             break;
-        }
-        passes += chunks.len();
-        // Every chunk is consumed before any commits, so the commits reach
-        // the store together and share its fsyncs.
-        let prepared = join_all(
-            chunks
-                .iter()
-                .map(|(begin, end)| prepare_chunk(store, policy, now_ms, begin, end)),
-        )
-        .await;
-        let mut to_commit = Vec::with_capacity(prepared.len());
-        let mut outcomes = Vec::with_capacity(prepared.len());
-        for prepared in prepared {
-            match prepared? {
-                Ok(prepared) => to_commit.push(prepared.commit(store)),
-                Err(empty) => outcomes.push(Ok(empty)),
-            }
-        }
-        outcomes.extend(join_all(to_commit.into_iter()).await);
+        };
+        // Rounds follow each other from `cursor` until the rows run out or
+        // the passes do; the earliest stretch to read again, if any, is
+        // where the next pipeline starts.
         let mut resume: Option<Vec<u8>> = None;
-        let mut failed = None;
-        for outcome in outcomes {
-            let chunk = match outcome {
-                Ok(chunk) => chunk,
-                Err(error) => {
-                    failed.get_or_insert(error);
-                    continue;
+        let drained = loop {
+            passes += round.chunks();
+            let full = round.full;
+            let follow = full && passes < DUE_PASSES_MAX;
+            let after_plan = round.after_plan.clone();
+            let chunks_max = DUE_CHUNKS_MAX.min(DUE_PASSES_MAX - passes);
+            // Biased: the commits are sent before the next round's reads
+            // run (they finish in one poll on the embedded store).
+            let (outcomes, next) = tokio::join!(biased; round.commit(store), async {
+                if follow {
+                    prepare_round(store, policy, now_ms, &after_plan, &end, chunks_max).await
+                } else {
+                    Ok(None)
                 }
-            };
-            sweep.rows_read += chunk.rows_read;
-            stats
-                .rows_read
-                .fetch_add(chunk.rows_read as u64, Ordering::Relaxed);
-            for (queue, keys) in chunk.reap {
-                if reap.len() < REAP_QUEUES_MAX || reap.contains_key(&queue) {
-                    reap.entry(queue).or_default().extend(keys);
-                }
-            }
-            if let Some(pass) = chunk.committed {
-                for (queue, count) in pass.redelivered {
-                    *sweep.redelivered.entry(queue).or_default() += count;
-                }
-                for (queue, count) in pass.dead_lettered {
-                    *sweep.dead_lettered.entry(queue).or_default() += count;
-                }
-                sweep.revealed += pass.revealed;
-                for queue in pass.queues {
-                    touch(queue.clone());
-                    visited.insert(queue);
+            });
+            tally.record(outcomes, &mut resume)?;
+            match next? {
+                Some(next) => round = next,
+                None => {
+                    cursor = after_plan;
+                    // Out of rows, not out of passes: nothing due is left
+                    // past the cursor.
+                    break follow || !full;
                 }
             }
-            if let Some(from) = chunk.resume
-                && resume.as_ref().is_none_or(|earliest| from < *earliest)
-            {
-                resume = Some(from);
-            }
-        }
-        if let Some(error) = failed {
-            return Err(error);
-        }
+        };
         // What the committed chunks consumed is gone; what they left (reap
         // appointments, malformed rows) is behind the cursor. A chunk to
         // read again pulls the cursor back to it.
-        let again = resume.is_some();
-        cursor = resume.unwrap_or(after_plan);
-        if !plan_full && !again {
-            finished = true;
-            break;
+        match resume {
+            Some(from) => cursor = from,
+            None if drained => {
+                finished = true;
+                break;
+            }
+            None => break,
         }
     }
-    visited.extend(reap.keys().cloned());
-    sweep.queues_visited = visited.len();
+    let mut sweep = tally.into_sweep();
     stats
         .queues_visited
-        .fetch_add(visited.len() as u64, Ordering::Relaxed);
-    sweep.reap_queues = reap
-        .into_iter()
-        .map(|((kind, name), keys)| (kind, name, keys.into_iter().collect()))
-        .collect();
+        .fetch_add(sweep.queues_visited as u64, Ordering::Relaxed);
     sweep.more = !finished;
     sweep.next_due_ms = if sweep.more {
         Some(now_ms)
@@ -299,6 +269,82 @@ pub async fn sweep<S: Store>(
         first_due_from(store, &cursor).await?
     };
     Ok(sweep)
+}
+
+/// What a sweep's committed chunks did, gathered round by round.
+#[derive(Default)]
+struct Tally {
+    sweep: Sweep,
+    visited: BTreeSet<(QueueKind, QueueName)>,
+    reap: BTreeMap<(QueueKind, QueueName), BTreeSet<Vec<u8>>>,
+}
+
+impl Tally {
+    /// Adds a round's chunks; lowers `resume` to the earliest chunk to
+    /// read again. A failed chunk fails the sweep (after the others of its
+    /// round are counted: they committed).
+    fn record(
+        &mut self,
+        outcomes: Vec<Result<Chunk, QueueError>>,
+        resume: &mut Option<Vec<u8>>,
+    ) -> Result<(), QueueError> {
+        let mut failed = None;
+        for outcome in outcomes {
+            match outcome {
+                Ok(chunk) => self.add(chunk, resume),
+                Err(error) => {
+                    failed.get_or_insert(error);
+                }
+            }
+        }
+        failed.map_or(Ok(()), Err)
+    }
+
+    fn add(&mut self, chunk: Chunk, resume: &mut Option<Vec<u8>>) {
+        let sweep = &mut self.sweep;
+        sweep.rows_read += chunk.rows_read;
+        stats()
+            .rows_read
+            .fetch_add(chunk.rows_read as u64, Ordering::Relaxed);
+        for (queue, keys) in chunk.reap {
+            if self.reap.len() < REAP_QUEUES_MAX || self.reap.contains_key(&queue) {
+                self.reap.entry(queue).or_default().extend(keys);
+            }
+        }
+        if let Some(pass) = chunk.committed {
+            for (queue, count) in pass.redelivered {
+                *sweep.redelivered.entry(queue).or_default() += count;
+            }
+            for (queue, count) in pass.dead_lettered {
+                *sweep.dead_lettered.entry(queue).or_default() += count;
+            }
+            sweep.revealed += pass.revealed;
+            for queue in pass.queues {
+                touch(queue.clone());
+                self.visited.insert(queue);
+            }
+        }
+        if let Some(from) = chunk.resume
+            && resume.as_ref().is_none_or(|earliest| from < *earliest)
+        {
+            *resume = Some(from);
+        }
+    }
+
+    fn into_sweep(self) -> Sweep {
+        let Tally {
+            mut sweep,
+            mut visited,
+            reap,
+        } = self;
+        visited.extend(reap.keys().cloned());
+        sweep.queues_visited = visited.len();
+        sweep.reap_queues = reap
+            .into_iter()
+            .map(|((kind, name), keys)| (kind, name, keys.into_iter().collect()))
+            .collect();
+        sweep
+    }
 }
 
 /// What one transaction of a sweep consumed.

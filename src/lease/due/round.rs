@@ -22,7 +22,7 @@ use super::{
 /// key)` of at most [`DUE_BATCH_MAX`] rows and [`DUE_BATCH_BYTES_MAX`]
 /// bytes each (at least one row). Returns them, the key after the last
 /// row planned, and whether more rows may follow it.
-pub(super) async fn plan<S: Store>(
+async fn plan<S: Store>(
     store: &S,
     begin: &[u8],
     end: &[u8],
@@ -76,6 +76,70 @@ pub(super) async fn plan<S: Store>(
     Ok((chunks, after_plan, full))
 }
 
+/// A round: its chunks consumed in their transactions, not yet committed.
+pub(super) struct Round<T> {
+    prepared: Vec<Prepared<T>>,
+    /// Chunks whose rows were gone by the time they were read.
+    empty: Vec<Chunk>,
+    /// The key after the last row planned.
+    pub(super) after_plan: Vec<u8>,
+    /// True when rows may follow `after_plan`.
+    pub(super) full: bool,
+}
+
+/// Plans a round of at most `chunks_max` chunks from `begin` and consumes
+/// each in its own transaction. `None`: nothing is due in `[begin, end)`.
+pub(super) async fn prepare_round<S: Store>(
+    store: &S,
+    policy: &DeliveryPolicy,
+    now_ms: u64,
+    begin: &[u8],
+    end: &[u8],
+    chunks_max: usize,
+) -> Result<Option<Round<S::Txn>>, QueueError> {
+    let (chunks, after_plan, full) = plan(store, begin, end, chunks_max).await?;
+    if chunks.is_empty() {
+        return Ok(None);
+    }
+    let mut round = Round {
+        prepared: Vec::with_capacity(chunks.len()),
+        empty: Vec::new(),
+        after_plan,
+        full,
+    };
+    let prepared = join_all(
+        chunks
+            .iter()
+            .map(|(begin, end)| prepare_chunk(store, policy, now_ms, begin, end)),
+    )
+    .await;
+    for prepared in prepared {
+        match prepared? {
+            Ok(prepared) => round.prepared.push(prepared),
+            Err(empty) => round.empty.push(empty),
+        }
+    }
+    Ok(Some(round))
+}
+
+impl<T: Transaction> Round<T> {
+    /// The transactions this round counts against a sweep's bound.
+    pub(super) fn chunks(&self) -> usize {
+        self.prepared.len() + self.empty.len()
+    }
+
+    /// Commits every chunk at once (they reach the store together and
+    /// share its fsyncs); each chunk's outcome, in plan order.
+    pub(super) async fn commit<S: Store<Txn = T>>(
+        self,
+        store: &S,
+    ) -> Vec<Result<Chunk, QueueError>> {
+        let mut outcomes: Vec<Result<Chunk, QueueError>> = self.empty.into_iter().map(Ok).collect();
+        outcomes.extend(join_all(self.prepared.into_iter().map(|p| p.commit(store))).await);
+        outcomes
+    }
+}
+
 /// What one chunk's transaction did.
 pub(super) struct Chunk {
     pub(super) rows_read: usize,
@@ -88,7 +152,7 @@ pub(super) struct Chunk {
 }
 
 /// A chunk consumed in its transaction, not yet committed.
-pub(super) struct Prepared<T> {
+struct Prepared<T> {
     txn: T,
     chunk: Chunk,
     pass: Pass,
@@ -102,7 +166,7 @@ pub(super) struct Prepared<T> {
 /// them at its own read version and adds read conflicts on exactly the
 /// rows it consumes, so an ack or extend of the same lease, or another
 /// timer, conflicts with it: exactly one wins. `Err`: nothing is there.
-pub(super) async fn prepare_chunk<S: Store>(
+async fn prepare_chunk<S: Store>(
     store: &S,
     policy: &DeliveryPolicy,
     now_ms: u64,
@@ -134,7 +198,7 @@ pub(super) async fn prepare_chunk<S: Store>(
 
 impl<T: Transaction> Prepared<T> {
     /// Commits the chunk; on a conflict it is to be read again.
-    pub(super) async fn commit<S: Store<Txn = T>>(self, store: &S) -> Result<Chunk, QueueError> {
+    async fn commit<S: Store<Txn = T>>(self, store: &S) -> Result<Chunk, QueueError> {
         let Prepared {
             txn,
             mut chunk,
