@@ -223,6 +223,32 @@ pub async fn blind_writes_and_atomic_adds<S: Store>(store: S) {
     assert_eq!(decode_counter(total.as_deref()), (1..=50).sum::<i64>());
 }
 
+/// An atomic add applies to what is there when it commits, not to what its
+/// transaction could see: a set, a clear or a range clear committed since
+/// its read version counts.
+pub async fn atomic_adds_apply_to_the_value_at_commit<S: Store>(store: S) {
+    let space = Space::new();
+    let counter = space.key("counter");
+    write(&store, &[(&counter, &5i64.to_le_bytes())]).await;
+    for step in ["set", "clear", "clear_range"] {
+        // Begins while the counter holds 5 (then 10, see below).
+        let adder = store.begin().unwrap();
+        let other = store.begin().unwrap();
+        match step {
+            "set" => other.set(&counter, &100i64.to_le_bytes()).unwrap(),
+            "clear" => other.clear(&counter).unwrap(),
+            _ => other.clear_range(&space.key(""), &space.key("~")).unwrap(),
+        }
+        other.commit().await.unwrap();
+        adder.atomic_add(&counter, 1).unwrap();
+        adder.commit().await.unwrap();
+        let expected = if step == "set" { 101 } else { 1 };
+        let after = read(&store, &counter).await;
+        assert_eq!(decode_counter(after.as_deref()), expected, "after a {step}");
+        write(&store, &[(&counter, &10i64.to_le_bytes())]).await;
+    }
+}
+
 /// Concurrent `atomic_max`es all commit and leave the largest; reads in
 /// the transaction see the mutation applied.
 pub async fn atomic_max_keeps_the_largest<S: Store>(store: S) {
@@ -444,6 +470,7 @@ macro_rules! conformance_tests {
             range_read_conflict_ranges,
             point_reads_and_explicit_conflicts,
             blind_writes_and_atomic_adds,
+            atomic_adds_apply_to_the_value_at_commit,
             atomic_max_keeps_the_largest,
             read_your_writes,
             watch_fires_on_change_only,

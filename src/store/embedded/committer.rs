@@ -15,6 +15,7 @@ use std::time::Instant;
 use fjall::Readable;
 use tokio::sync::{mpsc, oneshot};
 
+use super::resolver::Resolver;
 use super::watches::WatchSender;
 use super::write_set::{KeyOp, WriteSet, apply_all};
 use super::{Durability, Shared};
@@ -22,6 +23,9 @@ use crate::store::StoreError;
 
 /// A transaction handed to the committer.
 pub(crate) struct CommitRequest {
+    /// What each atomic key of `writes` held at `read_version`, in the
+    /// order of `writes.ops` (read by the caller: see `atomic_bases`).
+    pub(crate) atomic_bases: Vec<Option<Vec<u8>>>,
     pub(crate) read_version: u64,
     pub(crate) began: std::time::Instant,
     pub(crate) reads: Vec<(Vec<u8>, Vec<u8>)>,
@@ -60,6 +64,8 @@ fn commit_group(shared: &Shared, mut group: Vec<CommitRequest>) {
         return;
     }
     let mut outcomes: Vec<Result<(), StoreError>> = Vec::with_capacity(group.len());
+    // Per request: which of its atomic bases are still the latest value.
+    let mut fresh: Vec<Vec<bool>> = Vec::with_capacity(group.len());
     let version = {
         let mut resolver = shared.resolver.lock().expect("resolver lock");
         let version = resolver.last_version + 1;
@@ -75,6 +81,9 @@ fn commit_group(shared: &Shared, mut group: Vec<CommitRequest>) {
             } else if resolver.intersects_since(request.read_version, &request.reads) {
                 Err(StoreError::Conflict)
             } else {
+                // Checked before this request's own writes are recorded, and
+                // after those of the group's earlier requests.
+                fresh.push(fresh_bases(&resolver, request));
                 // Later requests in this group read below `version`, so they
                 // conflict with these writes exactly as with a committed batch.
                 resolver.record_writes(version, &request.writes);
@@ -93,7 +102,8 @@ fn commit_group(shared: &Shared, mut group: Vec<CommitRequest>) {
         .iter()
         .zip(&outcomes)
         .filter(|(request, outcome)| outcome.is_ok() && !request.writes.is_empty())
-        .map(|(request, _)| &request.writes);
+        .zip(&fresh)
+        .map(|((request, _), fresh)| (request, fresh.as_slice()));
     let written = match version {
         Some(version) => write_group(shared, version, accepted),
         None => Ok(BTreeMap::new()),
@@ -186,7 +196,7 @@ fn prune(shared: &Shared) {
 fn write_group<'a>(
     shared: &Shared,
     version: u64,
-    accepted: impl Iterator<Item = &'a WriteSet>,
+    accepted: impl Iterator<Item = (&'a CommitRequest, &'a [bool])>,
 ) -> Result<BTreeMap<Vec<u8>, Option<Vec<u8>>>, StoreError> {
     let values = final_values(shared, accepted);
     let written = values.and_then(|values| {
@@ -230,12 +240,33 @@ fn write_group<'a>(
 
 /// The value every key written by the accepted requests ends up with, in
 /// request order (atomic adds apply to the latest committed value).
+/// Which atomic bases of `request` no commit since its read version has
+/// written (those are the latest values: no need to read them again).
+fn fresh_bases(resolver: &Resolver, request: &CommitRequest) -> Vec<bool> {
+    let atomic_keys = request
+        .writes
+        .ops
+        .iter()
+        .filter(|(_, op)| matches!(op, KeyOp::Atomic(_)));
+    let fresh: Vec<bool> = atomic_keys
+        .map(|(key, _)| !resolver.key_written_since(request.read_version, key))
+        .collect();
+    assert_eq!(
+        fresh.len(),
+        request.atomic_bases.len(),
+        "one base per atomic key"
+    );
+    fresh
+}
+
 fn final_values<'a>(
     shared: &Shared,
-    accepted: impl Iterator<Item = &'a WriteSet>,
+    accepted: impl Iterator<Item = (&'a CommitRequest, &'a [bool])>,
 ) -> Result<BTreeMap<Vec<u8>, Option<Vec<u8>>>, StoreError> {
     let mut values: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
-    for writes in accepted {
+    for (request, fresh) in accepted {
+        let writes = &request.writes;
+        let mut bases = request.atomic_bases.iter().zip(fresh);
         for (begin, end) in &writes.cleared {
             for row in shared.data.range(begin.as_slice()..end.as_slice()) {
                 let key = row.key().map_err(|e| StoreError::Io(e.to_string()))?;
@@ -250,8 +281,10 @@ fn final_values<'a>(
                 KeyOp::Set(value) => Some(value.clone()),
                 KeyOp::Clear => None,
                 KeyOp::Atomic(mutations) => {
+                    let (read, fresh) = bases.next().expect("one base per atomic key");
                     let base = match values.get(key) {
                         Some(value) => value.clone(),
+                        None if *fresh => read.clone(),
                         None => read_latest(shared, key),
                     };
                     Some(apply_all(base.as_deref(), mutations))

@@ -116,6 +116,17 @@ impl Resolver {
         })
     }
 
+    /// True when a write at a version `>= read_version` touched `key` (a
+    /// commit of this group recorded before counts too).
+    pub(crate) fn key_written_since(&self, read_version: u64, key: &[u8]) -> bool {
+        self.points
+            .get(key)
+            .is_some_and(|point| point.written >= read_version)
+            || self.range_writes.iter().any(|(b, e, version)| {
+                *version >= read_version && b.as_slice() <= key && key < e.as_slice()
+            })
+    }
+
     /// Records an accepted commit's writes at `version` and splits the
     /// empty stretches it writes into.
     pub(crate) fn record_writes(&mut self, version: u64, writes: &WriteSet) {
