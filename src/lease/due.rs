@@ -15,7 +15,7 @@ mod round;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::envelope::{decode_held, encode_item_value};
 use crate::keys::{DueWhat, QueueKeys, QueueKind, QueueName, due_entry, due_range, due_until};
@@ -25,7 +25,7 @@ use crate::store::{KeyValue, RangeRead, Store, StoreError, Transaction};
 
 use super::DeliveryPolicy;
 use super::settle::{Returned, return_held};
-use round::{Chunk, join_all, prepare_round};
+use round::{Chunk, join_all, start_round};
 
 /// Most due entries one transaction consumes.
 pub const DUE_BATCH_MAX: usize = 256;
@@ -191,9 +191,10 @@ pub fn take_touched(max: usize) -> Vec<(QueueKind, QueueName)> {
 /// index from one snapshot read and consumes each in its own transaction,
 /// all committed at once: the store pays one fsync for the group, so the
 /// timer keeps up with what comes due instead of paying an fsync per
-/// [`DUE_BATCH_MAX`] entries. While a round commits, the next one (the
-/// stretches after it) is planned and consumed, so the store's committer
-/// and this task work at the same time rather than by turns. A stretch
+/// [`DUE_BATCH_MAX`] entries. Each chunk runs in a task of its own, and
+/// the next round (the stretches after this one) starts before this one is
+/// awaited, so the chunks' reads run on every core while the store's
+/// committer writes, rather than by turns on one task. A stretch
 /// that lost a race (or found more than it planned) is read again from
 /// its start once the rounds under way have committed, or by the next
 /// sweep.
@@ -204,6 +205,7 @@ pub async fn sweep<S: Store>(
 ) -> Result<Sweep, QueueError> {
     let stats = stats();
     stats.sweeps.fetch_add(1, Ordering::Relaxed);
+    let policy = Arc::new(policy.clone());
     let mut tally = Tally::default();
     let (mut cursor, end) = due_until(now_ms);
     let mut finished = false;
@@ -211,7 +213,7 @@ pub async fn sweep<S: Store>(
     while passes < DUE_PASSES_MAX {
         let chunks_max = DUE_CHUNKS_MAX.min(DUE_PASSES_MAX - passes);
         let Some(mut round) =
-            prepare_round(store, policy, now_ms, &cursor, &end, chunks_max).await?
+            start_round(store, &policy, now_ms, &cursor, &end, chunks_max).await?
         else {
             finished = true;
             break;
@@ -226,15 +228,13 @@ pub async fn sweep<S: Store>(
             let follow = full && passes < DUE_PASSES_MAX;
             let after_plan = round.after_plan.clone();
             let chunks_max = DUE_CHUNKS_MAX.min(DUE_PASSES_MAX - passes);
-            // Biased: the commits are sent before the next round's reads
-            // run (they finish in one poll on the embedded store).
-            let (outcomes, next) = tokio::join!(biased; round.commit(store), async {
-                if follow {
-                    prepare_round(store, policy, now_ms, &after_plan, &end, chunks_max).await
-                } else {
-                    Ok(None)
-                }
-            });
+            // The next round starts before this one is awaited.
+            let next = if follow {
+                start_round(store, &policy, now_ms, &after_plan, &end, chunks_max).await
+            } else {
+                Ok(None)
+            };
+            let outcomes = round.finish().await;
             tally.record(outcomes, &mut resume)?;
             match next? {
                 Some(next) => round = next,

@@ -5,7 +5,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::task::Poll;
+
+use tokio::task::JoinHandle;
 
 use crate::keys::{QueueKind, QueueName};
 use crate::metrics;
@@ -76,66 +79,67 @@ async fn plan<S: Store>(
     Ok((chunks, after_plan, full))
 }
 
-/// A round: its chunks consumed in their transactions, not yet committed.
-pub(super) struct Round<T> {
-    prepared: Vec<Prepared<T>>,
-    /// Chunks whose rows were gone by the time they were read.
-    empty: Vec<Chunk>,
+/// A round under way: each chunk is consumed and committed in a task of
+/// its own, so the chunks' reads (and a commit's reads of the counters it
+/// adds to) run on every core, and their commits reach the store together
+/// and share its fsyncs.
+pub(super) struct Round {
+    chunks: Vec<JoinHandle<Result<Chunk, QueueError>>>,
     /// The key after the last row planned.
     pub(super) after_plan: Vec<u8>,
     /// True when rows may follow `after_plan`.
     pub(super) full: bool,
 }
 
-/// Plans a round of at most `chunks_max` chunks from `begin` and consumes
-/// each in its own transaction. `None`: nothing is due in `[begin, end)`.
-pub(super) async fn prepare_round<S: Store>(
+/// Plans a round of at most `chunks_max` chunks from `begin` and starts
+/// them. `None`: nothing is due in `[begin, end)`.
+pub(super) async fn start_round<S: Store>(
     store: &S,
-    policy: &DeliveryPolicy,
+    policy: &Arc<DeliveryPolicy>,
     now_ms: u64,
     begin: &[u8],
     end: &[u8],
     chunks_max: usize,
-) -> Result<Option<Round<S::Txn>>, QueueError> {
+) -> Result<Option<Round>, QueueError> {
     let (chunks, after_plan, full) = plan(store, begin, end, chunks_max).await?;
     if chunks.is_empty() {
         return Ok(None);
     }
-    let mut round = Round {
-        prepared: Vec::with_capacity(chunks.len()),
-        empty: Vec::new(),
+    let chunks = chunks
+        .into_iter()
+        .map(|(begin, end)| {
+            let (store, policy) = (store.clone(), Arc::clone(policy));
+            tokio::spawn(async move {
+                match prepare_chunk(&store, &policy, now_ms, &begin, &end).await? {
+                    Ok(prepared) => prepared.commit(&store).await,
+                    Err(empty) => Ok(empty),
+                }
+            })
+        })
+        .collect();
+    Ok(Some(Round {
+        chunks,
         after_plan,
         full,
-    };
-    let prepared = join_all(
-        chunks
-            .iter()
-            .map(|(begin, end)| prepare_chunk(store, policy, now_ms, begin, end)),
-    )
-    .await;
-    for prepared in prepared {
-        match prepared? {
-            Ok(prepared) => round.prepared.push(prepared),
-            Err(empty) => round.empty.push(empty),
-        }
-    }
-    Ok(Some(round))
+    }))
 }
 
-impl<T: Transaction> Round<T> {
+impl Round {
     /// The transactions this round counts against a sweep's bound.
     pub(super) fn chunks(&self) -> usize {
-        self.prepared.len() + self.empty.len()
+        self.chunks.len()
     }
 
-    /// Commits every chunk at once (they reach the store together and
-    /// share its fsyncs); each chunk's outcome, in plan order.
-    pub(super) async fn commit<S: Store<Txn = T>>(
-        self,
-        store: &S,
-    ) -> Vec<Result<Chunk, QueueError>> {
-        let mut outcomes: Vec<Result<Chunk, QueueError>> = self.empty.into_iter().map(Ok).collect();
-        outcomes.extend(join_all(self.prepared.into_iter().map(|p| p.commit(store))).await);
+    /// Each chunk's outcome, in plan order. A chunk whose task panicked
+    /// panics here too (it is a bug, not an outcome).
+    pub(super) async fn finish(self) -> Vec<Result<Chunk, QueueError>> {
+        let mut outcomes = Vec::with_capacity(self.chunks.len());
+        for chunk in self.chunks {
+            match chunk.await {
+                Ok(outcome) => outcomes.push(outcome),
+                Err(error) => std::panic::resume_unwind(error.into_panic()),
+            }
+        }
         outcomes
     }
 }
