@@ -6,8 +6,10 @@
 //!
 //! # Why markers, not FoundationDB's automatic idempotency
 //!
-//! FoundationDB 7.3 has `automatic_idempotency` (transaction option 505,
-//! which the `foundationdb` crate exposes under feature `fdb-7_3`), and it
+//! FoundationDB 7.3 has automatic idempotency, and the `foundationdb` 0.11
+//! crate exposes it with the API version the backend selects (730, feature
+//! `fdb-7_3`): `TransactionOption::AutomaticIdempotency` per transaction,
+//! `DatabaseOption::TransactionAutomaticIdempotency` for all of them. It
 //! would do the same job inside the client. It is not used because:
 //! - the 7.3 option list itself calls it "in development and not ready for
 //!   general use", and warns that a commit that failed with
@@ -334,10 +336,11 @@ async fn check_once<S: Store>(
 
 /// Clears marker slots (of any process) last written more than
 /// `older_than_ms` ago: those of processes that are gone. Safe while
-/// other processes run: a slot in use was written moments ago, and the
-/// sweep reads each slot without snapshot, so a concurrent reuse makes it
-/// conflict and retry rather than clear a fresh marker. Returns how many
-/// it cleared. Bounded by [`SWEEP_ROUNDS_MAX`] transactions.
+/// other processes run: a marker is only ever read by its own commit's
+/// resolution, within seconds of being written, and the sweep adds a read
+/// conflict on each key it clears, so a marker rewritten meanwhile (a
+/// fence) makes the sweep retry rather than clear it. Returns how many it
+/// cleared. Bounded by [`SWEEP_ROUNDS_MAX`] transactions.
 pub async fn sweep_markers<S: Store>(store: &S, older_than_ms: u64) -> Result<usize, StoreError> {
     let (begin, end) = markers_range();
     let cutoff_ms = now_ms().saturating_sub(older_than_ms);
@@ -347,12 +350,16 @@ pub async fn sweep_markers<S: Store>(store: &S, older_than_ms: u64) -> Result<us
         let round = super::transact(store, super::RetryPolicy::default(), |txn| {
             let (from, end) = (from.clone(), end.clone());
             async move {
+                // A snapshot read, with a conflict only on what it clears:
+                // every daemon's commits write fresh markers in this range,
+                // and a conflict on the whole range would starve the sweep.
                 let rows = txn
-                    .get_range(RangeRead::new(&from, &end, SWEEP_BATCH_MAX))
+                    .get_range(RangeRead::new(&from, &end, SWEEP_BATCH_MAX).snapshot())
                     .await?;
                 let mut stale = 0;
                 for row in &rows {
                     if written_at_ms(&row.value).is_none_or(|at| at < cutoff_ms) {
+                        txn.add_read_conflict_key(&row.key)?;
                         txn.clear(&row.key)?;
                         stale += 1;
                     }
