@@ -5,6 +5,12 @@
 //! the suite itself is proven), `tests/cluster_fdb.rs` on FoundationDB when
 //! `FDB_CLUSTER_FILE` names a cluster.
 //!
+//! The cases: exactly-once with 4 coordinators × 64 waiters on one push
+//! stream (pops waiting in memory lines, and as stored requests); a dead
+//! coordinator's stored requests served and returned by the others; leases
+//! settled through any coordinator; an expired lease redelivered by a
+//! timer that was never told of it.
+//!
 //! Every case works in a queue of its own, under a fresh random name, so
 //! cases can run side by side on one cluster.
 
@@ -14,12 +20,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hotq::coordinator::Coordinator;
-use hotq::envelope::End;
+use hotq::envelope::{End, RequestValue, now_ms};
 use hotq::keys::{QueueKeys, QueueName};
 use hotq::lease::LeaseError;
 use hotq::lease::settle::Returned;
 use hotq::queue::{Item, Queue};
-use hotq::staging::StagingConfig;
+use hotq::staging::requester::register;
+use hotq::staging::{StagingConfig, StagingStats};
 use hotq::store::Store;
 
 /// Bound on every run: generous, the runs take seconds.
@@ -105,17 +112,13 @@ pub async fn coordinators_deliver_a_push_stream_exactly_once<S: Store>(
         }
     }
     let expected: Vec<String> = (0..ITEMS).map(|i| format!("item-{i:05}")).collect();
-    let deadline = tokio::time::Instant::now() + RUN_BOUND;
     for (index, batch) in expected.chunks(PUSH_BATCH).enumerate() {
         // Wait for the waiters to catch up: the stream stays steady.
         let pushed = index * PUSH_BATCH;
-        while pushed.saturating_sub(total.load(Ordering::SeqCst)) > BACKLOG_MAX {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "waiters fell behind"
-            );
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
+        super::wait_until("the backlog to drain below its bound", RUN_BOUND, || {
+            pushed.saturating_sub(total.load(Ordering::SeqCst)) <= BACKLOG_MAX
+        })
+        .await;
         queue.push_batch(batch).await.unwrap();
     }
     for waiter in waiters {
@@ -253,6 +256,96 @@ pub async fn an_expired_lease_is_redelivered_by_another_coordinators_timer<S: St
     timer.await.unwrap();
 }
 
+/// Stored requests of a coordinator that died (registered, never awaited)
+/// are served, in request order, by the live coordinators' fulfillers,
+/// and the results nobody collects are returned by their reapers, which
+/// their own waiters then take: every item delivered once, nothing left in
+/// the request or result subspaces.
+pub async fn a_dead_coordinators_requests_are_served_and_returned_by_the_others<S: Store>(
+    store: S,
+) {
+    const DEAD_REQUESTS: usize = 16;
+    const ITEMS_LEFT: usize = 200;
+    let name = fresh_queue("orphans");
+    let keys = QueueKeys::new(&name);
+    let queue = Queue::new(store.clone(), name);
+    let expected: Vec<String> = (0..ITEMS_LEFT).map(|i| format!("orphan-{i:04}")).collect();
+    queue.push_batch(&expected).await.unwrap();
+    let dead_deadline_ms = now_ms() + 3_000;
+    for _ in 0..DEAD_REQUESTS {
+        let registration = register(&store, &keys, &RequestValue::front(dead_deadline_ms))
+            .await
+            .unwrap();
+        drop(registration);
+    }
+    let config = StagingConfig {
+        result_grace_ms: 300,
+        reap_interval_ms: 100,
+        ..StagingConfig::default()
+    };
+    let live = coordinators(&store, 2, &config);
+    let reapers: Vec<_> = live.iter().map(|c| c.spawn_reaper()).collect();
+    let delivered = Arc::new(Mutex::new(Vec::<String>::new()));
+    let mut waiters = Vec::new();
+    for coordinator in &live {
+        for _ in 0..4 {
+            let (coordinator, keys, delivered) =
+                (coordinator.clone(), keys.clone(), delivered.clone());
+            waiters.push(tokio::spawn(async move {
+                let deadline = tokio::time::Instant::now() + RUN_BOUND;
+                while delivered.lock().unwrap().len() < ITEMS_LEFT {
+                    assert!(
+                        tokio::time::Instant::now() < deadline,
+                        "run exceeded {RUN_BOUND:?}"
+                    );
+                    if let Some(item) = coordinator.pop(&keys, End::Front, POP_WAIT).await.unwrap()
+                    {
+                        delivered
+                            .lock()
+                            .unwrap()
+                            .push(String::from_utf8(item.payload).unwrap());
+                    }
+                }
+            }));
+        }
+    }
+    for waiter in waiters {
+        waiter.await.unwrap();
+    }
+    let delivered = std::mem::take(&mut *delivered.lock().unwrap());
+    let distinct: HashSet<&String> = delivered.iter().collect();
+    assert_eq!(
+        distinct.len(),
+        delivered.len(),
+        "an item was delivered twice"
+    );
+    assert!(
+        expected.iter().all(|p| distinct.contains(p)),
+        "an item was lost"
+    );
+    let reaped: u64 = live
+        .iter()
+        .map(|c| StagingStats::get(&c.stats().results_reaped))
+        .sum();
+    assert_eq!(
+        reaped, DEAD_REQUESTS as u64,
+        "each dead request's result returned once"
+    );
+    super::eventually("requests and results are empty", RUN_BOUND, || async {
+        scan_is_empty(&store, keys.requests_range()).await
+            && scan_is_empty(&store, keys.results_range()).await
+    })
+    .await;
+    shut_down(&live).await;
+    for reaper in reapers {
+        reaper.await.unwrap();
+    }
+}
+
+async fn scan_is_empty<S: Store>(store: &S, range: (Vec<u8>, Vec<u8>)) -> bool {
+    super::scan(store, range).await.is_empty()
+}
+
 /// The suite as tests: `$store` is an expression of type `Option<S>`;
 /// `None` means the backend is not available and every test says so.
 #[macro_export]
@@ -267,6 +360,9 @@ macro_rules! cluster_suite_tests {
         $crate::cluster_suite_tests!(@case $skip, $store;
             leases_settle_through_any_coordinator
                 => leases_settle_through_any_coordinator());
+        $crate::cluster_suite_tests!(@case $skip, $store;
+            dead_coordinators_requests_are_served_and_returned_by_the_others
+                => a_dead_coordinators_requests_are_served_and_returned_by_the_others());
         $crate::cluster_suite_tests!(@case $skip, $store;
             expired_lease_is_redelivered_by_another_coordinator
                 => an_expired_lease_is_redelivered_by_another_coordinators_timer());
