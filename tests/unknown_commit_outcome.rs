@@ -330,3 +330,17 @@ async fn markers_add_no_conflict_between_unrelated_commits() {
     }
     assert_eq!(marked.slots_minted(), 1);
 }
+
+#[tokio::test]
+async fn an_outcome_no_check_can_learn_is_reported_unknown() {
+    // The commit's outcome is unknown and the check fails for good (here:
+    // its fence commit is refused as too large): the caller must hear
+    // "maybe committed", never a plain failure it could take as "not applied".
+    let (queue, faulty, _) = queue("unresolvable");
+    faulty.inject(Fault::NotApplied(1021));
+    faulty.inject(Fault::NotApplied(2101));
+    assert_eq!(
+        queue.push(b"unknown").await.unwrap_err(),
+        QueueError::Store(StoreError::MaybeCommitted)
+    );
+}

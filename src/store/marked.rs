@@ -284,8 +284,9 @@ impl<S: Store> Transaction for MarkedTxn<S> {
 
 /// Decides whether the commit that wrote `nonce` to `marker` applied:
 /// `Ok(())` if it did, [`StoreError::Conflict`] if it did not (and, fenced,
-/// never will). Only when no check could run in [`RESOLVE_ATTEMPTS_MAX`]
-/// attempts is `unknown` (the commit's own error) returned.
+/// never will). When no check succeeds in [`RESOLVE_ATTEMPTS_MAX`]
+/// attempts, or one fails for good, the outcome stays unknown:
+/// [`StoreError::MaybeCommitted`].
 pub async fn resolve<S: Store>(
     store: &S,
     marker: &[u8],
@@ -300,12 +301,17 @@ pub async fn resolve<S: Store>(
             tokio::time::sleep(Duration::from_micros(pause_us)).await;
         }
         match check_once(store, marker, nonce).await {
-            Ok(applied) if applied => return Ok(()),
-            Ok(_) => return Err(StoreError::Conflict),
-            // Any failure of the check (a conflict with our own late commit
-            // included) leaves the question open: ask again.
+            Ok(true) => return Ok(()),
+            Ok(false) => return Err(StoreError::Conflict),
+            // A failed check (a conflict with our own late commit included)
+            // leaves the question open: ask again.
             Err(error) if error.is_retryable() => last = error,
-            Err(error) => return Err(error),
+            // Asking again cannot help; the outcome stays unknown, and must
+            // be reported so, never as a plain failure.
+            Err(error) => {
+                last = error;
+                break;
+            }
         }
     }
     tracing::error!(
