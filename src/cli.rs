@@ -456,7 +456,7 @@ async fn serve(args: ServeArgs) -> Result<u8, String> {
         }
         #[cfg(feature = "fdb")]
         Backend::Fdb => {
-            let store = crate::store::fdb::FdbStore::open(config.fdb_cluster_file.as_deref())
+            let store = crate::store::fdb::open_for_daemon(config.fdb_cluster_file.as_deref())
                 .map_err(|e| format!("opening the FoundationDB cluster: {e}"))?;
             crate::server::serve(store, config, api, Some(metrics), shutdown).await
         }

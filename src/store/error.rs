@@ -98,13 +98,20 @@ impl StoreError {
         }
     }
 
-    /// True when running the whole transaction again can succeed: conflicts,
-    /// too-old, maybe-committed (for idempotent bodies) and FoundationDB's
-    /// transient cluster codes.
+    /// What running the transaction again would mean, by FoundationDB code
+    /// (see [`classify`]).
+    pub fn class(&self) -> ErrorClass {
+        classify(self.code())
+    }
+
+    /// True when running the whole transaction again can succeed: nothing
+    /// was written ([`ErrorClass::NotCommitted`]), or the outcome is
+    /// unknown ([`ErrorClass::UnknownOutcome`], only for idempotent bodies
+    /// or once a marker has resolved it).
     pub fn is_retryable(&self) -> bool {
         matches!(
-            self.code(),
-            1007 | 1020 | 1021 | 1009 | 1037 | 1038 | 1039 | 1213 | 1040 | 1042 | 1051
+            self.class(),
+            ErrorClass::NotCommitted | ErrorClass::UnknownOutcome
         )
     }
 
@@ -114,9 +121,59 @@ impl StoreError {
         matches!(self, StoreError::Unavailable(_))
     }
 
-    /// True when the commit may have been applied although it reported failure.
+    /// True when the commit may have been applied although it reported
+    /// failure ([`ErrorClass::UnknownOutcome`]).
     pub fn is_maybe_committed(&self) -> bool {
-        self.code() == 1021
+        self.class() == ErrorClass::UnknownOutcome
+    }
+}
+
+/// What a failed transaction means for the caller, decided by its
+/// FoundationDB error code alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// Nothing was written and running the transaction again can succeed:
+    /// conflicts, too-old, and the cluster's transient pushback.
+    NotCommitted,
+    /// The commit may have been applied, or may still apply: running it
+    /// again can do its work twice. Resolve it first (see
+    /// [`crate::store::marked`]) or retry only idempotent bodies.
+    UnknownOutcome,
+    /// Retrying cannot help: invalid arguments, limits, a failed store.
+    Permanent,
+}
+
+/// FoundationDB's `commit_unknown_result`.
+pub const COMMIT_UNKNOWN_RESULT: i32 = 1021;
+/// FoundationDB's `cluster_version_changed`: with the multi-version client,
+/// a commit in flight during an upgrade may have applied.
+pub const CLUSTER_VERSION_CHANGED: i32 = 1039;
+/// FoundationDB's `transaction_timed_out`: raised during a commit, that
+/// commit may have applied or may still apply.
+pub const TRANSACTION_TIMED_OUT: i32 = 1031;
+
+/// Classifies a FoundationDB error code.
+///
+/// Mirrors the client library's `fdb_error_predicate` for API 7.3 (its
+/// `MAYBE_COMMITTED` and `RETRYABLE_NOT_COMMITTED` sets), so the embedded
+/// backend, which has no client library, classifies exactly as a cluster
+/// would, and tests can check it as a pure function. One deliberate
+/// difference: `transaction_timed_out` (1031) is an unknown outcome here,
+/// not a permanent error, because a commit that timed out may still apply
+/// (FoundationDB's own documentation of automatic idempotency warns of
+/// it); treating it as permanent would report a pop that took an item as
+/// failed.
+pub fn classify(code: i32) -> ErrorClass {
+    match code {
+        COMMIT_UNKNOWN_RESULT | CLUSTER_VERSION_CHANGED | TRANSACTION_TIMED_OUT => {
+            ErrorClass::UnknownOutcome
+        }
+        // transaction_too_old, future_version, not_committed,
+        // process_behind, database_locked,
+        // commit_proxy_memory_limit_exceeded, batch_transaction_throttled,
+        // grv_proxy_memory_limit_exceeded, tag_throttled.
+        1007 | 1009 | 1020 | 1037 | 1038 | 1042 | 1051 | 1078 | 1213 => ErrorClass::NotCommitted,
+        _ => ErrorClass::Permanent,
     }
 }
 
@@ -143,3 +200,66 @@ impl fmt::Display for StoreError {
 }
 
 impl std::error::Error for StoreError {}
+
+#[cfg(test)]
+mod tests {
+    use super::{ErrorClass, StoreError, classify};
+
+    #[test]
+    fn codes_classify_as_the_client_library_does() {
+        for code in [1007, 1009, 1020, 1037, 1038, 1042, 1051, 1078, 1213] {
+            assert_eq!(classify(code), ErrorClass::NotCommitted, "code {code}");
+        }
+        for code in [1021, 1039, 1031] {
+            assert_eq!(classify(code), ErrorClass::UnknownOutcome, "code {code}");
+        }
+        // transaction_cancelled, too_many_watches, external_client_already_loaded,
+        // operation_cancelled, io_error, the size limits, used_during_commit,
+        // invalid_option_value, unknown_error, success.
+        for code in [
+            1025, 1032, 1040, 1101, 1510, 2101, 2102, 2103, 2017, 2006, 4000, 0,
+        ] {
+            assert_eq!(classify(code), ErrorClass::Permanent, "code {code}");
+        }
+    }
+
+    #[test]
+    fn every_variant_keeps_its_class_through_its_code() {
+        let cases = [
+            (StoreError::Conflict, ErrorClass::NotCommitted),
+            (StoreError::TooOld, ErrorClass::NotCommitted),
+            (StoreError::MaybeCommitted, ErrorClass::UnknownOutcome),
+            (StoreError::TransactionTooLarge, ErrorClass::Permanent),
+            (StoreError::TooManyWatches, ErrorClass::Permanent),
+            (StoreError::Cancelled, ErrorClass::Permanent),
+            (StoreError::Io("disk".into()), ErrorClass::Permanent),
+            (
+                StoreError::Unavailable("gone".into()),
+                ErrorClass::Permanent,
+            ),
+        ];
+        for (error, class) in cases {
+            assert_eq!(error.class(), class, "{error}");
+            let again = StoreError::from_code(error.code(), "again");
+            assert_eq!(again.class(), class, "{error} through its code");
+        }
+    }
+
+    #[test]
+    fn an_unknown_outcome_is_retryable_and_maybe_committed_and_nothing_else_is_both() {
+        for code in 0..5000 {
+            let error = StoreError::from_code(code, "");
+            assert_eq!(
+                error.is_maybe_committed(),
+                classify(code) == ErrorClass::UnknownOutcome
+            );
+            assert_eq!(
+                error.is_retryable(),
+                classify(code) != ErrorClass::Permanent,
+                "code {code}"
+            );
+        }
+        let version_changed = StoreError::from_code(1039, "cluster_version_changed");
+        assert!(version_changed.is_maybe_committed() && version_changed.is_retryable());
+    }
+}

@@ -8,6 +8,14 @@
 //!
 //! The client network is booted once per process by the first
 //! [`FdbStore::open`] and is never stopped (see [`FdbStore::open`]).
+//!
+//! [`FdbStore`] reports `commit_unknown_result` (1021) as FoundationDB does,
+//! as [`StoreError::MaybeCommitted`]. The daemon runs it behind
+//! [`Marked`] ([`open_for_daemon`]), which resolves every such outcome
+//! with a marker key, so that a pop or push never loses or duplicates an
+//! item because a proxy failed mid-commit; see [`super::marked`] for the
+//! mechanism and for why FoundationDB 7.3's automatic idempotency is not
+//! used instead.
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,7 +27,10 @@ use foundationdb::{
     Database, FdbBindingError, FdbError, KeySelector, RangeOption, TransactionCommitError,
 };
 
-use super::{KeyValue, RangeRead, Store, StoreError, Transaction, Watch, check_key, check_value};
+use super::marked::{Marked, sweep_markers};
+use super::{
+    ErrorClass, KeyValue, RangeRead, Store, StoreError, Transaction, Watch, check_key, check_value,
+};
 
 /// The environment variable naming the cluster file, as `fdbcli` and the
 /// client library read it.
@@ -38,6 +49,33 @@ pub fn cluster_file_from_env() -> Option<String> {
     std::env::var(CLUSTER_FILE_ENV)
         .ok()
         .filter(|path| !path.is_empty())
+}
+
+/// Marker slots unwritten for this long belong to daemons that are gone:
+/// a slot in use is rewritten by every commit it serves, and its owner
+/// reads it within seconds of writing it.
+pub const MARKER_SWEEP_AGE_MS: u64 = 3_600_000;
+
+/// The store the daemon serves from on a cluster: [`FdbStore`] behind
+/// [`Marked`], so no writing commit's outcome stays unknown. Also starts,
+/// when called inside a Tokio runtime, one background sweep of the marker
+/// slots that daemons gone for over [`MARKER_SWEEP_AGE_MS`] left behind.
+///
+/// # Errors
+///
+/// As [`FdbStore::open`].
+pub fn open_for_daemon(cluster_file: Option<&str>) -> Result<Marked<FdbStore>, StoreError> {
+    let store = FdbStore::open(cluster_file)?;
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        let sweep = store.clone();
+        runtime.spawn(async move {
+            match sweep_markers(&sweep, MARKER_SWEEP_AGE_MS).await {
+                Ok(cleared) => tracing::info!(cleared, "swept stale commit markers"),
+                Err(error) => tracing::warn!(%error, "could not sweep stale commit markers"),
+            }
+        });
+    }
+    Ok(Marked::new(store))
 }
 
 /// The client network, booted at most once per process.
@@ -211,9 +249,10 @@ impl FdbTransaction {
 /// uncommitted; both mean "the transaction did not commit", which the
 /// contract reports as [`StoreError::Cancelled`].
 fn watch_error(error: FdbError, committed: &AtomicBool) -> StoreError {
-    match error.code() {
+    let code = error.code();
+    match code {
         1032 => StoreError::TooManyWatches,
-        1021 => StoreError::MaybeCommitted,
+        _ if super::classify(code) == ErrorClass::UnknownOutcome => StoreError::MaybeCommitted,
         TRANSACTION_CANCELLED => StoreError::Cancelled,
         _ if !committed.load(Ordering::Acquire) => StoreError::Cancelled,
         _ => fdb_error(error),

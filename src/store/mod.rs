@@ -9,7 +9,8 @@
 //!
 //! Backends:
 //! - [`embedded`]: fjall plus an in-process resolver (the default).
-//! - `fdb` (feature `fdb`): a FoundationDB cluster through the `foundationdb` crate.
+//! - `fdb` (feature `fdb`): a FoundationDB cluster through the `foundationdb` crate,
+//!   run behind [`marked::Marked`] so no commit's outcome stays unknown.
 
 mod error;
 mod retry;
@@ -17,12 +18,13 @@ mod retry;
 pub mod embedded;
 #[cfg(feature = "fdb")]
 pub mod fdb;
+pub mod marked;
 
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-pub use error::StoreError;
+pub use error::{ErrorClass, StoreError, classify};
 pub use retry::{RetryPolicy, transact};
 
 /// Longest key a store accepts, in bytes (FoundationDB's limit).

@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod cluster_suite;
 pub mod conformance;
 pub mod daemon;
 pub mod exposition;
