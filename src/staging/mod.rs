@@ -30,11 +30,14 @@
 //! read-conflict on it, so two transactions can never both consume it;
 //! whichever loses conflicts and re-reads.
 
+pub mod counted;
 pub mod direct;
 pub mod fulfill;
 pub mod fulfiller;
 pub mod handoff;
 pub mod line;
+pub mod marker;
+pub mod pool;
 pub mod pop;
 pub mod pops;
 pub mod reap;
@@ -128,6 +131,14 @@ pub struct StagingStats {
     pub local_hand_offs: AtomicU64,
     /// Local hand-offs whose requester had gone: item put back.
     pub local_hand_offs_unclaimed: AtomicU64,
+    /// Pops this process's line asked for in the store (counted
+    /// requests added, see [`counted`]).
+    pub line_pops_asked: AtomicU64,
+    /// Items this process's fulfillers wrote as results of other
+    /// processes' counted requests.
+    pub line_results_written: AtomicU64,
+    /// Results of this process's counted requests collected.
+    pub line_results_collected: AtomicU64,
 }
 
 impl StagingStats {
