@@ -191,3 +191,57 @@ async fn a_leased_counted_request_is_leased_in_the_serving_commit() {
     assert_eq!(queue.len().await.unwrap(), 0);
     a.shutdown(Duration::from_secs(5)).await;
 }
+
+/// Another process's request stands in the store ahead (a plain request
+/// nobody serves: the queue is empty): coordinator B's pops, unserved,
+/// join it there as counted requests (one per round that found new pops
+/// waiting, each at the back). When B shuts down its
+/// line leaves the store: the counted request is cleared and `waiting`
+/// lowered by its count, the other process's request left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_behind_another_processs_request_stands_in_the_store_until_it_stops() {
+    let (store, _dir) = common::embedded_store(Durability::Buffered);
+    let keys = QueueKeys::new(&QueueName::new("behind").unwrap());
+    let deadline_ms = now_ms() + BOUND.as_millis() as u64;
+    hotq::staging::requester::register(&store, &keys, &RequestValue::front(deadline_ms))
+        .await
+        .unwrap();
+    let b = Coordinator::new(store.clone(), StagingConfig::default());
+    let pops: Vec<_> = (0..2)
+        .map(|_| {
+            let (b, keys) = (b.clone(), keys.clone());
+            tokio::spawn(async move { b.pop(&keys, End::Front, BOUND).await })
+        })
+        .collect();
+    let counted_pops = || async {
+        common::scan(&store, keys.requests_range())
+            .await
+            .iter()
+            .filter(|row| row.value.first() == Some(&2))
+            .map(|row| hotq::envelope::decode_counted_request(&row.value).unwrap().1)
+            .sum::<u32>()
+    };
+    common::eventually("B's two pops to stand in the store", BOUND, || async {
+        counted_pops().await == 2
+    })
+    .await;
+    let plain = |rows: Vec<hotq::store::KeyValue>| {
+        rows.iter()
+            .filter(|row| row.value.first() == Some(&1))
+            .count()
+    };
+    assert_eq!(
+        plain(common::scan(&store, keys.requests_range()).await),
+        1,
+        "the other process's request is still first in line"
+    );
+    assert_eq!(waiting(&store, &keys).await, 3);
+    b.shutdown(Duration::from_secs(5)).await;
+    for pop in pops {
+        assert!(pop.await.unwrap().unwrap().is_none(), "nothing was pushed");
+    }
+    assert_eq!(counted_pops().await, 0, "B's line left the store");
+    let rows = common::scan(&store, keys.requests_range()).await;
+    assert_eq!((rows.len(), plain(rows)), (1, 1));
+    assert_eq!(waiting(&store, &keys).await, 1);
+}

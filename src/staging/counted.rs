@@ -26,6 +26,13 @@
 //! conflicts. New pops join at the back with a new request: a line never
 //! keeps its place by raising an old request, so lines take turns.
 //!
+//! A round that collects results takes no items, so collecting never
+//! conflicts with another process's round (only with a reaper returning a
+//! result): results reach their pops at once however hard the head is
+//! contended. A line whose fulfiller stops at shutdown withdraws its
+//! requests and gives back its results ([`withdraw_line`]); one that dies
+//! leaves them to expire and to the reaper, as plain requests do.
+//!
 //! The `waiting` counter counts pops: a counted request adds its count.
 
 use crate::envelope::{
@@ -34,8 +41,8 @@ use crate::envelope::{
 use crate::keys::QueueKeys;
 use crate::queue::{Item, QueueError};
 use crate::staging::line::{MemoryRequest, Waiting};
-use crate::staging::requester::item_of_result;
-use crate::store::{RangeRead, Store, StoreError, Transaction, decode_mark};
+use crate::staging::requester::{item_of_result, restore_in};
+use crate::store::{RangeRead, RetryPolicy, Store, StoreError, Transaction, decode_mark, transact};
 
 /// Bytes of a line id (one per process's pop protocol).
 pub const LINE_ID_LEN: usize = 16;
@@ -402,6 +409,69 @@ pub async fn collect_in<T: Transaction>(
         }
     }
     Ok(collected)
+}
+
+/// When line `line`'s fulfiller of queue `keys` stops (shutdown, or idle
+/// with no pop waiting): clears the line's counted requests (`waiting`
+/// lowered by their counts) and returns the results nobody here will
+/// collect (those of `collect` and of the requests found) to their keys,
+/// in one transaction, so other daemons neither serve a line that is gone
+/// nor leave its items to the reaper. Reads bounded by `batch_max` per
+/// range; what a bound leaves, the reaper returns.
+pub async fn withdraw_line<S: Store>(
+    store: &S,
+    keys: &QueueKeys,
+    line: &[u8],
+    collect: &[Vec<u8>],
+    batch_max: usize,
+) -> Result<(), QueueError> {
+    let batch = batch_max.max(1);
+    transact(store, RetryPolicy::default(), |txn| async move {
+        let (begin, end) = keys.requests_range();
+        let rows = txn
+            .get_range(RangeRead::new(&begin, &end, batch).snapshot())
+            .await?;
+        let mut requesters = collect.to_vec();
+        for row in rows {
+            let Some((_, requester)) = keys.request_parts(&row.key) else {
+                continue;
+            };
+            let Some((request, count)) = decode_counted_request(&row.value) else {
+                continue;
+            };
+            if !is_own(line, &requester) {
+                continue;
+            }
+            if !requesters.contains(&requester) {
+                requesters.push(requester.clone());
+            }
+            let counted = Counted {
+                key: row.key,
+                requester,
+                request,
+                count,
+            };
+            set_count_in(&txn, keys, &counted, 0)?;
+        }
+        for requester in &requesters {
+            let (begin, end) = keys.counted_results_range(requester);
+            let results = txn
+                .get_range(RangeRead::new(&begin, &end, batch).snapshot())
+                .await?;
+            for row in results {
+                let Some(result) = decode_result(&row.value) else {
+                    return Ok(Err(QueueError::Corrupt { key: row.key }));
+                };
+                txn.add_read_conflict_key(&row.key)?;
+                txn.clear(&row.key)?;
+                if let Err(error) = restore_in(&txn, keys, &item_of_result(result)).await? {
+                    return Ok(Err(error));
+                }
+            }
+        }
+        Ok(Ok(()))
+    })
+    .await?
 }
 
 #[cfg(test)]

@@ -72,7 +72,17 @@ impl<S: Store> Pops<S> {
 
     async fn fulfill_loop(self, keys: QueueKeys, wake: Arc<Notify>) {
         let marker_key = keys.handoff_marker(rand::random());
-        self.fulfill_rounds(&keys, &marker_key, &wake).await;
+        let collect = self.fulfill_rounds(&keys, &marker_key, &wake).await;
+        // An idle loop's last round found no request of its line (nor
+        // results to collect): only a shutdown leaves some behind.
+        if *self.inner.shutdown.borrow() {
+            let (line, batch_max) = (&self.inner.line, self.inner.config.fulfill_batch_max);
+            let withdrawn =
+                counted::withdraw_line(&self.inner.store, &keys, line, &collect, batch_max).await;
+            if let Err(error) = withdrawn {
+                tracing::warn!(queue = %keys.name(), %error, "could not withdraw the line's counted requests; the reaper will");
+            }
+        }
         // The marker only mattered to this loop's unknown commit outcomes.
         let cleared = transact(&self.inner.store, RetryPolicy::default(), |txn| {
             let marker_key = &marker_key;
@@ -84,7 +94,14 @@ impl<S: Store> Pops<S> {
         }
     }
 
-    async fn fulfill_rounds(&self, keys: &QueueKeys, marker_key: &[u8], wake: &Notify) {
+    /// The rounds, until shutdown or idle; returns this line's counted
+    /// requesters whose results may still wait.
+    async fn fulfill_rounds(
+        &self,
+        keys: &QueueKeys,
+        marker_key: &[u8],
+        wake: &Notify,
+    ) -> Vec<Vec<u8>> {
         let config = &self.inner.config;
         let stats = &self.inner.stats;
         let mut shutdown = self.inner.shutdown.clone();
@@ -98,7 +115,7 @@ impl<S: Store> Pops<S> {
         loop {
             attempt += 1;
             if *shutdown.borrow() {
-                return;
+                return collect;
             }
             let local = &self.inner.local;
             let claims = local.claim(keys, config.fulfill_batch_max);
@@ -200,10 +217,10 @@ impl<S: Store> Pops<S> {
                         {
                             self.ensure_fulfiller(keys);
                         }
-                        return;
+                        return collect;
                     }
                 }
-                _ = shutdown.changed() => return,
+                _ = shutdown.changed() => return collect,
             }
         }
     }
