@@ -298,7 +298,9 @@ async fn a_dead_coordinators_counted_request_is_served_and_returned_by_the_other
     }
     deliveries.assert_exactly_once(&expected.into_iter().collect());
     let sum = |counter: fn(&StagingStats) -> &std::sync::atomic::AtomicU64| -> u64 {
-        live.iter().map(|c| StagingStats::get(counter(c.stats()))).sum()
+        live.iter()
+            .map(|c| StagingStats::get(counter(c.stats())))
+            .sum()
     };
     assert!(
         sum(|s| &s.line_results_written) >= DEAD_LINE_POPS as u64,
@@ -309,18 +311,22 @@ async fn a_dead_coordinators_counted_request_is_served_and_returned_by_the_other
         DEAD_LINE_POPS as u64,
         "and its results returned by a live reaper"
     );
-    common::eventually("requests, results and waiting are empty", RUN_BOUND, || async {
-        let txn = hotq::store::Store::begin(&store).unwrap();
-        let waiting = hotq::store::decode_counter(
-            hotq::store::Transaction::get(&txn, &keys.waiting(), false)
-                .await
-                .unwrap()
-                .as_deref(),
-        );
-        waiting == 0
-            && common::scan(&store, keys.requests_range()).await.is_empty()
-            && common::scan(&store, keys.results_range()).await.is_empty()
-    })
+    common::eventually(
+        "requests, results and waiting are empty",
+        RUN_BOUND,
+        || async {
+            let txn = hotq::store::Store::begin(&store).unwrap();
+            let waiting = hotq::store::decode_counter(
+                hotq::store::Transaction::get(&txn, &keys.waiting(), false)
+                    .await
+                    .unwrap()
+                    .as_deref(),
+            );
+            waiting == 0
+                && common::scan(&store, keys.requests_range()).await.is_empty()
+                && common::scan(&store, keys.results_range()).await.is_empty()
+        },
+    )
     .await;
     for coordinator in &live {
         coordinator.shutdown(Duration::from_secs(5)).await;

@@ -134,7 +134,11 @@ async fn a_counted_request_of_one_line_is_served_by_another_coordinators_fulfill
         .iter()
         .map(|row| String::from_utf8(decode_result(&row.value).unwrap().item.payload).unwrap())
         .collect();
-    assert_eq!(served, ["0", "1", "2"], "one result per item, in item order");
+    assert_eq!(
+        served,
+        ["0", "1", "2"],
+        "one result per item, in item order"
+    );
     assert!(
         common::scan(&store, keys.requests_range()).await.is_empty(),
         "the request was cleared when its count was served"
@@ -156,11 +160,7 @@ async fn a_counted_request_of_one_line_is_served_by_another_coordinators_fulfill
             (LocalId::Memory(2), vec!["1"])
         ]
     );
-    assert!(
-        common::scan(&store, keys.results_range())
-            .await
-            .is_empty()
-    );
+    assert!(common::scan(&store, keys.results_range()).await.is_empty());
     let queue = Queue::new(store.clone(), keys.name().clone());
     assert_eq!(queue.len().await.unwrap(), 1, "the third result went back");
     let back = queue.pop().await.unwrap().expect("the given-back item");
@@ -182,7 +182,10 @@ async fn a_leased_counted_request_is_leased_in_the_serving_commit() {
     let items: Vec<Item> = handed.into_iter().flat_map(|(_, items)| items).collect();
     assert_eq!(payloads(&items), ["0", "1", "2"]);
     for item in &items {
-        let lease = item.lease.as_ref().expect("a collected item carries its lease");
+        let lease = item
+            .lease
+            .as_ref()
+            .expect("a collected item carries its lease");
         a.ack(&keys, &lease.receipt)
             .await
             .expect("its receipt acks");
@@ -218,7 +221,11 @@ async fn a_line_behind_another_processs_request_stands_in_the_store_until_it_sto
             .await
             .iter()
             .filter(|row| row.value.first() == Some(&2))
-            .map(|row| hotq::envelope::decode_counted_request(&row.value).unwrap().1)
+            .map(|row| {
+                hotq::envelope::decode_counted_request(&row.value)
+                    .unwrap()
+                    .1
+            })
             .sum::<u32>()
     };
     common::eventually("B's two pops to stand in the store", BOUND, || async {

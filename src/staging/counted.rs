@@ -129,7 +129,10 @@ pub fn set_count_in<T: Transaction>(
     if count == 0 {
         txn.clear(&counted.key)?;
     } else {
-        txn.set(&counted.key, &encode_counted_request(&counted.request, count))?;
+        txn.set(
+            &counted.key,
+            &encode_counted_request(&counted.request, count),
+        )?;
     }
     txn.atomic_add(&keys.waiting(), i64::from(count) - i64::from(counted.count))
 }
@@ -292,7 +295,9 @@ impl OwnLine<'_> {
             let rows: Vec<usize> = own_rows
                 .iter()
                 .copied()
-                .filter(|&r| (self.rows[r].request.end, self.rows[r].request.lease_ms) == (end, lease_ms))
+                .filter(|&r| {
+                    (self.rows[r].request.end, self.rows[r].request.lease_ms) == (end, lease_ms)
+                })
                 .collect();
             let mut counts: Vec<u32> = rows
                 .iter()
@@ -390,8 +395,9 @@ pub async fn collect_in<T: Transaction>(
         }
         let mut cursor = 0;
         for row in results {
-            let result = decode_result(&row.value)
-                .ok_or_else(|| QueueError::Corrupt { key: row.key.clone() })?;
+            let result = decode_result(&row.value).ok_or_else(|| QueueError::Corrupt {
+                key: row.key.clone(),
+            })?;
             txn.add_read_conflict_key(&row.key)?;
             txn.clear(&row.key)?;
             collected.collected += 1;

@@ -22,9 +22,7 @@
 
 use std::collections::HashSet;
 
-use crate::envelope::{
-    End, RequestValue, decode_counted_request, encode_result, now_ms,
-};
+use crate::envelope::{End, RequestValue, decode_counted_request, encode_result, now_ms};
 use crate::keys::QueueKeys;
 use crate::queue::{Item, QueueError};
 use crate::staging::counted::{self, Collected, Counted, LineLevel, OwnLine, collect_in};
@@ -393,7 +391,10 @@ pub async fn fulfill_round<S: Store>(
                         break;
                     };
                     let result_key = keys.counted_result(&counted.requester, &item.key);
-                    txn.set(&result_key, &encode_result(&result_of(item, &request, result_grace_ms)))?;
+                    txn.set(
+                        &result_key,
+                        &encode_result(&result_of(item, &request, result_grace_ms)),
+                    )?;
                     count += 1;
                 }
                 if count > 0 {

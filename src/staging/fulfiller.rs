@@ -163,7 +163,10 @@ impl<S: Store> Pops<S> {
             };
             collect = fulfilled.collect;
             StagingStats::add(&stats.line_pops_asked, fulfilled.pops_asked as u64);
-            StagingStats::add(&stats.line_results_written, fulfilled.results_written as u64);
+            StagingStats::add(
+                &stats.line_results_written,
+                fulfilled.results_written as u64,
+            );
             StagingStats::add(&stats.line_results_collected, fulfilled.collected as u64);
             if fulfilled.served + fulfilled.expired > 0 {
                 StagingStats::add(&stats.fulfill_batches, 1);
@@ -231,7 +234,14 @@ impl<S: Store> Pops<S> {
     async fn ask(&self, keys: &QueueKeys, collect: &mut Vec<Vec<u8>>) {
         let batch_max = self.inner.config.fulfill_batch_max;
         let waiting = self.inner.local.waiting_by_class(keys, now_ms(), batch_max);
-        match counted::ask(&self.inner.store, keys, &self.inner.line, &waiting, batch_max).await
+        match counted::ask(
+            &self.inner.store,
+            keys,
+            &self.inner.line,
+            &waiting,
+            batch_max,
+        )
+        .await
         {
             Ok(asked) => {
                 StagingStats::add(&self.inner.stats.line_pops_asked, u64::from(asked.pops));

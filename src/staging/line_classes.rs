@@ -53,5 +53,4 @@ impl LocalWaiters {
         }
         classes
     }
-
 }
