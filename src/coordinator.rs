@@ -383,6 +383,9 @@ impl<S: Store> Coordinator<S> {
             ("delayed_revealed", &s.delayed_revealed),
             ("local_hand_offs", &s.local_hand_offs),
             ("local_hand_offs_unclaimed", &s.local_hand_offs_unclaimed),
+            ("line_pops_asked", &s.line_pops_asked),
+            ("line_results_written", &s.line_results_written),
+            ("line_results_collected", &s.line_results_collected),
         ]
         .into_iter()
         .map(|(name, counter)| (name, counter.load(Ordering::Relaxed)))

@@ -6,7 +6,10 @@
 //!   (`len (u8), queue name, deliveries at death (u32)`; `len` 0 for
 //!   none), `payload`.
 //! - request: `1, deadline_ms, end, lease_ms` (`lease_ms` 0: no lease;
-//!   a 10-byte request without it reads as 0).
+//!   a 10-byte request without it reads as 0): one pop of one item. A
+//!   *counted* request, one coordinator's line standing for `count` pops
+//!   (see `crate::staging::counted`): `2, deadline_ms, end, lease_ms,
+//!   count (u32)`.
 //! - result: `2, deadline_ms, leased (u8), [receipt (16), expires_at_ms],
 //!   key_len (u32), item key, item envelope`; version 1 (`1, deadline_ms,
 //!   enqueued_at_ms, key_len, item key, payload`), from binaries without
@@ -228,10 +231,28 @@ pub fn encode_request(request: &RequestValue) -> Vec<u8> {
     value
 }
 
-/// Decodes a request envelope; `None` if malformed.
+/// Encodes a counted request: `count` pops (at least 1) of one line.
+pub fn encode_counted_request(request: &RequestValue, count: u32) -> Vec<u8> {
+    assert!(count > 0, "a counted request stands for at least one pop");
+    let mut value = encode_request(request);
+    value[0] = 2;
+    value.extend_from_slice(&count.to_be_bytes());
+    value
+}
+
+/// Decodes a request envelope; `None` if malformed. A counted request
+/// reads as the request its pops share.
 pub fn decode_request(value: &[u8]) -> Option<RequestValue> {
+    decode_counted_request(value).map(|(request, _)| request)
+}
+
+/// Decodes a request envelope with the number of pops it stands for: 1
+/// for a plain request, `count` for a counted one (`None` if malformed,
+/// or a counted one of 0).
+pub fn decode_counted_request(value: &[u8]) -> Option<(RequestValue, u32)> {
     let mut reader = Reader(value);
-    if reader.u8()? != 1 {
+    let version = reader.u8()?;
+    if version != 1 && version != 2 {
         return None;
     }
     let deadline_ms = reader.u64()?;
@@ -240,16 +261,21 @@ pub fn decode_request(value: &[u8]) -> Option<RequestValue> {
         1 => End::Back,
         _ => return None,
     };
-    let lease_ms = match reader.rest().len() {
-        0 => 0,
-        8 => reader.u64()?,
+    let (lease_ms, count) = match (version, reader.rest().len()) {
+        (1, 0) => (0, 1),
+        (1, 8) => (reader.u64()?, 1),
+        (2, 12) => (reader.u64()?, reader.u32()?),
         _ => return None,
     };
-    Some(RequestValue {
+    if count == 0 {
+        return None;
+    }
+    let request = RequestValue {
         deadline_ms,
         end,
         lease_ms,
-    })
+    };
+    Some((request, count))
 }
 
 /// The lease a delivered item is held under.
@@ -423,6 +449,16 @@ mod tests {
             lease_ms: 30_000,
         };
         assert_eq!(decode_request(&encode_request(&request)), Some(request));
+        let counted = encode_counted_request(&request, 64);
+        assert_eq!(decode_counted_request(&counted), Some((request, 64)));
+        assert_eq!(decode_request(&counted), Some(request));
+        assert_eq!(
+            decode_counted_request(&encode_request(&request)),
+            Some((request, 1))
+        );
+        let mut none = counted.clone();
+        none[18..].copy_from_slice(&0u32.to_be_bytes());
+        assert_eq!(decode_counted_request(&none), None, "a count of 0");
         let mut old = encode_request(&RequestValue {
             deadline_ms: 7,
             end: End::Front,

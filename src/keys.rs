@@ -384,6 +384,19 @@ impl QueueKeys {
         self.results.pack(&(Bytes::from(requester),))
     }
 
+    /// The key of the result for item `item_key` of a counted request by
+    /// `requester` (one per item, so several fulfillers may serve the
+    /// request without touching one another's results; in item order).
+    pub fn counted_result(&self, requester: &[u8], item_key: &[u8]) -> Vec<u8> {
+        self.results
+            .pack(&(Bytes::from(requester), Bytes::from(item_key)))
+    }
+
+    /// `[begin, end)` of the results of counted requests by `requester`.
+    pub fn counted_results_range(&self, requester: &[u8]) -> (Vec<u8>, Vec<u8>) {
+        self.results.subspace(&(Bytes::from(requester),)).range()
+    }
+
     /// `[begin, end)` of the results subspace.
     pub fn results_range(&self) -> (Vec<u8>, Vec<u8>) {
         self.results.range()

@@ -12,20 +12,28 @@
 //! Two lines of requests are served together: the request subspace, and
 //! the memory requests of pops waiting in this process (see
 //! [`super::line`]). Each line keeps its order; when items are scarce the
-//! two take turns, so neither starves the other.
+//! two take turns, so neither starves the other. In the request subspace,
+//! another process's line stands as counted requests ([`super::counted`]):
+//! each served with up to its count of items under per-item result keys.
+//! This process's own counted requests are served from its memory line in
+//! their place in request order, and the same round collects the results
+//! other processes wrote for it, so a line whose own rounds lose is
+//! served in turn by the rounds that win.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::HashSet;
 
-use crate::envelope::{End, LeaseTag, ResultValue, decode_request, encode_result, now_ms};
+use crate::envelope::{End, RequestValue, decode_counted_request, encode_result, now_ms};
 use crate::keys::QueueKeys;
-use crate::lease::lease_in;
-use crate::queue::read_end;
 use crate::queue::{Item, QueueError};
+use crate::staging::counted::{self, Collected, Counted, LineLevel, OwnLine, collect_in};
 use crate::staging::line::{LocalId, MemoryRequest};
+use crate::staging::marker::marker_says_applied;
+use crate::staging::pool::{Round, read_pool, result_of, take_turns};
+use crate::staging::requester::restore_in;
 use crate::store::{RangeRead, Store, Transaction, Watch};
 
 /// What one fulfillment transaction did.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Fulfilled {
     /// Requests served with an item.
     pub served: usize,
@@ -42,7 +50,7 @@ pub struct Fulfilled {
     /// Armed when nothing more can be done now: fires on a new request
     /// (none waiting) or a push (requests waiting, no items).
     pub watch: Option<Watch>,
-    /// Items taken (a memory request may take several).
+    /// Items taken from the queue (a memory request may take several).
     pub items: usize,
     /// Items for requesters in this process, to hand over once the commit
     /// is durable (no result was written for them).
@@ -50,6 +58,19 @@ pub struct Fulfilled {
     /// Memory requests of pops that must not wait, which this round's own
     /// read found nothing visible for: answered "empty".
     pub emptied: Vec<u64>,
+    /// Results of this process's counted requests collected (handed over
+    /// with `handed`, or given back to the queue in the same commit).
+    pub collected: usize,
+    /// Items written as results of other processes' counted requests.
+    pub results_written: usize,
+    /// Pops this round added counted requests for.
+    pub pops_asked: usize,
+    /// Fires when this process's oldest counted request changes: another
+    /// process's fulfiller served it (its results wait to be collected).
+    pub own_watch: Option<Watch>,
+    /// This process's counted requesters whose results the next round
+    /// must look for (see [`LineLevel::collect`]).
+    pub collect: Vec<Vec<u8>>,
 }
 
 /// How a fulfiller hands items to requesters in its own process.
@@ -85,29 +106,20 @@ impl LocalHandoff<'static> {
 
 /// Where a live request came from.
 enum Source {
-    /// The request subspace: its key, and its requester id.
+    /// A plain stored request (one pop of one item): its key and requester.
     Stored { key: Vec<u8>, requester: Vec<u8> },
-    /// This process's memory line: its place, how many items it takes,
-    /// and whether "nothing visible" answers it.
-    Memory {
-        seq: u64,
-        max: usize,
-        answers_empty: bool,
-    },
+    /// Another process's counted request (`counted[row]`).
+    Counted { row: usize },
+    /// This process's counted request (`counted[row]`), standing for these
+    /// memory requests (indexes into the round's memory), one item each.
+    Own { row: usize, waiters: Vec<usize> },
+    /// A memory request of this process's line (index into the round's
+    /// memory), taking up to its `max`.
+    Memory { index: usize },
 }
 
-impl Source {
-    fn max(&self) -> usize {
-        match self {
-            Source::Stored { .. } => 1,
-            Source::Memory { max, .. } => (*max).max(1),
-        }
-    }
-}
-
-/// Runs one fulfillment transaction on queue `keys`. A conflict is returned
-/// as `StoreError::Conflict`: another fulfiller or a withdrawal won; the
-/// caller retries.
+/// Runs one fulfillment transaction on queue `keys`, without a line in
+/// the store (see [`fulfill_round`]).
 pub async fn fulfill_once<S: Store>(
     store: &S,
     keys: &QueueKeys,
@@ -116,10 +128,27 @@ pub async fn fulfill_once<S: Store>(
     result_grace_ms: u64,
     local: LocalHandoff<'_>,
 ) -> Result<Fulfilled, QueueError> {
+    let bounds = (batch_max, bytes_max, result_grace_ms);
+    fulfill_round(store, keys, bounds, local, LineLevel::NONE).await
+}
+
+/// Runs one fulfillment transaction on queue `keys`, within `bounds`
+/// (`batch_max` requests and items, `bytes_max` payload bytes, results
+/// kept `result_grace_ms` past their request's deadline). A conflict is
+/// returned as `StoreError::Conflict`: another fulfiller or a withdrawal
+/// won; the caller retries.
+pub async fn fulfill_round<S: Store>(
+    store: &S,
+    keys: &QueueKeys,
+    (batch_max, bytes_max, result_grace_ms): (usize, usize, u64),
+    local: LocalHandoff<'_>,
+    line: LineLevel<'_>,
+) -> Result<Fulfilled, QueueError> {
+    let batch = batch_max.max(1);
     let txn = store.begin()?;
     let (begin, end) = keys.requests_range();
     let rows = txn
-        .get_range(RangeRead::new(&begin, &end, batch_max.max(1)).snapshot())
+        .get_range(RangeRead::new(&begin, &end, batch).snapshot())
         .await?;
     let now = now_ms();
     // Memory requests past their deadline are skipped: their pops are
@@ -130,28 +159,28 @@ pub async fn fulfill_once<S: Store>(
         .iter()
         .filter(|m| m.line.request.deadline_ms >= now)
         .collect();
-    let mut batch_full = rows.len() >= batch_max.max(1) || local.memory.len() >= batch_max.max(1);
-    if rows.is_empty() && memory.is_empty() {
+    let mut batch_full = rows.len() >= batch || local.memory.len() >= batch;
+    if rows.is_empty() && memory.is_empty() && line.collect.is_empty() {
         let watch = txn.watch(&keys.wake())?;
         txn.commit().await?;
         return Ok(Fulfilled {
-            served: 0,
-            expired: 0,
-            unserved: 0,
-            batch_full: false,
-            next_deadline_ms: None,
             watch: Some(watch),
-            items: 0,
-            handed: Vec::new(),
-            emptied: Vec::new(),
+            ..Fulfilled::default()
         });
     }
 
     let mut expired = 0usize;
+    let mut expired_pops = 0i64;
+    let mut counted_rows: Vec<Counted> = Vec::new();
     let mut stored = Vec::with_capacity(rows.len());
+    // Another process's request is in the store: this line's pops left
+    // unserved must stand there too, behind it.
+    let mut others_ahead = false;
     for row in rows {
-        let parsed = keys.request_parts(&row.key).zip(decode_request(&row.value));
-        let Some(((_, requester), request)) = parsed else {
+        let parsed = keys
+            .request_parts(&row.key)
+            .zip(decode_counted_request(&row.value));
+        let Some(((_, requester), (request, count))) = parsed else {
             // Not something hotq wrote: clearing it keeps one bad row from
             // stalling the queue's every fulfillment.
             // It never counted as waiting, so `waiting` is left alone.
@@ -165,161 +194,241 @@ pub async fn fulfill_once<S: Store>(
             txn.add_read_conflict_key(&row.key)?;
             txn.clear(&row.key)?;
             expired += 1;
+            expired_pops += i64::from(count);
+            continue;
+        }
+        if row.value.first() != Some(&COUNTED_VERSION) {
+            others_ahead |= !(local.is_local)(&requester);
+            let source = Source::Stored {
+                key: row.key,
+                requester,
+            };
+            stored.push((source, request));
+            continue;
+        }
+        let own = counted::is_own(line.line, &requester);
+        others_ahead |= !own;
+        let index = counted_rows.len();
+        counted_rows.push(Counted {
+            key: row.key,
+            requester,
+            request,
+            count,
+        });
+        let source = if own {
+            Source::Own {
+                row: index,
+                waiters: Vec::new(),
+            }
         } else {
-            stored.push((
-                Source::Stored {
-                    key: row.key,
-                    requester,
-                },
-                request,
-            ));
+            Source::Counted { row: index }
+        };
+        stored.push((source, request));
+    }
+
+    // What each memory request gets this round (collected results, or
+    // items), and which are spoken for by this line's counted requests.
+    let mut got: Vec<Option<Vec<Item>>> = vec![None; memory.len()];
+    let mut assigned = vec![false; memory.len()];
+    let waits = |m: &MemoryRequest| !m.line.answers_empty;
+    let class_of = |r: &RequestValue| (r.end, r.lease_ms);
+
+    // First the results other processes wrote for this line: to its
+    // waiting pops in line order, one each; those nobody here waits for
+    // go back to the queue in this commit.
+    let Collected {
+        give_back,
+        collected,
+        mut collect_next,
+    } = collect_in(&txn, keys, &line, &counted_rows, &memory, &mut got, batch).await?;
+
+    // This line's counted requests stand for its earliest waiting pops of
+    // their class, in line order.
+    for (source, _) in stored.iter_mut() {
+        let Source::Own { row, waiters } = source else {
+            continue;
+        };
+        let row = &counted_rows[*row];
+        let class = (row.request.end, row.request.lease_ms);
+        for (index, m) in memory.iter().enumerate() {
+            if waiters.len() >= row.count as usize {
+                break;
+            }
+            if got[index].is_none()
+                && !assigned[index]
+                && waits(m)
+                && class_of(&m.line.request) == class
+            {
+                assigned[index] = true;
+                waiters.push(index);
+            }
         }
     }
-    let offered = stored.len() + memory.len();
+    let tail: Vec<usize> = (0..memory.len())
+        .filter(|&i| got[i].is_none() && !assigned[i])
+        .collect();
+    let offered = stored.len() + tail.len();
+    if collected > 0 {
+        // A round that collects takes no items: it then conflicts with no
+        // other process's round (only with a reaper returning a result),
+        // so results reach their pops at once however hard the items are
+        // contended. The next round, at once, serves the rest.
+        stored.clear();
+    }
+    let tail = if collected > 0 { Vec::new() } else { tail };
     let live = take_turns(
         stored,
-        memory.iter().map(|m| {
-            let source = Source::Memory {
-                seq: m.seq,
-                max: m.line.max,
-                answers_empty: m.line.answers_empty,
-            };
-            (source, m.line.request)
-        }),
-        batch_max.max(1),
+        tail.into_iter()
+            .map(|index| (Source::Memory { index }, memory[index].line.request)),
+        batch,
     );
     // Requests left for the next round: it must come at once.
     batch_full |= live.len() < offered;
-    let live_memory: HashSet<u64> = live
-        .iter()
-        .filter_map(|(source, _)| match source {
-            Source::Memory { seq, .. } => Some(*seq),
-            Source::Stored { .. } => None,
-        })
-        .collect();
+    let mut live_memory: HashSet<usize> = (0..memory.len()).filter(|&i| got[i].is_some()).collect();
+    for (source, _) in &live {
+        match source {
+            Source::Memory { index } => {
+                live_memory.insert(*index);
+            }
+            Source::Own { waiters, .. } => live_memory.extend(waiters.iter().copied()),
+            Source::Stored { .. } | Source::Counted { .. } => {}
+        }
+    }
 
     // One round reads at most `batch_max` items: a pop of many takes what
     // the bound leaves, the rest wait for the next round.
+    let demand = |source: &Source| match source {
+        Source::Stored { .. } => 1,
+        Source::Counted { row } => counted_rows[*row].count as usize,
+        Source::Own { waiters, .. } => waiters.len(),
+        Source::Memory { index } => memory[*index].line.max.max(1),
+    };
     let wanted = |end: End| {
         live.iter()
             .filter(|(_, r)| r.end == end)
-            .map(|(source, _)| source.max())
+            .map(|(source, _)| demand(source))
             .sum::<usize>()
-            .min(batch_max.max(1))
+            .min(batch)
     };
     let (wanted_front, wanted_back) = (wanted(End::Front), wanted(End::Back));
-    let front = if wanted_front > 0 {
-        read_end(&txn, keys, End::Front, wanted_front, true).await?
-    } else {
-        Vec::new()
-    };
-    // The pool is the smallest `wanted_front` items and the largest
-    // `wanted_back`, sorted and without overlap. Requests take from it in
-    // request order, each from its own end, so when items are scarce the
-    // earliest requests are served whatever their end; when they are not,
-    // front requests take exactly the front read and back requests the back.
-    let taken: HashSet<Vec<u8>> = front.iter().map(|item| item.key.clone()).collect();
-    let back_read = if wanted_back > 0 {
-        read_end(&txn, keys, End::Back, wanted_back, true).await?
-    } else {
-        Vec::new()
-    };
-    let back_read_len = back_read.len();
-    let back: Vec<_> = back_read
-        .into_iter()
-        .filter(|item| !taken.contains(&item.key))
-        .collect();
-    // The pool holds every item visible at this read version when a read
-    // came back short of its limit (it reached the end of the subspace), or
-    // when the two ends' reads met. Only then is "nothing left" true.
-    let pool_is_everything = (wanted_front > 0 && front.len() < wanted_front)
-        || (wanted_back > 0 && back_read_len < wanted_back)
-        || back.len() < back_read_len;
-    let mut pool: VecDeque<_> = front.into_iter().chain(back.into_iter().rev()).collect();
-    debug_assert!(
-        pool.iter()
-            .zip(pool.iter().skip(1))
-            .all(|(a, b)| a.key < b.key),
-        "the pool is sorted by key and holds each item once"
-    );
+    let pool = read_pool(&txn, keys, wanted_front, wanted_back).await?;
+    let pool_is_everything = pool.is_everything;
+    let mut pool = pool.items;
 
+    let mut round = Round {
+        txn: &txn,
+        keys,
+        now,
+        bytes: 0,
+        bytes_max,
+    };
     let mut served = 0usize;
     let mut taken = 0usize;
-    let mut bytes = 0usize;
     let mut next_deadline_ms: Option<u64> = None;
     let mut unserved = 0usize;
-    let mut handed = Vec::new();
+    // In service order: collected results first, then what the round
+    // took (a memory request's items are filled in from `got` at the end).
+    let mut handed: Vec<(LocalId, Vec<Item>)> = (0..memory.len())
+        .filter(|&i| got[i].is_some())
+        .map(|i| (LocalId::Memory(memory[i].seq), Vec::new()))
+        .collect();
     let mut emptied = Vec::new();
-    // Only stored requests count in `waiting`.
+    let mut results_written = 0usize;
+    let mut own_served = vec![0u32; counted_rows.len()];
+    // Only plain stored requests count here in `waiting`; counted ones
+    // move it by their change.
     let mut stored_served = 0usize;
+    let mut left = |request: &RequestValue, unserved: &mut usize| {
+        *unserved += 1;
+        next_deadline_ms =
+            Some(next_deadline_ms.map_or(request.deadline_ms, |d| d.min(request.deadline_ms)));
+    };
     for (source, request) in live {
-        let mut items = Vec::new();
-        while items.len() < source.max() && bytes < bytes_max {
-            let next = match request.end {
-                End::Front => pool.pop_front(),
-                End::Back => pool.pop_back(),
-            };
-            let Some(mut item) = next else { break };
-            txn.add_read_conflict_key(&item.key)?;
-            txn.clear(&item.key)?;
-            bytes += item.payload.len();
-            // A leased request gets its item under a lease from this
-            // commit on; the hand-off or result carries the receipt.
-            if request.lease_ms > 0 {
-                lease_in(&txn, keys, &mut item, request.lease_ms, now)?;
+        match source {
+            Source::Memory { index } => {
+                let m = memory[index];
+                let mut items = Vec::new();
+                while items.len() < m.line.max.max(1) {
+                    let Some(item) = round.take(&mut pool, &request)? else {
+                        break;
+                    };
+                    items.push(item);
+                }
+                if items.is_empty() {
+                    // The byte bound held items back: that is not "empty".
+                    if m.line.answers_empty && pool_is_everything && round.bytes < bytes_max {
+                        emptied.push(m.seq);
+                    } else {
+                        left(&request, &mut unserved);
+                    }
+                    continue;
+                }
+                served += 1;
+                taken += items.len();
+                got[index] = Some(items);
+                handed.push((LocalId::Memory(m.seq), Vec::new()));
             }
-            items.push(item);
-        }
-        if items.is_empty() {
-            match source {
-                // The byte bound held items back: that is not "empty".
-                Source::Memory {
-                    seq,
-                    answers_empty: true,
-                    ..
-                } if pool_is_everything && bytes < bytes_max => emptied.push(seq),
-                _ => {
-                    unserved += 1;
-                    next_deadline_ms = Some(
-                        next_deadline_ms
-                            .map_or(request.deadline_ms, |d| d.min(request.deadline_ms)),
-                    );
+            Source::Own { row, waiters } => {
+                for &index in &waiters {
+                    let Some(item) = round.take(&mut pool, &request)? else {
+                        break;
+                    };
+                    got[index] = Some(vec![item]);
+                    handed.push((LocalId::Memory(memory[index].seq), Vec::new()));
+                    own_served[row] += 1;
+                }
+                served += own_served[row] as usize;
+                taken += own_served[row] as usize;
+                if (own_served[row] as usize) < waiters.len() {
+                    left(&request, &mut unserved);
                 }
             }
-            continue;
-        }
-        served += 1;
-        taken += items.len();
-        let requester = match source {
-            Source::Memory { seq, .. } => {
-                handed.push((LocalId::Memory(seq), items));
-                continue;
+            Source::Counted { row } => {
+                let counted = &counted_rows[row];
+                let mut count = 0u32;
+                while count < counted.count {
+                    let Some(item) = round.take(&mut pool, &request)? else {
+                        break;
+                    };
+                    let result_key = keys.counted_result(&counted.requester, &item.key);
+                    txn.set(
+                        &result_key,
+                        &encode_result(&result_of(item, &request, result_grace_ms)),
+                    )?;
+                    count += 1;
+                }
+                if count > 0 {
+                    counted::set_count_in(&txn, keys, counted, counted.count - count)?;
+                    served += 1;
+                    taken += count as usize;
+                    results_written += count as usize;
+                }
+                if count < counted.count {
+                    left(&request, &mut unserved);
+                }
             }
             Source::Stored { key, requester } => {
+                let Some(item) = round.take(&mut pool, &request)? else {
+                    left(&request, &mut unserved);
+                    continue;
+                };
+                served += 1;
+                taken += 1;
                 txn.add_read_conflict_key(&key)?;
                 txn.clear(&key)?;
                 stored_served += 1;
-                requester
+                if (local.is_local)(&requester) {
+                    handed.push((LocalId::Registered(requester), vec![item]));
+                    continue;
+                }
+                txn.set(
+                    &keys.result(&requester),
+                    &encode_result(&result_of(item, &request, result_grace_ms)),
+                )?;
             }
-        };
-        assert_eq!(items.len(), 1, "a stored request takes one item");
-        if (local.is_local)(&requester) {
-            handed.push((LocalId::Registered(requester), items));
-            continue;
         }
-        let item = items.pop().expect("one item");
-        let lease = item.lease.map(|lease| LeaseTag {
-            receipt: lease.receipt.0,
-            expires_at_ms: lease.expires_at_ms,
-        });
-        let result = ResultValue {
-            deadline_ms: request.deadline_ms + result_grace_ms,
-            lease,
-            item: item.value(),
-            item_key: item.key,
-        };
-        txn.set(&keys.result(&requester), &encode_result(&result))?;
     }
+    let bytes = round.bytes;
     // Pops that must not wait and were left out of this round's batch are
     // answered too once it found nothing left: the requests ahead of them
     // took every visible item.
@@ -327,15 +436,51 @@ pub async fn fulfill_once<S: Store>(
         emptied.extend(
             memory
                 .iter()
-                .filter(|m| m.line.answers_empty && !live_memory.contains(&m.seq))
-                .map(|m| m.seq),
+                .enumerate()
+                .filter(|(i, m)| m.line.answers_empty && !live_memory.contains(i))
+                .map(|(_, m)| m.seq),
         );
     }
+
+    // This line's counted requests, brought to its pops still waiting.
+    let own = OwnLine {
+        line: line.line,
+        memory: &memory,
+        got: &got,
+        rows: &counted_rows,
+        served: &own_served,
+        others_ahead,
+    };
+    let kept = own.settle_in(&txn, keys).await?;
+    for requester in kept.requesters {
+        if !collect_next.contains(&requester) {
+            collect_next.push(requester);
+        }
+    }
+    let own_watch = match kept.oldest {
+        Some(key) => Some(txn.watch(&key)?),
+        None => None,
+    };
+
+    for item in &give_back {
+        restore_in(&txn, keys, item).await??;
+    }
+    let mut got: std::collections::HashMap<u64, Vec<Item>> = got
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, items)| Some((memory[i].seq, items?)))
+        .collect();
+    for (id, items) in handed.iter_mut() {
+        if let LocalId::Memory(seq) = id {
+            *items = got.remove(seq).expect("each memory request is handed once");
+        }
+    }
+    debug_assert!(got.is_empty(), "every memory request served is handed over");
     if taken > 0 {
         txn.atomic_add(&keys.depth(), -(taken as i64))?;
     }
-    if stored_served + expired > 0 {
-        txn.atomic_add(&keys.waiting(), -((stored_served + expired) as i64))?;
+    if stored_served > 0 || expired_pops > 0 {
+        txn.atomic_add(&keys.waiting(), -(stored_served as i64 + expired_pops))?;
     }
     // Requests remain but items ran out: wake on the next push. If a bound
     // stopped us (bytes, or items per round), items remain and the caller
@@ -353,7 +498,7 @@ pub async fn fulfill_once<S: Store>(
         // Nobody else has the items handed over here, so an unknown
         // outcome must be resolved, not retried: the marker says.
         Err(error) if error.is_maybe_committed() && !handed.is_empty() => {
-            if !marker_says_applied(store, local).await {
+            if !marker_says_applied(store, local.marker_key, local.attempt).await {
                 return Err(error.into());
             }
         }
@@ -369,69 +514,13 @@ pub async fn fulfill_once<S: Store>(
         items: taken,
         handed,
         emptied,
+        collected,
+        results_written,
+        pops_asked: kept.pops_asked,
+        own_watch,
+        collect: collect_next,
     })
 }
 
-/// Tries to read the marker this many times before giving up.
-const MARKER_READ_ATTEMPTS: u32 = 20;
-/// Pause between marker reads.
-const MARKER_READ_PAUSE_MS: u64 = 50;
-
-/// True when the hand-off marker holds `local.attempt`: the transaction
-/// whose outcome was unknown applied. A failed read is retried (bounded):
-/// answering "not applied" for one that did apply loses its items.
-async fn marker_says_applied<S: Store>(store: &S, local: LocalHandoff<'_>) -> bool {
-    let mut last_error = None;
-    for _ in 0..MARKER_READ_ATTEMPTS {
-        let read = async {
-            let check = store.begin()?;
-            check.get(local.marker_key, false).await
-        };
-        match read.await {
-            Ok(marker) => return marker.as_deref() == Some(&local.attempt.to_be_bytes()[..]),
-            Err(error) => last_error = Some(error),
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(MARKER_READ_PAUSE_MS)).await;
-    }
-    // Out of attempts: the items are reported as not taken. If the commit
-    // did apply, they are lost, like a direct pop's in a crash.
-    tracing::error!(
-        error = ?last_error,
-        "could not read a fulfiller's hand-off marker after an unknown commit outcome; its items may be lost"
-    );
-    false
-}
-
-/// Up to `max` requests from two lines, each in its own order, taking
-/// turns (stored first).
-fn take_turns<T>(stored: Vec<T>, memory: impl Iterator<Item = T>, max: usize) -> Vec<T> {
-    let mut stored = stored.into_iter().peekable();
-    let mut memory = memory.peekable();
-    let mut out = Vec::new();
-    while out.len() < max && (stored.peek().is_some() || memory.peek().is_some()) {
-        out.extend(stored.next());
-        if out.len() < max {
-            out.extend(memory.next());
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::take_turns;
-
-    #[test]
-    fn two_lines_take_turns_and_keep_their_order() {
-        assert_eq!(
-            take_turns(vec![1, 3], [2, 4, 6, 8].into_iter(), 5),
-            [1, 2, 3, 4, 6]
-        );
-        assert_eq!(
-            take_turns(vec![1, 3, 5, 7], [2].into_iter(), 4),
-            [1, 2, 3, 5]
-        );
-        assert_eq!(take_turns(Vec::<u8>::new(), [2, 4].into_iter(), 1), [2]);
-        assert_eq!(take_turns(vec![1], std::iter::empty(), 8), [1]);
-    }
-}
+/// The version byte of a counted request's value.
+const COUNTED_VERSION: u8 = 2;

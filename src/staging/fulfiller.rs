@@ -14,7 +14,8 @@ use crate::keys::QueueKeys;
 use crate::metrics;
 use crate::queue::QueueError;
 use crate::staging::StagingStats;
-use crate::staging::fulfill::{LocalHandoff, fulfill_once};
+use crate::staging::counted::{self, LineLevel};
+use crate::staging::fulfill::{LocalHandoff, fulfill_round};
 use crate::staging::pops::{Fulfiller, Pops};
 use crate::store::{RangeRead, RetryPolicy, Store, StoreError, Transaction, transact};
 
@@ -71,7 +72,17 @@ impl<S: Store> Pops<S> {
 
     async fn fulfill_loop(self, keys: QueueKeys, wake: Arc<Notify>) {
         let marker_key = keys.handoff_marker(rand::random());
-        self.fulfill_rounds(&keys, &marker_key, &wake).await;
+        let collect = self.fulfill_rounds(&keys, &marker_key, &wake).await;
+        // An idle loop's last round found no request of its line (nor
+        // results to collect): only a shutdown leaves some behind.
+        if *self.inner.shutdown.borrow() {
+            let (line, batch_max) = (&self.inner.line, self.inner.config.fulfill_batch_max);
+            let withdrawn =
+                counted::withdraw_line(&self.inner.store, &keys, line, &collect, batch_max).await;
+            if let Err(error) = withdrawn {
+                tracing::warn!(queue = %keys.name(), %error, "could not withdraw the line's counted requests; the reaper will");
+            }
+        }
         // The marker only mattered to this loop's unknown commit outcomes.
         let cleared = transact(&self.inner.store, RetryPolicy::default(), |txn| {
             let marker_key = &marker_key;
@@ -83,32 +94,48 @@ impl<S: Store> Pops<S> {
         }
     }
 
-    async fn fulfill_rounds(&self, keys: &QueueKeys, marker_key: &[u8], wake: &Notify) {
+    /// The rounds, until shutdown or idle; returns this line's counted
+    /// requesters whose results may still wait.
+    async fn fulfill_rounds(
+        &self,
+        keys: &QueueKeys,
+        marker_key: &[u8],
+        wake: &Notify,
+    ) -> Vec<Vec<u8>> {
         let config = &self.inner.config;
         let stats = &self.inner.stats;
         let mut shutdown = self.inner.shutdown.clone();
         let idle = Duration::from_millis(config.fulfiller_idle_ms);
         let mut attempt = 0u64;
+        // This line's counted requesters whose results may wait (bounded
+        // by the classes of pop: end and lease).
+        let mut collect: Vec<Vec<u8>> = Vec::new();
         // Bounded: it ends on shutdown, or after `fulfiller_idle_ms`
         // without a request.
         loop {
             attempt += 1;
             if *shutdown.borrow() {
-                return;
+                return collect;
             }
             let local = &self.inner.local;
             let claims = local.claim(keys, config.fulfill_batch_max);
-            let mut outcome = fulfill_once(
+            let mut outcome = fulfill_round(
                 &self.inner.store,
                 keys,
-                config.fulfill_batch_max,
-                config.fulfill_bytes_max,
-                config.result_grace_ms,
+                (
+                    config.fulfill_batch_max,
+                    config.fulfill_bytes_max,
+                    config.result_grace_ms,
+                ),
                 LocalHandoff {
                     is_local: &|requester| local.is_local(requester),
                     memory: claims.requests(),
                     marker_key,
                     attempt,
+                },
+                LineLevel {
+                    line: &self.inner.line,
+                    collect: &collect,
                 },
             )
             .await;
@@ -120,6 +147,10 @@ impl<S: Store> Pops<S> {
                 Err(QueueError::Store(StoreError::Conflict)) => {
                     StagingStats::add(&stats.fulfill_conflicts, 1);
                     metrics::conflict("fulfill");
+                    // Another process's round won the items: this line's
+                    // pops get in line in the store, where the winners
+                    // serve them in turn.
+                    self.ask(keys, &mut collect).await;
                     let pause_us = rand::random::<u64>() % FULFILL_CONFLICT_BACKOFF_US_MAX;
                     tokio::time::sleep(Duration::from_micros(pause_us)).await;
                     continue;
@@ -130,6 +161,13 @@ impl<S: Store> Pops<S> {
                     continue;
                 }
             };
+            collect = fulfilled.collect;
+            StagingStats::add(&stats.line_pops_asked, fulfilled.pops_asked as u64);
+            StagingStats::add(
+                &stats.line_results_written,
+                fulfilled.results_written as u64,
+            );
+            StagingStats::add(&stats.line_results_collected, fulfilled.collected as u64);
             if fulfilled.served + fulfilled.expired > 0 {
                 StagingStats::add(&stats.fulfill_batches, 1);
                 StagingStats::add(&stats.requests_expired, fulfilled.expired as u64);
@@ -153,7 +191,18 @@ impl<S: Store> Pops<S> {
                 .next_deadline_ms
                 .map(|deadline| Duration::from_millis(deadline.saturating_sub(now_ms()) + 1))
                 .unwrap_or(idle);
+            // Another process serving this line's oldest counted request
+            // changes it: its results wait.
+            let own_watch = async {
+                match fulfilled.own_watch {
+                    Some(watch) => {
+                        let _ = watch.await;
+                    }
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
+                _ = own_watch => {}
                 fired = watch => {
                     if let Err(error) = fired {
                         tracing::debug!(queue = %keys.name(), %error, "fulfiller watch failed");
@@ -171,10 +220,39 @@ impl<S: Store> Pops<S> {
                         {
                             self.ensure_fulfiller(keys);
                         }
-                        return;
+                        return collect;
                     }
                 }
-                _ = shutdown.changed() => return,
+                _ = shutdown.changed() => return collect,
+            }
+        }
+    }
+
+    /// [`counted::ask`] for this line's pops waiting now; what it added
+    /// is collected from on the next rounds. A failure is left to the
+    /// next round (its pops stay in the memory line).
+    async fn ask(&self, keys: &QueueKeys, collect: &mut Vec<Vec<u8>>) {
+        let batch_max = self.inner.config.fulfill_batch_max;
+        let waiting = self.inner.local.waiting_by_class(keys, now_ms(), batch_max);
+        match counted::ask(
+            &self.inner.store,
+            keys,
+            &self.inner.line,
+            &waiting,
+            batch_max,
+        )
+        .await
+        {
+            Ok(asked) => {
+                StagingStats::add(&self.inner.stats.line_pops_asked, u64::from(asked.pops));
+                for requester in asked.requesters {
+                    if !collect.contains(&requester) {
+                        collect.push(requester);
+                    }
+                }
+            }
+            Err(error) => {
+                tracing::debug!(queue = %keys.name(), %error, "could not put the line's pops in the store");
             }
         }
     }

@@ -465,6 +465,10 @@ impl Drop for LocalWaiter {
     }
 }
 
+#[path = "line_classes.rs"]
+mod classes;
+pub use classes::Waiting;
+
 #[cfg(test)]
 #[path = "line_tests.rs"]
 mod tests;

@@ -7,16 +7,22 @@
 //!    pop — no wait, long-poll, leased, several items, either end — waits
 //!    in the queue's line instead of racing the fulfiller.
 //! 2. [`line`]: the line. Two levels: pops waiting in this process queue
-//!    in memory (no write per pop); a stored request ([`requester`]:
-//!    register, await its result on a watch, withdraw with a read
-//!    conflict) stands in the store's request subspace, where any
-//!    process's fulfiller serves it in request order.
+//!    in memory (no write per pop); when this process's fulfiller cannot
+//!    serve them (its round lost a conflict, or other processes' requests
+//!    stand ahead) the line stands in the store's request subspace as
+//!    [`counted`] requests (one key for many pops), where any process's
+//!    fulfiller serves it in request order. A plain stored request
+//!    ([`requester`]: register, await its result on a watch, withdraw with
+//!    a read conflict) is one pop, for `requests_in_memory = false`.
 //! 3. [`fulfill`]: one round: in one transaction, snapshot-read a batch of
-//!    requests and items, add a read conflict on each one consumed, clear
-//!    items and requests, write leases and stored results. A pop that must
-//!    not wait is answered "empty" only by a round whose read found
-//!    nothing visible. [`fulfiller`]: the loop of rounds per queue, waiting
-//!    on the wake key, a push, or a pop joining the line.
+//!    requests and items ([`pool`]), add a read conflict on each one
+//!    consumed, clear items and requests (or lower a counted request's
+//!    count), write leases and stored results, collect this line's
+//!    results. A pop that must not wait is answered "empty" only by a
+//!    round whose read found nothing visible. [`fulfiller`]: the loop of
+//!    rounds per queue, waiting on the wake key, a push, a pop joining the
+//!    line, or another process serving this line's counted request; an
+//!    unknown commit outcome is resolved by its [`marker`].
 //! 4. [`handoff`]: the hand-off and the give-back. Once a round's commit is
 //!    durable its items go to their pops in memory; items whose pop has
 //!    gone (its caller hung up, its wait ended) go back to their original
@@ -25,16 +31,21 @@
 //!    are cleared.
 //!
 //! Exactly-once hand-off: an item leaves `items` in the same commit that
-//! writes it to exactly one result, one pop in line, or one direct popper.
+//! writes it to exactly one result, one pop in line, or one direct popper;
+//! a result leaves `results` in the same commit that hands it to one pop
+//! in line or puts it back.
 //! Every commit that consumes a request, item or result holds a
 //! read-conflict on it, so two transactions can never both consume it;
 //! whichever loses conflicts and re-reads.
 
+pub mod counted;
 pub mod direct;
 pub mod fulfill;
 pub mod fulfiller;
 pub mod handoff;
 pub mod line;
+pub mod marker;
+pub mod pool;
 pub mod pop;
 pub mod pops;
 pub mod reap;
@@ -128,6 +139,14 @@ pub struct StagingStats {
     pub local_hand_offs: AtomicU64,
     /// Local hand-offs whose requester had gone: item put back.
     pub local_hand_offs_unclaimed: AtomicU64,
+    /// Pops this process's line asked for in the store (counted
+    /// requests added, see [`counted`]).
+    pub line_pops_asked: AtomicU64,
+    /// Items this process's fulfillers wrote as results of other
+    /// processes' counted requests.
+    pub line_results_written: AtomicU64,
+    /// Results of this process's counted requests collected.
+    pub line_results_collected: AtomicU64,
 }
 
 impl StagingStats {

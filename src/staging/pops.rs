@@ -39,6 +39,9 @@ pub(super) struct Inner<S: Store> {
     /// Pops waiting in this process, served in memory by its fulfillers.
     pub(super) local: Arc<LocalWaiters>,
     pub(super) lease_issued: LeaseIssued,
+    /// This process's line id: its counted requests in the store
+    /// ([`super::counted`]) carry it.
+    pub(super) line: [u8; crate::staging::counted::LINE_ID_LEN],
 }
 
 impl<S: Store> Clone for Pops<S> {
@@ -68,6 +71,7 @@ impl<S: Store> Pops<S> {
                 shutdown,
                 local: Arc::new(LocalWaiters::default()),
                 lease_issued,
+                line: rand::random(),
             }),
         }
     }

@@ -9,7 +9,7 @@
 //! a queue that leaves requests or results makes one for the earliest of
 //! their deadlines ([`reap_due`]). The timer hands due appointments here.
 
-use crate::envelope::{decode_request, decode_result, encode_item_value};
+use crate::envelope::{decode_counted_request, decode_result, encode_item_value};
 use crate::keys::{QueueKeys, QueueKind, registry_entry, registry_range};
 use crate::lease::Receipt;
 use crate::lease::settle::release_in;
@@ -196,9 +196,11 @@ async fn reap_pass<S: Store>(
             }
         }
     }
+    // Pops the cleared requests stood for (a counted request, several).
+    let mut pops = 0i64;
     for KeyValue { key, value } in requests {
-        let request =
-            decode_request(&value).ok_or_else(|| QueueError::Corrupt { key: key.clone() })?;
+        let (request, count) = decode_counted_request(&value)
+            .ok_or_else(|| QueueError::Corrupt { key: key.clone() })?;
         if request.deadline_ms >= now_ms {
             reaped.next_deadline_ms = earliest(reaped.next_deadline_ms, Some(request.deadline_ms));
             continue;
@@ -206,9 +208,10 @@ async fn reap_pass<S: Store>(
         txn.add_read_conflict_key(&key)?;
         txn.clear(&key)?;
         reaped.requests += 1;
+        pops += i64::from(count);
     }
-    if reaped.requests > 0 {
-        txn.atomic_add(&keys.waiting(), -(reaped.requests as i64))?;
+    if pops > 0 {
+        txn.atomic_add(&keys.waiting(), -pops)?;
     }
     if reaped.results + reaped.requests + leased_results_cleared > 0 {
         txn.commit().await?;

@@ -148,13 +148,18 @@ fn decode(_keys: &QueueKeys, result_key: &[u8], value: &[u8]) -> Result<Item, Qu
     let result = decode_result(value).ok_or_else(|| QueueError::Corrupt {
         key: result_key.to_vec(),
     })?;
+    Ok(item_of_result(result))
+}
+
+/// The item a result carries, with its lease if it was delivered under one.
+pub(crate) fn item_of_result(result: crate::envelope::ResultValue) -> Item {
     let mut item = Item::from_value(result.item_key, result.item);
     item.lease = result.lease.map(|tag| Lease {
         receipt: Receipt(tag.receipt),
         expires_at_ms: tag.expires_at_ms,
         delivery_count: item.deliveries.saturating_add(1),
     });
-    Ok(item)
+    item
 }
 
 /// Waits for the registration's result until `deadline` (or until `stop`
@@ -359,7 +364,7 @@ pub async fn restore_items<S: Store>(
 /// In `txn`: puts back one item that was taken but reached nobody (see
 /// [`restore_items`]); a leased one whose lease the timer already
 /// returned needs nothing.
-async fn restore_in<T: Transaction>(
+pub(crate) async fn restore_in<T: Transaction>(
     txn: &T,
     keys: &QueueKeys,
     item: &Item,

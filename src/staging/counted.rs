@@ -1,0 +1,499 @@
+//! The second level of the line: a process's line in the store's request
+//! subspace, as *counted* requests.
+//!
+//! Pops waiting in a process's memory line cost no write while its own
+//! fulfiller serves them. When it cannot — its round lost a conflict to
+//! another process's, or other processes' requests stand in the store
+//! ahead of its pops — the line writes a counted request: one key,
+//! `requests/(index, requester)`, standing for `count` of its pops of one
+//! class (end and lease), where `requester` is the process's line id and
+//! the class. Any process's fulfiller serves stored requests in request
+//! order: for a counted request of another line it takes up to `count`
+//! items, writes each under its own result key
+//! `results/(requester, item key)` (leased in the same commit if the class
+//! is), and lowers the count (clearing the request at 0), all in one
+//! commit. The requesting line's fulfiller collects its results in a later
+//! round and hands them to its waiters in line order; a result it has no
+//! waiter for goes back to the queue in that same commit. A line's own
+//! counted request met in request order is served from its memory line.
+//!
+//! The count is kept exact without extra conflicts: a fulfiller serving a
+//! request moves `n` from its count into `n` results in one commit, so a
+//! snapshot read of the line's requests and results at one version always
+//! sums to the pops asked for. A line that changes one of its own requests
+//! adds a read conflict on it (a concurrent serve of it makes one side
+//! retry); a line adding a request writes a new key, which never
+//! conflicts. New pops join at the back with a new request: a line never
+//! keeps its place by raising an old request, so lines take turns.
+//!
+//! A round that collects results takes no items, so collecting never
+//! conflicts with another process's round (only with a reaper returning a
+//! result): results reach their pops at once however hard the head is
+//! contended. A line whose fulfiller stops at shutdown withdraws its
+//! requests and gives back its results ([`withdraw_line`]); one that dies
+//! leaves them to expire and to the reaper, as plain requests do.
+//!
+//! The `waiting` counter counts pops: a counted request adds its count.
+
+use crate::envelope::{
+    End, RequestValue, decode_counted_request, decode_result, encode_counted_request,
+};
+use crate::keys::QueueKeys;
+use crate::queue::{Item, QueueError};
+use crate::staging::line::{MemoryRequest, Waiting};
+use crate::staging::requester::{item_of_result, restore_in};
+use crate::store::{RangeRead, RetryPolicy, Store, StoreError, Transaction, decode_mark, transact};
+
+/// Bytes of a line id (one per process's pop protocol).
+pub const LINE_ID_LEN: usize = 16;
+/// Bytes of a counted request's requester: line id, end, lease_ms.
+const REQUESTER_LEN: usize = LINE_ID_LEN + 1 + 8;
+
+/// The requester of line `line`'s counted requests of one class.
+pub fn requester(line: &[u8], end: End, lease_ms: u64) -> Vec<u8> {
+    assert_eq!(line.len(), LINE_ID_LEN, "a line id");
+    let mut id = Vec::with_capacity(REQUESTER_LEN);
+    id.extend_from_slice(line);
+    id.push(match end {
+        End::Front => 0,
+        End::Back => 1,
+    });
+    id.extend_from_slice(&lease_ms.to_be_bytes());
+    id
+}
+
+/// True when `requester` is one of line `line`'s counted requesters.
+pub fn is_own(line: &[u8], requester: &[u8]) -> bool {
+    !line.is_empty() && requester.len() == REQUESTER_LEN && requester.starts_with(line)
+}
+
+/// The end and lease of a counted requester's pops; `None` if it is not one.
+pub fn class_of(requester: &[u8]) -> Option<(End, u64)> {
+    if requester.len() != REQUESTER_LEN {
+        return None;
+    }
+    let end = match requester[LINE_ID_LEN] {
+        0 => End::Front,
+        1 => End::Back,
+        _ => return None,
+    };
+    let lease_ms = u64::from_be_bytes(requester[LINE_ID_LEN + 1..].try_into().ok()?);
+    Some((end, lease_ms))
+}
+
+/// This process's line in the request subspace (the second level).
+#[derive(Clone, Copy)]
+pub struct LineLevel<'a> {
+    /// This process's line id ([`LINE_ID_LEN`] bytes); empty:
+    /// the round neither reads nor writes counted requests of its own.
+    pub line: &'a [u8],
+    /// This line's counted requesters whose results may be waiting (every
+    /// one with a request alive or results uncollected after the last
+    /// round; the round's `Fulfilled::collect`).
+    pub collect: &'a [Vec<u8>],
+}
+
+impl LineLevel<'static> {
+    /// No line in the store.
+    pub const NONE: LineLevel<'static> = LineLevel {
+        line: b"",
+        collect: &[],
+    };
+}
+
+/// One stored request of a line, as read.
+#[derive(Debug, Clone)]
+pub struct Counted {
+    /// Its key.
+    pub key: Vec<u8>,
+    /// Its requester.
+    pub requester: Vec<u8>,
+    /// What its pops ask for.
+    pub request: RequestValue,
+    /// Its count as read.
+    pub count: u32,
+}
+
+/// In `txn`: sets the count of request `counted` to `count` (clearing it
+/// at 0), with a read conflict on it, and moves `waiting` by the change.
+pub fn set_count_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    counted: &Counted,
+    count: u32,
+) -> Result<(), StoreError> {
+    if count == counted.count {
+        return Ok(());
+    }
+    txn.add_read_conflict_key(&counted.key)?;
+    if count == 0 {
+        txn.clear(&counted.key)?;
+    } else {
+        txn.set(
+            &counted.key,
+            &encode_counted_request(&counted.request, count),
+        )?;
+    }
+    txn.atomic_add(&keys.waiting(), i64::from(count) - i64::from(counted.count))
+}
+
+/// In `txn`: adds a counted request for `count` pops by `requester` at
+/// the back of the request subspace (a snapshot read of the index mark,
+/// raised with `atomic_max`: never conflicts), wakes the fulfillers and
+/// makes the reaper look after its deadline. Returns its key.
+pub async fn add_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    requester: &[u8],
+    request: &RequestValue,
+    count: u32,
+) -> Result<Vec<u8>, StoreError> {
+    let index = decode_mark(txn.get(&keys.next_request(), true).await?.as_deref());
+    let key = keys.request(index, requester);
+    txn.set(&key, &encode_counted_request(request, count))?;
+    txn.atomic_max(&keys.next_request(), index + 1)?;
+    txn.atomic_add(&keys.waiting(), i64::from(count))?;
+    txn.atomic_add(&keys.wake(), 1)?;
+    txn.set(&keys.registry_key(), b"")?;
+    crate::staging::reap::note_request(txn, keys, request.deadline_ms)?;
+    Ok(key)
+}
+
+/// What [`ask`] wrote.
+#[derive(Debug, Default)]
+pub struct Asked {
+    /// Requesters of the counted requests added.
+    pub requesters: Vec<Vec<u8>>,
+    /// Pops they stand for.
+    pub pops: u32,
+}
+
+/// After a round of line `line` lost a conflict: makes sure the store
+/// holds counted requests for the line's waiting pops (`waiting`, by
+/// class), adding one at the back for those not yet asked for (asked
+/// for: the counts of its requests plus its uncollected results). Reads
+/// are snapshot and the only writes are new keys, so this never conflicts
+/// and a line that keeps losing rounds still gets in line.
+pub async fn ask<S: Store>(
+    store: &S,
+    keys: &QueueKeys,
+    line: &[u8],
+    waiting: &[Waiting],
+    batch_max: usize,
+) -> Result<Asked, QueueError> {
+    let mut asked = Asked::default();
+    if waiting.is_empty() {
+        return Ok(asked);
+    }
+    let batch = batch_max.max(1);
+    let txn = store.begin()?;
+    let (begin, end) = keys.requests_range();
+    let rows = txn
+        .get_range(RangeRead::new(&begin, &end, batch).snapshot())
+        .await?;
+    for class in waiting {
+        let id = requester(line, class.end, class.lease_ms);
+        let requested: u64 = rows
+            .iter()
+            .filter(|row| keys.request_parts(&row.key).is_some_and(|(_, r)| r == id))
+            .filter_map(|row| decode_counted_request(&row.value))
+            .map(|(_, count)| u64::from(count))
+            .sum();
+        let (begin, end) = keys.counted_results_range(&id);
+        let pending = txn
+            .get_range(RangeRead::new(&begin, &end, batch).snapshot())
+            .await?
+            .len() as u64;
+        let wanted = (class.pops.min(batch) as u64).saturating_sub(requested + pending);
+        if wanted == 0 {
+            continue;
+        }
+        let request = RequestValue {
+            deadline_ms: class.deadline_ms,
+            end: class.end,
+            lease_ms: class.lease_ms,
+        };
+        let count = u32::try_from(wanted).expect("bounded by the batch");
+        add_in(&txn, keys, &id, &request, count).await?;
+        asked.requesters.push(id);
+        asked.pops += count;
+    }
+    if !asked.requesters.is_empty() {
+        txn.commit().await?;
+    }
+    Ok(asked)
+}
+
+/// A round's view of this process's line, after it served what it could.
+pub struct OwnLine<'a> {
+    /// This process's line id (empty: none).
+    pub line: &'a [u8],
+    /// The round's memory requests, in line order.
+    pub memory: &'a [&'a MemoryRequest],
+    /// What each got this round.
+    pub got: &'a [Option<Vec<Item>>],
+    /// The counted requests the round read (this line's and others').
+    pub rows: &'a [Counted],
+    /// Pops of each served from this line in the round (its own rows).
+    pub served: &'a [u32],
+    /// Another process's request stood in the store.
+    pub others_ahead: bool,
+}
+
+/// What [`OwnLine::settle_in`] left in the store.
+#[derive(Debug, Default)]
+pub struct Kept {
+    /// This line's requesters with a request alive.
+    pub requesters: Vec<Vec<u8>>,
+    /// The key of the line's oldest request alive.
+    pub oldest: Option<Vec<u8>>,
+    /// Pops a request was added for.
+    pub pops_asked: usize,
+}
+
+impl OwnLine<'_> {
+    /// In the round's `txn`: brings this line's counted requests, class by
+    /// class, to the number of its pops still waiting unserved. Too many:
+    /// the newest are lowered first (the oldest keep their place). Too
+    /// few while another process's request stands in the store: one is
+    /// added at the back for the rest (none is needed otherwise: this
+    /// line's own next round serves them first).
+    pub async fn settle_in<T: Transaction>(
+        &self,
+        txn: &T,
+        keys: &QueueKeys,
+    ) -> Result<Kept, StoreError> {
+        let mut kept = Kept::default();
+        if self.line.is_empty() {
+            return Ok(kept);
+        }
+        let own_rows: Vec<usize> = (0..self.rows.len())
+            .filter(|&r| is_own(self.line, &self.rows[r].requester))
+            .collect();
+        let waiting: Vec<&MemoryRequest> = (0..self.memory.len())
+            .filter(|&i| self.got[i].is_none() && !self.memory[i].line.answers_empty)
+            .map(|i| self.memory[i])
+            .collect();
+        let mut classes: Vec<(End, u64)> = Vec::new();
+        let row_classes = own_rows
+            .iter()
+            .map(|&r| (self.rows[r].request.end, self.rows[r].request.lease_ms));
+        let pop_classes = waiting
+            .iter()
+            .filter(|_| self.others_ahead)
+            .map(|m| (m.line.request.end, m.line.request.lease_ms));
+        for class in row_classes.chain(pop_classes) {
+            if !classes.contains(&class) {
+                classes.push(class);
+            }
+        }
+        for (end, lease_ms) in classes {
+            let pops: Vec<&&MemoryRequest> = waiting
+                .iter()
+                .filter(|m| (m.line.request.end, m.line.request.lease_ms) == (end, lease_ms))
+                .collect();
+            let rows: Vec<usize> = own_rows
+                .iter()
+                .copied()
+                .filter(|&r| {
+                    (self.rows[r].request.end, self.rows[r].request.lease_ms) == (end, lease_ms)
+                })
+                .collect();
+            let mut counts: Vec<u32> = rows
+                .iter()
+                .map(|&r| self.rows[r].count - self.served[r])
+                .collect();
+            let asked: u64 = counts.iter().map(|&c| u64::from(c)).sum();
+            let mut excess = asked.saturating_sub(pops.len() as u64);
+            for count in counts.iter_mut().rev() {
+                let cut = excess.min(u64::from(*count)) as u32;
+                *count -= cut;
+                excess -= u64::from(cut);
+            }
+            let mut alive = false;
+            for (&r, &count) in rows.iter().zip(&counts) {
+                set_count_in(txn, keys, &self.rows[r], count)?;
+                if count > 0 {
+                    alive = true;
+                    let key = &self.rows[r].key;
+                    if kept.oldest.as_ref().is_none_or(|oldest| key < oldest) {
+                        kept.oldest = Some(key.clone());
+                    }
+                }
+            }
+            let missing = (pops.len() as u64).saturating_sub(asked);
+            let id = requester(self.line, end, lease_ms);
+            if missing > 0 && self.others_ahead {
+                let request = RequestValue {
+                    deadline_ms: pops
+                        .iter()
+                        .map(|m| m.line.request.deadline_ms)
+                        .max()
+                        .expect("pops wait"),
+                    end,
+                    lease_ms,
+                };
+                let count = u32::try_from(missing).expect("bounded by the batch");
+                let key = add_in(txn, keys, &id, &request, count).await?;
+                kept.pops_asked += count as usize;
+                alive = true;
+                if kept.oldest.as_ref().is_none_or(|oldest| &key < oldest) {
+                    kept.oldest = Some(key);
+                }
+            }
+            if alive {
+                kept.requesters.push(id);
+            }
+        }
+        Ok(kept)
+    }
+}
+
+/// What [`collect_in`] collected.
+pub struct Collected {
+    /// Results nobody here waits for: back to the queue in this commit.
+    pub give_back: Vec<Item>,
+    /// Results read and cleared.
+    pub collected: usize,
+    /// Requesters with more results than one round reads.
+    pub collect_next: Vec<Vec<u8>>,
+}
+
+/// In a round's `txn`: takes the results other processes wrote for this
+/// line (its requesters in `line.collect`, and those of its requests in
+/// `rows`), each with a read conflict (a reaper returning it makes one
+/// side retry), and gives them to its waiting `memory` requests of their
+/// class in line order, one each (into `got`).
+pub async fn collect_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    line: &LineLevel<'_>,
+    rows: &[Counted],
+    memory: &[&MemoryRequest],
+    got: &mut [Option<Vec<Item>>],
+    batch: usize,
+) -> Result<Collected, QueueError> {
+    let mut requesters: Vec<Vec<u8>> = line.collect.to_vec();
+    for row in rows {
+        if is_own(line.line, &row.requester) && !requesters.contains(&row.requester) {
+            requesters.push(row.requester.clone());
+        }
+    }
+    let mut collected = Collected {
+        give_back: Vec::new(),
+        collected: 0,
+        collect_next: Vec::new(),
+    };
+    for requester in &requesters {
+        let class = class_of(requester).expect("a counted requester of this line");
+        let (begin, end) = keys.counted_results_range(requester);
+        let results = txn
+            .get_range(RangeRead::new(&begin, &end, batch).snapshot())
+            .await?;
+        if results.len() >= batch {
+            collected.collect_next.push(requester.clone());
+        }
+        let mut cursor = 0;
+        for row in results {
+            let result = decode_result(&row.value).ok_or_else(|| QueueError::Corrupt {
+                key: row.key.clone(),
+            })?;
+            txn.add_read_conflict_key(&row.key)?;
+            txn.clear(&row.key)?;
+            collected.collected += 1;
+            let item = item_of_result(result);
+            let takes = |m: &MemoryRequest| {
+                !m.line.answers_empty && (m.line.request.end, m.line.request.lease_ms) == class
+            };
+            while cursor < memory.len() && !(got[cursor].is_none() && takes(memory[cursor])) {
+                cursor += 1;
+            }
+            match got.get_mut(cursor) {
+                Some(slot) => *slot = Some(vec![item]),
+                None => collected.give_back.push(item),
+            }
+        }
+    }
+    Ok(collected)
+}
+
+/// When line `line`'s fulfiller of queue `keys` stops (shutdown, or idle
+/// with no pop waiting): clears the line's counted requests (`waiting`
+/// lowered by their counts) and returns the results nobody here will
+/// collect (those of `collect` and of the requests found) to their keys,
+/// in one transaction, so other daemons neither serve a line that is gone
+/// nor leave its items to the reaper. Reads bounded by `batch_max` per
+/// range; what a bound leaves, the reaper returns.
+pub async fn withdraw_line<S: Store>(
+    store: &S,
+    keys: &QueueKeys,
+    line: &[u8],
+    collect: &[Vec<u8>],
+    batch_max: usize,
+) -> Result<(), QueueError> {
+    let batch = batch_max.max(1);
+    transact(store, RetryPolicy::default(), |txn| async move {
+        let (begin, end) = keys.requests_range();
+        let rows = txn
+            .get_range(RangeRead::new(&begin, &end, batch).snapshot())
+            .await?;
+        let mut requesters = collect.to_vec();
+        for row in rows {
+            let Some((_, requester)) = keys.request_parts(&row.key) else {
+                continue;
+            };
+            let Some((request, count)) = decode_counted_request(&row.value) else {
+                continue;
+            };
+            if !is_own(line, &requester) {
+                continue;
+            }
+            if !requesters.contains(&requester) {
+                requesters.push(requester.clone());
+            }
+            let counted = Counted {
+                key: row.key,
+                requester,
+                request,
+                count,
+            };
+            set_count_in(&txn, keys, &counted, 0)?;
+        }
+        for requester in &requesters {
+            let (begin, end) = keys.counted_results_range(requester);
+            let results = txn
+                .get_range(RangeRead::new(&begin, &end, batch).snapshot())
+                .await?;
+            for row in results {
+                let Some(result) = decode_result(&row.value) else {
+                    return Ok(Err(QueueError::Corrupt { key: row.key }));
+                };
+                txn.add_read_conflict_key(&row.key)?;
+                txn.clear(&row.key)?;
+                if let Err(error) = restore_in(&txn, keys, &item_of_result(result)).await? {
+                    return Ok(Err(error));
+                }
+            }
+        }
+        Ok(Ok(()))
+    })
+    .await?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lines_requesters_are_its_own_and_no_one_elses() {
+        let line = [7u8; LINE_ID_LEN];
+        let other = [8u8; LINE_ID_LEN];
+        let front = requester(&line, End::Front, 0);
+        let leased = requester(&line, End::Front, 30_000);
+        assert_ne!(front, leased, "one requester per class");
+        assert!(is_own(&line, &front) && is_own(&line, &leased));
+        assert!(!is_own(&other, &front));
+        assert!(!is_own(&line, &line), "a plain request's id is not counted");
+        assert!(!is_own(&[], &front), "no line: nothing is its own");
+    }
+}

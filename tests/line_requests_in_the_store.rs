@@ -1,0 +1,254 @@
+//! The second level of staging (issue #15): a coordinator's line in the
+//! store's request subspace as counted requests. One written for
+//! coordinator B's line (as B writes it after losing a round) is served by
+//! coordinator A's fulfiller in request order, ahead of A's own pop, with
+//! one result per item (leased in the serving commit when B's pops are);
+//! B's round collects them for its pops in line order and gives back what
+//! nobody waits for, in the same commit.
+
+mod common;
+
+use std::time::Duration;
+
+use hotq::coordinator::Coordinator;
+use hotq::envelope::{End, RequestValue, decode_result, now_ms};
+use hotq::keys::{QueueKeys, QueueName};
+use hotq::queue::{Item, Queue};
+use hotq::staging::counted::{self, LINE_ID_LEN, LineLevel};
+use hotq::staging::fulfill::{LocalHandoff, fulfill_round};
+use hotq::staging::line::{LineRequest, LocalId, MemoryRequest, Waiting};
+use hotq::staging::{StagingConfig, StagingStats};
+use hotq::store::embedded::{Durability, EmbeddedStore};
+use hotq::store::{Store, Transaction, decode_counter};
+
+const BOUND: Duration = Duration::from_secs(30);
+
+/// Coordinator B's line: only its id, as its fulfiller would use it.
+const LINE_B: [u8; LINE_ID_LEN] = [0xB0; LINE_ID_LEN];
+
+async fn waiting(store: &EmbeddedStore, keys: &QueueKeys) -> i64 {
+    let txn = store.begin().unwrap();
+    decode_counter(txn.get(&keys.waiting(), false).await.unwrap().as_deref())
+}
+
+/// Coordinator A with one pop waiting in its line (its fulfiller runs),
+/// and B's line asking for 3 pops of class `lease_ms` in the store; then
+/// 4 items pushed. Returns A, its pop's item, and B's requester.
+async fn a_serves_b(
+    store: &EmbeddedStore,
+    keys: &QueueKeys,
+    lease_ms: u64,
+) -> (Coordinator<EmbeddedStore>, Item, Vec<u8>) {
+    let a = Coordinator::new(store.clone(), StagingConfig::default());
+    let pop = {
+        let (a, keys) = (a.clone(), keys.clone());
+        tokio::spawn(async move { a.pop(&keys, End::Front, BOUND).await.unwrap() })
+    };
+    common::wait_until("A's pop to wait in its line", BOUND, || {
+        a.memory_waiting(keys) == 1
+    })
+    .await;
+    let b_waiting = Waiting {
+        end: End::Front,
+        lease_ms,
+        pops: 3,
+        deadline_ms: now_ms() + BOUND.as_millis() as u64,
+    };
+    let asked = counted::ask(store, keys, &LINE_B, &[b_waiting], 256)
+        .await
+        .unwrap();
+    assert_eq!(asked.pops, 3, "one request for B's 3 pops");
+    assert_eq!(
+        common::scan(store, keys.requests_range()).await.len(),
+        1,
+        "one key, not one per pop"
+    );
+    assert_eq!(waiting(store, keys).await, 3, "`waiting` counts pops");
+    let queue = Queue::new(store.clone(), keys.name().clone());
+    queue.push_batch(&["0", "1", "2", "3"]).await.unwrap();
+    let own = tokio::time::timeout(BOUND, pop)
+        .await
+        .expect("A's pop is served")
+        .unwrap()
+        .expect("an item");
+    let requester = counted::requester(&LINE_B, End::Front, lease_ms);
+    (a, own, requester)
+}
+
+/// B's round: `pops` memory requests of class `lease_ms` in its line.
+async fn b_collects(
+    store: &EmbeddedStore,
+    keys: &QueueKeys,
+    requester: &[u8],
+    pops: u64,
+    lease_ms: u64,
+) -> Vec<(LocalId, Vec<Item>)> {
+    let memory: Vec<MemoryRequest> = (1..=pops)
+        .map(|seq| MemoryRequest {
+            seq,
+            line: LineRequest::one(RequestValue {
+                deadline_ms: now_ms() + 60_000,
+                end: End::Front,
+                lease_ms,
+            }),
+        })
+        .collect();
+    let marker = keys.handoff_marker(0xB0);
+    let fulfilled = fulfill_round(
+        store,
+        keys,
+        (256, 1 << 20, 5_000),
+        LocalHandoff {
+            is_local: &|_| false,
+            memory: &memory,
+            marker_key: &marker,
+            attempt: 1,
+        },
+        LineLevel {
+            line: &LINE_B,
+            collect: &[requester.to_vec()],
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(fulfilled.collected, 3, "every result collected");
+    assert!(fulfilled.collect.is_empty(), "nothing left to collect");
+    fulfilled.handed
+}
+
+fn payloads(items: &[Item]) -> Vec<&str> {
+    items
+        .iter()
+        .map(|item| std::str::from_utf8(&item.payload).unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_counted_request_of_one_line_is_served_by_another_coordinators_fulfiller() {
+    let (store, _dir) = common::embedded_store(Durability::Buffered);
+    let keys = QueueKeys::new(&QueueName::new("counted").unwrap());
+    let (a, own, requester) = a_serves_b(&store, &keys, 0).await;
+    assert_eq!(payloads(&[own]), ["3"], "B's request was ahead of A's pop");
+    let results = common::scan(&store, keys.counted_results_range(&requester)).await;
+    let served: Vec<String> = results
+        .iter()
+        .map(|row| String::from_utf8(decode_result(&row.value).unwrap().item.payload).unwrap())
+        .collect();
+    assert_eq!(
+        served,
+        ["0", "1", "2"],
+        "one result per item, in item order"
+    );
+    assert!(
+        common::scan(&store, keys.requests_range()).await.is_empty(),
+        "the request was cleared when its count was served"
+    );
+    assert_eq!(waiting(&store, &keys).await, 0);
+    assert_eq!(StagingStats::get(&a.stats().line_results_written), 3);
+
+    // B's round has 2 pops waiting: they get the first two results in
+    // line order, and the third goes back to the queue in the same commit.
+    let handed = b_collects(&store, &keys, &requester, 2, 0).await;
+    let handed: Vec<(LocalId, Vec<&str>)> = handed
+        .iter()
+        .map(|(id, items)| (id.clone(), payloads(items)))
+        .collect();
+    assert_eq!(
+        handed,
+        [
+            (LocalId::Memory(1), vec!["0"]),
+            (LocalId::Memory(2), vec!["1"])
+        ]
+    );
+    assert!(common::scan(&store, keys.results_range()).await.is_empty());
+    let queue = Queue::new(store.clone(), keys.name().clone());
+    assert_eq!(queue.len().await.unwrap(), 1, "the third result went back");
+    let back = queue.pop().await.unwrap().expect("the given-back item");
+    assert_eq!(payloads(&[back]), ["2"]);
+    a.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leased_counted_request_is_leased_in_the_serving_commit() {
+    let (store, _dir) = common::embedded_store(Durability::Buffered);
+    let keys = QueueKeys::new(&QueueName::new("counted-leased").unwrap());
+    let (a, own, requester) = a_serves_b(&store, &keys, 30_000).await;
+    assert!(own.lease.is_none(), "A's own pop asked for no lease");
+    for row in common::scan(&store, keys.counted_results_range(&requester)).await {
+        let result = decode_result(&row.value).unwrap();
+        assert!(result.lease.is_some(), "leased where it was served");
+    }
+    let handed = b_collects(&store, &keys, &requester, 3, 30_000).await;
+    let items: Vec<Item> = handed.into_iter().flat_map(|(_, items)| items).collect();
+    assert_eq!(payloads(&items), ["0", "1", "2"]);
+    for item in &items {
+        let lease = item
+            .lease
+            .as_ref()
+            .expect("a collected item carries its lease");
+        a.ack(&keys, &lease.receipt)
+            .await
+            .expect("its receipt acks");
+    }
+    let queue = Queue::new(store.clone(), keys.name().clone());
+    assert_eq!(queue.len().await.unwrap(), 0);
+    a.shutdown(Duration::from_secs(5)).await;
+}
+
+/// Another process's request stands in the store ahead (a plain request
+/// nobody serves: the queue is empty): coordinator B's pops, unserved,
+/// join it there as counted requests (one per round that found new pops
+/// waiting, each at the back). When B shuts down its
+/// line leaves the store: the counted request is cleared and `waiting`
+/// lowered by its count, the other process's request left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_behind_another_processs_request_stands_in_the_store_until_it_stops() {
+    let (store, _dir) = common::embedded_store(Durability::Buffered);
+    let keys = QueueKeys::new(&QueueName::new("behind").unwrap());
+    let deadline_ms = now_ms() + BOUND.as_millis() as u64;
+    hotq::staging::requester::register(&store, &keys, &RequestValue::front(deadline_ms))
+        .await
+        .unwrap();
+    let b = Coordinator::new(store.clone(), StagingConfig::default());
+    let pops: Vec<_> = (0..2)
+        .map(|_| {
+            let (b, keys) = (b.clone(), keys.clone());
+            tokio::spawn(async move { b.pop(&keys, End::Front, BOUND).await })
+        })
+        .collect();
+    let counted_pops = || async {
+        common::scan(&store, keys.requests_range())
+            .await
+            .iter()
+            .filter(|row| row.value.first() == Some(&2))
+            .map(|row| {
+                hotq::envelope::decode_counted_request(&row.value)
+                    .unwrap()
+                    .1
+            })
+            .sum::<u32>()
+    };
+    common::eventually("B's two pops to stand in the store", BOUND, || async {
+        counted_pops().await == 2
+    })
+    .await;
+    let plain = |rows: Vec<hotq::store::KeyValue>| {
+        rows.iter()
+            .filter(|row| row.value.first() == Some(&1))
+            .count()
+    };
+    assert_eq!(
+        plain(common::scan(&store, keys.requests_range()).await),
+        1,
+        "the other process's request is still first in line"
+    );
+    assert_eq!(waiting(&store, &keys).await, 3);
+    b.shutdown(Duration::from_secs(5)).await;
+    for pop in pops {
+        assert!(pop.await.unwrap().unwrap().is_none(), "nothing was pushed");
+    }
+    assert_eq!(counted_pops().await, 0, "B's line left the store");
+    let rows = common::scan(&store, keys.requests_range()).await;
+    assert_eq!((rows.len(), plain(rows)), (1, 1));
+    assert_eq!(waiting(&store, &keys).await, 1);
+}
