@@ -4,7 +4,9 @@
 //! - item: `1, enqueued_at_ms, payload` for an item never delivered under a
 //!   lease; else `2, enqueued_at_ms, deliveries (u32), dead-letter origin`
 //!   (`len (u8), queue name, deliveries at death (u32)`; `len` 0 for
-//!   none), `payload`.
+//!   none), `payload`; an item of a message group (see `crate::groups`) is
+//!   version 3: version 2's fields, then `len (u8), group key`, then
+//!   `payload` (items without a group never take the longer form).
 //! - request: `1, deadline_ms, end, lease_ms` (`lease_ms` 0: no lease;
 //!   a 10-byte request without it reads as 0).
 //! - result: `2, deadline_ms, leased (u8), [receipt (16), expires_at_ms],
@@ -86,6 +88,8 @@ pub struct ItemValue {
     pub deliveries: u32,
     /// Set for an item in a dead-letter queue.
     pub dead_letter: Option<DeadLetter>,
+    /// The message group it belongs to (see `crate::groups`).
+    pub group: Option<String>,
     /// The item's bytes.
     pub payload: Vec<u8>,
 }
@@ -97,6 +101,7 @@ impl ItemValue {
             enqueued_at_ms,
             deliveries: 0,
             dead_letter: None,
+            group: None,
             payload,
         }
     }
@@ -104,7 +109,7 @@ impl ItemValue {
 
 /// Encodes a fresh item's envelope (never delivered, not dead-lettered).
 pub fn encode_item(enqueued_at_ms: u64, payload: &[u8]) -> Vec<u8> {
-    encode_item_parts(enqueued_at_ms, 0, None, payload)
+    encode_item_parts(enqueued_at_ms, 0, None, None, payload)
 }
 
 /// Encodes an item envelope.
@@ -113,6 +118,7 @@ pub fn encode_item_value(item: &ItemValue) -> Vec<u8> {
         item.enqueued_at_ms,
         item.deliveries,
         item.dead_letter.as_ref(),
+        item.group.as_deref(),
         &item.payload,
     )
 }
@@ -121,9 +127,10 @@ fn encode_item_parts(
     enqueued_at_ms: u64,
     deliveries: u32,
     dead_letter: Option<&DeadLetter>,
+    group: Option<&str>,
     payload: &[u8],
 ) -> Vec<u8> {
-    if deliveries == 0 && dead_letter.is_none() {
+    if deliveries == 0 && dead_letter.is_none() && group.is_none() {
         // A fresh item keeps version 1, which binaries without leases read.
         let mut value = Vec::with_capacity(9 + payload.len());
         value.push(1);
@@ -132,8 +139,9 @@ fn encode_item_parts(
         return value;
     }
     let origin_len = dead_letter.map_or(0, |d| d.queue.len() + 4);
-    let mut value = Vec::with_capacity(14 + origin_len + payload.len());
-    value.push(2);
+    let group_len = group.map_or(0, |g| g.len() + 1);
+    let mut value = Vec::with_capacity(14 + origin_len + group_len + payload.len());
+    value.push(if group.is_some() { 3 } else { 2 });
     value.extend_from_slice(&enqueued_at_ms.to_be_bytes());
     value.extend_from_slice(&deliveries.to_be_bytes());
     match dead_letter {
@@ -147,6 +155,13 @@ fn encode_item_parts(
         }
         None => value.push(0),
     }
+    if let Some(group) = group {
+        // Group keys are at most 128 bytes (see `crate::groups::check_key`).
+        let len = u8::try_from(group.len()).expect("group keys fit a u8 length");
+        assert!(len > 0, "a group key is never empty");
+        value.push(len);
+        value.extend_from_slice(group.as_bytes());
+    }
     value.extend_from_slice(payload);
     value
 }
@@ -159,7 +174,7 @@ pub fn decode_item(value: &[u8]) -> Option<ItemValue> {
             let enqueued_at_ms = reader.u64()?;
             Some(ItemValue::new(enqueued_at_ms, reader.rest().to_vec()))
         }
-        2 => {
+        version @ (2 | 3) => {
             let enqueued_at_ms = reader.u64()?;
             let deliveries = reader.u32()?;
             let dead_letter = match reader.u8()? {
@@ -172,10 +187,24 @@ pub fn decode_item(value: &[u8]) -> Option<ItemValue> {
                     })
                 }
             };
+            let group = if version == 3 {
+                let len = reader.u8()?;
+                if len == 0 {
+                    return None;
+                }
+                Some(
+                    std::str::from_utf8(reader.take(len as usize)?)
+                        .ok()?
+                        .to_string(),
+                )
+            } else {
+                None
+            };
             Some(ItemValue {
                 enqueued_at_ms,
                 deliveries,
                 dead_letter,
+                group,
                 payload: reader.rest().to_vec(),
             })
         }
@@ -386,8 +415,29 @@ mod tests {
                 queue: "jobs".into(),
                 deliveries: 5,
             }),
+            group: None,
             payload: b"payload".to_vec(),
         }
+    }
+
+    #[test]
+    fn grouped_items_round_trip_and_ungrouped_ones_keep_their_form() {
+        let grouped = ItemValue {
+            group: Some("customer-7".into()),
+            ..ItemValue::new(42, b"p".to_vec())
+        };
+        let encoded = encode_item_value(&grouped);
+        assert_eq!(encoded[0], 3);
+        assert_eq!(decode_item(&encoded), Some(grouped.clone()));
+        let dead = ItemValue {
+            group: Some("g".into()),
+            ..dead_item()
+        };
+        assert_eq!(decode_item(&encode_item_value(&dead)), Some(dead));
+        for len in 0..encoded.len() - 1 {
+            assert_ne!(decode_item(&encoded[..len]), Some(grouped.clone()));
+        }
+        assert_eq!(encode_item_value(&ItemValue::new(42, b"p".to_vec()))[0], 1);
     }
 
     #[test]

@@ -13,7 +13,9 @@
 //! | `requests` | `(index, requester)`    | request envelope              |
 //! | `results`  | `(requester,)`          | result envelope               |
 //! | `receipts` | `(receipt,)`            | the lease's `expires_at_ms`    |
-//! | `meta`     | `("depth",)`, `("waiting",)`, `("leased",)`, `("delayed",)`, `("wake",)` | counters (atomic add) |
+//! | `meta`     | `("depth",)`, `("waiting",)`, `("leased",)`, `("delayed",)`, `("grouped",)`, `("wake",)` | counters (atomic add) |
+//! | `group`    | `(group,)`              | group state: the group has a head out of `grouped` (see `crate::groups`) |
+//! | `grouped`  | `(group, index, random)` | pending grouped item: visible-at ms and item envelope |
 //!
 //! Leases and delayed items live in one store-wide **due index**,
 //! `("hotq-due", due_ms, kind, queue, what, id)`, not under their queue:
@@ -164,6 +166,9 @@ pub enum DueWhat {
     Reap,
     /// A push's deduplication id stops counting (see `crate::dedup`).
     Dedup,
+    /// A group head popped without a lease is taken as delivered, if its
+    /// hand-off has not ended by then (see `crate::groups`).
+    Group,
 }
 
 impl DueWhat {
@@ -173,6 +178,7 @@ impl DueWhat {
             DueWhat::Lease => "lease",
             DueWhat::Reap => "reap",
             DueWhat::Dedup => "dedup",
+            DueWhat::Group => "group",
         }
     }
 }
@@ -217,6 +223,7 @@ pub fn due_entry(key: &[u8]) -> Option<DueEntry> {
         "lease" => DueWhat::Lease,
         "reap" => DueWhat::Reap,
         "dedup" => DueWhat::Dedup,
+        "group" => DueWhat::Group,
         _ => return None,
     };
     Some(DueEntry {
@@ -282,6 +289,8 @@ pub struct QueueKeys {
     legacy_leases: Subspace,
     legacy_delayed: Subspace,
     meta: Subspace,
+    groups: Subspace,
+    grouped: Subspace,
 }
 
 impl QueueKeys {
@@ -303,6 +312,8 @@ impl QueueKeys {
             legacy_leases: root.subspace(&"leases"),
             legacy_delayed: root.subspace(&"delayed"),
             meta: root.subspace(&"meta"),
+            groups: root.subspace(&"group"),
+            grouped: root.subspace(&"grouped"),
         }
     }
 
@@ -449,7 +460,7 @@ impl QueueKeys {
         let space = match what {
             DueWhat::Lease => &self.legacy_leases,
             DueWhat::Delayed => &self.legacy_delayed,
-            DueWhat::Reap | DueWhat::Dedup => return None,
+            DueWhat::Reap | DueWhat::Dedup | DueWhat::Group => return None,
         };
         space
             .unpack::<(u64, Bytes)>(key)
@@ -524,6 +535,53 @@ impl QueueKeys {
         Subspace::all()
             .subspace(&(self.kind.root(), self.name.as_str()))
             .range()
+    }
+
+    /// The state key of message group `group` (see `crate::groups`).
+    pub fn group(&self, group: &str) -> Vec<u8> {
+        self.groups.pack(&(group,))
+    }
+
+    /// `[begin, end)` of every group state of the queue.
+    pub fn groups_range(&self) -> KeyRange {
+        self.groups.range()
+    }
+
+    /// The key of an item of `group` waiting behind the group's head, at
+    /// its push `index` with tie-breaker `random`.
+    pub fn grouped_item(&self, group: &str, index: u64, random: &[u8]) -> Vec<u8> {
+        self.grouped.pack(&(group, index, Bytes::from(random)))
+    }
+
+    /// `[begin, end)` of the items waiting behind `group`'s head, in push order.
+    pub fn grouped_range(&self, group: &str) -> KeyRange {
+        self.grouped.subspace(&(group,)).range()
+    }
+
+    /// `[begin, end)` of every item waiting behind a group head.
+    pub fn grouped_all_range(&self) -> KeyRange {
+        self.grouped.range()
+    }
+
+    /// The group, index and random of a key of [`Self::grouped_item`].
+    pub fn grouped_parts(&self, key: &[u8]) -> Option<(String, u64, Vec<u8>)> {
+        self.grouped
+            .unpack::<(String, u64, Bytes)>(key)
+            .ok()
+            .map(|(group, index, random)| (group, index, random.into_owned()))
+    }
+
+    /// The index and random of an item key (see [`Self::item`]).
+    pub fn item_parts(&self, key: &[u8]) -> Option<(u64, Vec<u8>)> {
+        self.items
+            .unpack::<(u64, Bytes)>(key)
+            .ok()
+            .map(|(index, random)| (index, random.into_owned()))
+    }
+
+    /// The count of items waiting behind group heads, kept with atomic adds.
+    pub fn grouped_count(&self) -> Vec<u8> {
+        self.meta.pack(&("grouped",))
     }
 
     /// Bumped whenever the fulfiller has new work; fulfillers watch it.

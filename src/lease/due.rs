@@ -342,6 +342,10 @@ async fn consume<T: Transaction>(
             crate::dedup::expire_in(txn, &keys, &entry.id, entry.due_ms).await?;
             continue;
         }
+        if entry.what == DueWhat::Group {
+            crate::groups::handoff_due_in(txn, &keys, &entry.id, entry.due_ms, now_ms).await?;
+            continue;
+        }
         let Some(held) = decode_held(value) else {
             tracing::warn!(queue = %entry.queue, ?key, "clearing a malformed due entry");
             continue;
@@ -377,7 +381,7 @@ async fn consume<T: Transaction>(
                     txn.atomic_add(&keys.depth(), 1)?;
                 }
             }
-            DueWhat::Reap | DueWhat::Dedup => unreachable!("handed on above"),
+            DueWhat::Reap | DueWhat::Dedup | DueWhat::Group => unreachable!("handed on above"),
         }
         pass.queues.insert(queue);
     }

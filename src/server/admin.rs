@@ -91,6 +91,7 @@ pub async fn list<S: Store>(
                     depth: queue.depth,
                     leased: queue.leased,
                     delayed: queue.delayed,
+                    grouped: queue.grouped,
                     waiting: queue.waiting + memory as i64,
                     oldest_item_age_ms: queue.oldest_item_age_ms,
                 }

@@ -256,6 +256,7 @@ pub async fn queue_stats<S: Store>(
         + state.coordinator.memory_waiting(keys) as i64;
     let leased = decode_counter(txn.get(&keys.leased(), true).await?.as_deref());
     let delayed = decode_counter(txn.get(&keys.delayed_count(), true).await?.as_deref());
+    let grouped = decode_counter(txn.get(&keys.grouped_count(), true).await?.as_deref());
     let oldest = read_end(&txn, keys, End::Front, 1, true).await?;
     let oldest_age_ms = match keys.kind() {
         QueueKind::Fifo => oldest
@@ -270,6 +271,7 @@ pub async fn queue_stats<S: Store>(
         waiting,
         leased,
         delayed,
+        grouped,
         oldest_item_age_ms: oldest_age_ms,
     };
     Ok(serde_json::to_value(stats).expect("stats serialize"))

@@ -267,6 +267,9 @@ pub async fn fulfill_once<S: Store>(
             // commit on; the hand-off or result carries the receipt.
             if request.lease_ms > 0 {
                 lease_in(&txn, keys, &mut item, request.lease_ms, now)?;
+            } else if item.group.is_some() {
+                let due_ms = crate::groups::handoff_due_ms(request.deadline_ms, result_grace_ms);
+                crate::groups::handoff_in(&txn, keys, &item, due_ms)?;
             }
             items.push(item);
         }
