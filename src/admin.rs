@@ -448,6 +448,8 @@ pub struct LeaseSummary {
     pub expires_at_ms: u64,
     /// When the item was pushed, in ms since the epoch.
     pub enqueued_at_ms: u64,
+    /// The item's message group.
+    pub group: Option<String>,
 }
 
 /// Whether `keys`' queue holds a lease under `receipt`.
@@ -501,6 +503,7 @@ pub async fn leases<S: Store>(
             delivery_count: held.as_ref().map_or(0, |held| held.item.deliveries),
             expires_at_ms,
             enqueued_at_ms: held.as_ref().map_or(0, |held| held.item.enqueued_at_ms),
+            group: held.and_then(|held| held.item.group),
         });
     }
     let next = more.then(|| page.last().expect("a full page").receipt.to_string());

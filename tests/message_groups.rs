@@ -444,6 +444,8 @@ async fn purge_drops_waiting_items_and_a_leased_head_still_holds_its_group() {
     assert_eq!(popped.status(), StatusCode::OK);
     let receipt = header(&popped, "hotq-receipt").unwrap();
     assert_eq!(popped.text().await.unwrap(), "a0");
+    let leases = common::daemon::get_json(&format!("{url}/v1/queues/{queue}/leases")).await;
+    assert_eq!(leases["leases"][0]["group"], "a", "{leases}");
     for body in ["b0", "b1", "b2"] {
         push("b", body).await;
     }
