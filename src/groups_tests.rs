@@ -302,3 +302,32 @@ async fn two_pushes_to_one_empty_group_conflict() {
     first.commit().await.unwrap();
     assert_eq!(second.commit().await, Err(StoreError::Conflict));
 }
+
+#[tokio::test]
+async fn the_timer_releases_a_group_whose_plain_pop_never_reported() {
+    let (store, _dir) = store();
+    let keys = qkeys();
+    push(&store, &keys, &[(Some("g"), "1"), (Some("g"), "2")]).await;
+    // A direct plain pop whose daemon dies before the pop reaches its
+    // caller: nobody calls `delivered`.
+    let (_, items) = crate::staging::direct::try_pop(&store, &keys, End::Front, 1, 0)
+        .await
+        .unwrap();
+    assert_eq!(items.len(), 1);
+    assert!(visible(&store, &keys).await.is_empty());
+    let policy = crate::lease::DeliveryPolicy::default();
+    let now = crate::envelope::now_ms();
+    crate::lease::due::sweep(&store, &policy, now)
+        .await
+        .unwrap();
+    assert!(visible(&store, &keys).await.is_empty(), "not due yet");
+    let later = now + HANDOFF_SLACK_MS + 1_000;
+    crate::lease::due::sweep(&store, &policy, later)
+        .await
+        .unwrap();
+    assert_eq!(visible(&store, &keys).await, ["2"]);
+    // A late `delivered` for the first pop changes nothing.
+    let handed = vec![("g".to_string(), items[0].key.clone())];
+    delivered(&store, &keys, &handed).await.unwrap();
+    assert_eq!(visible(&store, &keys).await, ["2"]);
+}
