@@ -37,6 +37,12 @@
 //! a second head: it waits behind the current one (its order is then
 //! lost, never the invariant), and a warning is logged.
 //!
+//! The library's direct pops (`Queue::pop`, `Queue::try_pop_direct`) hand
+//! the item straight to their caller, so they release the successor in
+//! their own commit. The daemon's recipe mode (`pop_recipe`) is built on
+//! them: a recipe pop whose caller hangs up mid-commit puts its item back
+//! behind the group's next head (its order is lost, not the invariant).
+//!
 //! Purge drops the items waiting behind heads pushed before it began and
 //! every visible or delayed head (each dropped head promotes the next
 //! item pushed after the purge began, if any); a leased head stays out and
