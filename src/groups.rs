@@ -54,6 +54,7 @@ use rand::RngCore;
 
 use crate::envelope::{HeldItem, ItemValue, decode_item, encode_held, encode_item_value};
 use crate::keys::{DueWhat, QueueKeys, RANDOM_LEN};
+use crate::lease::due::round::join_all;
 use crate::queue::{Item, QueueError};
 use crate::store::{
     KeyValue, RangeRead, RetryPolicy, Store, StoreError, Transaction, decode_mark, key_after,
@@ -181,12 +182,21 @@ pub async fn push_in<T: Transaction>(
     // Snapshot, as every push: the group state reads below are what orders
     // two pushes to one group.
     let next_index = decode_mark(txn.get(&keys.next_index(), true).await?.as_deref());
+    // Each group's state, read once and all at once (a store with remote
+    // reads waits for them together, not once per group).
+    let mut groups: Vec<&str> = items.iter().filter_map(|item| item.group).collect();
+    groups.sort_unstable();
+    groups.dedup();
+    let states = join_all(groups.iter().map(|group| state_in(txn, keys, group))).await;
+    let mut has_head = BTreeMap::new();
+    for (group, state) in groups.into_iter().zip(states) {
+        has_head.insert(group, state?.is_some());
+    }
     let (mut visible, mut delayed, mut waiting) = (0i64, 0i64, 0i64);
     let mut plain_delayed = Vec::new();
     for (offset, new) in items.iter().enumerate() {
         let index = next_index + offset as u64;
         let mut random = [0u8; RANDOM_LEN];
-        // Not held across the awaits below: the generator is not `Send`.
         rand::rng().fill_bytes(&mut random);
         let item = ItemValue {
             group: new.group.map(str::to_string),
@@ -209,12 +219,14 @@ pub async fn push_in<T: Transaction>(
             check_key(group).is_ok(),
             "group keys are checked by the caller"
         );
-        if state_in(txn, keys, group).await?.is_some() {
+        let head = has_head.get_mut(group).expect("every group's state was read");
+        if *head {
             let pending = encode_pending(visible_at_ms, &envelope);
             txn.set(&keys.grouped_item(group, index, &random), &pending)?;
             waiting += 1;
             continue;
         }
+        *head = true;
         txn.set(&keys.group(group), &encode_state(&State::Head))?;
         if delay_ms > 0 {
             let held = HeldItem {

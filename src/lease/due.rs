@@ -11,7 +11,7 @@
 //! against expiry keeps exactly one winner with no extra key to keep in
 //! step), and nothing can leave an index entry behind its item.
 
-mod round;
+pub(crate) mod round;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
