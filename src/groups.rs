@@ -89,6 +89,16 @@ pub fn check_key(key: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// True when no two of `items` (read from one queue's visible items at
+/// one version) share a group: only heads are ever visible.
+pub fn heads_are_distinct<'a>(items: impl IntoIterator<Item = &'a Item>) -> bool {
+    let mut seen = std::collections::BTreeSet::new();
+    items
+        .into_iter()
+        .filter_map(|item| item.group.as_deref())
+        .all(|group| seen.insert(group))
+}
+
 /// What a group's state key says about its head.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum State {
@@ -219,7 +229,9 @@ pub async fn push_in<T: Transaction>(
             check_key(group).is_ok(),
             "group keys are checked by the caller"
         );
-        let head = has_head.get_mut(group).expect("every group's state was read");
+        let head = has_head
+            .get_mut(group)
+            .expect("every group's state was read");
         if *head {
             let pending = encode_pending(visible_at_ms, &envelope);
             txn.set(&keys.grouped_item(group, index, &random), &pending)?;

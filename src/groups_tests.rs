@@ -331,3 +331,14 @@ async fn the_timer_releases_a_group_whose_plain_pop_never_reported() {
     delivered(&store, &keys, &handed).await.unwrap();
     assert_eq!(visible(&store, &keys).await, ["2"]);
 }
+
+#[test]
+fn heads_are_distinct_tells_two_of_one_group() {
+    let item = |group: Option<&str>| Item {
+        group: group.map(str::to_string),
+        ..Item::from_value(b"k".to_vec(), ItemValue::new(1, b"p".to_vec()))
+    };
+    let ok = [item(Some("a")), item(None), item(None), item(Some("b"))];
+    assert!(heads_are_distinct(&ok));
+    assert!(!heads_are_distinct(&[item(Some("a")), item(Some("a"))]));
+}

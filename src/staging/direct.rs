@@ -36,6 +36,10 @@ pub async fn try_pop<S: Store>(
     if items.is_empty() {
         return Ok((Attempt::Done(DirectPop::Empty), items));
     }
+    debug_assert!(
+        crate::groups::heads_are_distinct(&items),
+        "one head per group"
+    );
     let now = now_ms();
     for item in &mut items {
         txn.clear(&item.key)?;

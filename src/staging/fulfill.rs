@@ -242,6 +242,10 @@ pub async fn fulfill_once<S: Store>(
             .all(|(a, b)| a.key < b.key),
         "the pool is sorted by key and holds each item once"
     );
+    debug_assert!(
+        crate::groups::heads_are_distinct(&pool),
+        "one head per group"
+    );
 
     let mut served = 0usize;
     let mut taken = 0usize;
