@@ -282,13 +282,23 @@ async fn leased_workers_keep_each_group_in_order_and_one_out_while_groups_run_in
 
 /// Plain pops from many workers while callers hang up mid-wait: each item
 /// is delivered once, none lost; within a group no item arrives before an
-/// earlier one was even asked for.
+/// earlier one was even asked for. Pops waiting in memory, and as stored
+/// requests (results collected, or reaped, by their requesters).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn plain_pops_with_callers_hanging_up_deliver_each_grouped_item_once_in_order() {
+    plain_pops_with_hang_ups(true).await;
+    plain_pops_with_hang_ups(false).await;
+}
+
+async fn plain_pops_with_hang_ups(requests_in_memory: bool) {
     const PLAIN_GROUPS: usize = 8;
     const PLAIN_PER_GROUP: usize = 25;
     const HANG_UPS: usize = 20;
-    let daemon = Daemon::start(|config| config.wait_max_ms = 600_000).await;
+    let daemon = Daemon::start(|config| {
+        config.wait_max_ms = 600_000;
+        config.staging.requests_in_memory = requests_in_memory;
+    })
+    .await;
     let url = daemon.url.clone();
     let queue = "grouped-plain";
     // Callers waiting in line that hang up as the items arrive: the line
