@@ -342,3 +342,35 @@ fn heads_are_distinct_tells_two_of_one_group() {
     assert!(heads_are_distinct(&ok));
     assert!(!heads_are_distinct(&[item(Some("a")), item(Some("a"))]));
 }
+
+#[tokio::test]
+async fn a_plain_pop_put_back_by_the_line_is_the_head_again() {
+    let (store, _dir) = store();
+    let keys = qkeys();
+    push(&store, &keys, &[(Some("g"), "1"), (Some("g"), "2")]).await;
+    let (_, items) = crate::staging::direct::try_pop(&store, &keys, End::Front, 1, 0)
+        .await
+        .unwrap();
+    // The pop's caller left: the line's put-back, as the daemon runs it.
+    crate::staging::requester::restore_items(&store, &keys, items.clone())
+        .await
+        .unwrap();
+    assert_eq!(visible(&store, &keys).await, ["1"]);
+    // A `delivered` racing in for the put-back item finds it the head, not
+    // handed off: the successor stays behind.
+    let handed = vec![("g".to_string(), items[0].key.clone())];
+    delivered(&store, &keys, &handed).await.unwrap();
+    assert_eq!(visible(&store, &keys).await, ["1"]);
+    let policy = crate::lease::DeliveryPolicy::default();
+    let later = crate::envelope::now_ms() + HANDOFF_SLACK_MS + 1_000;
+    crate::lease::due::sweep(&store, &policy, later)
+        .await
+        .unwrap();
+    assert_eq!(
+        visible(&store, &keys).await,
+        ["1"],
+        "no hand-off left to end"
+    );
+    assert_eq!(counter(&store, &keys.depth()).await, 1);
+    assert_eq!(counter(&store, &keys.grouped_count()).await, 1);
+}

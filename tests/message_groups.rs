@@ -302,7 +302,8 @@ async fn plain_pops_with_hang_ups(requests_in_memory: bool) {
     let url = daemon.url.clone();
     let queue = "grouped-plain";
     // Callers waiting in line that hang up as the items arrive: the line
-    // may hand them items, which go back to their group.
+    // may hand them items (rarely: the daemon notices a hang-up at once),
+    // which go back to their group; the put-backs are printed.
     let address = url.trim_start_matches("http://").to_string();
     let mut hanging = Vec::new();
     for _ in 0..HANG_UPS {
@@ -382,6 +383,10 @@ async fn plain_pops_with_hang_ups(requests_in_memory: bool) {
         after["depth"] == 0 && after["grouped"] == 0 && after["waiting"] == 0
     })
     .await;
+    // Informational: how many items went back from callers who hung up.
+    let put_back =
+        common::daemon::metric_sum(&daemon.metrics_url, "hotq_put_backs_total", &[]).await;
+    eprintln!("requests_in_memory {requests_in_memory}: {put_back} put back");
     daemon.stop().await;
 }
 
@@ -507,5 +512,24 @@ async fn purge_drops_waiting_items_and_a_leased_head_still_holds_its_group() {
     }
     rest.sort();
     assert_eq!(rest, ["a3", "b3"]);
+
+    // Delete drops waiting items and group states: a push to a group whose
+    // head was out is visible at once afterwards.
+    for body in ["c0", "c1", "c2"] {
+        push("c", body).await;
+    }
+    let deleted = http()
+        .delete(format!("{url}/v1/queues/{queue}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), StatusCode::OK);
+    push("c", "c3").await;
+    let after = stats(url, queue).await;
+    assert_eq!(
+        (&after["depth"], &after["grouped"]),
+        (&json!(1), &json!(0)),
+        "{after}"
+    );
     daemon.stop().await;
 }
