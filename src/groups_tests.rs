@@ -374,3 +374,38 @@ async fn a_plain_pop_put_back_by_the_line_is_the_head_again() {
     assert_eq!(counter(&store, &keys.depth()).await, 1);
     assert_eq!(counter(&store, &keys.grouped_count()).await, 1);
 }
+
+#[tokio::test]
+async fn a_stored_result_nobody_collected_is_reaped_back_as_the_head() {
+    let (store, _dir) = store();
+    let keys = qkeys();
+    push(&store, &keys, &[(Some("g"), "1"), (Some("g"), "2")]).await;
+    let now = crate::envelope::now_ms();
+    let request = crate::envelope::RequestValue::front(now + 60_000);
+    crate::staging::requester::register(&store, &keys, &request)
+        .await
+        .unwrap();
+    let local = crate::staging::fulfill::LocalHandoff::NONE;
+    let grace_ms = 5_000;
+    let fulfilled =
+        crate::staging::fulfill::fulfill_once(&store, &keys, 16, 1 << 20, grace_ms, local)
+            .await
+            .unwrap();
+    assert_eq!(fulfilled.served, 1);
+    assert!(visible(&store, &keys).await.is_empty(), "2 waits: 1 is out");
+    // Its requester never collected it: reaped past the result's deadline,
+    // which comes before the hand-off's.
+    let past_result = now + 60_000 + grace_ms + 1;
+    assert!(past_result < handoff_due_ms(now + 60_000, grace_ms));
+    let reaped = crate::staging::reap::reap_queue(&store, &keys, past_result)
+        .await
+        .unwrap();
+    assert_eq!(reaped.results, 1);
+    assert_eq!(visible(&store, &keys).await, ["1"]);
+    let policy = crate::lease::DeliveryPolicy::default();
+    let later = handoff_due_ms(now + 60_000, grace_ms) + 1;
+    crate::lease::due::sweep(&store, &policy, later)
+        .await
+        .unwrap();
+    assert_eq!(visible(&store, &keys).await, ["1"], "the hand-off ended");
+}
