@@ -16,12 +16,19 @@
 //! transaction that read-conflicts on all of it, so nothing that raced in
 //! survives uncounted.
 //!
+//! Message groups (see [`crate::groups`]): a purge also drops the items
+//! waiting behind group heads that were pushed before it began; each
+//! visible or delayed head it drops releases its group's next item (one
+//! pushed after the purge began, if any), in the same transaction. A
+//! leased head stays out, and releases its group when it leaves. Delete
+//! drops them all. Both count waiting items with the visible ones.
+//!
 //! A queue's delayed items live only in the store-wide due index (keyed by
 //! due time first), so dropping them reads that index in bounded batches
 //! from its start: the cost is every due entry of every queue, once per
 //! purge or delete that finds the queue's delayed count above zero.
 
-use crate::envelope::{End, decode_held, now_ms};
+use crate::envelope::{End, decode_held, decode_item, now_ms};
 use crate::keys::{
     DueWhat, QueueKeys, QueueKind, QueueName, due_entry, due_range, queue_of_key, queues_root_range,
 };
@@ -86,6 +93,10 @@ async fn purge_batch<S: Store>(store: &S, keys: &QueueKeys, end: &[u8]) -> Resul
             txn.clear(&row.key)?;
         }
         txn.atomic_add(&keys.depth(), -(rows.len() as i64))?;
+        if keys.kind() == QueueKind::Fifo {
+            let values = rows.iter().map(|row| decode_item(&row.value));
+            crate::groups::dropped_in(&txn, keys, values, now_ms()).await?;
+        }
         Ok(rows.len() as u64)
     })
     .await?;
@@ -127,7 +138,8 @@ async fn drop_delayed<S: Store>(
                     .get_range(RangeRead::new(cursor, end, DUE_SCAN_BATCH_MAX).snapshot())
                     .await?;
                 let mut count = 0;
-                for KeyValue { key, .. } in &rows {
+                let mut heads = Vec::new();
+                for KeyValue { key, value } in &rows {
                     let Some(entry) = due_entry(key) else {
                         continue;
                     };
@@ -141,8 +153,10 @@ async fn drop_delayed<S: Store>(
                     txn.add_read_conflict_key(key)?;
                     txn.clear(key)?;
                     count += 1;
+                    heads.push(decode_held(value).map(|held| held.item));
                 }
                 txn.atomic_add(&keys.delayed_count(), -count)?;
+                crate::groups::dropped_in(&txn, keys, heads.into_iter(), now_ms()).await?;
                 let next = (rows.len() >= DUE_SCAN_BATCH_MAX)
                     .then(|| key_after(&rows.last().expect("a full batch").key));
                 Ok((count as u64, next))
@@ -164,6 +178,11 @@ pub async fn purge<S: Store>(store: &S, keys: &QueueKeys) -> Result<Dropped, Que
     let end = purge_end(store, keys).await?;
     let mut dropped = Dropped::default();
     let mut passes = 0;
+    // Items waiting behind group heads first, so a dropped head releases
+    // only items pushed after the purge began.
+    let below = keys.item_index(&end);
+    let (count, waiting_done) = drop_waiting(store, keys, below, &mut passes).await?;
+    dropped.items += count;
     let mut items_done = false;
     while passes < ADMIN_PASSES_MAX {
         passes += 1;
@@ -180,8 +199,34 @@ pub async fn purge<S: Store>(store: &S, keys: &QueueKeys) -> Result<Dropped, Que
         dropped.delayed = count;
         delayed_done = done;
     }
-    dropped.done = items_done && delayed_done;
+    dropped.done = items_done && delayed_done && waiting_done;
     Ok(dropped)
+}
+
+/// Drops the FIFO queue's items waiting behind group heads, pushed below
+/// `below_index` (`None`: all), in bounded transactions; returns how many
+/// and whether it finished.
+async fn drop_waiting<S: Store>(
+    store: &S,
+    keys: &QueueKeys,
+    below_index: Option<u64>,
+    passes: &mut usize,
+) -> Result<(u64, bool), QueueError> {
+    if keys.kind() != QueueKind::Fifo {
+        return Ok((0, true));
+    }
+    let mut cursor = keys.grouped_all_range().0;
+    let mut dropped = 0;
+    while *passes < ADMIN_PASSES_MAX {
+        *passes += 1;
+        let (count, next) = crate::groups::drop_waiting(store, keys, below_index, &cursor).await?;
+        dropped += count;
+        match next {
+            Some(next) => cursor = next,
+            None => return Ok((dropped, true)),
+        }
+    }
+    Ok((dropped, false))
 }
 
 async fn delayed_count<S: Store>(store: &S, keys: &QueueKeys) -> Result<i64, QueueError> {
@@ -236,6 +281,8 @@ pub async fn delete<S: Store>(store: &S, keys: &QueueKeys) -> Result<Dropped, Qu
     let everything = keys.items_range().1;
     while passes < ADMIN_PASSES_MAX {
         // Drain what can be large in bounded batches first ...
+        let (count, _) = drop_waiting(store, keys, None, &mut passes).await?;
+        dropped.items += count;
         loop {
             passes += 1;
             let count = purge_batch(store, keys, &everything).await?;
@@ -312,6 +359,8 @@ pub struct QueueSummary {
     pub leased: i64,
     /// Delayed items.
     pub delayed: i64,
+    /// Items waiting behind their message group's head.
+    pub grouped: i64,
     /// Stored requests waiting.
     pub waiting: i64,
     /// Age of the first item, FIFO queues only.
@@ -367,6 +416,7 @@ async fn summary<T: Transaction>(txn: &T, keys: QueueKeys) -> Result<QueueSummar
     let depth = counter(txn.get(&keys.depth(), true).await?);
     let leased = counter(txn.get(&keys.leased(), true).await?);
     let delayed = counter(txn.get(&keys.delayed_count(), true).await?);
+    let grouped = counter(txn.get(&keys.grouped_count(), true).await?);
     let waiting = counter(txn.get(&keys.waiting(), true).await?);
     let oldest_item_age_ms = match keys.kind() {
         QueueKind::Fifo => read_end(txn, &keys, End::Front, 1, true)
@@ -381,6 +431,7 @@ async fn summary<T: Transaction>(txn: &T, keys: QueueKeys) -> Result<QueueSummar
         depth,
         leased,
         delayed,
+        grouped,
         waiting,
         oldest_item_age_ms,
     })
@@ -397,6 +448,8 @@ pub struct LeaseSummary {
     pub expires_at_ms: u64,
     /// When the item was pushed, in ms since the epoch.
     pub enqueued_at_ms: u64,
+    /// The item's message group.
+    pub group: Option<String>,
 }
 
 /// Whether `keys`' queue holds a lease under `receipt`.
@@ -450,6 +503,7 @@ pub async fn leases<S: Store>(
             delivery_count: held.as_ref().map_or(0, |held| held.item.deliveries),
             expires_at_ms,
             enqueued_at_ms: held.as_ref().map_or(0, |held| held.item.enqueued_at_ms),
+            group: held.and_then(|held| held.item.group),
         });
     }
     let next = more.then(|| page.last().expect("a full page").receipt.to_string());

@@ -50,6 +50,13 @@ pub enum Command {
         /// queue's delivery delay).
         #[arg(long)]
         delay_ms: Option<u64>,
+        /// Push into this message group: in order within it, one of the
+        /// group out at a time.
+        #[arg(long)]
+        group: Option<String>,
+        /// Dedup id of the (one) item: stored once within the dedup window.
+        #[arg(long)]
+        dedup_id: Option<String>,
         /// Items; none reads stdin, one item per non-empty line.
         items: Vec<String>,
     },
@@ -283,11 +290,22 @@ pub async fn run(cli: Cli) -> ExitCode {
             client,
             queue,
             delay_ms,
+            group,
+            dedup_id,
             items,
         } => {
-            let delay = delay_ms.map_or(String::new(), |ms| format!("?delay_ms={ms}"));
-            let path = format!("/v1/queues/{}/items:batch{delay}", segment(&queue));
-            push(&client, &path, items).await
+            let mut query: Vec<String> = delay_ms
+                .map(|ms| format!("delay_ms={ms}"))
+                .into_iter()
+                .collect();
+            query.extend(group.map(|group| format!("group={}", segment(&group))));
+            let query = if query.is_empty() {
+                String::new()
+            } else {
+                format!("?{}", query.join("&"))
+            };
+            let path = format!("/v1/queues/{}/items:batch{query}", segment(&queue));
+            push(&client, &path, items, dedup_id.as_deref()).await
         }
         Command::Pop {
             client,

@@ -33,6 +33,8 @@ pub struct PushItem {
     pub payload: Vec<u8>,
     /// Stored only if this id was not stored within the dedup window.
     pub dedup_id: Option<Vec<u8>>,
+    /// Its message group (see [`crate::groups`]); checked by the caller.
+    pub group: Option<String>,
 }
 
 /// What a push did.
@@ -77,6 +79,12 @@ pub async fn push<S: Store>(
         if let Some(id) = &item.dedup_id {
             assert!(check_id(id).is_ok(), "dedup ids are checked by the caller");
         }
+        if let Some(group) = &item.group {
+            assert!(
+                crate::groups::check_key(group).is_ok(),
+                "group keys are checked by the caller"
+            );
+        }
     }
     // Retried on conflict: a conflict means a racing push stored one of our
     // ids first, and the retry reads it. Not retried when the outcome is
@@ -108,6 +116,17 @@ pub async fn push<S: Store>(
         let delay_ms = delay_ms.unwrap_or(settings.delivery_delay_ms);
         let mut visible_at_ms = None;
         if stored.is_empty() {
+        } else if stored.iter().any(|item| item.group.is_some()) {
+            // Only a push naming a group takes this path: ungrouped pushes
+            // read and write what they always did.
+            let new: Vec<crate::groups::NewItem<'_>> = stored
+                .iter()
+                .map(|item| crate::groups::NewItem {
+                    group: item.group.as_deref(),
+                    payload: &item.payload,
+                })
+                .collect();
+            visible_at_ms = crate::groups::push_in(&txn, keys, &new, now, delay_ms).await?;
         } else if delay_ms == 0 {
             let values: Vec<Vec<u8>> = stored
                 .iter()

@@ -4,7 +4,9 @@
 //! - item: `1, enqueued_at_ms, payload` for an item never delivered under a
 //!   lease; else `2, enqueued_at_ms, deliveries (u32), dead-letter origin`
 //!   (`len (u8), queue name, deliveries at death (u32)`; `len` 0 for
-//!   none), `payload`.
+//!   none), `payload`; an item of a message group (see `crate::groups`) is
+//!   version 3: version 2's fields, then `len (u8), group key`, then
+//!   `payload` (items without a group never take the longer form).
 //! - request: `1, deadline_ms, end, lease_ms` (`lease_ms` 0: no lease;
 //!   a 10-byte request without it reads as 0): one pop of one item. A
 //!   *counted* request, one coordinator's line standing for `count` pops
@@ -89,6 +91,8 @@ pub struct ItemValue {
     pub deliveries: u32,
     /// Set for an item in a dead-letter queue.
     pub dead_letter: Option<DeadLetter>,
+    /// The message group it belongs to (see `crate::groups`).
+    pub group: Option<String>,
     /// The item's bytes.
     pub payload: Vec<u8>,
 }
@@ -100,6 +104,7 @@ impl ItemValue {
             enqueued_at_ms,
             deliveries: 0,
             dead_letter: None,
+            group: None,
             payload,
         }
     }
@@ -107,7 +112,7 @@ impl ItemValue {
 
 /// Encodes a fresh item's envelope (never delivered, not dead-lettered).
 pub fn encode_item(enqueued_at_ms: u64, payload: &[u8]) -> Vec<u8> {
-    encode_item_parts(enqueued_at_ms, 0, None, payload)
+    encode_item_parts(enqueued_at_ms, 0, None, None, payload)
 }
 
 /// Encodes an item envelope.
@@ -116,6 +121,7 @@ pub fn encode_item_value(item: &ItemValue) -> Vec<u8> {
         item.enqueued_at_ms,
         item.deliveries,
         item.dead_letter.as_ref(),
+        item.group.as_deref(),
         &item.payload,
     )
 }
@@ -124,9 +130,10 @@ fn encode_item_parts(
     enqueued_at_ms: u64,
     deliveries: u32,
     dead_letter: Option<&DeadLetter>,
+    group: Option<&str>,
     payload: &[u8],
 ) -> Vec<u8> {
-    if deliveries == 0 && dead_letter.is_none() {
+    if deliveries == 0 && dead_letter.is_none() && group.is_none() {
         // A fresh item keeps version 1, which binaries without leases read.
         let mut value = Vec::with_capacity(9 + payload.len());
         value.push(1);
@@ -135,8 +142,9 @@ fn encode_item_parts(
         return value;
     }
     let origin_len = dead_letter.map_or(0, |d| d.queue.len() + 4);
-    let mut value = Vec::with_capacity(14 + origin_len + payload.len());
-    value.push(2);
+    let group_len = group.map_or(0, |g| g.len() + 1);
+    let mut value = Vec::with_capacity(14 + origin_len + group_len + payload.len());
+    value.push(if group.is_some() { 3 } else { 2 });
     value.extend_from_slice(&enqueued_at_ms.to_be_bytes());
     value.extend_from_slice(&deliveries.to_be_bytes());
     match dead_letter {
@@ -150,6 +158,13 @@ fn encode_item_parts(
         }
         None => value.push(0),
     }
+    if let Some(group) = group {
+        // Group keys are at most 128 bytes (see `crate::groups::check_key`).
+        let len = u8::try_from(group.len()).expect("group keys fit a u8 length");
+        assert!(len > 0, "a group key is never empty");
+        value.push(len);
+        value.extend_from_slice(group.as_bytes());
+    }
     value.extend_from_slice(payload);
     value
 }
@@ -162,7 +177,7 @@ pub fn decode_item(value: &[u8]) -> Option<ItemValue> {
             let enqueued_at_ms = reader.u64()?;
             Some(ItemValue::new(enqueued_at_ms, reader.rest().to_vec()))
         }
-        2 => {
+        version @ (2 | 3) => {
             let enqueued_at_ms = reader.u64()?;
             let deliveries = reader.u32()?;
             let dead_letter = match reader.u8()? {
@@ -175,10 +190,24 @@ pub fn decode_item(value: &[u8]) -> Option<ItemValue> {
                     })
                 }
             };
+            let group = if version == 3 {
+                let len = reader.u8()?;
+                if len == 0 {
+                    return None;
+                }
+                Some(
+                    std::str::from_utf8(reader.take(len as usize)?)
+                        .ok()?
+                        .to_string(),
+                )
+            } else {
+                None
+            };
             Some(ItemValue {
                 enqueued_at_ms,
                 deliveries,
                 dead_letter,
+                group,
                 payload: reader.rest().to_vec(),
             })
         }
@@ -401,129 +430,5 @@ fn read_keyed(mut reader: Reader<'_>) -> Option<(Vec<u8>, ItemValue)> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn dead_item() -> ItemValue {
-        ItemValue {
-            enqueued_at_ms: 3,
-            deliveries: 5,
-            dead_letter: Some(DeadLetter {
-                queue: "jobs".into(),
-                deliveries: 5,
-            }),
-            payload: b"payload".to_vec(),
-        }
-    }
-
-    #[test]
-    fn items_round_trip_and_version_1_still_reads() {
-        let item = dead_item();
-        assert_eq!(decode_item(&encode_item_value(&item)), Some(item));
-        let fresh = decode_item(&encode_item(42, b"p")).unwrap();
-        assert_eq!(fresh, ItemValue::new(42, b"p".to_vec()));
-        let mut v1 = vec![1];
-        v1.extend_from_slice(&42u64.to_be_bytes());
-        v1.extend_from_slice(b"p");
-        assert_eq!(
-            encode_item(42, b"p"),
-            v1,
-            "a fresh item is written as version 1"
-        );
-        assert_eq!(decode_item(&v1), Some(fresh));
-        let leased_once = ItemValue {
-            deliveries: 1,
-            ..ItemValue::new(42, b"p".to_vec())
-        };
-        assert_eq!(
-            decode_item(&encode_item_value(&leased_once)),
-            Some(leased_once)
-        );
-    }
-
-    #[test]
-    fn requests_results_and_held_items_round_trip() {
-        let request = RequestValue {
-            deadline_ms: 7,
-            end: End::Back,
-            lease_ms: 30_000,
-        };
-        assert_eq!(decode_request(&encode_request(&request)), Some(request));
-        let counted = encode_counted_request(&request, 64);
-        assert_eq!(decode_counted_request(&counted), Some((request, 64)));
-        assert_eq!(decode_request(&counted), Some(request));
-        assert_eq!(
-            decode_counted_request(&encode_request(&request)),
-            Some((request, 1))
-        );
-        let mut none = counted.clone();
-        none[18..].copy_from_slice(&0u32.to_be_bytes());
-        assert_eq!(decode_counted_request(&none), None, "a count of 0");
-        let mut old = encode_request(&RequestValue {
-            deadline_ms: 7,
-            end: End::Front,
-            lease_ms: 0,
-        });
-        old.truncate(10);
-        assert_eq!(decode_request(&old).map(|r| r.lease_ms), Some(0));
-        for lease in [
-            None,
-            Some(LeaseTag {
-                receipt: [7; RECEIPT_LEN],
-                expires_at_ms: 99,
-            }),
-        ] {
-            let result = ResultValue {
-                deadline_ms: 9,
-                lease,
-                item_key: b"key".to_vec(),
-                item: dead_item(),
-            };
-            assert_eq!(decode_result(&encode_result(&result)), Some(result));
-        }
-        let held = HeldItem {
-            item_key: Vec::new(),
-            item: dead_item(),
-        };
-        assert_eq!(decode_held(&encode_held(&held)), Some(held));
-        // A result written by a binary without leases.
-        let mut v1 = vec![1];
-        v1.extend_from_slice(&9u64.to_be_bytes());
-        v1.extend_from_slice(&3u64.to_be_bytes());
-        v1.extend_from_slice(&3u32.to_be_bytes());
-        v1.extend_from_slice(b"keypayload");
-        assert_eq!(
-            decode_result(&v1),
-            Some(ResultValue {
-                deadline_ms: 9,
-                lease: None,
-                item_key: b"key".to_vec(),
-                item: ItemValue::new(3, b"payload".to_vec()),
-            })
-        );
-    }
-
-    #[test]
-    fn garbage_and_truncations_decode_to_none() {
-        assert_eq!(decode_item(b""), None);
-        assert_eq!(decode_item(b"short"), None);
-        assert_eq!(decode_item(&[9; 20]), None);
-        assert_eq!(decode_request(b"garbage"), None);
-        let result = encode_result(&ResultValue {
-            deadline_ms: 1,
-            lease: None,
-            item_key: vec![1; 10],
-            item: dead_item(),
-        });
-        for len in 0..result.len() - b"payload".len() {
-            assert_eq!(decode_result(&result[..len]), None, "truncated at {len}");
-        }
-        let held = encode_held(&HeldItem {
-            item_key: vec![1; 10],
-            item: dead_item(),
-        });
-        for len in 0..held.len() - b"payload".len() {
-            assert_eq!(decode_held(&held[..len]), None, "truncated at {len}");
-        }
-    }
-}
+#[path = "envelope_tests.rs"]
+mod tests;

@@ -13,7 +13,9 @@
 //! | `requests` | `(index, requester)`    | request envelope              |
 //! | `results`  | `(requester,)`          | result envelope               |
 //! | `receipts` | `(receipt,)`            | the lease's `expires_at_ms`    |
-//! | `meta`     | `("depth",)`, `("waiting",)`, `("leased",)`, `("delayed",)`, `("wake",)` | counters (atomic add) |
+//! | `meta`     | `("depth",)`, `("waiting",)`, `("leased",)`, `("delayed",)`, `("grouped",)`, `("wake",)` | counters (atomic add) |
+//! | `group`    | `(group,)`              | group state: the group has a head out of `grouped` (see `crate::groups`) |
+//! | `grouped`  | `(group, index, random)` | pending grouped item: visible-at ms and item envelope |
 //!
 //! Leases and delayed items live in one store-wide **due index**,
 //! `("hotq-due", due_ms, kind, queue, what, id)`, not under their queue:
@@ -35,6 +37,12 @@
 use std::fmt;
 
 use foundationdb_tuple::{Bytes, Subspace};
+
+#[path = "keys_due.rs"]
+mod due_index;
+
+use due_index::due;
+pub use due_index::{DueEntry, DueWhat, due_entry, due_range, due_until};
 
 /// Longest queue name, in bytes (a dead-letter queue's name may add
 /// [`DEAD_LETTER_SUFFIX`] to it).
@@ -146,87 +154,8 @@ impl QueueKind {
     }
 }
 
-fn due() -> Subspace {
-    Subspace::all().subspace(&("hotq-due",))
-}
-
 /// `[begin, end)` of keys.
 pub type KeyRange = (Vec<u8>, Vec<u8>);
-
-/// What a due-index entry stands for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum DueWhat {
-    /// A delayed item, visible from the due time.
-    Delayed,
-    /// A lease, expiring at the due time.
-    Lease,
-    /// The queue's stored requests or results may pass their deadline.
-    Reap,
-    /// A push's deduplication id stops counting (see `crate::dedup`).
-    Dedup,
-}
-
-impl DueWhat {
-    fn tag(self) -> &'static str {
-        match self {
-            DueWhat::Delayed => "delayed",
-            DueWhat::Lease => "lease",
-            DueWhat::Reap => "reap",
-            DueWhat::Dedup => "dedup",
-        }
-    }
-}
-
-/// One parsed due-index key.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DueEntry {
-    /// When it is due, in ms since the epoch.
-    pub due_ms: u64,
-    /// Whose queue.
-    pub kind: QueueKind,
-    /// Which queue.
-    pub queue: QueueName,
-    /// What is due.
-    pub what: DueWhat,
-    /// A receipt, a random tie-breaker, or empty.
-    pub id: Vec<u8>,
-}
-
-/// `[begin, end)` of the due index entries due at or before `now_ms`.
-pub fn due_until(now_ms: u64) -> (Vec<u8>, Vec<u8>) {
-    (due().range().0, due().pack(&(now_ms.saturating_add(1),)))
-}
-
-/// `[begin, end)` of the whole due index.
-pub fn due_range() -> (Vec<u8>, Vec<u8>) {
-    due().range()
-}
-
-/// Parses a due-index key; `None` for a key that is not one.
-pub fn due_entry(key: &[u8]) -> Option<DueEntry> {
-    let (due_ms, kind, queue, what, id) = due()
-        .unpack::<(u64, String, String, String, Bytes)>(key)
-        .ok()?;
-    let kind = match kind.as_str() {
-        "fifo" => QueueKind::Fifo,
-        "priority" => QueueKind::Priority,
-        _ => return None,
-    };
-    let what = match what.as_str() {
-        "delayed" => DueWhat::Delayed,
-        "lease" => DueWhat::Lease,
-        "reap" => DueWhat::Reap,
-        "dedup" => DueWhat::Dedup,
-        _ => return None,
-    };
-    Some(DueEntry {
-        due_ms,
-        kind,
-        queue: QueueName::new(&queue).ok()?,
-        what,
-        id: id.into_owned(),
-    })
-}
 
 /// The root of every queue of `kind`: `(root,)`; queue subspaces are
 /// `(root, name)` under it, so walking it visits every queue that holds
@@ -282,6 +211,8 @@ pub struct QueueKeys {
     legacy_leases: Subspace,
     legacy_delayed: Subspace,
     meta: Subspace,
+    groups: Subspace,
+    grouped: Subspace,
 }
 
 impl QueueKeys {
@@ -303,6 +234,8 @@ impl QueueKeys {
             legacy_leases: root.subspace(&"leases"),
             legacy_delayed: root.subspace(&"delayed"),
             meta: root.subspace(&"meta"),
+            groups: root.subspace(&"group"),
+            grouped: root.subspace(&"grouped"),
         }
     }
 
@@ -462,7 +395,7 @@ impl QueueKeys {
         let space = match what {
             DueWhat::Lease => &self.legacy_leases,
             DueWhat::Delayed => &self.legacy_delayed,
-            DueWhat::Reap | DueWhat::Dedup => return None,
+            DueWhat::Reap | DueWhat::Dedup | DueWhat::Group => return None,
         };
         space
             .unpack::<(u64, Bytes)>(key)
@@ -537,6 +470,53 @@ impl QueueKeys {
         Subspace::all()
             .subspace(&(self.kind.root(), self.name.as_str()))
             .range()
+    }
+
+    /// The state key of message group `group` (see `crate::groups`).
+    pub fn group(&self, group: &str) -> Vec<u8> {
+        self.groups.pack(&(group,))
+    }
+
+    /// `[begin, end)` of every group state of the queue.
+    pub fn groups_range(&self) -> KeyRange {
+        self.groups.range()
+    }
+
+    /// The key of an item of `group` waiting behind the group's head, at
+    /// its push `index` with tie-breaker `random`.
+    pub fn grouped_item(&self, group: &str, index: u64, random: &[u8]) -> Vec<u8> {
+        self.grouped.pack(&(group, index, Bytes::from(random)))
+    }
+
+    /// `[begin, end)` of the items waiting behind `group`'s head, in push order.
+    pub fn grouped_range(&self, group: &str) -> KeyRange {
+        self.grouped.subspace(&(group,)).range()
+    }
+
+    /// `[begin, end)` of every item waiting behind a group head.
+    pub fn grouped_all_range(&self) -> KeyRange {
+        self.grouped.range()
+    }
+
+    /// The group, index and random of a key of [`Self::grouped_item`].
+    pub fn grouped_parts(&self, key: &[u8]) -> Option<(String, u64, Vec<u8>)> {
+        self.grouped
+            .unpack::<(String, u64, Bytes)>(key)
+            .ok()
+            .map(|(group, index, random)| (group, index, random.into_owned()))
+    }
+
+    /// The index and random of an item key (see [`Self::item`]).
+    pub fn item_parts(&self, key: &[u8]) -> Option<(u64, Vec<u8>)> {
+        self.items
+            .unpack::<(u64, Bytes)>(key)
+            .ok()
+            .map(|(index, random)| (index, random.into_owned()))
+    }
+
+    /// The count of items waiting behind group heads, kept with atomic adds.
+    pub fn grouped_count(&self) -> Vec<u8> {
+        self.meta.pack(&("grouped",))
     }
 
     /// Bumped whenever the fulfiller has new work; fulfillers watch it.

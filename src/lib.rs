@@ -10,6 +10,8 @@
 //! - [`queue`]: the FIFO queue recipe over any store.
 //! - [`queue_settings`]: per-queue settings kept in the store.
 //! - [`dedup`]: deduplicated pushes.
+//! - [`groups`]: message groups: in order within a group, one item of a
+//!   group out at a time, groups in parallel.
 //! - [`priority`]: the priority queue recipe over any store.
 //! - [`staging`]: the staged pop protocol: direct pop, register, fulfill,
 //!   await, withdraw, reap.
@@ -34,6 +36,7 @@ pub mod config;
 pub mod coordinator;
 pub mod dedup;
 pub mod envelope;
+pub mod groups;
 pub mod keys;
 pub mod lease;
 pub mod metrics;

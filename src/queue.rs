@@ -44,6 +44,8 @@ pub struct Item {
     pub deliveries: u32,
     /// Where a dead-lettered item came from.
     pub dead_letter: Option<DeadLetter>,
+    /// Its message group (see [`crate::groups`]).
+    pub group: Option<String>,
     /// The lease it is held under, when popped with one.
     pub lease: Option<Lease>,
 }
@@ -57,6 +59,7 @@ impl Item {
             payload: value.payload,
             deliveries: value.deliveries,
             dead_letter: value.dead_letter,
+            group: value.group,
             lease: None,
         }
     }
@@ -67,6 +70,7 @@ impl Item {
             enqueued_at_ms: self.enqueued_at_ms,
             deliveries: self.deliveries,
             dead_letter: self.dead_letter.clone(),
+            group: self.group.clone(),
             payload: self.payload.clone(),
         }
     }
@@ -235,7 +239,9 @@ impl<S: Store> Queue<S> {
         Ok(visible_at_ms)
     }
 
-    /// One direct-pop attempt: the first item, cleared in our commit.
+    /// One direct-pop attempt: the first item, cleared in our commit. (A
+    /// library pop hands the item straight to its caller: a grouped item's
+    /// successor is released in the same commit; see [`crate::groups`].)
     pub async fn try_pop_direct(&self) -> Result<DirectPop, QueueError> {
         let txn = self.store.begin()?;
         let Some(item) = self.first_item(&txn, false).await? else {
@@ -243,6 +249,9 @@ impl<S: Store> Queue<S> {
         };
         txn.clear(&item.key)?;
         txn.atomic_add(&self.keys.depth(), -1)?;
+        if let Some(group) = &item.group {
+            crate::groups::leave_in(&txn, &self.keys, group, now_ms()).await?;
+        }
         match txn.commit().await {
             Ok(()) => Ok(DirectPop::Popped(item)),
             Err(StoreError::Conflict) => Ok(DirectPop::Conflict),
@@ -264,6 +273,9 @@ impl<S: Store> Queue<S> {
             };
             txn.clear(&item.key)?;
             txn.atomic_add(&self.keys.depth(), -1)?;
+            if let Some(group) = &item.group {
+                crate::groups::leave_in(&txn, &self.keys, group, now_ms()).await?;
+            }
             Ok(Some(item))
         })
         .await?;

@@ -34,6 +34,7 @@ fn args(url: &str, workers: Vec<usize>, modes: Vec<Mode>) -> BenchArgs {
         // Generous: a few hundred pops take well under a second.
         deadline_s: 120,
         json: true,
+        groups: 0,
     }
 }
 

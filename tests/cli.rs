@@ -135,3 +135,32 @@ async fn a_non_utf8_queue_name_gets_the_json_error() {
     }
     daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_takes_a_group_and_a_dedup_id() {
+    let daemon = Daemon::start(|_| {}).await;
+    let url = &daemon.url;
+    let pushed = hotq(url, &["push", "cli-groups", "--group", "c:1", "a", "b"]).await;
+    assert!(pushed.status.success(), "{}", stderr(&pushed));
+    let stats = common::daemon::queue_stats(url, "cli-groups").await;
+    assert_eq!(
+        (&stats["depth"], &stats["grouped"]),
+        (&Value::from(1), &Value::from(1)),
+        "{stats}"
+    );
+    let json = hotq(url, &["pop", "cli-groups", "--json"]).await;
+    let popped: Vec<Value> = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(popped[0]["group"], "c:1");
+    let bad = hotq(url, &["push", "cli-groups", "--group", "no spaces", "x"]).await;
+    assert!(!bad.status.success());
+    assert!(stderr(&bad).contains("bad_group"), "{}", stderr(&bad));
+    for _ in 0..2 {
+        let once = hotq(url, &["push", "cli-dedup", "--dedup-id", "order-42", "x"]).await;
+        assert!(once.status.success(), "{}", stderr(&once));
+    }
+    let stats = common::daemon::queue_stats(url, "cli-dedup").await;
+    assert_eq!(stats["depth"], 1, "{stats}");
+    let two = hotq(url, &["push", "cli-dedup", "--dedup-id", "x", "a", "b"]).await;
+    assert!(!two.status.success());
+    daemon.stop().await;
+}

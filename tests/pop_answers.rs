@@ -9,7 +9,7 @@ use common::daemon::{Daemon, http};
 use reqwest::StatusCode;
 use serde_json::Value;
 
-const FIELDS: [&str; 7] = [
+const FIELDS: [&str; 8] = [
     "item",
     "enqueued_at_ms",
     "receipt",
@@ -17,6 +17,7 @@ const FIELDS: [&str; 7] = [
     "lease_expires_at_ms",
     "dead_letter_from",
     "dead_letter_deliveries",
+    "group",
 ];
 
 async fn push(url: &str, queue: &str, body: &str) {

@@ -162,6 +162,11 @@ pub struct BenchArgs {
     /// Print results as JSON lines.
     #[arg(long)]
     pub json: bool,
+    /// Push the drain's items (`--scenario http`) round-robin into this
+    /// many message groups (0: none), to compare a grouped queue's drain
+    /// with an ungrouped one's.
+    #[arg(long, default_value_t = 0)]
+    pub groups: usize,
 }
 
 pub(crate) fn percentile_ms(sorted_us: &[u64], fraction: f64) -> f64 {

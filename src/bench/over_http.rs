@@ -57,7 +57,7 @@ pub async fn drain_http(
     );
     let preloaded = payloads(&run, args.items, args.payload_bytes);
     let stats = Stats::new(url, &run, args.token.as_deref(), timeout)?;
-    stats.preload(&preloaded).await?;
+    stats.preload(&preloaded, args.groups).await?;
     let pop = endpoint
         .target(&format!(
             "/v1/queues/{run}/pop{}",
@@ -143,7 +143,12 @@ pub async fn drain_http(
         task.await.map_err(|e| e.to_string())??;
     }
     let cpu_after_us = process_cpu_us();
-    let mut result = tally.summarize(&preloaded, "http", mode, workers);
+    let scenario = if args.groups > 0 {
+        "http-groups"
+    } else {
+        "http"
+    };
+    let mut result = tally.summarize(&preloaded, scenario, mode, workers);
     let delivered = tally.delivered.load(Ordering::SeqCst);
     result.client_cpu_us_per_pop = match (cpu_before_us, cpu_after_us) {
         (Some(before), Some(after)) if delivered > 0 => {
@@ -190,11 +195,23 @@ impl Stats {
         }
     }
 
-    async fn preload(&self, items: &[Vec<u8>]) -> Result<(), String> {
+    /// Pushes `items`; with `groups` > 0, item `i` into group `g{i % groups}`.
+    async fn preload(&self, items: &[Vec<u8>], groups: usize) -> Result<(), String> {
         use base64::Engine;
         let base64 = base64::engine::general_purpose::STANDARD;
-        for chunk in items.chunks(PRELOAD_BATCH) {
-            let encoded: Vec<String> = chunk.iter().map(|p| base64.encode(p)).collect();
+        for (chunk_index, chunk) in items.chunks(PRELOAD_BATCH).enumerate() {
+            let encoded: Vec<serde_json::Value> = chunk
+                .iter()
+                .enumerate()
+                .map(|(offset, p)| {
+                    let item = base64.encode(p);
+                    if groups == 0 {
+                        return serde_json::Value::from(item);
+                    }
+                    let group = (chunk_index * PRELOAD_BATCH + offset) % groups;
+                    serde_json::json!({"item": item, "group": format!("g{group}")})
+                })
+                .collect();
             let response = self
                 .request(
                     reqwest::Method::POST,
@@ -227,6 +244,8 @@ impl Stats {
                 .as_u64()
                 .ok_or_else(|| format!("stats without {field}: {stats}"))
         };
-        Ok(count("depth")? + count("leased")?)
+        // Daemons before message groups have no `grouped`.
+        let grouped = stats["grouped"].as_u64().unwrap_or(0);
+        Ok(count("depth")? + count("leased")? + grouped)
     }
 }

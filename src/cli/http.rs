@@ -125,12 +125,30 @@ pub async fn expect_success(response: reqwest::Response) -> Result<reqwest::Resp
     })
 }
 
-/// Pushes `items` in batches of up to 1,000 (each batch one commit).
-pub async fn push(client: &ClientArgs, path: &str, items: Vec<String>) -> Result<u8, String> {
+/// Pushes `items` in batches of up to 1,000 (each batch one commit); with
+/// a dedup id, exactly one item.
+pub async fn push(
+    client: &ClientArgs,
+    path: &str,
+    items: Vec<String>,
+    dedup_id: Option<&str>,
+) -> Result<u8, String> {
     let items = items_or_stdin(items)?;
+    if dedup_id.is_some() && items.len() != 1 {
+        return Err(format!(
+            "--dedup-id names one item, got {} items",
+            items.len()
+        ));
+    }
     let http = http_client(0)?;
     for chunk in items.chunks(crate::queue::PUSH_BATCH_MAX) {
-        let encoded: Vec<String> = chunk.iter().map(|item| BASE64.encode(item)).collect();
+        let encoded: Vec<serde_json::Value> = chunk
+            .iter()
+            .map(|item| match dedup_id {
+                None => serde_json::Value::from(BASE64.encode(item)),
+                Some(id) => serde_json::json!({"item": BASE64.encode(item), "dedup_id": id}),
+            })
+            .collect();
         let body = serde_json::to_vec(&encoded).map_err(|e| e.to_string())?;
         let response = send(
             &http,
@@ -303,6 +321,7 @@ mod tests {
             lease_expires_at_ms: None,
             dead_letter_from: None,
             dead_letter_deliveries: None,
+            group: None,
         };
         let items = [item(b"a\nb", None), item(b"c", None)];
         let print = |items: &[PoppedItem], format| {

@@ -11,7 +11,7 @@
 //! against expiry keeps exactly one winner with no extra key to keep in
 //! step), and nothing can leave an index entry behind its item.
 
-mod round;
+pub(crate) mod round;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -388,6 +388,10 @@ async fn consume<T: Transaction>(
             crate::dedup::expire_in(txn, &keys, &entry.id, entry.due_ms).await?;
             continue;
         }
+        if entry.what == DueWhat::Group {
+            crate::groups::handoff_due_in(txn, &keys, &entry.id, entry.due_ms, now_ms).await?;
+            continue;
+        }
         let Some(held) = decode_held(value) else {
             tracing::warn!(queue = %entry.queue, ?key, "clearing a malformed due entry");
             continue;
@@ -423,7 +427,7 @@ async fn consume<T: Transaction>(
                     txn.atomic_add(&keys.depth(), 1)?;
                 }
             }
-            DueWhat::Reap | DueWhat::Dedup => unreachable!("handed on above"),
+            DueWhat::Reap | DueWhat::Dedup | DueWhat::Group => unreachable!("handed on above"),
         }
         pass.queues.insert(queue);
     }

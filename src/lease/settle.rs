@@ -126,6 +126,9 @@ pub async fn ack_in<T: Transaction>(
         Err(error) => return Ok(Err(error)),
     };
     open.clear(txn, keys)?;
+    if let Some(group) = &open.held.item.group {
+        crate::groups::leave_in(txn, keys, group, now_ms).await?;
+    }
     Ok(Ok(()))
 }
 
@@ -243,12 +246,19 @@ pub(crate) async fn return_held<T: Transaction>(
         && held.item.deliveries >= max
         && let Some(dead) = stored.dead_letter_target(keys.name())
     {
+        // The item leaves its group for good: the next one is released,
+        // and in the dead-letter queue (where nothing holds its group) it
+        // is an ordinary item.
+        if let Some(group) = &held.item.group {
+            crate::groups::leave_in(txn, keys, group, now_ms).await?;
+        }
         let item = ItemValue {
             deliveries: 0,
             dead_letter: Some(crate::envelope::DeadLetter {
                 queue: keys.name().as_str().to_string(),
                 deliveries: held.item.deliveries,
             }),
+            group: None,
             ..held.item
         };
         append_in(txn, &QueueKeys::new(&dead), &[encode_item_value(&item)]).await?;

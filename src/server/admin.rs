@@ -91,6 +91,7 @@ pub async fn list<S: Store>(
                     depth: queue.depth,
                     leased: queue.leased,
                     delayed: queue.delayed,
+                    grouped: queue.grouped,
                     waiting: queue.waiting + memory as i64,
                     oldest_item_age_ms: queue.oldest_item_age_ms,
                 }
@@ -239,7 +240,7 @@ pub struct LeasesParams {
 
 /// `GET /v1/queues/{queue}/leases?limit=&after=`: 200 `{"leases":
 /// [{"receipt", "delivery_count", "lease_expires_at_ms",
-/// "enqueued_at_ms"}], "next"}`, in receipt order. Receipts are written
+/// "enqueued_at_ms", "group"}], "next"}`, in receipt order. Receipts are written
 /// as pops answer them (tagged with the queue); an `after` receipt another
 /// queue issued is 400 `receipt_queue_mismatch`, as on the settle paths.
 #[utoipa::path(get, path = "/v1/queues/{queue}/leases", tag = "admin", operation_id = "list_leases",
@@ -278,6 +279,7 @@ pub async fn leases<S: Store>(
                 delivery_count: lease.delivery_count,
                 lease_expires_at_ms: lease.expires_at_ms,
                 enqueued_at_ms: lease.enqueued_at_ms,
+                group: lease.group.clone(),
             })
             .collect();
         Ok(Json(LeaseList { leases, next }).into_response())
@@ -299,6 +301,9 @@ pub struct LeaseInfo {
     pub lease_expires_at_ms: u64,
     /// When the item was pushed, in ms since the epoch (0 as for `delivery_count`).
     pub enqueued_at_ms: u64,
+    /// The item's message group; null when it has none.
+    #[schema(required = true)]
+    pub group: Option<String>,
 }
 
 /// One page of `GET /v1/queues/{queue}/leases`.

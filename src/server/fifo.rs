@@ -147,6 +147,7 @@ pub fn outcome<T>(result: &Result<T, ApiError>) -> &'static str {
                 ("hotq-lease-expires-at-ms" = u64, description = "Raw answer, leased: the lease's expiry"),
                 ("hotq-dead-letter-from" = String, description = "Raw answer, dead letter: the queue it came from"),
                 ("hotq-dead-letter-deliveries" = u32, description = "Raw answer, dead letter: deliveries it had"),
+                ("hotq-group" = String, description = "Raw answer: the item's message group, when it has one"),
             )),
         (status = 204, description = "Nothing came within wait_ms"),
         (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
@@ -222,6 +223,7 @@ pub fn pop_outcome<T>(result: &Result<(Vec<T>, usize), ApiError>) -> &'static st
                 ("hotq-lease-expires-at-ms" = u64, description = "Raw answer, leased: the lease's expiry"),
                 ("hotq-dead-letter-from" = String, description = "Raw answer, dead letter: the queue it came from"),
                 ("hotq-dead-letter-deliveries" = u32, description = "Raw answer, dead letter: deliveries it had"),
+                ("hotq-group" = String, description = "Raw answer: the item's message group, when it has one"),
             )),
         (status = 204, description = "The queue is empty"),
         (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
@@ -256,6 +258,7 @@ pub async fn queue_stats<S: Store>(
         + state.coordinator.memory_waiting(keys) as i64;
     let leased = decode_counter(txn.get(&keys.leased(), true).await?.as_deref());
     let delayed = decode_counter(txn.get(&keys.delayed_count(), true).await?.as_deref());
+    let grouped = decode_counter(txn.get(&keys.grouped_count(), true).await?.as_deref());
     let oldest = read_end(&txn, keys, End::Front, 1, true).await?;
     let oldest_age_ms = match keys.kind() {
         QueueKind::Fifo => oldest
@@ -270,6 +273,7 @@ pub async fn queue_stats<S: Store>(
         waiting,
         leased,
         delayed,
+        grouped,
         oldest_item_age_ms: oldest_age_ms,
     };
     Ok(serde_json::to_value(stats).expect("stats serialize"))

@@ -24,6 +24,8 @@ pub const LEASE_EXPIRES_HEADER: &str = "hotq-lease-expires-at-ms";
 pub const DEAD_LETTER_FROM_HEADER: &str = "hotq-dead-letter-from";
 /// Header carrying a dead-lettered item's delivery count when it died.
 pub const DEAD_LETTER_DELIVERIES_HEADER: &str = "hotq-dead-letter-deliveries";
+/// Header carrying a grouped item's message group.
+pub const GROUP_HEADER: &str = "hotq-group";
 
 /// How a pop or peek answers: JSON when more than one item may come
 /// (`max` > 1) or the request's `Accept` names `application/json`; the raw
@@ -67,6 +69,9 @@ pub struct PoppedItem {
     /// Deliveries a dead-lettered item had when it died; null otherwise.
     #[schema(required = true)]
     pub dead_letter_deliveries: Option<u32>,
+    /// The item's message group; null when pushed without one.
+    #[schema(required = true)]
+    pub group: Option<String>,
 }
 
 impl From<&Item> for PoppedItem {
@@ -79,6 +84,7 @@ impl From<&Item> for PoppedItem {
             lease_expires_at_ms: item.lease.map(|lease| lease.expires_at_ms),
             dead_letter_from: item.dead_letter.as_ref().map(|dead| dead.queue.clone()),
             dead_letter_deliveries: item.dead_letter.as_ref().map(|dead| dead.deliveries),
+            group: item.group.clone(),
         }
     }
 }
@@ -106,9 +112,13 @@ pub fn items_response(items: Vec<Item>, json: bool) -> Response {
         headers.push((DEAD_LETTER_FROM_HEADER, dead.queue.clone()));
         headers.push((DEAD_LETTER_DELIVERIES_HEADER, dead.deliveries.to_string()));
     }
+    if let Some(group) = &item.group {
+        headers.push((GROUP_HEADER, group.clone()));
+    }
     let mut response = (StatusCode::OK, item.payload).into_response();
     for (name, value) in headers {
-        // Digits, hex and queue names (A-Z a-z 0-9 . _ -) are valid header values.
+        // Digits, hex, queue names (A-Z a-z 0-9 . _ -) and group keys
+        // (those and : @ /) are valid header values.
         let value = HeaderValue::from_str(&value).expect("a valid header value");
         response.headers_mut().insert(name, value);
     }
@@ -149,6 +159,8 @@ pub struct QueueStats {
     pub leased: i64,
     /// Items pushed or nacked with a delay, not yet visible.
     pub delayed: i64,
+    /// Items waiting behind their message group's head (not in `depth`).
+    pub grouped: i64,
     /// Age of the first item, in ms; null when empty, and for priority queues.
     #[schema(required = true)]
     pub oldest_item_age_ms: Option<u64>,

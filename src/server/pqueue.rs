@@ -30,6 +30,9 @@ use crate::store::Store;
 pub struct PushParams {
     /// The item's priority; lower pops first from `min`.
     pub priority: Option<String>,
+    /// Refused: message groups are for FIFO queues (named here so the
+    /// answer says so, not just "unknown field").
+    pub group: Option<String>,
 }
 
 /// Query of a pop or peek: which end, and for a pop how long and how many.
@@ -68,6 +71,13 @@ fn parse_end(end: Option<&str>) -> Result<End, ApiError> {
 
 fn parse_priority(params: Result<Query<PushParams>, QueryRejection>) -> Result<i64, ApiError> {
     let Query(params) = params.map_err(|e| ApiError::bad_parameter(e.body_text()))?;
+    if params.group.is_some() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "groups_need_fifo",
+            "message groups are for FIFO queues (/v1/queues/...), not priority queues",
+        ));
+    }
     let text = params.priority.ok_or_else(|| {
         ApiError::new(
             StatusCode::BAD_REQUEST,

@@ -34,6 +34,16 @@ pub struct PushParams {
     /// Keep the items invisible for this long, in ms (default: the queue's
     /// `delivery_delay_ms` setting, 0 unless set).
     pub delay_ms: Option<u64>,
+    /// The items' message group (1-128 of A-Z a-z 0-9 . _ - : @ /): in
+    /// order within the group, one of the group out at a time. For a
+    /// batch, the group of the items that name none.
+    pub group: Option<String>,
+}
+
+fn group_key(raw: String) -> Result<String, ApiError> {
+    crate::groups::check_key(&raw)
+        .map_err(|message| ApiError::new(StatusCode::BAD_REQUEST, "bad_group", message))?;
+    Ok(raw)
 }
 
 fn dedup_id(raw: &[u8]) -> Result<Vec<u8>, ApiError> {
@@ -62,7 +72,7 @@ pub async fn push_one<S: Store>(
 ) -> Result<Response, ApiError> {
     let result = async {
         let name = queue_name(&queue)?;
-        let delay_ms = push_delay(&state, params)?;
+        let (delay_ms, group) = push_params(&state, params)?;
         let dedup_id = headers
             .get(DEDUP_ID_HEADER)
             .map(|value| dedup_id(value.as_bytes()))
@@ -72,6 +82,7 @@ pub async fn push_one<S: Store>(
         let item = PushItem {
             payload: body.to_vec(),
             dedup_id,
+            group,
         };
         push_items(&state, name, &[item], delay_ms).await
     }
@@ -98,8 +109,13 @@ pub async fn push_batch<S: Store>(
 ) -> Result<Response, ApiError> {
     let result = async {
         let name = queue_name(&queue)?;
-        let delay_ms = push_delay(&state, params)?;
-        let items = decode_batch(&body_bytes(body)?)?;
+        let (delay_ms, group) = push_params(&state, params)?;
+        let mut items = decode_batch(&body_bytes(body)?)?;
+        for item in &mut items {
+            if item.group.is_none() {
+                item.group.clone_from(&group);
+            }
+        }
         push_items(&state, name, &items, delay_ms).await
     }
     .await;
@@ -107,15 +123,17 @@ pub async fn push_batch<S: Store>(
     result
 }
 
-fn push_delay<S: Store>(
+/// The push's delay and group, checked.
+fn push_params<S: Store>(
     state: &AppState<S>,
     params: Result<Query<PushParams>, QueryRejection>,
-) -> Result<Option<u64>, ApiError> {
+) -> Result<(Option<u64>, Option<String>), ApiError> {
     let Query(params) = params.map_err(|e| ApiError::bad_parameter(e.body_text()))?;
-    params
+    let delay_ms = params
         .delay_ms
         .map(|delay_ms| check_delay_ms(state, delay_ms))
-        .transpose()
+        .transpose()?;
+    Ok((delay_ms, params.group.map(group_key).transpose()?))
 }
 
 /// Pushes checked items. 201 `{"pushed": n}` (plus `visible_at_ms` when
@@ -175,7 +193,7 @@ pub enum BatchItem {
     Object(BatchObject),
 }
 
-/// A batch element with a dedup id.
+/// A batch element with a dedup id or a group.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BatchObject {
@@ -183,6 +201,9 @@ pub struct BatchObject {
     pub item: String,
     /// Dedup id (1-128 bytes); null or absent: not deduplicated.
     pub dedup_id: Option<String>,
+    /// Message group (1-128 of A-Z a-z 0-9 . _ - : @ /); null or absent:
+    /// the batch's `group` parameter, if any.
+    pub group: Option<String>,
 }
 
 /// Parses and checks a batch body: a JSON array of 1 to 1,000 items.
@@ -192,7 +213,7 @@ pub fn decode_batch(body: &[u8]) -> Result<Vec<PushItem>, ApiError> {
             StatusCode::BAD_REQUEST,
             "bad_json",
             format!(
-                "expected a JSON array of base64 strings or {{\"item\", \"dedup_id\"}} objects: {e}"
+                "expected a JSON array of base64 strings or {{\"item\", \"dedup_id\", \"group\"}} objects: {e}"
             ),
         )
     })?;
@@ -210,9 +231,9 @@ pub fn decode_batch(body: &[u8]) -> Result<Vec<PushItem>, ApiError> {
         .into_iter()
         .enumerate()
         .map(|(i, element)| {
-            let (text, id) = match element {
-                BatchItem::Plain(text) => (text, None),
-                BatchItem::Object(object) => (object.item, object.dedup_id),
+            let (text, id, group) = match element {
+                BatchItem::Plain(text) => (text, None, None),
+                BatchItem::Object(object) => (object.item, object.dedup_id, object.group),
             };
             let payload = BASE64.decode(&text).map_err(|e| {
                 ApiError::new(
@@ -223,7 +244,12 @@ pub fn decode_batch(body: &[u8]) -> Result<Vec<PushItem>, ApiError> {
             })?;
             check_item(&payload)?;
             let dedup_id = id.map(|id| dedup_id(id.as_bytes())).transpose()?;
-            Ok(PushItem { payload, dedup_id })
+            let group = group.map(group_key).transpose()?;
+            Ok(PushItem {
+                payload,
+                dedup_id,
+                group,
+            })
         })
         .collect()
 }

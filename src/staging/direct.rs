@@ -36,11 +36,19 @@ pub async fn try_pop<S: Store>(
     if items.is_empty() {
         return Ok((Attempt::Done(DirectPop::Empty), items));
     }
+    debug_assert!(
+        crate::groups::heads_are_distinct(&items),
+        "one head per group"
+    );
     let now = now_ms();
     for item in &mut items {
         txn.clear(&item.key)?;
         if lease_ms > 0 {
             lease_in(&txn, keys, item, lease_ms, now)?;
+        } else if item.group.is_some() {
+            // Its successor waits until the pop has reached its caller.
+            let due_ms = now.saturating_add(crate::groups::HANDOFF_SLACK_MS);
+            crate::groups::handoff_in(&txn, keys, item, due_ms)?;
         }
     }
     txn.atomic_add(&keys.depth(), -(items.len() as i64))?;

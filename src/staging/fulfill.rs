@@ -314,6 +314,10 @@ pub async fn fulfill_round<S: Store>(
     let pool = read_pool(&txn, keys, wanted_front, wanted_back).await?;
     let pool_is_everything = pool.is_everything;
     let mut pool = pool.items;
+    debug_assert!(
+        crate::groups::heads_are_distinct(&pool),
+        "one head per group"
+    );
 
     let mut round = Round {
         txn: &txn,
@@ -321,6 +325,7 @@ pub async fn fulfill_round<S: Store>(
         now,
         bytes: 0,
         bytes_max,
+        result_grace_ms,
     };
     let mut served = 0usize;
     let mut taken = 0usize;

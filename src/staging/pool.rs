@@ -105,6 +105,9 @@ pub struct Round<'a, T: Transaction> {
     pub bytes: usize,
     /// Most payload bytes the round takes.
     pub bytes_max: usize,
+    /// How long past its request's deadline a result is kept (a grouped
+    /// item's hand-off is settled by then, or by the timer).
+    pub result_grace_ms: u64,
 }
 
 impl<T: Transaction> Round<'_, T> {
@@ -132,6 +135,10 @@ impl<T: Transaction> Round<'_, T> {
         // The hand-off or result carries the receipt.
         if request.lease_ms > 0 {
             lease_in(self.txn, self.keys, &mut item, request.lease_ms, self.now)?;
+        } else if item.group.is_some() {
+            // Its group's next item waits until this one is known delivered.
+            let due_ms = crate::groups::handoff_due_ms(request.deadline_ms, self.result_grace_ms);
+            crate::groups::handoff_in(self.txn, self.keys, &item, due_ms)?;
         }
         Ok(Some(item))
     }

@@ -85,6 +85,7 @@ impl<S: Store> Pops<S> {
             self.leases_issued(&items);
             // Here only while its caller polls: dropped, it never gets here.
             record_delivery(keys, "staged", started, &items);
+            crate::groups::deliver_soon(&self.inner.store, keys, &items);
             return Ok(items);
         }
         let (gone, gone_rx) = watch::channel(false);
@@ -104,7 +105,10 @@ impl<S: Store> Pops<S> {
             }
             Ok(items)
         };
-        Finishing::new(self, keys, gone, Box::pin(pop)).await
+        let items = Finishing::new(self, keys, gone, Box::pin(pop)).await?;
+        // No await since the pop completed: these items reached the caller.
+        crate::groups::deliver_soon(&self.inner.store, keys, &items);
+        Ok(items)
     }
 
     /// Pops one item the way FoundationDB's recipe does: direct pops,

@@ -9,7 +9,7 @@
 //! a queue that leaves requests or results makes one for the earliest of
 //! their deadlines ([`reap_due`]). The timer hands due appointments here.
 
-use crate::envelope::{decode_counted_request, decode_result, encode_item_value};
+use crate::envelope::{decode_counted_request, decode_result};
 use crate::keys::{QueueKeys, QueueKind, registry_entry, registry_range};
 use crate::lease::Receipt;
 use crate::lease::settle::release_in;
@@ -180,8 +180,7 @@ async fn reap_pass<S: Store>(
         txn.clear(&key)?;
         match result.lease {
             None => {
-                txn.set(&result.item_key, &encode_item_value(&result.item))?;
-                txn.atomic_add(&keys.depth(), 1)?;
+                crate::groups::give_back_in(&txn, keys, &result.item_key, &result.item).await?;
                 reaped.results += 1;
             }
             // A leased item is held by its lease as well: released in this

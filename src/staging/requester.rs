@@ -371,8 +371,7 @@ pub(crate) async fn restore_in<T: Transaction>(
 ) -> Result<Result<(), QueueError>, StoreError> {
     match &item.lease {
         None => {
-            txn.set(&item.key, &item.stored_value())?;
-            txn.atomic_add(&keys.depth(), 1)?;
+            crate::groups::give_back_in(txn, keys, &item.key, &item.value()).await?;
             Ok(Ok(()))
         }
         Some(lease) => Ok(release_in(txn, keys, &lease.receipt)

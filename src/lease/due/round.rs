@@ -4,8 +4,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::task::Poll;
 
 use tokio::task::JoinHandle;
@@ -255,7 +255,7 @@ async fn none_from<S: Store>(store: &S, begin: &[u8], end: &[u8]) -> Result<bool
 
 /// Runs `futures` concurrently on the calling task and returns their
 /// outputs in order (their commits then reach the store together).
-pub(super) async fn join_all<F: Future>(futures: impl Iterator<Item = F>) -> Vec<F::Output> {
+pub(crate) async fn join_all<F: Future>(futures: impl Iterator<Item = F>) -> Vec<F::Output> {
     let mut futures: Vec<Pin<Box<F>>> = futures.map(Box::pin).collect();
     let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
     std::future::poll_fn(|cx| {

@@ -1,0 +1,147 @@
+//! Tests of [`super`]: round trips, old versions, malformed values.
+
+use super::*;
+
+fn dead_item() -> ItemValue {
+    ItemValue {
+        enqueued_at_ms: 3,
+        deliveries: 5,
+        dead_letter: Some(DeadLetter {
+            queue: "jobs".into(),
+            deliveries: 5,
+        }),
+        group: None,
+        payload: b"payload".to_vec(),
+    }
+}
+
+#[test]
+fn grouped_items_round_trip_and_ungrouped_ones_keep_their_form() {
+    let grouped = ItemValue {
+        group: Some("customer-7".into()),
+        ..ItemValue::new(42, b"p".to_vec())
+    };
+    let encoded = encode_item_value(&grouped);
+    assert_eq!(encoded[0], 3);
+    assert_eq!(decode_item(&encoded), Some(grouped.clone()));
+    let dead = ItemValue {
+        group: Some("g".into()),
+        ..dead_item()
+    };
+    assert_eq!(decode_item(&encode_item_value(&dead)), Some(dead));
+    for len in 0..encoded.len() - 1 {
+        assert_ne!(decode_item(&encoded[..len]), Some(grouped.clone()));
+    }
+    assert_eq!(encode_item_value(&ItemValue::new(42, b"p".to_vec()))[0], 1);
+}
+
+#[test]
+fn items_round_trip_and_version_1_still_reads() {
+    let item = dead_item();
+    assert_eq!(decode_item(&encode_item_value(&item)), Some(item));
+    let fresh = decode_item(&encode_item(42, b"p")).unwrap();
+    assert_eq!(fresh, ItemValue::new(42, b"p".to_vec()));
+    let mut v1 = vec![1];
+    v1.extend_from_slice(&42u64.to_be_bytes());
+    v1.extend_from_slice(b"p");
+    assert_eq!(
+        encode_item(42, b"p"),
+        v1,
+        "a fresh item is written as version 1"
+    );
+    assert_eq!(decode_item(&v1), Some(fresh));
+    let leased_once = ItemValue {
+        deliveries: 1,
+        ..ItemValue::new(42, b"p".to_vec())
+    };
+    assert_eq!(
+        decode_item(&encode_item_value(&leased_once)),
+        Some(leased_once)
+    );
+}
+
+#[test]
+fn requests_results_and_held_items_round_trip() {
+    let request = RequestValue {
+        deadline_ms: 7,
+        end: End::Back,
+        lease_ms: 30_000,
+    };
+    assert_eq!(decode_request(&encode_request(&request)), Some(request));
+    let counted = encode_counted_request(&request, 64);
+    assert_eq!(decode_counted_request(&counted), Some((request, 64)));
+    assert_eq!(decode_request(&counted), Some(request));
+    assert_eq!(
+        decode_counted_request(&encode_request(&request)),
+        Some((request, 1))
+    );
+    let mut none = counted.clone();
+    none[18..].copy_from_slice(&0u32.to_be_bytes());
+    assert_eq!(decode_counted_request(&none), None, "a count of 0");
+    let mut old = encode_request(&RequestValue {
+        deadline_ms: 7,
+        end: End::Front,
+        lease_ms: 0,
+    });
+    old.truncate(10);
+    assert_eq!(decode_request(&old).map(|r| r.lease_ms), Some(0));
+    for lease in [
+        None,
+        Some(LeaseTag {
+            receipt: [7; RECEIPT_LEN],
+            expires_at_ms: 99,
+        }),
+    ] {
+        let result = ResultValue {
+            deadline_ms: 9,
+            lease,
+            item_key: b"key".to_vec(),
+            item: dead_item(),
+        };
+        assert_eq!(decode_result(&encode_result(&result)), Some(result));
+    }
+    let held = HeldItem {
+        item_key: Vec::new(),
+        item: dead_item(),
+    };
+    assert_eq!(decode_held(&encode_held(&held)), Some(held));
+    // A result written by a binary without leases.
+    let mut v1 = vec![1];
+    v1.extend_from_slice(&9u64.to_be_bytes());
+    v1.extend_from_slice(&3u64.to_be_bytes());
+    v1.extend_from_slice(&3u32.to_be_bytes());
+    v1.extend_from_slice(b"keypayload");
+    assert_eq!(
+        decode_result(&v1),
+        Some(ResultValue {
+            deadline_ms: 9,
+            lease: None,
+            item_key: b"key".to_vec(),
+            item: ItemValue::new(3, b"payload".to_vec()),
+        })
+    );
+}
+
+#[test]
+fn garbage_and_truncations_decode_to_none() {
+    assert_eq!(decode_item(b""), None);
+    assert_eq!(decode_item(b"short"), None);
+    assert_eq!(decode_item(&[9; 20]), None);
+    assert_eq!(decode_request(b"garbage"), None);
+    let result = encode_result(&ResultValue {
+        deadline_ms: 1,
+        lease: None,
+        item_key: vec![1; 10],
+        item: dead_item(),
+    });
+    for len in 0..result.len() - b"payload".len() {
+        assert_eq!(decode_result(&result[..len]), None, "truncated at {len}");
+    }
+    let held = encode_held(&HeldItem {
+        item_key: vec![1; 10],
+        item: dead_item(),
+    });
+    for len in 0..held.len() - b"payload".len() {
+        assert_eq!(decode_held(&held[..len]), None, "truncated at {len}");
+    }
+}
