@@ -191,6 +191,11 @@ pub async fn ask<S: Store>(
     let rows = txn
         .get_range(RangeRead::new(&begin, &end, batch).snapshot())
         .await?;
+    if rows.len() >= batch {
+        // This line's requests may stand past what was read: asking now
+        // could ask twice for the same pops (see `OwnLine::settle_in`).
+        return Ok(asked);
+    }
     for class in waiting {
         let id = requester(line, class.end, class.lease_ms);
         let requested: u64 = rows
@@ -238,6 +243,9 @@ pub struct OwnLine<'a> {
     pub served: &'a [u32],
     /// Another process's request stood in the store.
     pub others_ahead: bool,
+    /// The round read every request in the store (fewer than its limit),
+    /// so `rows` holds all of this line's.
+    pub rows_complete: bool,
 }
 
 /// What [`OwnLine::settle_in`] left in the store.
@@ -323,7 +331,10 @@ impl OwnLine<'_> {
             }
             let missing = (pops.len() as u64).saturating_sub(asked);
             let id = requester(self.line, end, lease_ms);
-            if missing > 0 && self.others_ahead {
+            // Rows past the round's read may be this line's: asking again
+            // for pops already asked for there would pile up a request
+            // per round (the line's own fulfiller serves them meanwhile).
+            if missing > 0 && self.others_ahead && self.rows_complete {
                 let request = RequestValue {
                     deadline_ms: pops
                         .iter()
@@ -363,7 +374,10 @@ pub struct Collected {
 /// line (its requesters in `line.collect`, and those of its requests in
 /// `rows`), each with a read conflict (a reaper returning it makes one
 /// side retry), and gives them to its waiting `memory` requests of their
-/// class in line order, one each (into `got`).
+/// class in line order, one each (into `got`). Takes at most `batch`
+/// results per requester and `bytes_max` bytes of results in all (at
+/// least one): what nobody waits for is written back in this commit,
+/// which must stay under the store's transaction limit.
 pub async fn collect_in<T: Transaction>(
     txn: &T,
     keys: &QueueKeys,
@@ -371,7 +385,7 @@ pub async fn collect_in<T: Transaction>(
     rows: &[Counted],
     memory: &[&MemoryRequest],
     got: &mut [Option<Vec<Item>>],
-    batch: usize,
+    (batch, bytes_max): (usize, usize),
 ) -> Result<Collected, QueueError> {
     let mut requesters: Vec<Vec<u8>> = line.collect.to_vec();
     for row in rows {
@@ -384,17 +398,25 @@ pub async fn collect_in<T: Transaction>(
         collected: 0,
         collect_next: Vec::new(),
     };
+    let mut bytes = 0usize;
     for requester in &requesters {
+        if bytes >= bytes_max {
+            collected.collect_next.push(requester.clone());
+            continue;
+        }
         let class = class_of(requester).expect("a counted requester of this line");
         let (begin, end) = keys.counted_results_range(requester);
         let results = txn
             .get_range(RangeRead::new(&begin, &end, batch).snapshot())
             .await?;
-        if results.len() >= batch {
-            collected.collect_next.push(requester.clone());
-        }
+        let mut full = results.len() >= batch;
         let mut cursor = 0;
         for row in results {
+            if bytes >= bytes_max {
+                full = true;
+                break;
+            }
+            bytes += row.key.len() + row.value.len();
             let result = decode_result(&row.value).ok_or_else(|| QueueError::Corrupt {
                 key: row.key.clone(),
             })?;
@@ -413,9 +435,15 @@ pub async fn collect_in<T: Transaction>(
                 None => collected.give_back.push(item),
             }
         }
+        if full {
+            collected.collect_next.push(requester.clone());
+        }
     }
     Ok(collected)
 }
+
+/// Most key and value bytes of results one withdrawal gives back.
+const WITHDRAW_BYTES_MAX: usize = 4 * 1024 * 1024;
 
 /// When line `line`'s fulfiller of queue `keys` stops (shutdown, or idle
 /// with no pop waiting): clears the line's counted requests (`waiting`
@@ -459,12 +487,19 @@ pub async fn withdraw_line<S: Store>(
             };
             set_count_in(&txn, keys, &counted, 0)?;
         }
+        // Every result read is written back: bounded like a round's bytes
+        // (what is left, the reaper returns).
+        let mut bytes = 0usize;
         for requester in &requesters {
             let (begin, end) = keys.counted_results_range(requester);
             let results = txn
                 .get_range(RangeRead::new(&begin, &end, batch).snapshot())
                 .await?;
             for row in results {
+                if bytes >= WITHDRAW_BYTES_MAX {
+                    break;
+                }
+                bytes += row.key.len() + row.value.len();
                 let Some(result) = decode_result(&row.value) else {
                     return Ok(Err(QueueError::Corrupt { key: row.key }));
                 };

@@ -150,6 +150,7 @@ pub async fn fulfill_round<S: Store>(
     let rows = txn
         .get_range(RangeRead::new(&begin, &end, batch).snapshot())
         .await?;
+    let rows_read = rows.len();
     let now = now_ms();
     // Memory requests past their deadline are skipped: their pops are
     // leaving (or left) on their own. (The claims are bounded: `batch_max`
@@ -240,7 +241,16 @@ pub async fn fulfill_round<S: Store>(
         give_back,
         collected,
         mut collect_next,
-    } = collect_in(&txn, keys, &line, &counted_rows, &memory, &mut got, batch).await?;
+    } = collect_in(
+        &txn,
+        keys,
+        &line,
+        &counted_rows,
+        &memory,
+        &mut got,
+        (batch, bytes_max),
+    )
+    .await?;
 
     // This line's counted requests stand for its earliest waiting pops of
     // their class, in line order.
@@ -455,6 +465,7 @@ pub async fn fulfill_round<S: Store>(
         rows: &counted_rows,
         served: &own_served,
         others_ahead,
+        rows_complete: rows_read < batch,
     };
     let kept = own.settle_in(&txn, keys).await?;
     for requester in kept.requesters {

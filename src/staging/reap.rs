@@ -85,6 +85,11 @@ pub async fn reap_due<S: Store>(
 
 /// Most keys one reap transaction reads per subspace.
 const REAP_BATCH_MAX: usize = 500;
+/// Most key and value bytes one reap pass reads from a subspace: results
+/// hold items (up to 100 kB each), and a pass writes each one back, so
+/// 500 of them could pass the store's 10 MB transaction limit. At least
+/// one row is always read.
+const REAP_BYTES_MAX: usize = 4 * 1024 * 1024;
 /// Most transactions one sweep of one queue runs.
 const REAP_PASSES_MAX: usize = 100;
 /// Most registry entries one sweep visits.
@@ -144,11 +149,20 @@ async fn page<T: Transaction>(
     let Some(from) = from else {
         return Ok((Vec::new(), None));
     };
-    let rows = txn
+    let mut rows = txn
         .get_range(RangeRead::new(from, end, REAP_BATCH_MAX).snapshot())
         .await?;
+    let mut full = rows.len() >= REAP_BATCH_MAX;
+    let mut bytes = 0usize;
+    if let Some(cut) = rows.iter().position(|row| {
+        bytes += row.key.len() + row.value.len();
+        bytes > REAP_BYTES_MAX
+    }) {
+        rows.truncate(cut.max(1));
+        full = true;
+    }
     let next = match rows.last() {
-        Some(last) if rows.len() >= REAP_BATCH_MAX => Some(crate::store::key_after(&last.key)),
+        Some(last) if full => Some(crate::store::key_after(&last.key)),
         _ => None,
     };
     Ok((rows, next))
