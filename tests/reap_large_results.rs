@@ -42,7 +42,7 @@ async fn uncollected_results_of_large_items_all_return_to_the_queue() {
 
     assert_eq!(reaped.results, RESULTS, "every result went back");
     let queue = Queue::new(store.clone(), name);
-    let mut seen = vec![false; RESULTS];
+    let mut seen = [false; RESULTS];
     while let Some(item) = queue.pop().await.unwrap() {
         let i = item.payload[0] as usize;
         assert_eq!(item.payload.len(), PAYLOAD_BYTES);
