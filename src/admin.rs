@@ -267,7 +267,7 @@ async fn drop_leases<S: Store>(store: &S, keys: &QueueKeys) -> Result<u64, Queue
 }
 
 fn receipt_row(keys: &QueueKeys, row: &KeyValue) -> Option<(Receipt, u64)> {
-    let receipt = keys.receipt_of(&row.key)?;
+    let receipt = Receipt(keys.receipt_of(&row.key)?);
     let expires_at_ms = u64::from_be_bytes(row.value.as_slice().try_into().ok()?);
     Some((receipt, expires_at_ms))
 }

@@ -53,13 +53,13 @@ use std::collections::BTreeMap;
 use rand::RngCore;
 
 use crate::envelope::{HeldItem, ItemValue, decode_item, encode_held, encode_item_value};
+use crate::item::{Item, QueueError};
 use crate::keys::{DueWhat, QueueKeys, RANDOM_LEN};
-use crate::lease::due::round::join_all;
-use crate::queue::{Item, QueueError};
 use crate::store::{
     KeyValue, RangeRead, RetryPolicy, Store, StoreError, Transaction, decode_mark, key_after,
     transact,
 };
+use futures_util::future::join_all;
 
 /// Longest group key, in bytes.
 pub const GROUP_KEY_LEN_MAX: usize = 128;
@@ -254,7 +254,7 @@ pub async fn push_in<T: Transaction>(
     }
     txn.atomic_max(&keys.next_index(), next_index + items.len() as u64)?;
     if !plain_delayed.is_empty() {
-        crate::queue::hold_in(txn, keys, &plain_delayed, visible_at_ms)?;
+        crate::item::hold_in(txn, keys, &plain_delayed, visible_at_ms)?;
     }
     add(txn, &keys.depth(), visible)?;
     add(txn, &keys.delayed_count(), delayed)?;

@@ -363,9 +363,9 @@ impl QueueKeys {
     }
 
     /// The receipt bytes of a receipts-subspace key.
-    pub fn receipt_of(&self, key: &[u8]) -> Option<crate::lease::Receipt> {
+    pub fn receipt_of(&self, key: &[u8]) -> Option<[u8; 16]> {
         let (bytes,) = self.receipts.unpack::<(Bytes,)>(key).ok()?;
-        Some(crate::lease::Receipt(bytes.as_ref().try_into().ok()?))
+        bytes.as_ref().try_into().ok()
     }
 
     /// The key of a delayed item, visible from `visible_at_ms` (in the due

@@ -7,6 +7,7 @@
 //!   default) and `store::fdb` (a FoundationDB cluster, feature `fdb`).
 //! - [`keys`]: the key layout of a queue (tuple-encoded subspaces).
 //! - [`envelope`]: the values stored under item, request and result keys.
+//! - [`item`]: an item as a queue hands it out, queue errors, held items.
 //! - [`queue`]: the FIFO queue recipe over any store.
 //! - [`queue_settings`]: per-queue settings kept in the store.
 //! - [`dedup`]: deduplicated pushes.
@@ -37,6 +38,7 @@ pub mod coordinator;
 pub mod dedup;
 pub mod envelope;
 pub mod groups;
+pub mod item;
 pub mod keys;
 pub mod lease;
 pub mod metrics;

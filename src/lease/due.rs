@@ -11,7 +11,7 @@
 //! against expiry keeps exactly one winner with no extra key to keep in
 //! step), and nothing can leave an index entry behind its item.
 
-pub(crate) mod round;
+mod round;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,7 +25,8 @@ use crate::store::{KeyValue, RangeRead, Store, StoreError, Transaction};
 
 use super::DeliveryPolicy;
 use super::settle::{Returned, return_held};
-use round::{Chunk, join_all, start_round};
+use futures_util::future::join_all;
+use round::{Chunk, start_round};
 
 /// Most due entries one transaction consumes.
 pub const DUE_BATCH_MAX: usize = 256;

@@ -2,10 +2,13 @@
 //! fitting status and a stable `code` scripts can match on.
 
 use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
+use crate::keys::QueueName;
 use crate::queue::QueueError;
 use crate::store::StoreError;
 
@@ -183,4 +186,28 @@ where
             )),
         }
     }
+}
+
+/// Validates a queue name from the path.
+pub fn queue_name(raw: &str) -> Result<QueueName, ApiError> {
+    QueueName::new(raw)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_queue_name", e.to_string()))
+}
+
+/// A request body, or the error for a body that was refused.
+pub fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+    body.map_err(|rejection| {
+        let status = rejection.status();
+        let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
+            "body_too_large"
+        } else {
+            "bad_body"
+        };
+        ApiError::new(status, code, rejection.body_text())
+    })
+}
+
+/// The outcome label of a call.
+pub fn outcome<T>(result: &Result<T, ApiError>) -> &'static str {
+    if result.is_ok() { "ok" } else { "error" }
 }

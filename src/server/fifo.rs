@@ -4,8 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
-use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -14,7 +13,7 @@ use serde::Deserialize;
 use super::AppState;
 use super::error::{ApiError, ApiPath, ErrorBody};
 use crate::envelope::{End, PAYLOAD_SIZE_MAX, now_ms};
-use crate::keys::{QueueKeys, QueueKind, QueueName};
+use crate::keys::{QueueKeys, QueueKind};
 use crate::metrics::operation;
 use crate::queue::Queue;
 use crate::queue::read_end;
@@ -27,24 +26,7 @@ pub use super::items::{
     items_response,
 };
 
-/// Validates a queue name from the path.
-pub fn queue_name(raw: &str) -> Result<QueueName, ApiError> {
-    QueueName::new(raw)
-        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_queue_name", e.to_string()))
-}
-
-/// A request body, or the error for a body that was refused.
-pub fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
-    body.map_err(|rejection| {
-        let status = rejection.status();
-        let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
-            "body_too_large"
-        } else {
-            "bad_body"
-        };
-        ApiError::new(status, code, rejection.body_text())
-    })
-}
+pub use super::error::{body_bytes, outcome, queue_name};
 
 /// Checks one item's size.
 pub fn check_item(payload: &[u8]) -> Result<(), ApiError> {
@@ -128,11 +110,6 @@ pub fn pop_limits<S: Store>(
         )));
     }
     Ok((Duration::from_millis(params.wait_ms), max))
-}
-
-/// The outcome label of a call.
-pub fn outcome<T>(result: &Result<T, ApiError>) -> &'static str {
-    if result.is_ok() { "ok" } else { "error" }
 }
 
 /// `POST /v1/queues/{queue}/pop?wait_ms=&max=&lease_ms=`.

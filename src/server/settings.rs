@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use super::AppState;
 use super::error::{ApiError, ApiPath, ErrorBody};
-use super::fifo::{body_bytes, outcome, queue_name};
+use super::error::{body_bytes, outcome, queue_name};
 use crate::keys::{QueueKeys, QueueName};
 use crate::metrics::operation;
 use crate::queue::QueueError;

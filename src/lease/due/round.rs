@@ -3,10 +3,8 @@
 //! transaction, the commits awaited together so they share fsyncs.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::task::Poll;
 
 use tokio::task::JoinHandle;
 
@@ -251,32 +249,4 @@ async fn none_from<S: Store>(store: &S, begin: &[u8], end: &[u8]) -> Result<bool
         .get_range(RangeRead::new(begin, end, 1).snapshot())
         .await?;
     Ok(rows.is_empty())
-}
-
-/// Runs `futures` concurrently on the calling task and returns their
-/// outputs in order (their commits then reach the store together).
-pub(crate) async fn join_all<F: Future>(futures: impl Iterator<Item = F>) -> Vec<F::Output> {
-    let mut futures: Vec<Pin<Box<F>>> = futures.map(Box::pin).collect();
-    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
-    std::future::poll_fn(|cx| {
-        let mut pending = false;
-        for (future, output) in futures.iter_mut().zip(outputs.iter_mut()) {
-            if output.is_none() {
-                match future.as_mut().poll(cx) {
-                    Poll::Ready(value) => *output = Some(value),
-                    Poll::Pending => pending = true,
-                }
-            }
-        }
-        if pending {
-            Poll::Pending
-        } else {
-            Poll::Ready(())
-        }
-    })
-    .await;
-    outputs
-        .into_iter()
-        .map(|output| output.expect("every future finished"))
-        .collect()
 }
