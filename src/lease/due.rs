@@ -236,7 +236,15 @@ pub async fn sweep<S: Store>(
                 Ok(None)
             };
             let outcomes = round.finish().await;
-            tally.record(outcomes, &mut resume)?;
+            if let Err(error) = tally.record(outcomes, &mut resume) {
+                // The next round's chunks run on their own: they are awaited
+                // and counted before the sweep fails, or what they commit
+                // would go uncounted.
+                if let Ok(Some(next)) = next {
+                    let _ = tally.record(next.finish().await, &mut resume);
+                }
+                return Err(error);
+            }
             match next? {
                 Some(next) => round = next,
                 None => {
@@ -282,8 +290,8 @@ struct Tally {
 
 impl Tally {
     /// Adds a round's chunks; lowers `resume` to the earliest chunk to
-    /// read again. A failed chunk fails the sweep (after the others of its
-    /// round are counted: they committed).
+    /// read again. A failed chunk fails the sweep, after the others of its
+    /// round (and of the round started behind it) are counted.
     fn record(
         &mut self,
         outcomes: Vec<Result<Chunk, QueueError>>,
