@@ -237,9 +237,11 @@ pub async fn sweep<S: Store>(
             };
             let outcomes = round.finish().await;
             if let Err(error) = tally.record(outcomes, &mut resume) {
-                // The next round's chunks run on their own: they are awaited
-                // and counted before the sweep fails, or what they commit
-                // would go uncounted.
+                // The next round's chunks run on their own: awaited before
+                // the sweep fails, so the sweep ends with nothing in flight
+                // and the sampler hears of the queues they changed (the
+                // sweep's own counts are lost with the error, as a failed
+                // round's were before).
                 if let Ok(Some(next)) = next {
                     let _ = tally.record(next.finish().await, &mut resume);
                 }
