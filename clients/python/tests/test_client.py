@@ -39,6 +39,25 @@ def test_dedup_push_answers_duplicate(daemon) -> None:
         assert client.stats("orders").depth == 1
 
 
+def test_a_group_hands_out_one_item_at_a_time_in_push_order(daemon) -> None:
+    with Client(daemon.url) as client:
+        for data in (b"g1", b"g2"):
+            client.push("invoices", data, group="customer-7")
+        client.push("invoices", b"other", group="customer-8")
+        first = client.pop("invoices", lease_ms=60_000, max=3)
+        # One head per group: g2 waits until g1 is acked.
+        assert sorted((m.group, m.data) for m in first) == [
+            ("customer-7", b"g1"),
+            ("customer-8", b"other"),
+        ]
+        assert client.pop("invoices", lease_ms=60_000) == []
+        for message in first:
+            message.ack()
+        (second,) = client.pop("invoices", lease_ms=60_000)
+        assert (second.group, second.data) == ("customer-7", b"g2")
+        second.ack()
+
+
 def test_leases_ack_nack_extend_and_batch_ack(daemon) -> None:
     with Client(daemon.url) as client:
         client.push_batch("work", [b"a", b"b", b"c"])

@@ -41,8 +41,16 @@ def check(status: int, body: bytes) -> None:
         raise error_from_answer(status, body)
 
 
-def push(queue: str, data: bytes, delay_ms: Optional[int], dedup_id: Optional[str] = None) -> Call:
-    params = {} if delay_ms is None else {"delay_ms": delay_ms}
+def push(
+    queue: str,
+    data: bytes,
+    delay_ms: Optional[int],
+    dedup_id: Optional[str] = None,
+    group: Optional[str] = None,
+) -> Call:
+    params: Dict[str, Any] = {} if delay_ms is None else {"delay_ms": delay_ms}
+    if group is not None:
+        params["group"] = group
     headers = {} if dedup_id is None else {"hotq-dedup-id": dedup_id}
     return Call(
         "POST", f"/v1/queues/{q(queue)}/items", params, content=bytes(data), headers=headers

@@ -56,11 +56,15 @@ class AsyncClient:
         data: bytes,
         delay_ms: Optional[int] = None,
         dedup_id: Optional[str] = None,
+        group: Optional[str] = None,
     ) -> PushResult:
         """Pushes one item (bytes); ``delay_ms`` keeps it invisible that long.
         With ``dedup_id``, a push of an id pushed within the queue's dedup
-        window stores nothing and answers ``duplicate=True``."""
-        return wire.parse_push((await self._send(wire.push(queue, data, delay_ms, dedup_id))).json())
+        window stores nothing and answers ``duplicate=True``. With ``group``
+        (FIFO queues), the item joins that message group: its items are
+        delivered in push order, one out at a time."""
+        call = wire.push(queue, data, delay_ms, dedup_id, group)
+        return wire.parse_push((await self._send(call)).json())
 
     async def push_batch(
         self, queue: str, items: Sequence[bytes], delay_ms: Optional[int] = None
@@ -93,6 +97,7 @@ class AsyncClient:
                 lease_expires_at_ms=o.get("lease_expires_at_ms"),
                 dead_letter_from=o.get("dead_letter_from"),
                 dead_letter_deliveries=o.get("dead_letter_deliveries"),
+                group=o.get("group"),
                 _client=self,
             )
             for o in wire.popped(response.status_code, response.content)

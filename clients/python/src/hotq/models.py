@@ -83,6 +83,7 @@ class Message:
     lease_expires_at_ms: Optional[int] = None
     dead_letter_from: Optional[str] = None
     dead_letter_deliveries: Optional[int] = None
+    group: Optional[str] = None
     _client: Any = field(default=None, repr=False, compare=False)
 
     def _leased(self) -> str:
