@@ -202,6 +202,43 @@ async fn shut_down(coordinators: &[Coordinator<EmbeddedStore>]) {
 const DEAD_REQUESTS: usize = 32;
 const DEAD_ITEMS: usize = 400;
 
+/// Three live coordinators (8 waiters each, with their reapers) take every
+/// item of `expected` beside what a dead coordinator left in the store:
+/// each delivered exactly once. They keep running for the caller's checks.
+async fn live_coordinators_drain(
+    store: &EmbeddedStore,
+    keys: &QueueKeys,
+    expected: Vec<String>,
+) -> (
+    Vec<Coordinator<EmbeddedStore>>,
+    Vec<tokio::task::JoinHandle<()>>,
+) {
+    let config = StagingConfig {
+        result_grace_ms: 300,
+        reap_interval_ms: 100,
+        ..StagingConfig::default()
+    };
+    let live = coordinators(store, 3, config);
+    let reapers: Vec<_> = live.iter().map(|c| c.spawn_reaper()).collect();
+    let deliveries = Deliveries::new(live.len());
+    let tasks = spawn_waiters(&live, &[8, 8, 8], keys, &deliveries, DEAD_ITEMS);
+    for task in tasks {
+        task.await.unwrap();
+    }
+    deliveries.assert_exactly_once(&expected.into_iter().collect());
+    (live, reapers)
+}
+
+async fn stop_live(
+    live: Vec<Coordinator<EmbeddedStore>>,
+    reapers: Vec<tokio::task::JoinHandle<()>>,
+) {
+    shut_down(&live).await;
+    for reaper in reapers {
+        reaper.await.unwrap();
+    }
+}
+
 /// A coordinator dies mid-round: its stored requests (as a
 /// `requests_in_memory = false` daemon writes them) are left in the
 /// request subspace, nobody will collect their results. The live
@@ -228,19 +265,7 @@ async fn a_dead_coordinators_requests_and_results_are_returned_by_the_others() {
             .unwrap();
         drop(registration);
     }
-    let config = StagingConfig {
-        result_grace_ms: 300,
-        reap_interval_ms: 100,
-        ..StagingConfig::default()
-    };
-    let live = coordinators(&store, 3, config);
-    let reapers: Vec<_> = live.iter().map(|c| c.spawn_reaper()).collect();
-    let deliveries = Deliveries::new(live.len());
-    let tasks = spawn_waiters(&live, &[8, 8, 8], &keys, &deliveries, DEAD_ITEMS);
-    for task in tasks {
-        task.await.unwrap();
-    }
-    deliveries.assert_exactly_once(&expected.into_iter().collect());
+    let (live, reapers) = live_coordinators_drain(&store, &keys, expected).await;
     let reaped: u64 = live
         .iter()
         .map(|c| StagingStats::get(&c.stats().results_reaped))
@@ -254,12 +279,7 @@ async fn a_dead_coordinators_requests_and_results_are_returned_by_the_others() {
             && common::scan(&store, keys.results_range()).await.is_empty()
     })
     .await;
-    for coordinator in &live {
-        coordinator.shutdown(Duration::from_secs(5)).await;
-    }
-    for reaper in reapers {
-        reaper.await.unwrap();
-    }
+    stop_live(live, reapers).await;
 }
 
 const DEAD_LINE_POPS: usize = 32;
@@ -290,19 +310,7 @@ async fn a_dead_coordinators_counted_request_is_served_and_returned_by_the_other
         .await
         .unwrap();
     assert_eq!(asked.pops as usize, DEAD_LINE_POPS);
-    let config = StagingConfig {
-        result_grace_ms: 300,
-        reap_interval_ms: 100,
-        ..StagingConfig::default()
-    };
-    let live = coordinators(&store, 3, config);
-    let reapers: Vec<_> = live.iter().map(|c| c.spawn_reaper()).collect();
-    let deliveries = Deliveries::new(live.len());
-    let tasks = spawn_waiters(&live, &[8, 8, 8], &keys, &deliveries, DEAD_ITEMS);
-    for task in tasks {
-        task.await.unwrap();
-    }
-    deliveries.assert_exactly_once(&expected.into_iter().collect());
+    let (live, reapers) = live_coordinators_drain(&store, &keys, expected).await;
     let sum = |counter: fn(&StagingStats) -> &std::sync::atomic::AtomicU64| -> u64 {
         live.iter()
             .map(|c| StagingStats::get(counter(c.stats())))
@@ -334,12 +342,7 @@ async fn a_dead_coordinators_counted_request_is_served_and_returned_by_the_other
         },
     )
     .await;
-    for coordinator in &live {
-        coordinator.shutdown(Duration::from_secs(5)).await;
-    }
-    for reaper in reapers {
-        reaper.await.unwrap();
-    }
+    stop_live(live, reapers).await;
 }
 
 const SMALL_POPS: usize = 20;
