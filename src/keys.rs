@@ -35,11 +35,16 @@
 //! names them for the one-time move (see `crate::lease::due::migrate`).
 
 use std::fmt;
+use std::sync::Arc;
 
 use foundationdb_tuple::{Bytes, Subspace};
 
 #[path = "keys_due.rs"]
 mod due_index;
+#[path = "keys_layout.rs"]
+mod layout;
+
+use layout::Layout;
 
 use due_index::due;
 pub use due_index::{DueEntry, DueWhat, due_entry, due_range, due_until};
@@ -198,22 +203,10 @@ pub fn registry_entry(key: &[u8]) -> Option<(QueueKind, QueueName)> {
     Some((kind, QueueName::new(&name).ok()?))
 }
 
-/// The subspaces of one queue.
+/// The subspaces of one queue. Cheap to clone: every clone shares one
+/// packed layout (see `keys_layout.rs`).
 #[derive(Debug, Clone)]
-pub struct QueueKeys {
-    kind: QueueKind,
-    name: QueueName,
-    items: Subspace,
-    requests: Subspace,
-    results: Subspace,
-    receipts: Subspace,
-    /// Where binaries before the due index kept leases and delayed items.
-    legacy_leases: Subspace,
-    legacy_delayed: Subspace,
-    meta: Subspace,
-    groups: Subspace,
-    grouped: Subspace,
-}
+pub struct QueueKeys(Arc<Layout>);
 
 impl QueueKeys {
     /// The layout of the FIFO queue `name`.
@@ -223,50 +216,38 @@ impl QueueKeys {
 
     /// The layout of queue `name` of `kind`.
     pub fn of_kind(kind: QueueKind, name: &QueueName) -> QueueKeys {
-        let root = Subspace::all().subspace(&(kind.root(), name.as_str()));
-        QueueKeys {
-            kind,
-            name: name.clone(),
-            items: root.subspace(&"items"),
-            requests: root.subspace(&"requests"),
-            results: root.subspace(&"results"),
-            receipts: root.subspace(&"receipts"),
-            legacy_leases: root.subspace(&"leases"),
-            legacy_delayed: root.subspace(&"delayed"),
-            meta: root.subspace(&"meta"),
-            groups: root.subspace(&"group"),
-            grouped: root.subspace(&"grouped"),
-        }
+        QueueKeys(layout::layout(kind, name))
     }
 
     /// The queue's kind.
     pub fn kind(&self) -> QueueKind {
-        self.kind
+        self.0.kind
     }
 
     /// The queue's name.
     pub fn name(&self) -> &QueueName {
-        &self.name
+        &self.0.name
     }
 
     /// The queue's entry in the registry of queues that staged pops.
     pub fn registry_key(&self) -> Vec<u8> {
-        registry().pack(&(self.kind.tag(), self.name.as_str()))
+        registry().pack(&(self.0.kind.tag(), self.0.name.as_str()))
     }
 
     /// The key of the item at `index` with tie-breaker `random`.
     pub fn item(&self, index: u64, random: &[u8]) -> Vec<u8> {
-        self.items.pack(&(index, Bytes::from(random)))
+        self.0.items.pack(&(index, Bytes::from(random)))
     }
 
     /// `[begin, end)` of the items subspace.
     pub fn items_range(&self) -> (Vec<u8>, Vec<u8>) {
-        self.items.range()
+        self.0.items.range()
     }
 
     /// The index of an item key, `None` if the key is not an item key.
     pub fn item_index(&self, key: &[u8]) -> Option<u64> {
-        self.items
+        self.0
+            .items
             .unpack::<(u64, Bytes)>(key)
             .ok()
             .map(|(index, _)| index)
@@ -276,19 +257,20 @@ impl QueueKeys {
     /// Keys order by priority (signed, `i64::MIN` first), then by `count`
     /// (push order within a priority), then by `random` (ties).
     pub fn priority_item(&self, priority: i64, count: u64, random: &[u8]) -> Vec<u8> {
-        self.items.pack(&(priority, count, Bytes::from(random)))
+        self.0.items.pack(&(priority, count, Bytes::from(random)))
     }
 
     /// `[begin, end)` of the priority-queue items of one `priority`: the
     /// sub-range a push reads (in reverse, limit 1) for the last count.
     pub fn priority_range(&self, priority: i64) -> (Vec<u8>, Vec<u8>) {
-        self.items.subspace(&(priority,)).range()
+        self.0.items.subspace(&(priority,)).range()
     }
 
     /// The priority and count of a priority-queue item key; `None` if the
     /// key is not one.
     pub fn priority_item_parts(&self, key: &[u8]) -> Option<(i64, u64)> {
-        self.items
+        self.0
+            .items
             .unpack::<(i64, u64, Bytes)>(key)
             .ok()
             .map(|(priority, count, _)| (priority, count))
@@ -296,17 +278,18 @@ impl QueueKeys {
 
     /// The key of the request at `index` by `requester`.
     pub fn request(&self, index: u64, requester: &[u8]) -> Vec<u8> {
-        self.requests.pack(&(index, Bytes::from(requester)))
+        self.0.requests.pack(&(index, Bytes::from(requester)))
     }
 
     /// `[begin, end)` of the requests subspace.
     pub fn requests_range(&self) -> (Vec<u8>, Vec<u8>) {
-        self.requests.range()
+        self.0.requests.range()
     }
 
     /// The index and requester of a request key.
     pub fn request_parts(&self, key: &[u8]) -> Option<(u64, Vec<u8>)> {
-        self.requests
+        self.0
+            .requests
             .unpack::<(u64, Bytes)>(key)
             .ok()
             .map(|(index, requester)| (index, requester.into_owned()))
@@ -314,33 +297,34 @@ impl QueueKeys {
 
     /// The key of `requester`'s result.
     pub fn result(&self, requester: &[u8]) -> Vec<u8> {
-        self.results.pack(&(Bytes::from(requester),))
+        self.0.results.pack(&(Bytes::from(requester),))
     }
 
     /// The key of the result for item `item_key` of a counted request by
     /// `requester` (one per item, so several fulfillers may serve the
     /// request without touching one another's results; in item order).
     pub fn counted_result(&self, requester: &[u8], item_key: &[u8]) -> Vec<u8> {
-        self.results
+        self.0
+            .results
             .pack(&(Bytes::from(requester), Bytes::from(item_key)))
     }
 
     /// `[begin, end)` of the results of counted requests by `requester`.
     pub fn counted_results_range(&self, requester: &[u8]) -> (Vec<u8>, Vec<u8>) {
-        self.results.subspace(&(Bytes::from(requester),)).range()
+        self.0.results.subspace(&(Bytes::from(requester),)).range()
     }
 
     /// `[begin, end)` of the results subspace.
     pub fn results_range(&self) -> (Vec<u8>, Vec<u8>) {
-        self.results.range()
+        self.0.results.range()
     }
 
     /// A due-index key of this queue.
     pub fn due(&self, due_ms: u64, what: DueWhat, id: &[u8]) -> Vec<u8> {
         due().pack(&(
             due_ms,
-            self.kind.tag(),
-            self.name.as_str(),
+            self.0.kind.tag(),
+            self.0.name.as_str(),
             what.tag(),
             Bytes::from(id),
         ))
@@ -354,17 +338,17 @@ impl QueueKeys {
 
     /// The key mapping `receipt` to its lease's expiry.
     pub fn receipt(&self, receipt: &[u8]) -> Vec<u8> {
-        self.receipts.pack(&(Bytes::from(receipt),))
+        self.0.receipts.pack(&(Bytes::from(receipt),))
     }
 
     /// `[begin, end)` of the receipts subspace (one row per lease).
     pub fn receipts_range(&self) -> KeyRange {
-        self.receipts.range()
+        self.0.receipts.range()
     }
 
     /// The receipt bytes of a receipts-subspace key.
     pub fn receipt_of(&self, key: &[u8]) -> Option<[u8; 16]> {
-        let (bytes,) = self.receipts.unpack::<(Bytes,)>(key).ok()?;
+        let (bytes,) = self.0.receipts.unpack::<(Bytes,)>(key).ok()?;
         bytes.as_ref().try_into().ok()
     }
 
@@ -385,16 +369,16 @@ impl QueueKeys {
     /// receipt)` and `(queue, "delayed", visible_at_ms, random)`.
     pub fn legacy_ranges(&self) -> [(DueWhat, KeyRange); 2] {
         [
-            (DueWhat::Lease, self.legacy_leases.range()),
-            (DueWhat::Delayed, self.legacy_delayed.range()),
+            (DueWhat::Lease, self.0.legacy_leases.range()),
+            (DueWhat::Delayed, self.0.legacy_delayed.range()),
         ]
     }
 
     /// The due time and id of a legacy lease or delayed key.
     pub fn legacy_parts(&self, what: DueWhat, key: &[u8]) -> Option<(u64, Vec<u8>)> {
         let space = match what {
-            DueWhat::Lease => &self.legacy_leases,
-            DueWhat::Delayed => &self.legacy_delayed,
+            DueWhat::Lease => &self.0.legacy_leases,
+            DueWhat::Delayed => &self.0.legacy_delayed,
             DueWhat::Reap | DueWhat::Dedup | DueWhat::Group => return None,
         };
         space
@@ -405,62 +389,63 @@ impl QueueKeys {
 
     /// A legacy lease key (tests write old-layout data with it).
     pub fn legacy_lease(&self, expires_at_ms: u64, receipt: &[u8]) -> Vec<u8> {
-        self.legacy_leases
+        self.0
+            .legacy_leases
             .pack(&(expires_at_ms, Bytes::from(receipt)))
     }
 
     /// The count of items under a lease, kept with atomic adds.
     pub fn leased(&self) -> Vec<u8> {
-        self.meta.pack(&("leased",))
+        self.0.meta.pack(&("leased",))
     }
 
     /// The count of delayed items, kept with atomic adds.
     pub fn delayed_count(&self) -> Vec<u8> {
-        self.meta.pack(&("delayed",))
+        self.0.meta.pack(&("delayed",))
     }
 
     /// The item count, kept with atomic adds.
     pub fn depth(&self) -> Vec<u8> {
-        self.meta.pack(&("depth",))
+        self.0.meta.pack(&("depth",))
     }
 
     /// The count of waiting requests, kept with atomic adds.
     pub fn waiting(&self) -> Vec<u8> {
-        self.meta.pack(&("waiting",))
+        self.0.meta.pack(&("waiting",))
     }
 
     /// The next item index, kept with `atomic_max` so it never goes back,
     /// even when the queue drains (see [`crate::queue`]).
     pub fn next_index(&self) -> Vec<u8> {
-        self.meta.pack(&("next_index",))
+        self.0.meta.pack(&("next_index",))
     }
 
     /// The next request index, kept like [`Self::next_index`].
     pub fn next_request(&self) -> Vec<u8> {
-        self.meta.pack(&("next_request",))
+        self.0.meta.pack(&("next_request",))
     }
 
     /// The hand-off marker of fulfiller `fulfiller` (see
     /// [`crate::staging::fulfill::LocalHandoff`]).
     pub fn handoff_marker(&self, fulfiller: u64) -> Vec<u8> {
-        self.meta.pack(&("handoff", fulfiller))
+        self.0.meta.pack(&("handoff", fulfiller))
     }
 
     /// The key of push deduplication id `id`: its value is when it stops
     /// counting (8 bytes, big-endian ms since the epoch). Under the queue's
     /// subspace, so deleting the queue drops it.
     pub fn dedup(&self, id: &[u8]) -> Vec<u8> {
-        self.meta.subspace(&("dedup",)).pack(&(Bytes::from(id),))
+        self.0.meta.subspace(&("dedup",)).pack(&(Bytes::from(id),))
     }
 
     /// `[begin, end)` of the queue's dedup ids.
     pub fn dedup_range(&self) -> KeyRange {
-        self.meta.subspace(&("dedup",)).range()
+        self.0.meta.subspace(&("dedup",)).range()
     }
 
     /// The key of the queue's stored settings (see `crate::queue_settings`).
     pub fn settings(&self) -> Vec<u8> {
-        self.meta.pack(&("settings",))
+        self.0.meta.pack(&("settings",))
     }
 
     /// `[begin, end)` of the whole queue: every key under `(root, name)`
@@ -468,39 +453,40 @@ impl QueueKeys {
     /// Its leases and delayed items are in the due index, not here.
     pub fn queue_range(&self) -> KeyRange {
         Subspace::all()
-            .subspace(&(self.kind.root(), self.name.as_str()))
+            .subspace(&(self.0.kind.root(), self.0.name.as_str()))
             .range()
     }
 
     /// The state key of message group `group` (see `crate::groups`).
     pub fn group(&self, group: &str) -> Vec<u8> {
-        self.groups.pack(&(group,))
+        self.0.groups.pack(&(group,))
     }
 
     /// `[begin, end)` of every group state of the queue.
     pub fn groups_range(&self) -> KeyRange {
-        self.groups.range()
+        self.0.groups.range()
     }
 
     /// The key of an item of `group` waiting behind the group's head, at
     /// its push `index` with tie-breaker `random`.
     pub fn grouped_item(&self, group: &str, index: u64, random: &[u8]) -> Vec<u8> {
-        self.grouped.pack(&(group, index, Bytes::from(random)))
+        self.0.grouped.pack(&(group, index, Bytes::from(random)))
     }
 
     /// `[begin, end)` of the items waiting behind `group`'s head, in push order.
     pub fn grouped_range(&self, group: &str) -> KeyRange {
-        self.grouped.subspace(&(group,)).range()
+        self.0.grouped.subspace(&(group,)).range()
     }
 
     /// `[begin, end)` of every item waiting behind a group head.
     pub fn grouped_all_range(&self) -> KeyRange {
-        self.grouped.range()
+        self.0.grouped.range()
     }
 
     /// The group, index and random of a key of [`Self::grouped_item`].
     pub fn grouped_parts(&self, key: &[u8]) -> Option<(String, u64, Vec<u8>)> {
-        self.grouped
+        self.0
+            .grouped
             .unpack::<(String, u64, Bytes)>(key)
             .ok()
             .map(|(group, index, random)| (group, index, random.into_owned()))
@@ -508,7 +494,8 @@ impl QueueKeys {
 
     /// The index and random of an item key (see [`Self::item`]).
     pub fn item_parts(&self, key: &[u8]) -> Option<(u64, Vec<u8>)> {
-        self.items
+        self.0
+            .items
             .unpack::<(u64, Bytes)>(key)
             .ok()
             .map(|(index, random)| (index, random.into_owned()))
@@ -516,12 +503,12 @@ impl QueueKeys {
 
     /// The count of items waiting behind group heads, kept with atomic adds.
     pub fn grouped_count(&self) -> Vec<u8> {
-        self.meta.pack(&("grouped",))
+        self.0.meta.pack(&("grouped",))
     }
 
     /// Bumped whenever the fulfiller has new work; fulfillers watch it.
     pub fn wake(&self) -> Vec<u8> {
-        self.meta.pack(&("wake",))
+        self.0.meta.pack(&("wake",))
     }
 }
 

@@ -140,3 +140,26 @@ fn priority_item_keys_order_by_priority_then_count_and_stay_in_their_range() {
     );
     assert_eq!(keys.priority_item_parts(&keys.depth()), None);
 }
+
+#[test]
+fn a_queue_layout_is_packed_once_and_the_cache_stays_bounded() {
+    let name = QueueName::new("layout-shared").unwrap();
+    let (a, b) = (QueueKeys::new(&name), QueueKeys::new(&name));
+    assert!(Arc::ptr_eq(&a.0, &b.0), "one packed layout per queue");
+    let priority = QueueKeys::of_kind(QueueKind::Priority, &name);
+    assert!(!Arc::ptr_eq(&a.0, &priority.0), "kinds never share one");
+    assert_ne!(a.items_range(), priority.items_range());
+    let expected = Subspace::all()
+        .subspace(&("hotq", "layout-shared"))
+        .subspace(&"items")
+        .pack(&(7u64, Bytes::from(&[1u8; RANDOM_LEN][..])));
+    assert_eq!(a.item(7, &[1; RANDOM_LEN]), expected);
+    // Past the bound the cache starts over: layouts stay right, and a
+    // queue used again is packed again.
+    for i in 0..=layout::LAYOUTS_CACHED_MAX {
+        let other = QueueName::new(&format!("layout-{i}")).unwrap();
+        assert_eq!(QueueKeys::new(&other).name(), &other);
+    }
+    let again = QueueKeys::new(&name);
+    assert_eq!(again.item(7, &[1; RANDOM_LEN]), expected);
+}

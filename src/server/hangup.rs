@@ -4,7 +4,7 @@
 //! no unread bytes: a client that sends a waiting pop, then more bytes (a
 //! pipelined request, or only a trailing CRLF), then closes, is never
 //! noticed, and its pop takes an item nobody receives. So the API's
-//! connections go through [`Watched`], and [`drop_on_hang_up`] races each
+//! connections go through [`Watched`], and [`unless_hung_up`] races each
 //! request's handler against [`HangUp::gone`]: while a handler runs, the
 //! socket is read ahead (at most [`READ_AHEAD_BYTES_MAX`] bytes, kept for
 //! hyper in order); end of stream or a reset drops the handler, which for
@@ -24,7 +24,6 @@ use std::task::{Context, Poll};
 use axum::extract::Request;
 use axum::extract::connect_info::{ConnectInfo, Connected};
 use axum::http::StatusCode;
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::serve::{IncomingStream, Listener};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -208,13 +207,24 @@ impl HangUp {
     }
 }
 
-/// Runs the request's handler unless its client hangs up first; then the
-/// handler is dropped before its next step (the watch is polled first).
-/// Requests without a watch (not from [`WatchedListener`]) just run.
-pub async fn drop_on_hang_up(request: Request, next: Next) -> Response {
-    let Some(ConnectInfo(hang_up)) = request.extensions().get::<ConnectInfo<HangUp>>().cloned()
-    else {
-        return next.run(request).await;
+/// The hang-up watch of `request`'s connection; `None` for a request not
+/// from a [`WatchedListener`] (it just runs).
+pub fn watch_of(request: &Request) -> Option<HangUp> {
+    request
+        .extensions()
+        .get::<ConnectInfo<HangUp>>()
+        .map(|ConnectInfo(hang_up)| hang_up.clone())
+}
+
+/// Runs `handler` unless the client behind `hang_up` hangs up first; then
+/// the handler is dropped before its next step (the watch is polled
+/// first) and the answer is a 400 that is never sent.
+pub async fn unless_hung_up(
+    hang_up: Option<HangUp>,
+    handler: impl Future<Output = Response>,
+) -> Response {
+    let Some(hang_up) = hang_up else {
+        return handler.await;
     };
     tokio::select! {
         biased;
@@ -222,6 +232,6 @@ pub async fn drop_on_hang_up(request: Request, next: Next) -> Response {
             // Never sent: the connection fails its writes from now on.
             StatusCode::BAD_REQUEST.into_response()
         }
-        response = next.run(request) => response,
+        response = handler => response,
     }
 }
