@@ -63,8 +63,11 @@ impl Borrow<str> for QueueName {
     }
 }
 
+/// The layouts of one kind of queue, by name.
+type Layouts = HashMap<QueueName, Arc<Layout>>;
+
 /// The cached layouts, FIFO queues first, priority queues second.
-static LAYOUTS: Mutex<[Option<HashMap<QueueName, Arc<Layout>>>; 2]> = Mutex::new([None, None]);
+static LAYOUTS: Mutex<[Option<Layouts>; 2]> = Mutex::new([None, None]);
 
 /// The layout of queue `name` of `kind`, packed at most once while cached.
 pub(super) fn layout(kind: QueueKind, name: &QueueName) -> Arc<Layout> {
