@@ -47,6 +47,11 @@ impl Listener for WatchedListener {
     async fn accept(&mut self) -> (Watched, std::net::SocketAddr) {
         // axum's accept: retries, and backs off on errors such as EMFILE.
         let (stream, address) = Listener::accept(&mut self.0).await;
+        // A response is one write, sent whole: Nagle's algorithm could
+        // only hold it back behind the client's delayed ACK.
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%error, "TCP_NODELAY not set");
+        }
         (Watched::new(stream), address)
     }
 
