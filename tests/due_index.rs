@@ -247,3 +247,26 @@ async fn acks_racing_a_sweep_of_many_chunks_have_one_winner_per_lease() {
     }
     assert_eq!(visible, redelivered, "every redelivered item is back once");
 }
+
+/// Reap appointments of more queues than one sweep takes: the sweep hands
+/// on as many as it may and says more is due, so the timer sweeps again
+/// at once instead of at its next tick (a grouped hand-off's slack could
+/// otherwise run out behind a crowd of queues due a reap).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reap_appointments_past_a_sweeps_bound_make_it_say_more() {
+    let (store, _dir) = common::embedded_store(Durability::Buffered);
+    let now = now_ms();
+    let queues = hotq::lease::due::REAP_QUEUES_MAX + 20;
+    for n in 0..queues {
+        let keys = QueueKeys::new(&name(&format!("reap-{n:04}")));
+        let txn = store.begin().unwrap();
+        txn.set(&keys.reap_at(now - 1), b"").unwrap();
+        txn.commit().await.unwrap();
+    }
+    let swept = hotq::lease::due::sweep(&store, &DeliveryPolicy::default(), now)
+        .await
+        .unwrap();
+    assert_eq!(swept.reap_queues.len(), hotq::lease::due::REAP_QUEUES_MAX);
+    assert!(swept.more, "appointments were left behind the bound");
+    assert_eq!(swept.next_due_ms, Some(now), "swept again at once");
+}

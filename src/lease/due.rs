@@ -43,8 +43,9 @@ const DUE_CHUNKS_MAX: usize = 16;
 /// Most key and value bytes one round reads to plan its chunks (a sweep
 /// reads at most `DUE_PASSES_MAX * DUE_BATCH_MAX` rows in all).
 const DUE_ROUND_BYTES_MAX: usize = 16 * 1024 * 1024;
-/// Most queues one sweep reaps (their appointments stay due for the next).
-const REAP_QUEUES_MAX: usize = 256;
+/// Most queues one sweep reaps (the others' appointments stay due, and the
+/// sweep says `more`: the next comes at once).
+pub const REAP_QUEUES_MAX: usize = 256;
 /// Most queues remembered as changed by the timer for the sampler.
 const TOUCHED_MAX: usize = 1_024;
 /// Lateness buckets: [`LATENESS_FINE_MS`] wide up to
@@ -273,7 +274,7 @@ pub async fn sweep<S: Store>(
     stats
         .queues_visited
         .fetch_add(sweep.queues_visited as u64, Ordering::Relaxed);
-    sweep.more = !finished;
+    sweep.more |= !finished;
     sweep.next_due_ms = if sweep.more {
         Some(now_ms)
     } else {
@@ -288,6 +289,8 @@ struct Tally {
     sweep: Sweep,
     visited: BTreeSet<(QueueKind, QueueName)>,
     reap: BTreeMap<(QueueKind, QueueName), BTreeSet<Vec<u8>>>,
+    /// Appointments of queues past [`REAP_QUEUES_MAX`] were left due.
+    reap_left: bool,
 }
 
 impl Tally {
@@ -320,6 +323,9 @@ impl Tally {
         for (queue, keys) in chunk.reap {
             if self.reap.len() < REAP_QUEUES_MAX || self.reap.contains_key(&queue) {
                 self.reap.entry(queue).or_default().extend(keys);
+            } else {
+                // Still due: the next sweep finds them, at once (`more`).
+                self.reap_left = true;
             }
         }
         if let Some(pass) = chunk.committed {
@@ -347,7 +353,9 @@ impl Tally {
             mut sweep,
             mut visited,
             reap,
+            reap_left,
         } = self;
+        sweep.more = reap_left;
         visited.extend(reap.keys().cloned());
         sweep.queues_visited = visited.len();
         sweep.reap_queues = reap
@@ -386,9 +394,9 @@ async fn consume<T: Transaction>(
         let queue = (entry.kind, entry.queue.clone());
         let keys = QueueKeys::of_kind(entry.kind, &entry.queue);
         if entry.what == DueWhat::Reap {
-            if reap.len() < REAP_QUEUES_MAX || reap.contains_key(&queue) {
-                reap.entry(queue).or_default().insert(key.clone());
-            }
+            // Bounded by the chunk's rows; the sweep's bound is applied
+            // when the chunks are tallied.
+            reap.entry(queue).or_default().insert(key.clone());
             continue;
         }
         // Consumes the entry: an ack, nack or extend of the same lease
