@@ -10,12 +10,15 @@
 //!
 //! - [`process`]: the `process_*` metrics, read from `/proc/self`.
 
+#[path = "metrics_describe.rs"]
+mod describe;
+#[path = "metrics_handles.rs"]
+mod handles;
 pub mod process;
 
 use std::collections::HashSet;
 use std::sync::{Mutex, OnceLock};
 
-use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::keys::{QueueKind, QueueName};
@@ -127,6 +130,11 @@ struct Labels {
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 static LABELS: OnceLock<Labels> = OnceLock::new();
 
+/// True once [`install`] has installed the recorder.
+fn installed() -> bool {
+    HANDLE.get().is_some()
+}
+
 /// Installs the Prometheus recorder once per process and returns its
 /// handle (later calls return the same handle; the first cap wins).
 pub fn install(queue_labels_max: usize) -> PrometheusHandle {
@@ -184,163 +192,11 @@ pub fn install(queue_labels_max: usize) -> PrometheusHandle {
                     "a metrics recorder was already installed; /metrics shows only what it records"
                 );
             }
-            describe();
+            describe::describe();
             register_at_start();
             handle
         })
         .clone()
-}
-
-fn describe() {
-    describe_counter!(
-        OPERATIONS,
-        Unit::Count,
-        "API operations by queue, op and outcome."
-    );
-    describe_counter!(
-        CONFLICTS,
-        Unit::Count,
-        "Commit conflicts by protocol step (direct_pop, fulfill, withdraw, collect, reap, expire, reveal)."
-    );
-    describe_counter!(
-        PUSHED,
-        Unit::Count,
-        "Items pushed, by queue (counted when their commit returns; a delayed item when pushed)."
-    );
-    describe_counter!(
-        POPS,
-        Unit::Count,
-        "Items delivered, by queue and path (direct or staged)."
-    );
-    describe_gauge!(
-        REQUESTS_WAITING,
-        Unit::Count,
-        "Pop requests waiting to be fulfilled (sampled)."
-    );
-    describe_histogram!(
-        FULFILL_BATCH_SIZE,
-        Unit::Count,
-        "Requests served per fulfillment transaction."
-    );
-    describe_histogram!(
-        POP_LATENCY,
-        Unit::Seconds,
-        "Pop service time by path: call to item, less the time the pop waited with its queue \
-         empty (see hotq_pop_empty_wait_seconds). Pops that delivered nothing are not recorded."
-    );
-    describe_histogram!(
-        POP_EMPTY_WAIT,
-        Unit::Seconds,
-        "Time a delivered pop waited with its queue empty before its item was pushed (0 when \
-         items were there): long-poll idling, not the daemon's work."
-    );
-    describe_counter!(
-        HTTP_RESPONSES,
-        Unit::Count,
-        "API responses by status code, unknown routes (404) and methods (405) included."
-    );
-    describe_gauge!(
-        BUILD_INFO,
-        Unit::Count,
-        "1, labelled with the running hotq version."
-    );
-    describe_histogram!(
-        ITEM_WAIT,
-        Unit::Seconds,
-        "Item wait from enqueue to delivery."
-    );
-    describe_gauge!(QUEUE_DEPTH, Unit::Count, "Items in the queue (sampled).");
-    describe_gauge!(
-        OLDEST_ITEM_AGE,
-        Unit::Seconds,
-        "Age of the queue's oldest item (sampled)."
-    );
-    describe_gauge!(
-        STORE_UNAVAILABLE,
-        Unit::Count,
-        "1 while the store has failed or does not answer: the API answers 503 store_unavailable \
-         and the daemon exits after store_failure_exit_ms."
-    );
-    describe_counter!(
-        REQUESTS_EXPIRED,
-        Unit::Count,
-        "Requests cleared unserved at their deadline."
-    );
-    describe_counter!(
-        RESULTS_REAPED,
-        Unit::Count,
-        "Uncollected results returned to their queue."
-    );
-    describe_gauge!(
-        LEASED_ITEMS,
-        Unit::Count,
-        "Items delivered under a lease and not yet acked, nacked or expired (sampled)."
-    );
-    describe_gauge!(
-        DELAYED_ITEMS,
-        Unit::Count,
-        "Items pushed or nacked with a delay, not yet visible (sampled)."
-    );
-    describe_counter!(ACKS, Unit::Count, "Leases acked: items done.");
-    describe_counter!(
-        NACKS,
-        Unit::Count,
-        "Leases nacked: items returned (or dead-lettered) by their worker."
-    );
-    describe_counter!(
-        REDELIVERIES,
-        Unit::Count,
-        "Expired leases whose item went back to its queue for another delivery."
-    );
-    describe_counter!(
-        DEAD_LETTERED,
-        Unit::Count,
-        "Items moved to the dead-letter queue after max_deliveries, by the queue they left."
-    );
-    describe_histogram!(
-        STORE_COMMIT_LATENCY,
-        Unit::Seconds,
-        "Store commit latency, submit to durable answer."
-    );
-    describe_counter!(
-        PUT_BACKS,
-        Unit::Count,
-        "Items taken by pops whose caller left, put back where they were (not deliveries)."
-    );
-    describe_histogram!(
-        DUE_LATENESS,
-        Unit::Seconds,
-        "Leases expired and delayed items revealed: commit time minus due time."
-    );
-    describe_counter!(
-        DUE_ROWS,
-        Unit::Count,
-        "Due-index entries the timer read (leases, delayed items, reap appointments)."
-    );
-    describe_counter!(
-        SETTLE_COMMITS,
-        Unit::Count,
-        "Settle transactions committed; concurrent acks, nacks and extends of a queue share one."
-    );
-    describe_histogram!(
-        SETTLE_BATCH_SIZE,
-        Unit::Count,
-        "Acks, nacks and extends per settle transaction."
-    );
-    describe_histogram!(
-        STORE_COMMIT_GROUP_SIZE,
-        Unit::Count,
-        "Transactions each fsync carried: the accepted writing transactions of one group commit \
-         (embedded store). Under durability = \"buffered\" no fsync is made and this counts the \
-         transactions of each group written to the OS in one write."
-    );
-    describe_histogram!(
-        FSYNC_SECONDS,
-        Unit::Seconds,
-        "Latency of making one commit group durable: the journal append and its fsync, which \
-         dominates (embedded store; without queueing before it). Under durability = \"buffered\" \
-         no fsync is made and nothing is recorded."
-    );
 }
 
 /// Protocol steps that count conflicts (see [`conflict`]).
@@ -446,7 +302,10 @@ pub fn pushed(keys: &crate::keys::QueueKeys, count: usize) {
 
 /// Counts one API response by status.
 pub fn http_response(status: u16) {
-    metrics::counter!(HTTP_RESPONSES, "status" => status.to_string()).increment(1);
+    handles::count_status(
+        status,
+        || metrics::counter!(HTTP_RESPONSES, "status" => status.to_string()),
+    );
 }
 
 /// The label value for `queue`: its name while fewer than the cap have
@@ -478,15 +337,53 @@ pub fn conflict(op: &'static str) {
 /// names would push real queues into `_other`). Priority-queue ops are
 /// named `pq_*`, which gives the kind.
 pub fn operation(queue: &str, op: &'static str, outcome: &'static str) {
-    let label = match QueueName::new(queue) {
-        Ok(name) => queue_label(name.as_str()),
-        Err(_) => INVALID_QUEUE_LABEL.to_string(),
-    };
     let kind = if op.starts_with("pq_") {
         QueueKind::Priority
     } else {
         QueueKind::Fifo
     };
-    metrics::counter!(OPERATIONS, "queue" => label, "kind" => kind_label(kind), "op" => op, "outcome" => outcome)
-        .increment(1);
+    let make = |label: String| metrics::counter!(OPERATIONS, "queue" => label, "kind" => kind_label(kind), "op" => op, "outcome" => outcome);
+    match QueueName::new(queue) {
+        Ok(name) => handles::count_queue(
+            name.as_str(),
+            (OPERATIONS, kind_label(kind), op, outcome),
+            1,
+            |queue| make(queue_label(queue)),
+        ),
+        // Not kept: invalid names are the caller's to choose, without bound.
+        Err(_) => make(INVALID_QUEUE_LABEL.to_string()).increment(1),
+    }
+}
+
+/// Counts `n` items delivered from `queue` by `path` (`direct`, `staged`).
+pub fn pops(kind: QueueKind, queue: &QueueName, path: &'static str, n: u64) {
+    let kind = kind_label(kind);
+    handles::count_queue(
+        queue.as_str(),
+        (POPS, kind, path, ""),
+        n,
+        |queue| metrics::counter!(POPS, "queue" => queue_label(queue), "kind" => kind, "path" => path),
+    );
+}
+
+/// Records a delivered pop's service time and empty wait, in seconds,
+/// and each of its items' enqueue-to-delivery wait.
+pub fn delivery(
+    path: &'static str,
+    latency_s: f64,
+    empty_wait_s: f64,
+    item_waits_s: impl IntoIterator<Item = f64>,
+) {
+    handles::record(
+        POP_LATENCY,
+        path,
+        [latency_s],
+        || metrics::histogram!(POP_LATENCY, "path" => path),
+    );
+    handles::record(POP_EMPTY_WAIT, "", [empty_wait_s], || {
+        metrics::histogram!(POP_EMPTY_WAIT)
+    });
+    handles::record(ITEM_WAIT, "", item_waits_s, || {
+        metrics::histogram!(ITEM_WAIT)
+    });
 }

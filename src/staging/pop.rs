@@ -364,9 +364,7 @@ fn record_delivery(
     if items.is_empty() {
         return;
     }
-    let label = metrics::queue_label(keys.name().as_str());
-    ::metrics::counter!(metrics::POPS, "queue" => label, "kind" => metrics::kind_label(keys.kind()), "path" => path)
-        .increment(items.len() as u64);
+    metrics::pops(keys.kind(), keys.name(), path, items.len() as u64);
     let now = now_ms();
     // A long poll on an empty queue waits for a push: that idling is the
     // client's choice, not the daemon's work. Until its first item was
@@ -380,11 +378,13 @@ fn record_delivery(
         .min()
         .unwrap_or(0);
     let empty_ms = (first_enqueued_ms as f64 - started_ms).clamp(0.0, elapsed_ms);
-    ::metrics::histogram!(metrics::POP_LATENCY, "path" => path)
-        .record((elapsed_ms - empty_ms) / 1_000.0);
-    ::metrics::histogram!(metrics::POP_EMPTY_WAIT).record(empty_ms / 1_000.0);
-    for item in items {
-        let wait_ms = now.saturating_sub(item.enqueued_at_ms);
-        ::metrics::histogram!(metrics::ITEM_WAIT).record(wait_ms as f64 / 1_000.0);
-    }
+    let item_waits_s = items
+        .iter()
+        .map(|item| now.saturating_sub(item.enqueued_at_ms) as f64 / 1_000.0);
+    metrics::delivery(
+        path,
+        (elapsed_ms - empty_ms) / 1_000.0,
+        empty_ms / 1_000.0,
+        item_waits_s,
+    );
 }
