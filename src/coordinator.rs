@@ -242,7 +242,7 @@ impl<S: Store> Coordinator<S> {
             // A lease issued while the sweep runs wakes the timer only if
             // it is due before the planned next look.
             next_ms.store(planned, Ordering::Release);
-            let due = match self.sweep_due(now).await {
+            let due = match self.sweep_due_until(now, planned).await {
                 Ok(due) => due.unwrap_or(planned).min(planned),
                 Err(error) => {
                     tracing::warn!(%error, "lease and delay sweep failed");
@@ -271,11 +271,22 @@ impl<S: Store> Coordinator<S> {
     /// what is due (see [`crate::lease::due`]). Returns the earliest time
     /// something else comes due (`now_ms` when a bound left work undone).
     pub async fn sweep_due(&self, now_ms: u64) -> Result<Option<u64>, QueueError> {
+        self.sweep_due_until(now_ms, u64::MAX).await
+    }
+
+    /// [`Self::sweep_due`], looking for the next due time no further than
+    /// `horizon_ms` (`None`: nothing due by then).
+    async fn sweep_due_until(
+        &self,
+        now_ms: u64,
+        horizon_ms: u64,
+    ) -> Result<Option<u64>, QueueError> {
         let (_, next) = crate::lease::timer::run_round(
             &self.inner.store,
             &self.config().delivery,
             &self.inner.stats,
             now_ms,
+            horizon_ms,
         )
         .await?;
         Ok(next)

@@ -270,3 +270,27 @@ async fn reap_appointments_past_a_sweeps_bound_make_it_say_more() {
     assert!(swept.more, "appointments were left behind the bound");
     assert_eq!(swept.next_due_ms, Some(now), "swept again at once");
 }
+
+/// The timer's sweep looks for the next due entry only up to its next
+/// planned look: past it, the answer would not change when it looks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_looks_for_the_next_due_entry_only_up_to_its_horizon() {
+    let (store, _dir) = common::embedded_store(Durability::Buffered);
+    let now = now_ms();
+    Queue::new(store.clone(), name("later"))
+        .push_batch_delayed(&[b"in a minute"], 60_000)
+        .await
+        .unwrap();
+    let policy = DeliveryPolicy::default();
+    let short = hotq::lease::due::sweep_until(&store, &policy, now, now + 1_000)
+        .await
+        .unwrap();
+    assert_eq!(short.next_due_ms, None, "nothing is due within a second");
+    let long = hotq::lease::due::sweep_until(&store, &policy, now, now + 120_000)
+        .await
+        .unwrap();
+    let next = long.next_due_ms.expect("due within two minutes");
+    assert!((now + 59_000..=now + 61_000).contains(&next), "next {next}");
+    let unbounded = hotq::lease::due::sweep(&store, &policy, now).await.unwrap();
+    assert_eq!(unbounded.next_due_ms, Some(next));
+}

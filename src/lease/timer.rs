@@ -11,7 +11,7 @@ use crate::staging::reap::reap_due;
 use crate::store::Store;
 
 use super::DeliveryPolicy;
-use super::due::{Sweep, sweep};
+use super::due::{Sweep, sweep_until};
 
 /// When a queue's reap failed, its appointments are tried again this much later.
 const REAP_FAILED_RETRY_MS: u64 = 1_000;
@@ -22,14 +22,15 @@ const ROUND_GAP_MS: u64 = 10;
 
 /// Consumes everything due at `now_ms` and reaps the queues due a look.
 /// Returns the sweep and when something is next due (`now_ms` when a
-/// bound left work undone).
+/// bound left work undone), looking no further than `horizon_ms`.
 pub async fn run_round<S: Store>(
     store: &S,
     policy: &DeliveryPolicy,
     stats: &StagingStats,
     now_ms: u64,
+    horizon_ms: u64,
 ) -> Result<(Sweep, Option<u64>), QueueError> {
-    let swept = sweep(store, policy, now_ms).await?;
+    let swept = sweep_until(store, policy, now_ms, horizon_ms).await?;
     for ((kind, name), &count) in &swept.redelivered {
         StagingStats::add(&stats.leases_expired, count as u64);
         ::metrics::counter!(metrics::REDELIVERIES, "queue" => metrics::queue_label(name.as_str()), "kind" => metrics::kind_label(*kind))
