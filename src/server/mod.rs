@@ -191,7 +191,7 @@ pub fn router<S: Store>(state: Arc<AppState<S>>) -> Router {
 
 // The API's middleware is two functions, not one per concern: each
 // `from_fn` layer clones the boxed route and boxes a future per request,
-// which profiled at a tenth of a pop's CPU (issue #14).
+// on every pop and ack (see docs/profile.md).
 
 /// Every API route's gate: the bearer token first (a caller without it
 /// learns nothing, not even that the store failed), then 503
