@@ -49,15 +49,31 @@ pub async fn delivered_in<T: Transaction>(
     item_key: &[u8],
     now_ms: u64,
 ) -> Result<(), StoreError> {
-    match state_in(txn, keys, group).await? {
+    let state = state_in(txn, keys, group).await?;
+    if ends_handoff(txn, keys, group, item_key, state.as_ref())? {
+        leave_in(txn, keys, group, now_ms).await?;
+    }
+    Ok(())
+}
+
+/// In `txn`: when `state` is `group`'s hand-off of `item_key`, clears its
+/// due entry (the hand-off ends here, not by the timer) and says so.
+fn ends_handoff<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    group: &str,
+    item_key: &[u8],
+    state: Option<&State>,
+) -> Result<bool, StoreError> {
+    match state {
         Some(State::HandOff {
             due_ms,
             item_key: key,
-        }) if key == item_key => {
-            txn.clear(&keys.due(due_ms, DueWhat::Group, group.as_bytes()))?;
-            leave_in(txn, keys, group, now_ms).await
+        }) if key.as_slice() == item_key => {
+            txn.clear(&keys.due(*due_ms, DueWhat::Group, group.as_bytes()))?;
+            Ok(true)
         }
-        _ => Ok(()),
+        _ => Ok(false),
     }
 }
 
@@ -125,21 +141,14 @@ pub async fn give_back_in<T: Transaction>(
         txn.set(item_key, &encode_item_value(item))?;
         return txn.atomic_add(&keys.depth(), 1);
     };
-    match state_in(txn, keys, group).await? {
-        Some(State::HandOff {
-            due_ms,
-            item_key: key,
-        }) if key == item_key => {
-            txn.clear(&keys.due(due_ms, DueWhat::Group, group.as_bytes()))?;
-        }
-        None => {}
-        Some(_) => {
-            tracing::warn!(queue = %keys.name(), group, "a group head came back after its hand-off ended: it waits behind the group's next head");
-            let (index, random) = keys.item_parts(item_key).unwrap_or_default();
-            let pending = encode_pending(0, &encode_item_value(item));
-            txn.set(&keys.grouped_item(group, index, &random), &pending)?;
-            return txn.atomic_add(&keys.grouped_count(), 1);
-        }
+    let state = state_in(txn, keys, group).await?;
+    let ended = ends_handoff(txn, keys, group, item_key, state.as_ref())?;
+    if !ended && state.is_some() {
+        tracing::warn!(queue = %keys.name(), group, "a group head came back after its hand-off ended: it waits behind the group's next head");
+        let (index, random) = keys.item_parts(item_key).unwrap_or_default();
+        let pending = encode_pending(0, &encode_item_value(item));
+        txn.set(&keys.grouped_item(group, index, &random), &pending)?;
+        return txn.atomic_add(&keys.grouped_count(), 1);
     }
     txn.set(&keys.group(group), &encode_state(&State::Head))?;
     txn.set(item_key, &encode_item_value(item))?;
