@@ -12,6 +12,7 @@
 //! step), and nothing can leave an index entry behind its item.
 
 mod round;
+mod tally;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,7 +27,8 @@ use crate::store::{KeyValue, RangeRead, Store, StoreError, Transaction};
 use super::DeliveryPolicy;
 use super::settle::{Returned, return_held};
 use futures_util::future::join_all;
-use round::{Chunk, start_round};
+use round::start_round;
+use tally::Tally;
 
 /// Most due entries one transaction consumes.
 pub const DUE_BATCH_MAX: usize = 256;
@@ -296,89 +298,6 @@ pub async fn sweep_until<S: Store>(
         first_due_from(store, &cursor, horizon_ms).await?
     };
     Ok(sweep)
-}
-
-/// What a sweep's committed chunks did, gathered round by round.
-#[derive(Default)]
-struct Tally {
-    sweep: Sweep,
-    visited: BTreeSet<(QueueKind, QueueName)>,
-    reap: BTreeMap<(QueueKind, QueueName), BTreeSet<Vec<u8>>>,
-    /// Appointments of queues past [`REAP_QUEUES_MAX`] were left due.
-    reap_left: bool,
-}
-
-impl Tally {
-    /// Adds a round's chunks; lowers `resume` to the earliest chunk to
-    /// read again. A failed chunk fails the sweep, after the others of its
-    /// round (and of the round started behind it) are counted.
-    fn record(
-        &mut self,
-        outcomes: Vec<Result<Chunk, QueueError>>,
-        resume: &mut Option<Vec<u8>>,
-    ) -> Result<(), QueueError> {
-        let mut failed = None;
-        for outcome in outcomes {
-            match outcome {
-                Ok(chunk) => self.add(chunk, resume),
-                Err(error) => {
-                    failed.get_or_insert(error);
-                }
-            }
-        }
-        failed.map_or(Ok(()), Err)
-    }
-
-    fn add(&mut self, chunk: Chunk, resume: &mut Option<Vec<u8>>) {
-        let sweep = &mut self.sweep;
-        sweep.rows_read += chunk.rows_read;
-        stats()
-            .rows_read
-            .fetch_add(chunk.rows_read as u64, Ordering::Relaxed);
-        for (queue, keys) in chunk.reap {
-            if self.reap.len() < REAP_QUEUES_MAX || self.reap.contains_key(&queue) {
-                self.reap.entry(queue).or_default().extend(keys);
-            } else {
-                // Still due: the next sweep finds them, at once (`more`).
-                self.reap_left = true;
-            }
-        }
-        if let Some(pass) = chunk.committed {
-            for (queue, count) in pass.redelivered {
-                *sweep.redelivered.entry(queue).or_default() += count;
-            }
-            for (queue, count) in pass.dead_lettered {
-                *sweep.dead_lettered.entry(queue).or_default() += count;
-            }
-            sweep.revealed += pass.revealed;
-            for queue in pass.queues {
-                touch(queue.clone());
-                self.visited.insert(queue);
-            }
-        }
-        if let Some(from) = chunk.resume
-            && resume.as_ref().is_none_or(|earliest| from < *earliest)
-        {
-            *resume = Some(from);
-        }
-    }
-
-    fn into_sweep(self) -> Sweep {
-        let Tally {
-            mut sweep,
-            mut visited,
-            reap,
-            reap_left,
-        } = self;
-        sweep.more = reap_left;
-        visited.extend(reap.keys().cloned());
-        sweep.queues_visited = visited.len();
-        sweep.reap_queues = reap
-            .into_iter()
-            .map(|((kind, name), keys)| (kind, name, keys.into_iter().collect()))
-            .collect();
-        sweep
-    }
 }
 
 /// What one transaction of a sweep consumed.
