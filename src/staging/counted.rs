@@ -42,6 +42,7 @@ use crate::keys::QueueKeys;
 use crate::queue::{Item, QueueError};
 use crate::staging::line::{MemoryRequest, Waiting};
 use crate::staging::requester::{item_of_result, restore_in};
+use crate::staging::takeover::TakeOver;
 use crate::store::{RangeRead, RetryPolicy, Store, StoreError, Transaction, decode_mark, transact};
 
 /// Bytes of a line id (one per process's pop protocol).
@@ -91,13 +92,17 @@ pub struct LineLevel<'a> {
     /// one with a request alive or results uncollected after the last
     /// round; the round's `Fulfilled::collect`).
     pub collect: &'a [Vec<u8>],
+    /// Other lines' counted requests the round serves itself; it leaves
+    /// the items of the rest to their owners ([`super::takeover`]).
+    pub take_over: TakeOver<'a>,
 }
 
 impl LineLevel<'static> {
-    /// No line in the store.
+    /// No line in the store: every counted request is served here.
     pub const NONE: LineLevel<'static> = LineLevel {
         line: b"",
         collect: &[],
+        take_over: TakeOver::All,
     };
 }
 

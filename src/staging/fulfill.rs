@@ -71,6 +71,11 @@ pub struct Fulfilled {
     /// This process's counted requesters whose results the next round
     /// must look for (see [`LineLevel::collect`]).
     pub collect: Vec<Vec<u8>>,
+    /// Items left in the queue for other lines' counted requests, which
+    /// their owners' rounds take ([`crate::staging::takeover`]).
+    pub left_items: usize,
+    /// Those requests, by key, with their counts as read.
+    pub left_for: Vec<(Vec<u8>, u32)>,
 }
 
 /// How a fulfiller hands items to requesters in its own process.
@@ -274,8 +279,15 @@ pub async fn fulfill_round<S: Store>(
             }
         }
     }
+    // Another line stands in the store: this line's pops not yet there
+    // join it at the back (`OwnLine::settle_in` asks for them in this
+    // commit, and the next round serves them in their place) instead of
+    // racing the other lines' rounds for the items behind the requests.
+    // Pops that must not wait never stand in the store: served here.
+    let joins_store = others_ahead && !line.line.is_empty() && rows_read < batch;
     let tail: Vec<usize> = (0..memory.len())
         .filter(|&i| got[i].is_none() && !assigned[i])
+        .filter(|&i| !joins_store || memory[i].line.answers_empty)
         .collect();
     let offered = stored.len() + tail.len();
     if collected > 0 {
@@ -350,6 +362,10 @@ pub async fn fulfill_round<S: Store>(
     let mut emptied = Vec::new();
     let mut results_written = 0usize;
     let mut own_served = vec![0u32; counted_rows.len()];
+    // Items left in the queue for other lines' requests, and those
+    // requests (key, count as read).
+    let mut left_items = 0usize;
+    let mut left_for: Vec<(Vec<u8>, u32)> = Vec::new();
     // Only plain stored requests count here in `waiting`; counted ones
     // move it by their change.
     let mut stored_served = 0usize;
@@ -400,6 +416,20 @@ pub async fn fulfill_round<S: Store>(
             }
             Source::Counted { row } => {
                 let counted = &counted_rows[row];
+                if !line.take_over.covers(&counted.key) {
+                    // Its owner's round takes these items: this round
+                    // takes those behind them, so the two never conflict.
+                    let passed = round.leave(&mut pool, &request, counted.count as usize);
+                    if passed > 0 {
+                        left_items += passed;
+                        left_for.push((counted.key.clone(), counted.count));
+                    }
+                    if passed < counted.count as usize {
+                        // Waiting for items, as its owner's round sees it.
+                        left(&request, &mut unserved);
+                    }
+                    continue;
+                }
                 let mut count = 0u32;
                 while count < counted.count {
                     let Some(item) = round.take(&mut pool, &request)? else {
@@ -501,10 +531,20 @@ pub async fn fulfill_round<S: Store>(
     // Requests remain but items ran out: wake on the next push. If a bound
     // stopped us (bytes, or items per round), items remain and the caller
     // loops at once.
-    let watch = if unserved > 0 && bytes < bytes_max && pool_is_everything {
+    let watch = if left_items == 0 {
+        (unserved > 0 && bytes < bytes_max && pool_is_everything)
+            .then(|| txn.watch(&keys.depth()))
+            .transpose()?
+    } else if bytes >= bytes_max || (unserved == 0 && served + expired + collected > 0) {
+        None
+    } else if unserved > 0 {
+        // Items stand, but were left to other lines: their owners taking
+        // them (or a push) changes the depth.
         Some(txn.watch(&keys.depth())?)
     } else {
-        None
+        // Nothing here but other lines' requests: a new request, a pop
+        // joining this line, or one of those turning stale wakes the loop.
+        Some(txn.watch(&keys.wake())?)
     };
     if !handed.is_empty() {
         txn.set(local.marker_key, &local.attempt.to_be_bytes())?;
@@ -535,6 +575,8 @@ pub async fn fulfill_round<S: Store>(
         pops_asked: kept.pops_asked,
         own_watch,
         collect: collect_next,
+        left_items,
+        left_for,
     })
 }
 

@@ -4,7 +4,7 @@
 //! it waits on the store's wake key, a push, or a pop joining the line.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
@@ -17,6 +17,7 @@ use crate::staging::StagingStats;
 use crate::staging::counted::{self, LineLevel};
 use crate::staging::fulfill::{LocalHandoff, fulfill_round};
 use crate::staging::pops::{Fulfiller, Pops};
+use crate::staging::takeover::{Left, TakeOver};
 use crate::store::{RangeRead, RetryPolicy, Store, StoreError, Transaction, transact};
 
 /// Backoff ceiling after a fulfillment conflict, in microseconds.
@@ -110,6 +111,8 @@ impl<S: Store> Pops<S> {
         // This line's counted requesters whose results may wait (bounded
         // by the classes of pop: end and lease).
         let mut collect: Vec<Vec<u8>> = Vec::new();
+        // Other lines' requests this loop leaves items for, and since when.
+        let mut left = Left::default();
         // Bounded: it ends on shutdown, or after `fulfiller_idle_ms`
         // without a request.
         loop {
@@ -119,6 +122,7 @@ impl<S: Store> Pops<S> {
             }
             let local = &self.inner.local;
             let claims = local.claim(keys, config.fulfill_batch_max);
+            let stale = left.stale(Instant::now());
             let mut outcome = fulfill_round(
                 &self.inner.store,
                 keys,
@@ -136,6 +140,7 @@ impl<S: Store> Pops<S> {
                 LineLevel {
                     line: &self.inner.line,
                     collect: &collect,
+                    take_over: TakeOver::Only(&stale),
                 },
             )
             .await;
@@ -150,9 +155,12 @@ impl<S: Store> Pops<S> {
                     // Another process's round won the items: this line's
                     // pops get in line in the store, where the winners
                     // serve them in turn.
-                    self.ask(keys, &mut collect).await;
-                    let pause_us = rand::random::<u64>() % FULFILL_CONFLICT_BACKOFF_US_MAX;
-                    tokio::time::sleep(Duration::from_micros(pause_us)).await;
+                    // Once they stand there, the next round takes the
+                    // items left for them: no race to back off from.
+                    if !self.ask(keys, &mut collect).await {
+                        let pause_us = rand::random::<u64>() % FULFILL_CONFLICT_BACKOFF_US_MAX;
+                        tokio::time::sleep(Duration::from_micros(pause_us)).await;
+                    }
                     continue;
                 }
                 Err(error) => {
@@ -162,6 +170,7 @@ impl<S: Store> Pops<S> {
                 }
             };
             collect = fulfilled.collect;
+            left.note(fulfilled.left_for, Instant::now());
             StagingStats::add(&stats.line_pops_asked, fulfilled.pops_asked as u64);
             StagingStats::add(
                 &stats.line_results_written,
@@ -184,13 +193,20 @@ impl<S: Store> Pops<S> {
                 // More requests, or items held back by the byte bound: go on.
                 continue;
             };
-            let no_requests =
-                fulfilled.unserved == 0 && fulfilled.served == 0 && fulfilled.expired == 0;
-            // Waiting requests expire: look again by the earliest deadline.
+            let no_requests = fulfilled.unserved == 0
+                && fulfilled.served == 0
+                && fulfilled.expired == 0
+                && fulfilled.left_items == 0;
+            // Waiting requests expire: look again by the earliest deadline,
+            // or when a request left to its owner may be taken over.
             let until_deadline = fulfilled
                 .next_deadline_ms
                 .map(|deadline| Duration::from_millis(deadline.saturating_sub(now_ms()) + 1))
                 .unwrap_or(idle);
+            let until_deadline = match left.next_due(Instant::now()) {
+                Some(due) => until_deadline.min(due + Duration::from_millis(1)),
+                None => until_deadline,
+            };
             // Another process serving this line's oldest counted request
             // changes it: its results wait.
             let own_watch = async {
@@ -230,8 +246,9 @@ impl<S: Store> Pops<S> {
 
     /// [`counted::ask`] for this line's pops waiting now; what it added
     /// is collected from on the next rounds. A failure is left to the
-    /// next round (its pops stay in the memory line).
-    async fn ask(&self, keys: &QueueKeys, collect: &mut Vec<Vec<u8>>) {
+    /// next round (its pops stay in the memory line). True when it added
+    /// a request.
+    async fn ask(&self, keys: &QueueKeys, collect: &mut Vec<Vec<u8>>) -> bool {
         let batch_max = self.inner.config.fulfill_batch_max;
         let waiting = self.inner.local.waiting_by_class(keys, now_ms(), batch_max);
         match counted::ask(
@@ -250,9 +267,11 @@ impl<S: Store> Pops<S> {
                         collect.push(requester);
                     }
                 }
+                asked.pops > 0
             }
             Err(error) => {
                 tracing::debug!(queue = %keys.name(), %error, "could not put the line's pops in the store");
+                false
             }
         }
     }

@@ -50,6 +50,7 @@ pub mod pop;
 pub mod pops;
 pub mod reap;
 pub mod requester;
+pub mod takeover;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
