@@ -16,6 +16,7 @@ use crate::queue::QueueError;
 use crate::staging::StagingStats;
 use crate::staging::counted::{self, LineLevel};
 use crate::staging::fulfill::{LocalHandoff, fulfill_round};
+use crate::staging::line_results;
 use crate::staging::pops::{Fulfiller, Pops};
 use crate::staging::takeover::{Left, TakeOver};
 use crate::store::{RangeRead, RetryPolicy, Store, StoreError, Transaction, transact};
@@ -79,7 +80,8 @@ impl<S: Store> Pops<S> {
         if *self.inner.shutdown.borrow() {
             let (line, batch_max) = (&self.inner.line, self.inner.config.fulfill_batch_max);
             let withdrawn =
-                counted::withdraw_line(&self.inner.store, &keys, line, &collect, batch_max).await;
+                line_results::withdraw_line(&self.inner.store, &keys, line, &collect, batch_max)
+                    .await;
             if let Err(error) = withdrawn {
                 tracing::warn!(queue = %keys.name(), %error, "could not withdraw the line's counted requests; the reaper will");
             }

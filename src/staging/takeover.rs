@@ -115,7 +115,10 @@ mod tests {
         assert!(left.stale(start).is_empty());
         assert_eq!(left.next_due(start), Some(after));
         // `a` served in part (its count changed), `b` unchanged.
-        left.note(vec![(b"a".to_vec(), 2), (b"b".to_vec(), 5)], start + after / 2);
+        left.note(
+            vec![(b"a".to_vec(), 2), (b"b".to_vec(), 5)],
+            start + after / 2,
+        );
         assert_eq!(left.stale(start + after), [b"b".to_vec()]);
         assert_eq!(left.next_due(start + after), Some(Duration::ZERO));
         // Not left this time: forgotten.
