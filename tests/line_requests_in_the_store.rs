@@ -126,6 +126,7 @@ async fn line_round(
             line,
             collect,
             take_over,
+            contended: false,
         },
     )
     .await

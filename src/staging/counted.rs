@@ -97,6 +97,10 @@ pub struct LineLevel<'a> {
     /// Other lines' counted requests the round serves itself; it leaves
     /// the items of the rest to their owners ([`super::takeover`]).
     pub take_over: TakeOver<'a>,
+    /// Another process's request stood in the store lately: this line's
+    /// new pops join the store even while none stands there now, rather
+    /// than race the other processes' rounds for the head.
+    pub contended: bool,
 }
 
 impl LineLevel<'static> {
@@ -105,6 +109,7 @@ impl LineLevel<'static> {
         line: b"",
         collect: &[],
         take_over: TakeOver::All,
+        contended: false,
     };
 }
 
@@ -155,7 +160,13 @@ pub async fn add_in<T: Transaction>(
     request: &RequestValue,
     count: u32,
 ) -> Result<Vec<u8>, StoreError> {
-    let index = decode_mark(txn.get(&keys.next_request(), true).await?.as_deref());
+    let mark = decode_mark(txn.get(&keys.next_request(), true).await?.as_deref());
+    // Requests added at one snapshot of the mark would tie, and ties go
+    // by requester (the line id): one line would always go first when
+    // lines ask together. A random index among `TIE_SPREAD` orders them
+    // by chance instead; a request added after reads the raised mark, so
+    // it still goes behind.
+    let index = mark + rand::random::<u64>() % TIE_SPREAD;
     let key = keys.request(index, requester);
     txn.set(&key, &encode_counted_request(request, count))?;
     txn.atomic_max(&keys.next_request(), index + 1)?;
@@ -165,6 +176,10 @@ pub async fn add_in<T: Transaction>(
     crate::staging::reap::note_request(txn, keys, request.deadline_ms)?;
     Ok(key)
 }
+
+/// How many request indexes a counted request picks its own from (see
+/// [`add_in`]).
+const TIE_SPREAD: u64 = 256;
 
 /// What [`ask`] wrote.
 #[derive(Debug, Default)]
@@ -248,8 +263,10 @@ pub struct OwnLine<'a> {
     pub rows: &'a [Counted],
     /// Pops of each served from this line in the round (its own rows).
     pub served: &'a [u32],
-    /// Another process's request stood in the store.
-    pub others_ahead: bool,
+    /// This line's pops not served join the store at the back: another
+    /// process's request stands there (or did lately: see
+    /// [`LineLevel::contended`]).
+    pub joins_store: bool,
     /// The round read every request in the store (fewer than its limit),
     /// so `rows` holds all of this line's.
     pub rows_complete: bool,
@@ -295,7 +312,7 @@ impl OwnLine<'_> {
             .map(|&r| (self.rows[r].request.end, self.rows[r].request.lease_ms));
         let pop_classes = waiting
             .iter()
-            .filter(|_| self.others_ahead)
+            .filter(|_| self.joins_store)
             .map(|m| (m.line.request.end, m.line.request.lease_ms));
         for class in row_classes.chain(pop_classes) {
             if !classes.contains(&class) {
@@ -341,7 +358,7 @@ impl OwnLine<'_> {
             // Rows past the round's read may be this line's: asking again
             // for pops already asked for there would pile up a request
             // per round (the line's own fulfiller serves them meanwhile).
-            if missing > 0 && self.others_ahead && self.rows_complete {
+            if missing > 0 && self.joins_store && self.rows_complete {
                 let request = RequestValue {
                     deadline_ms: pops
                         .iter()

@@ -131,7 +131,8 @@ pub async fn fulfill_round<S: Store>(
     // commit, and the next round serves them in their place) instead of
     // racing the other lines' rounds for the items behind the requests.
     // Pops that must not wait never stand in the store: served here.
-    let joins_store = others_ahead && !line.line.is_empty() && rows_read < batch;
+    let joins_store =
+        (others_ahead || line.contended) && !line.line.is_empty() && rows_read < batch;
     let tail: Vec<usize> = (0..memory.len())
         .filter(|&i| got[i].is_none() && !assigned[i])
         .filter(|&i| !joins_store || memory[i].line.answers_empty)
@@ -341,7 +342,7 @@ pub async fn fulfill_round<S: Store>(
         got: &got,
         rows: &counted_rows,
         served: &own_served,
-        others_ahead,
+        joins_store,
         rows_complete: rows_read < batch,
     };
     let kept = own.settle_in(&txn, keys).await?;
@@ -424,5 +425,6 @@ pub async fn fulfill_round<S: Store>(
         collect: collect_next,
         left_items,
         left_for,
+        others_ahead,
     })
 }

@@ -51,6 +51,8 @@ pub struct Fulfilled {
     pub left_items: usize,
     /// Those requests, by key, with their counts as read.
     pub left_for: Vec<(Vec<u8>, u32)>,
+    /// Another process's request stood in the store.
+    pub others_ahead: bool,
 }
 
 /// How a fulfiller hands items to requesters in its own process.

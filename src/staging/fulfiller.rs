@@ -23,6 +23,12 @@ use crate::store::{RangeRead, RetryPolicy, Store, StoreError, Transaction, trans
 
 /// Backoff ceiling after a fulfillment conflict, in microseconds.
 const FULFILL_CONFLICT_BACKOFF_US_MAX: u64 = 2_000;
+/// How long after it last met another process's request in the store a
+/// line puts its new pops in the store instead of
+/// serving them at once: in a steady contention every line's pops then
+/// stand in request order and no round races another for the head, and a
+/// line left alone is back to serving at once this soon after.
+const CONTENDED_FOR: Duration = Duration::from_millis(500);
 /// Pause after an unexpected fulfillment error.
 const FULFILL_ERROR_PAUSE_MS: u64 = 100;
 
@@ -115,6 +121,10 @@ impl<S: Store> Pops<S> {
         let mut collect: Vec<Vec<u8>> = Vec::new();
         // Other lines' requests this loop leaves items for, and since when.
         let mut left = Left::default();
+        // Until when this line counts as contended (another process's
+        // request seen; a lost round alone may have lost to a direct pop
+        // or a purge of this process): see `LineLevel::contended`.
+        let mut contended_until: Option<Instant> = None;
         // Bounded: it ends on shutdown, or after `fulfiller_idle_ms`
         // without a request.
         loop {
@@ -143,6 +153,7 @@ impl<S: Store> Pops<S> {
                     line: &self.inner.line,
                     collect: &collect,
                     take_over: TakeOver::Only(&stale),
+                    contended: contended_until.is_some_and(|until| Instant::now() < until),
                 },
             )
             .await;
@@ -173,6 +184,9 @@ impl<S: Store> Pops<S> {
             };
             collect = fulfilled.collect;
             left.note(fulfilled.left_for, Instant::now());
+            if fulfilled.others_ahead {
+                contended_until = Some(Instant::now() + CONTENDED_FOR);
+            }
             StagingStats::add(&stats.line_pops_asked, fulfilled.pops_asked as u64);
             StagingStats::add(
                 &stats.line_results_written,
