@@ -383,7 +383,12 @@ pub async fn fulfill_round<S: Store>(
         (unserved > 0 && bytes < bytes_max && pool_is_everything)
             .then(|| txn.watch(&keys.depth()))
             .transpose()?
-    } else if bytes >= bytes_max || (unserved == 0 && served + expired + collected > 0) {
+    } else if bytes >= bytes_max
+        || (unserved == 0 && served + expired + collected + kept.pops_asked > 0)
+    {
+        // More to do now: a bound held items back, or this round served
+        // (its pops come back) or asked (the next round serves the new
+        // request from the items behind those left to other lines).
         None
     } else if unserved > 0 {
         // Items stand, but were left to other lines: their owners taking

@@ -1,7 +1,8 @@
 //! The fulfillment loop of one queue: rounds of [`super::fulfill`], each
 //! serving a batch of the line's pops (and stored requests) in one commit,
 //! then handing the items over ([`super::handoff`]); with nothing to serve
-//! it waits on the store's wake key, a push, or a pop joining the line.
+//! it waits on the store's wake key, a push, a pop joining the line, or a
+//! request left to another line turning stale ([`super::takeover`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,10 +25,10 @@ use crate::store::{RangeRead, RetryPolicy, Store, StoreError, Transaction, trans
 /// Backoff ceiling after a fulfillment conflict, in microseconds.
 const FULFILL_CONFLICT_BACKOFF_US_MAX: u64 = 2_000;
 /// How long after it last met another process's request in the store a
-/// line puts its new pops in the store instead of
-/// serving them at once: in a steady contention every line's pops then
-/// stand in request order and no round races another for the head, and a
-/// line left alone is back to serving at once this soon after.
+/// line puts its new pops in the store instead of serving them at once:
+/// in a steady contention every line's pops then stand in request order
+/// and no round races another for the head, and a line left alone is
+/// back to serving at once this soon after.
 const CONTENDED_FOR: Duration = Duration::from_millis(500);
 /// Pause after an unexpected fulfillment error.
 const FULFILL_ERROR_PAUSE_MS: u64 = 100;
@@ -166,10 +167,9 @@ impl<S: Store> Pops<S> {
                     StagingStats::add(&stats.fulfill_conflicts, 1);
                     metrics::conflict("fulfill");
                     // Another process's round won the items: this line's
-                    // pops get in line in the store, where the winners
-                    // serve them in turn.
-                    // Once they stand there, the next round takes the
-                    // items left for them: no race to back off from.
+                    // pops get in line in the store, and keep their place
+                    // there. Once they stand there, the next round takes
+                    // the items left for them: no race to back off from.
                     if !self.ask(keys, &mut collect).await {
                         let pause_us = rand::random::<u64>() % FULFILL_CONFLICT_BACKOFF_US_MAX;
                         tokio::time::sleep(Duration::from_micros(pause_us)).await;
