@@ -1,10 +1,13 @@
 //! The second level of staging (issue #15): a coordinator's line in the
 //! store's request subspace as counted requests. One written for
-//! coordinator B's line (as B writes it after losing a round) is served by
-//! coordinator A's fulfiller in request order, ahead of A's own pop, with
-//! one result per item (leased in the serving commit when B's pops are);
-//! B's round collects them for its pops in line order and gives back what
-//! nobody waits for, in the same commit.
+//! coordinator B's line (as B writes it after losing a round) keeps B's
+//! place in request order: coordinator A's round leaves the items it
+//! stands for to B's own round, which takes them straight to its pops.
+//! When B's line cannot serve it (here B has no fulfiller, as a daemon
+//! that died), A's fulfiller takes it over, in request order, ahead of
+//! A's own pop, with one result per item (leased in the serving commit
+//! when B's pops are); B's round collects them for its pops in line order
+//! and gives back what nobody waits for, in the same commit.
 
 mod common;
 
@@ -15,8 +18,9 @@ use hotq::envelope::{End, RequestValue, decode_result, now_ms};
 use hotq::keys::{QueueKeys, QueueName};
 use hotq::queue::{Item, Queue};
 use hotq::staging::counted::{self, LINE_ID_LEN, LineLevel};
-use hotq::staging::fulfill::{LocalHandoff, fulfill_round};
+use hotq::staging::fulfill::{Fulfilled, LocalHandoff, fulfill_round};
 use hotq::staging::line::{LineRequest, LocalId, MemoryRequest, Waiting};
+use hotq::staging::takeover::TakeOver;
 use hotq::staging::{StagingConfig, StagingStats};
 use hotq::store::embedded::{Durability, EmbeddedStore};
 use hotq::store::{Store, Transaction, decode_counter};
@@ -25,6 +29,8 @@ const BOUND: Duration = Duration::from_secs(30);
 
 /// Coordinator B's line: only its id, as its fulfiller would use it.
 const LINE_B: [u8; LINE_ID_LEN] = [0xB0; LINE_ID_LEN];
+/// Coordinator A's line, where a test drives A's rounds itself.
+const LINE_A: [u8; LINE_ID_LEN] = [0xA0; LINE_ID_LEN];
 
 async fn waiting(store: &EmbeddedStore, keys: &QueueKeys) -> i64 {
     let txn = store.begin().unwrap();
@@ -72,17 +78,29 @@ async fn a_serves_b(
         .unwrap()
         .expect("an item");
     let requester = counted::requester(&LINE_B, End::Front, lease_ms);
+    // B's line has no fulfiller here (as a daemon that died): A's round
+    // left B's items for it, and takes the request over once it has
+    // stood unchanged for the takeover time.
+    common::eventually("A to take over B's request", BOUND, || async {
+        common::scan(store, keys.counted_results_range(&requester))
+            .await
+            .len()
+            == 3
+    })
+    .await;
     (a, own, requester)
 }
 
-/// B's round: `pops` memory requests of class `lease_ms` in its line.
-async fn b_collects(
+/// One round of line `line` with `pops` memory requests of class
+/// `lease_ms` (seq 1, 2, ...), collecting `collect`'s results.
+async fn line_round(
     store: &EmbeddedStore,
     keys: &QueueKeys,
-    requester: &[u8],
-    pops: u64,
-    lease_ms: u64,
-) -> Vec<(LocalId, Vec<Item>)> {
+    line: &[u8],
+    (pops, lease_ms): (u64, u64),
+    collect: &[Vec<u8>],
+    take_over: TakeOver<'_>,
+) -> Fulfilled {
     let memory: Vec<MemoryRequest> = (1..=pops)
         .map(|seq| MemoryRequest {
             seq,
@@ -93,8 +111,8 @@ async fn b_collects(
             }),
         })
         .collect();
-    let marker = keys.handoff_marker(0xB0);
-    let fulfilled = fulfill_round(
+    let marker = keys.handoff_marker(u64::from(line[0]));
+    fulfill_round(
         store,
         keys,
         (256, 1 << 20, 5_000),
@@ -105,12 +123,27 @@ async fn b_collects(
             attempt: 1,
         },
         LineLevel {
-            line: &LINE_B,
-            collect: &[requester.to_vec()],
+            line,
+            collect,
+            take_over,
+            contended: false,
         },
     )
     .await
-    .unwrap();
+    .unwrap()
+}
+
+/// B's round: `pops` memory requests of class `lease_ms` in its line.
+async fn b_collects(
+    store: &EmbeddedStore,
+    keys: &QueueKeys,
+    requester: &[u8],
+    pops: u64,
+    lease_ms: u64,
+) -> Vec<(LocalId, Vec<Item>)> {
+    let collect = [requester.to_vec()];
+    let only = TakeOver::Only(&[]);
+    let fulfilled = line_round(store, keys, &LINE_B, (pops, lease_ms), &collect, only).await;
     assert_eq!(fulfilled.collected, 3, "every result collected");
     assert!(fulfilled.collect.is_empty(), "nothing left to collect");
     fulfilled.handed
@@ -166,6 +199,75 @@ async fn a_counted_request_of_one_line_is_served_by_another_coordinators_fulfill
     let back = queue.pop().await.unwrap().expect("the given-back item");
     assert_eq!(payloads(&[back]), ["2"]);
     a.shutdown(Duration::from_secs(5)).await;
+}
+
+/// Both lines alive: A's round meets B's counted request first in request
+/// order and leaves the items it stands for in the queue; its own pop,
+/// behind another line's request, joins the store at the back in the same
+/// commit rather than race B's round for the item behind B's. B's own
+/// round then takes its three items straight to its pops in line order
+/// and clears its request, leaving the fourth item to A's request, which
+/// A's next round takes. No result is written and none collected: each
+/// round takes only its own line's items.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_counted_request_of_a_live_line_is_left_to_its_own_round() {
+    let (store, _dir) = common::embedded_store(Durability::Buffered);
+    let keys = QueueKeys::new(&QueueName::new("left").unwrap());
+    let b_waiting = Waiting {
+        end: End::Front,
+        lease_ms: 0,
+        pops: 3,
+        deadline_ms: now_ms() + BOUND.as_millis() as u64,
+    };
+    counted::ask(&store, &keys, &LINE_B, &[b_waiting], 256)
+        .await
+        .unwrap();
+    let queue = Queue::new(store.clone(), keys.name().clone());
+    queue.push_batch(&["0", "1", "2", "3"]).await.unwrap();
+    let only = TakeOver::Only(&[]);
+    let handed = |fulfilled: &Fulfilled| -> Vec<(LocalId, Vec<String>)> {
+        fulfilled
+            .handed
+            .iter()
+            .map(|(id, items)| {
+                let items = payloads(items).into_iter().map(String::from).collect();
+                (id.clone(), items)
+            })
+            .collect()
+    };
+
+    let a = line_round(&store, &keys, &LINE_A, (1, 0), &[], only).await;
+    assert!(handed(&a).is_empty(), "A's pop joins the store behind B's");
+    assert_eq!(a.pops_asked, 1);
+    assert_eq!(a.left_items, 3, "B's three items left in the queue");
+    let left: Vec<u32> = a.left_for.iter().map(|(_, count)| *count).collect();
+    assert_eq!(left, [3]);
+    assert_eq!(a.results_written, 0);
+    assert_eq!(waiting(&store, &keys).await, 4, "B's 3 pops and A's 1");
+    assert_eq!(queue.len().await.unwrap(), 4);
+
+    let b = line_round(&store, &keys, &LINE_B, (3, 0), &[], only).await;
+    let one = |item: &str| vec![item.to_string()];
+    assert_eq!(
+        handed(&b),
+        [
+            (LocalId::Memory(1), one("0")),
+            (LocalId::Memory(2), one("1")),
+            (LocalId::Memory(3), one("2")),
+        ],
+        "B's pops get B's items in line order"
+    );
+    assert_eq!((b.collected, b.results_written), (0, 0));
+    assert_eq!(b.left_items, 1, "the fourth item left to A's request");
+    assert_eq!(waiting(&store, &keys).await, 1);
+
+    let a = line_round(&store, &keys, &LINE_A, (1, 0), &[], only).await;
+    assert_eq!(handed(&a), [(LocalId::Memory(1), one("3"))]);
+    assert_eq!((a.left_items, a.results_written), (0, 0));
+    assert!(common::scan(&store, keys.requests_range()).await.is_empty());
+    assert!(common::scan(&store, keys.results_range()).await.is_empty());
+    assert_eq!(waiting(&store, &keys).await, 0);
+    assert_eq!(queue.len().await.unwrap(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

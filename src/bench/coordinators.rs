@@ -46,6 +46,13 @@ pub struct CoordinatorsResult {
     pub conflicts_per_pop: f64,
     /// Fulfillment rounds that conflicted, all coordinators, per item.
     pub fulfill_conflicts_per_pop: f64,
+    /// Items that went through a result key (another coordinator's
+    /// fulfiller took over a counted request), per item.
+    pub results_per_pop: f64,
+    /// Pops asked for in the store as counted requests, per item.
+    pub asked_per_pop: f64,
+    /// Fulfillment rounds that committed having served something, per item.
+    pub rounds_per_pop: f64,
     /// Smallest (items share / waiters share) among the coordinators.
     pub share_min: f64,
     /// Largest (items share / waiters share) among the coordinators.
@@ -150,10 +157,14 @@ async fn drain(
         task.await.map_err(|e| e.to_string())??;
     }
     let (_, conflicts_after, _) = store.counts();
-    let mut fulfill_conflicts = 0;
+    let (mut fulfill_conflicts, mut results, mut asked, mut rounds) = (0, 0, 0, 0);
     for coordinator in &coordinators {
         coordinator.shutdown(Duration::from_secs(5)).await;
-        fulfill_conflicts += StagingStats::get(&coordinator.stats().fulfill_conflicts);
+        let stats = coordinator.stats();
+        fulfill_conflicts += StagingStats::get(&stats.fulfill_conflicts);
+        results += StagingStats::get(&stats.line_results_written);
+        asked += StagingStats::get(&stats.line_pops_asked);
+        rounds += StagingStats::get(&stats.fulfill_batches);
     }
     let seen = std::mem::take(&mut *seen.lock().expect("seen lock"));
     let pops = seen.len();
@@ -180,6 +191,9 @@ async fn drain(
         pops_per_s: pops as f64 / elapsed_s,
         conflicts_per_pop: per_item(conflicts_after - conflicts_before),
         fulfill_conflicts_per_pop: per_item(fulfill_conflicts),
+        results_per_pop: per_item(results),
+        asked_per_pop: per_item(asked),
+        rounds_per_pop: per_item(rounds),
         share_min: shares.iter().cloned().fold(f64::INFINITY, f64::min),
         share_max: shares.iter().cloned().fold(0.0, f64::max),
         per_coordinator,

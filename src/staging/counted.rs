@@ -2,47 +2,50 @@
 //! subspace, as *counted* requests.
 //!
 //! Pops waiting in a process's memory line cost no write while its own
-//! fulfiller serves them. When it cannot — its round lost a conflict to
-//! another process's, or other processes' requests stand in the store
-//! ahead of its pops — the line writes a counted request: one key,
+//! fulfiller serves them alone. When it cannot — its round lost a
+//! conflict to another process's, or another process's request stands in
+//! the store — the line writes a counted request: one key,
 //! `requests/(index, requester)`, standing for `count` of its pops of one
 //! class (end and lease), where `requester` is the process's line id and
-//! the class. Any process's fulfiller serves stored requests in request
-//! order: for a counted request of another line it takes up to `count`
-//! items, writes each under its own result key
-//! `results/(requester, item key)` (leased in the same commit if the class
-//! is), and lowers the count (clearing the request at 0), all in one
-//! commit. The requesting line's fulfiller collects its results in a later
-//! round and hands them to its waiters in line order; a result it has no
-//! waiter for goes back to the queue in that same commit. A line's own
-//! counted request met in request order is served from its memory line.
+//! the class. Behind another process's request, a line's pops not yet in
+//! the store always join it at the back ([`OwnLine::settle_in`], in the
+//! round's commit) instead of racing for the items behind the requests.
 //!
-//! The count is kept exact without extra conflicts: a fulfiller serving a
-//! request moves `n` from its count into `n` results in one commit, so a
-//! snapshot read of the line's requests and results at one version always
-//! sums to the pops asked for. A line that changes one of its own requests
-//! adds a read conflict on it (a concurrent serve of it makes one side
-//! retry); a line adding a request writes a new key, which never
-//! conflicts. New pops join at the back with a new request: a line never
-//! keeps its place by raising an old request, so lines take turns.
+//! Stored requests are served in request order, each from the items left
+//! after those of the requests ahead of it. A line's own counted request
+//! is served by its own round, from its memory line, straight to its
+//! pops; another line's round *leaves* it the items it stands for and
+//! takes the ones behind them ([`super::takeover`]), so rounds of
+//! different lines take different items and commit side by side. A
+//! request its owner does not serve (the process died or stalls) is taken
+//! over: served as DESIGN §4 says, each item written under its own result
+//! key `results/(requester, item key)` (leased in the same commit if the
+//! class is) and the count lowered (the request cleared at 0) in one
+//! commit; the owner's next round collects the results
+//! ([`super::line_results`]).
 //!
-//! A round that collects results takes no items, so collecting never
-//! conflicts with another process's round (only with a reaper returning a
-//! result): results reach their pops at once however hard the head is
-//! contended. A line whose fulfiller stops at shutdown withdraws its
-//! requests and gives back its results ([`withdraw_line`]); one that dies
-//! leaves them to expire and to the reaper, as plain requests do.
+//! The count is kept exact without extra conflicts: whoever serves a
+//! request lowers its count by the items it took in the commit that takes
+//! them (into pops in memory or into results), so a snapshot read of the
+//! line's requests and results at one version always sums to the pops
+//! asked for. A line that changes one of its own requests adds a read
+//! conflict on it (a concurrent takeover makes one side retry); a line
+//! adding a request writes a new key, which never conflicts. New pops
+//! join at the back with a new request: a line never keeps its place by
+//! raising an old request, so lines take turns.
+//!
+//! A line whose fulfiller stops at shutdown withdraws its requests and
+//! gives back its results ([`super::line_results::withdraw_line`]); one
+//! that dies leaves them to be taken over, to expire and to the reaper.
 //!
 //! The `waiting` counter counts pops: a counted request adds its count.
 
-use crate::envelope::{
-    End, RequestValue, decode_counted_request, decode_result, encode_counted_request,
-};
+use crate::envelope::{End, RequestValue, decode_counted_request, encode_counted_request};
 use crate::keys::QueueKeys;
 use crate::queue::{Item, QueueError};
 use crate::staging::line::{MemoryRequest, Waiting};
-use crate::staging::requester::{item_of_result, restore_in};
-use crate::store::{RangeRead, RetryPolicy, Store, StoreError, Transaction, decode_mark, transact};
+use crate::staging::takeover::TakeOver;
+use crate::store::{RangeRead, Store, StoreError, Transaction, decode_mark};
 
 /// Bytes of a line id (one per process's pop protocol).
 pub const LINE_ID_LEN: usize = 16;
@@ -91,13 +94,22 @@ pub struct LineLevel<'a> {
     /// one with a request alive or results uncollected after the last
     /// round; the round's `Fulfilled::collect`).
     pub collect: &'a [Vec<u8>],
+    /// Other lines' counted requests the round serves itself; it leaves
+    /// the items of the rest to their owners ([`super::takeover`]).
+    pub take_over: TakeOver<'a>,
+    /// Another process's request stood in the store lately: this line's
+    /// new pops join the store even while none stands there now, rather
+    /// than race the other processes' rounds for the head.
+    pub contended: bool,
 }
 
 impl LineLevel<'static> {
-    /// No line in the store.
+    /// No line in the store: every counted request is served here.
     pub const NONE: LineLevel<'static> = LineLevel {
         line: b"",
         collect: &[],
+        take_over: TakeOver::All,
+        contended: false,
     };
 }
 
@@ -148,7 +160,13 @@ pub async fn add_in<T: Transaction>(
     request: &RequestValue,
     count: u32,
 ) -> Result<Vec<u8>, StoreError> {
-    let index = decode_mark(txn.get(&keys.next_request(), true).await?.as_deref());
+    let mark = decode_mark(txn.get(&keys.next_request(), true).await?.as_deref());
+    // Requests added at one snapshot of the mark would tie, and ties go
+    // by requester (the line id): one line would always go first when
+    // lines ask together. A random index among `TIE_SPREAD` orders them
+    // by chance instead; a request added after reads the raised mark, so
+    // it still goes behind.
+    let index = mark + rand::random::<u64>() % TIE_SPREAD;
     let key = keys.request(index, requester);
     txn.set(&key, &encode_counted_request(request, count))?;
     txn.atomic_max(&keys.next_request(), index + 1)?;
@@ -158,6 +176,10 @@ pub async fn add_in<T: Transaction>(
     crate::staging::reap::note_request(txn, keys, request.deadline_ms)?;
     Ok(key)
 }
+
+/// How many request indexes a counted request picks its own from (see
+/// [`add_in`]).
+const TIE_SPREAD: u64 = 256;
 
 /// What [`ask`] wrote.
 #[derive(Debug, Default)]
@@ -241,8 +263,10 @@ pub struct OwnLine<'a> {
     pub rows: &'a [Counted],
     /// Pops of each served from this line in the round (its own rows).
     pub served: &'a [u32],
-    /// Another process's request stood in the store.
-    pub others_ahead: bool,
+    /// This line's pops not served join the store at the back: another
+    /// process's request stands there (or did lately: see
+    /// [`LineLevel::contended`]).
+    pub joins_store: bool,
     /// The round read every request in the store (fewer than its limit),
     /// so `rows` holds all of this line's.
     pub rows_complete: bool,
@@ -288,7 +312,7 @@ impl OwnLine<'_> {
             .map(|&r| (self.rows[r].request.end, self.rows[r].request.lease_ms));
         let pop_classes = waiting
             .iter()
-            .filter(|_| self.others_ahead)
+            .filter(|_| self.joins_store)
             .map(|m| (m.line.request.end, m.line.request.lease_ms));
         for class in row_classes.chain(pop_classes) {
             if !classes.contains(&class) {
@@ -334,7 +358,7 @@ impl OwnLine<'_> {
             // Rows past the round's read may be this line's: asking again
             // for pops already asked for there would pile up a request
             // per round (the line's own fulfiller serves them meanwhile).
-            if missing > 0 && self.others_ahead && self.rows_complete {
+            if missing > 0 && self.joins_store && self.rows_complete {
                 let request = RequestValue {
                     deadline_ms: pops
                         .iter()
@@ -358,161 +382,6 @@ impl OwnLine<'_> {
         }
         Ok(kept)
     }
-}
-
-/// What [`collect_in`] collected.
-pub struct Collected {
-    /// Results nobody here waits for: back to the queue in this commit.
-    pub give_back: Vec<Item>,
-    /// Results read and cleared.
-    pub collected: usize,
-    /// Requesters with more results than one round reads.
-    pub collect_next: Vec<Vec<u8>>,
-}
-
-/// In a round's `txn`: takes the results other processes wrote for this
-/// line (its requesters in `line.collect`, and those of its requests in
-/// `rows`), each with a read conflict (a reaper returning it makes one
-/// side retry), and gives them to its waiting `memory` requests of their
-/// class in line order, one each (into `got`). Takes at most `batch`
-/// results per requester and `bytes_max` bytes of results in all (at
-/// least one): what nobody waits for is written back in this commit,
-/// which must stay under the store's transaction limit.
-pub async fn collect_in<T: Transaction>(
-    txn: &T,
-    keys: &QueueKeys,
-    line: &LineLevel<'_>,
-    rows: &[Counted],
-    memory: &[&MemoryRequest],
-    got: &mut [Option<Vec<Item>>],
-    (batch, bytes_max): (usize, usize),
-) -> Result<Collected, QueueError> {
-    let mut requesters: Vec<Vec<u8>> = line.collect.to_vec();
-    for row in rows {
-        if is_own(line.line, &row.requester) && !requesters.contains(&row.requester) {
-            requesters.push(row.requester.clone());
-        }
-    }
-    let mut collected = Collected {
-        give_back: Vec::new(),
-        collected: 0,
-        collect_next: Vec::new(),
-    };
-    let mut bytes = 0usize;
-    for requester in &requesters {
-        if bytes >= bytes_max {
-            collected.collect_next.push(requester.clone());
-            continue;
-        }
-        let class = class_of(requester).expect("a counted requester of this line");
-        let (begin, end) = keys.counted_results_range(requester);
-        let results = txn
-            .get_range(RangeRead::new(&begin, &end, batch).snapshot())
-            .await?;
-        let mut full = results.len() >= batch;
-        let mut cursor = 0;
-        for row in results {
-            if bytes >= bytes_max {
-                full = true;
-                break;
-            }
-            bytes += row.key.len() + row.value.len();
-            let result = decode_result(&row.value).ok_or_else(|| QueueError::Corrupt {
-                key: row.key.clone(),
-            })?;
-            txn.add_read_conflict_key(&row.key)?;
-            txn.clear(&row.key)?;
-            collected.collected += 1;
-            let item = item_of_result(result);
-            let takes = |m: &MemoryRequest| {
-                !m.line.answers_empty && (m.line.request.end, m.line.request.lease_ms) == class
-            };
-            while cursor < memory.len() && !(got[cursor].is_none() && takes(memory[cursor])) {
-                cursor += 1;
-            }
-            match got.get_mut(cursor) {
-                Some(slot) => *slot = Some(vec![item]),
-                None => collected.give_back.push(item),
-            }
-        }
-        if full {
-            collected.collect_next.push(requester.clone());
-        }
-    }
-    Ok(collected)
-}
-
-/// Most key and value bytes of results one withdrawal gives back.
-const WITHDRAW_BYTES_MAX: usize = 4 * 1024 * 1024;
-
-/// When line `line`'s fulfiller of queue `keys` stops (shutdown, or idle
-/// with no pop waiting): clears the line's counted requests (`waiting`
-/// lowered by their counts) and returns the results nobody here will
-/// collect (those of `collect` and of the requests found) to their keys,
-/// in one transaction, so other daemons neither serve a line that is gone
-/// nor leave its items to the reaper. Reads bounded by `batch_max` per
-/// range; what a bound leaves, the reaper returns.
-pub async fn withdraw_line<S: Store>(
-    store: &S,
-    keys: &QueueKeys,
-    line: &[u8],
-    collect: &[Vec<u8>],
-    batch_max: usize,
-) -> Result<(), QueueError> {
-    let batch = batch_max.max(1);
-    transact(store, RetryPolicy::default(), |txn| async move {
-        let (begin, end) = keys.requests_range();
-        let rows = txn
-            .get_range(RangeRead::new(&begin, &end, batch).snapshot())
-            .await?;
-        let mut requesters = collect.to_vec();
-        for row in rows {
-            let Some((_, requester)) = keys.request_parts(&row.key) else {
-                continue;
-            };
-            let Some((request, count)) = decode_counted_request(&row.value) else {
-                continue;
-            };
-            if !is_own(line, &requester) {
-                continue;
-            }
-            if !requesters.contains(&requester) {
-                requesters.push(requester.clone());
-            }
-            let counted = Counted {
-                key: row.key,
-                requester,
-                request,
-                count,
-            };
-            set_count_in(&txn, keys, &counted, 0)?;
-        }
-        // Every result read is written back: bounded like a round's bytes
-        // (what is left, the reaper returns).
-        let mut bytes = 0usize;
-        for requester in &requesters {
-            let (begin, end) = keys.counted_results_range(requester);
-            let results = txn
-                .get_range(RangeRead::new(&begin, &end, batch).snapshot())
-                .await?;
-            for row in results {
-                if bytes >= WITHDRAW_BYTES_MAX {
-                    break;
-                }
-                bytes += row.key.len() + row.value.len();
-                let Some(result) = decode_result(&row.value) else {
-                    return Ok(Err(QueueError::Corrupt { key: row.key }));
-                };
-                txn.add_read_conflict_key(&row.key)?;
-                txn.clear(&row.key)?;
-                if let Err(error) = restore_in(&txn, keys, &item_of_result(result)).await? {
-                    return Ok(Err(error));
-                }
-            }
-        }
-        Ok(Ok(()))
-    })
-    .await?
 }
 
 #[cfg(test)]

@@ -1,7 +1,9 @@
 //! One fulfillment transaction: pair waiting requests with items, many at
 //! once, and write each item under its requester's result key (or, for a
 //! requester in this process, hand it over in memory after the commit;
-//! see [`super::line`]).
+//! see [`super::line`]). What the round is given and returns is in
+//! [`super::fulfilled`]; how it reads and sorts the request subspace, in
+//! `round_requests.rs`.
 //!
 //! Requests and items are read with snapshot (so reading many costs no
 //! conflicts), and a read-conflict key is added on each one consumed: the
@@ -14,109 +16,29 @@
 //! [`super::line`]). Each line keeps its order; when items are scarce the
 //! two take turns, so neither starves the other. In the request subspace,
 //! another process's line stands as counted requests ([`super::counted`]):
-//! each served with up to its count of items under per-item result keys.
-//! This process's own counted requests are served from its memory line in
-//! their place in request order, and the same round collects the results
-//! other processes wrote for it, so a line whose own rounds lose is
-//! served in turn by the rounds that win.
+//! the round leaves each the items it stands for, to its owner's round,
+//! unless it takes it over ([`super::takeover`]: served with up to its
+//! count of items under per-item result keys). This process's own counted
+//! requests are served from its memory line in their place in request
+//! order, and the same round collects results other processes wrote for
+//! it ([`super::line_results`]). Behind another process's request, this
+//! line's pops not yet in the store join it (a counted request added in
+//! this commit) rather than race for the items behind the requests.
 
 use std::collections::HashSet;
 
-use crate::envelope::{End, RequestValue, decode_counted_request, encode_result, now_ms};
+use crate::envelope::{End, RequestValue, encode_result, now_ms};
 use crate::keys::QueueKeys;
 use crate::queue::{Item, QueueError};
-use crate::staging::counted::{self, Collected, Counted, LineLevel, OwnLine, collect_in};
+use crate::staging::counted::{self, LineLevel, OwnLine};
+pub use crate::staging::fulfilled::{Fulfilled, LocalHandoff};
 use crate::staging::line::{LocalId, MemoryRequest};
+use crate::staging::line_results::{Collected, collect_in};
 use crate::staging::marker::marker_says_applied;
 use crate::staging::pool::{Round, read_pool, result_of, take_turns};
 use crate::staging::requester::restore_in;
-use crate::store::{RangeRead, Store, Transaction, Watch};
-
-/// What one fulfillment transaction did.
-#[derive(Debug, Default)]
-pub struct Fulfilled {
-    /// Requests served with an item.
-    pub served: usize,
-    /// Requests cleared because their deadline had passed.
-    pub expired: usize,
-    /// Live requests left waiting for want of items.
-    pub unserved: usize,
-    /// True when the batch was full: more requests may be waiting.
-    /// (Informational: the loop decides on [`Self::watch`], which is unset
-    /// whenever requests were left while items remained.)
-    pub batch_full: bool,
-    /// Earliest deadline among the unserved requests, in epoch ms.
-    pub next_deadline_ms: Option<u64>,
-    /// Armed when nothing more can be done now: fires on a new request
-    /// (none waiting) or a push (requests waiting, no items).
-    pub watch: Option<Watch>,
-    /// Items taken from the queue (a memory request may take several).
-    pub items: usize,
-    /// Items for requesters in this process, to hand over once the commit
-    /// is durable (no result was written for them).
-    pub handed: Vec<(LocalId, Vec<Item>)>,
-    /// Memory requests of pops that must not wait, which this round's own
-    /// read found nothing visible for: answered "empty".
-    pub emptied: Vec<u64>,
-    /// Results of this process's counted requests collected (handed over
-    /// with `handed`, or given back to the queue in the same commit).
-    pub collected: usize,
-    /// Items written as results of other processes' counted requests.
-    pub results_written: usize,
-    /// Pops this round added counted requests for.
-    pub pops_asked: usize,
-    /// Fires when this process's oldest counted request changes: another
-    /// process's fulfiller served it (its results wait to be collected).
-    pub own_watch: Option<Watch>,
-    /// This process's counted requesters whose results the next round
-    /// must look for (see [`LineLevel::collect`]).
-    pub collect: Vec<Vec<u8>>,
-}
-
-/// How a fulfiller hands items to requesters in its own process.
-#[derive(Clone, Copy)]
-pub struct LocalHandoff<'a> {
-    /// True for a registered requester waiting in this process.
-    pub is_local: &'a (dyn Fn(&[u8]) -> bool + Sync),
-    /// The memory requests of this process, in arrival order (at most the
-    /// batch bound is served).
-    pub memory: &'a [MemoryRequest],
-    /// A key only this fulfiller writes: every transaction that hands
-    /// items over sets it to its `attempt`, so a commit whose outcome is
-    /// unknown can be told applied (hand the items over) or not (they are
-    /// still in the queue).
-    pub marker_key: &'a [u8],
-    /// This transaction's number, unique for `marker_key`.
-    pub attempt: u64,
-}
-
-fn never_local(_: &[u8]) -> bool {
-    false
-}
-
-impl LocalHandoff<'static> {
-    /// No requester is local: every served request gets a result.
-    pub const NONE: LocalHandoff<'static> = LocalHandoff {
-        is_local: &never_local,
-        memory: &[],
-        marker_key: b"",
-        attempt: 0,
-    };
-}
-
-/// Where a live request came from.
-enum Source {
-    /// A plain stored request (one pop of one item): its key and requester.
-    Stored { key: Vec<u8>, requester: Vec<u8> },
-    /// Another process's counted request (`counted[row]`).
-    Counted { row: usize },
-    /// This process's counted request (`counted[row]`), standing for these
-    /// memory requests (indexes into the round's memory), one item each.
-    Own { row: usize, waiters: Vec<usize> },
-    /// A memory request of this process's line (index into the round's
-    /// memory), taking up to its `max`.
-    Memory { index: usize },
-}
+use crate::staging::round_requests::{Requests, Source, assign_own, sort_requests};
+use crate::store::{RangeRead, Store, Transaction};
 
 /// Runs one fulfillment transaction on queue `keys`, without a line in
 /// the store (see [`fulfill_round`]).
@@ -170,69 +92,18 @@ pub async fn fulfill_round<S: Store>(
         });
     }
 
-    let mut expired = 0usize;
-    let mut expired_pops = 0i64;
-    let mut counted_rows: Vec<Counted> = Vec::new();
-    let mut stored = Vec::with_capacity(rows.len());
-    // Another process's request is in the store: this line's pops left
-    // unserved must stand there too, behind it.
-    let mut others_ahead = false;
-    for row in rows {
-        let parsed = keys
-            .request_parts(&row.key)
-            .zip(decode_counted_request(&row.value));
-        let Some(((_, requester), (request, count))) = parsed else {
-            // Not something hotq wrote: clearing it keeps one bad row from
-            // stalling the queue's every fulfillment.
-            // It never counted as waiting, so `waiting` is left alone.
-            tracing::warn!(queue = %keys.name(), key = ?row.key, "clearing a malformed request");
-            txn.add_read_conflict_key(&row.key)?;
-            txn.clear(&row.key)?;
-            continue;
-        };
-        if request.deadline_ms < now {
-            // Cleared, not served: its requester has stopped waiting.
-            txn.add_read_conflict_key(&row.key)?;
-            txn.clear(&row.key)?;
-            expired += 1;
-            expired_pops += i64::from(count);
-            continue;
-        }
-        if row.value.first() != Some(&COUNTED_VERSION) {
-            others_ahead |= !(local.is_local)(&requester);
-            let source = Source::Stored {
-                key: row.key,
-                requester,
-            };
-            stored.push((source, request));
-            continue;
-        }
-        let own = counted::is_own(line.line, &requester);
-        others_ahead |= !own;
-        let index = counted_rows.len();
-        counted_rows.push(Counted {
-            key: row.key,
-            requester,
-            request,
-            count,
-        });
-        let source = if own {
-            Source::Own {
-                row: index,
-                waiters: Vec::new(),
-            }
-        } else {
-            Source::Counted { row: index }
-        };
-        stored.push((source, request));
-    }
+    let Requests {
+        mut stored,
+        counted: counted_rows,
+        expired,
+        expired_pops,
+        others_ahead,
+    } = sort_requests(&txn, keys, rows, now, line.line, local.is_local)?;
 
     // What each memory request gets this round (collected results, or
     // items), and which are spoken for by this line's counted requests.
     let mut got: Vec<Option<Vec<Item>>> = vec![None; memory.len()];
     let mut assigned = vec![false; memory.len()];
-    let waits = |m: &MemoryRequest| !m.line.answers_empty;
-    let class_of = |r: &RequestValue| (r.end, r.lease_ms);
 
     // First the results other processes wrote for this line: to its
     // waiting pops in line order, one each; those nobody here waits for
@@ -254,28 +125,17 @@ pub async fn fulfill_round<S: Store>(
 
     // This line's counted requests stand for its earliest waiting pops of
     // their class, in line order.
-    for (source, _) in stored.iter_mut() {
-        let Source::Own { row, waiters } = source else {
-            continue;
-        };
-        let row = &counted_rows[*row];
-        let class = (row.request.end, row.request.lease_ms);
-        for (index, m) in memory.iter().enumerate() {
-            if waiters.len() >= row.count as usize {
-                break;
-            }
-            if got[index].is_none()
-                && !assigned[index]
-                && waits(m)
-                && class_of(&m.line.request) == class
-            {
-                assigned[index] = true;
-                waiters.push(index);
-            }
-        }
-    }
+    assign_own(&mut stored, &counted_rows, &memory, &got, &mut assigned);
+    // Another line stands in the store: this line's pops not yet there
+    // join it at the back (`OwnLine::settle_in` asks for them in this
+    // commit, and the next round serves them in their place) instead of
+    // racing the other lines' rounds for the items behind the requests.
+    // Pops that must not wait never stand in the store: served here.
+    let joins_store =
+        (others_ahead || line.contended) && !line.line.is_empty() && rows_read < batch;
     let tail: Vec<usize> = (0..memory.len())
         .filter(|&i| got[i].is_none() && !assigned[i])
+        .filter(|&i| !joins_store || memory[i].line.answers_empty)
         .collect();
     let offered = stored.len() + tail.len();
     if collected > 0 {
@@ -350,6 +210,10 @@ pub async fn fulfill_round<S: Store>(
     let mut emptied = Vec::new();
     let mut results_written = 0usize;
     let mut own_served = vec![0u32; counted_rows.len()];
+    // Items left in the queue for other lines' requests, and those
+    // requests (key, count as read).
+    let mut left_items = 0usize;
+    let mut left_for: Vec<(Vec<u8>, u32)> = Vec::new();
     // Only plain stored requests count here in `waiting`; counted ones
     // move it by their change.
     let mut stored_served = 0usize;
@@ -400,6 +264,20 @@ pub async fn fulfill_round<S: Store>(
             }
             Source::Counted { row } => {
                 let counted = &counted_rows[row];
+                if !line.take_over.covers(&counted.key) {
+                    // Its owner's round takes these items: this round
+                    // takes those behind them, so the two never conflict.
+                    let passed = round.leave(&mut pool, &request, counted.count as usize);
+                    if passed > 0 {
+                        left_items += passed;
+                        left_for.push((counted.key.clone(), counted.count));
+                    }
+                    if passed < counted.count as usize {
+                        // Waiting for items, as its owner's round sees it.
+                        left(&request, &mut unserved);
+                    }
+                    continue;
+                }
                 let mut count = 0u32;
                 while count < counted.count {
                     let Some(item) = round.take(&mut pool, &request)? else {
@@ -464,7 +342,7 @@ pub async fn fulfill_round<S: Store>(
         got: &got,
         rows: &counted_rows,
         served: &own_served,
-        others_ahead,
+        joins_store,
         rows_complete: rows_read < batch,
     };
     let kept = own.settle_in(&txn, keys).await?;
@@ -501,10 +379,25 @@ pub async fn fulfill_round<S: Store>(
     // Requests remain but items ran out: wake on the next push. If a bound
     // stopped us (bytes, or items per round), items remain and the caller
     // loops at once.
-    let watch = if unserved > 0 && bytes < bytes_max && pool_is_everything {
+    let watch = if left_items == 0 {
+        (unserved > 0 && bytes < bytes_max && pool_is_everything)
+            .then(|| txn.watch(&keys.depth()))
+            .transpose()?
+    } else if bytes >= bytes_max
+        || (unserved == 0 && served + expired + collected + kept.pops_asked > 0)
+    {
+        // More to do now: a bound held items back, or this round served
+        // (its pops come back) or asked (the next round serves the new
+        // request from the items behind those left to other lines).
+        None
+    } else if unserved > 0 {
+        // Items stand, but were left to other lines: their owners taking
+        // them (or a push) changes the depth.
         Some(txn.watch(&keys.depth())?)
     } else {
-        None
+        // Nothing here but other lines' requests: a new request, a pop
+        // joining this line, or one of those turning stale wakes the loop.
+        Some(txn.watch(&keys.wake())?)
     };
     if !handed.is_empty() {
         txn.set(local.marker_key, &local.attempt.to_be_bytes())?;
@@ -535,8 +428,8 @@ pub async fn fulfill_round<S: Store>(
         pops_asked: kept.pops_asked,
         own_watch,
         collect: collect_next,
+        left_items,
+        left_for,
+        others_ahead,
     })
 }
-
-/// The version byte of a counted request's value.
-const COUNTED_VERSION: u8 = 2;

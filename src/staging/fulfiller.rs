@@ -1,10 +1,11 @@
 //! The fulfillment loop of one queue: rounds of [`super::fulfill`], each
 //! serving a batch of the line's pops (and stored requests) in one commit,
 //! then handing the items over ([`super::handoff`]); with nothing to serve
-//! it waits on the store's wake key, a push, or a pop joining the line.
+//! it waits on the store's wake key, a push, a pop joining the line, or a
+//! request left to another line turning stale ([`super::takeover`]).
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
@@ -16,11 +17,19 @@ use crate::queue::QueueError;
 use crate::staging::StagingStats;
 use crate::staging::counted::{self, LineLevel};
 use crate::staging::fulfill::{LocalHandoff, fulfill_round};
+use crate::staging::line_results;
 use crate::staging::pops::{Fulfiller, Pops};
+use crate::staging::takeover::{Left, TakeOver};
 use crate::store::{RangeRead, RetryPolicy, Store, StoreError, Transaction, transact};
 
 /// Backoff ceiling after a fulfillment conflict, in microseconds.
 const FULFILL_CONFLICT_BACKOFF_US_MAX: u64 = 2_000;
+/// How long after it last met another process's request in the store a
+/// line puts its new pops in the store instead of serving them at once:
+/// in a steady contention every line's pops then stand in request order
+/// and no round races another for the head, and a line left alone is
+/// back to serving at once this soon after.
+const CONTENDED_FOR: Duration = Duration::from_millis(500);
 /// Pause after an unexpected fulfillment error.
 const FULFILL_ERROR_PAUSE_MS: u64 = 100;
 
@@ -78,7 +87,8 @@ impl<S: Store> Pops<S> {
         if *self.inner.shutdown.borrow() {
             let (line, batch_max) = (&self.inner.line, self.inner.config.fulfill_batch_max);
             let withdrawn =
-                counted::withdraw_line(&self.inner.store, &keys, line, &collect, batch_max).await;
+                line_results::withdraw_line(&self.inner.store, &keys, line, &collect, batch_max)
+                    .await;
             if let Err(error) = withdrawn {
                 tracing::warn!(queue = %keys.name(), %error, "could not withdraw the line's counted requests; the reaper will");
             }
@@ -110,6 +120,12 @@ impl<S: Store> Pops<S> {
         // This line's counted requesters whose results may wait (bounded
         // by the classes of pop: end and lease).
         let mut collect: Vec<Vec<u8>> = Vec::new();
+        // Other lines' requests this loop leaves items for, and since when.
+        let mut left = Left::default();
+        // Until when this line counts as contended (another process's
+        // request seen; a lost round alone may have lost to a direct pop
+        // or a purge of this process): see `LineLevel::contended`.
+        let mut contended_until: Option<Instant> = None;
         // Bounded: it ends on shutdown, or after `fulfiller_idle_ms`
         // without a request.
         loop {
@@ -119,6 +135,7 @@ impl<S: Store> Pops<S> {
             }
             let local = &self.inner.local;
             let claims = local.claim(keys, config.fulfill_batch_max);
+            let stale = left.stale(Instant::now());
             let mut outcome = fulfill_round(
                 &self.inner.store,
                 keys,
@@ -136,6 +153,8 @@ impl<S: Store> Pops<S> {
                 LineLevel {
                     line: &self.inner.line,
                     collect: &collect,
+                    take_over: TakeOver::Only(&stale),
+                    contended: contended_until.is_some_and(|until| Instant::now() < until),
                 },
             )
             .await;
@@ -148,11 +167,13 @@ impl<S: Store> Pops<S> {
                     StagingStats::add(&stats.fulfill_conflicts, 1);
                     metrics::conflict("fulfill");
                     // Another process's round won the items: this line's
-                    // pops get in line in the store, where the winners
-                    // serve them in turn.
-                    self.ask(keys, &mut collect).await;
-                    let pause_us = rand::random::<u64>() % FULFILL_CONFLICT_BACKOFF_US_MAX;
-                    tokio::time::sleep(Duration::from_micros(pause_us)).await;
+                    // pops get in line in the store, and keep their place
+                    // there. Once they stand there, the next round takes
+                    // the items left for them: no race to back off from.
+                    if !self.ask(keys, &mut collect).await {
+                        let pause_us = rand::random::<u64>() % FULFILL_CONFLICT_BACKOFF_US_MAX;
+                        tokio::time::sleep(Duration::from_micros(pause_us)).await;
+                    }
                     continue;
                 }
                 Err(error) => {
@@ -162,6 +183,10 @@ impl<S: Store> Pops<S> {
                 }
             };
             collect = fulfilled.collect;
+            left.note(fulfilled.left_for, Instant::now());
+            if fulfilled.others_ahead {
+                contended_until = Some(Instant::now() + CONTENDED_FOR);
+            }
             StagingStats::add(&stats.line_pops_asked, fulfilled.pops_asked as u64);
             StagingStats::add(
                 &stats.line_results_written,
@@ -184,13 +209,20 @@ impl<S: Store> Pops<S> {
                 // More requests, or items held back by the byte bound: go on.
                 continue;
             };
-            let no_requests =
-                fulfilled.unserved == 0 && fulfilled.served == 0 && fulfilled.expired == 0;
-            // Waiting requests expire: look again by the earliest deadline.
+            let no_requests = fulfilled.unserved == 0
+                && fulfilled.served == 0
+                && fulfilled.expired == 0
+                && fulfilled.left_items == 0;
+            // Waiting requests expire: look again by the earliest deadline,
+            // or when a request left to its owner may be taken over.
             let until_deadline = fulfilled
                 .next_deadline_ms
                 .map(|deadline| Duration::from_millis(deadline.saturating_sub(now_ms()) + 1))
                 .unwrap_or(idle);
+            let until_deadline = match left.next_due(Instant::now()) {
+                Some(due) => until_deadline.min(due + Duration::from_millis(1)),
+                None => until_deadline,
+            };
             // Another process serving this line's oldest counted request
             // changes it: its results wait.
             let own_watch = async {
@@ -230,8 +262,9 @@ impl<S: Store> Pops<S> {
 
     /// [`counted::ask`] for this line's pops waiting now; what it added
     /// is collected from on the next rounds. A failure is left to the
-    /// next round (its pops stay in the memory line).
-    async fn ask(&self, keys: &QueueKeys, collect: &mut Vec<Vec<u8>>) {
+    /// next round (its pops stay in the memory line). True when it added
+    /// a request.
+    async fn ask(&self, keys: &QueueKeys, collect: &mut Vec<Vec<u8>>) -> bool {
         let batch_max = self.inner.config.fulfill_batch_max;
         let waiting = self.inner.local.waiting_by_class(keys, now_ms(), batch_max);
         match counted::ask(
@@ -250,9 +283,11 @@ impl<S: Store> Pops<S> {
                         collect.push(requester);
                     }
                 }
+                asked.pops > 0
             }
             Err(error) => {
                 tracing::debug!(queue = %keys.name(), %error, "could not put the line's pops in the store");
+                false
             }
         }
     }

@@ -10,19 +10,23 @@
 //!    in memory (no write per pop); when this process's fulfiller cannot
 //!    serve them (its round lost a conflict, or other processes' requests
 //!    stand ahead) the line stands in the store's request subspace as
-//!    [`counted`] requests (one key for many pops), where any process's
-//!    fulfiller serves it in request order. A plain stored request
+//!    [`counted`] requests (one key for many pops), which fix its place
+//!    in request order: its own rounds serve them from the items left
+//!    for them, and any process's fulfiller takes over one its owner
+//!    does not serve ([`takeover`]). A plain stored request
 //!    ([`requester`]: register, await its result on a watch, withdraw with
 //!    a read conflict) is one pop, for `requests_in_memory = false`.
 //! 3. [`fulfill`]: one round: in one transaction, snapshot-read a batch of
-//!    requests and items ([`pool`]), add a read conflict on each one
-//!    consumed, clear items and requests (or lower a counted request's
-//!    count), write leases and stored results, collect this line's
-//!    results. A pop that must not wait is answered "empty" only by a
-//!    round whose read found nothing visible. [`fulfiller`]: the loop of
+//!    requests (`round_requests.rs`) and items ([`pool`]), add a read
+//!    conflict on each one consumed, clear items and requests (or lower a
+//!    counted request's count), write leases and stored results, collect
+//!    this line's results ([`line_results`]); given and returned as in
+//!    [`fulfilled`]. A pop that must not wait is answered "empty" only by
+//!    a round whose read found nothing visible. [`fulfiller`]: the loop of
 //!    rounds per queue, waiting on the wake key, a push, a pop joining the
-//!    line, or another process serving this line's counted request; an
-//!    unknown commit outcome is resolved by its [`marker`].
+//!    line, another process serving this line's counted request, or a
+//!    request left to another line turning stale; an unknown commit
+//!    outcome is resolved by its [`marker`].
 //! 4. [`handoff`]: the hand-off and the give-back. Once a round's commit is
 //!    durable its items go to their pops in memory; items whose pop has
 //!    gone (its caller hung up, its wait ended) go back to their original
@@ -41,15 +45,19 @@
 pub mod counted;
 pub mod direct;
 pub mod fulfill;
+pub mod fulfilled;
 pub mod fulfiller;
 pub mod handoff;
 pub mod line;
+pub mod line_results;
 pub mod marker;
 pub mod pool;
 pub mod pop;
 pub mod pops;
 pub mod reap;
 pub mod requester;
+mod round_requests;
+pub mod takeover;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -142,6 +142,19 @@ impl<T: Transaction> Round<'_, T> {
         }
         Ok(Some(item))
     }
+
+    /// Passes over up to `count` items at `request`'s end of `pool`,
+    /// leaving them in the queue (no read conflict, nothing written): they
+    /// are another line's, whose own round takes them (see
+    /// [`super::takeover`]). Returns how many were passed over.
+    pub fn leave(&self, pool: &mut VecDeque<Item>, request: &RequestValue, count: usize) -> usize {
+        let count = count.min(pool.len());
+        match request.end {
+            End::Front => drop(pool.drain(..count)),
+            End::Back => drop(pool.drain(pool.len() - count..)),
+        }
+        count
+    }
 }
 
 #[cfg(test)]
