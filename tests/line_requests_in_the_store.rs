@@ -354,3 +354,65 @@ async fn a_line_behind_another_processs_request_stands_in_the_store_until_it_sto
     assert_eq!((rows.len(), plain(rows)), (1, 1));
     assert_eq!(waiting(&store, &keys).await, 1);
 }
+
+/// A waiting pop of several items does not stand in the store behind
+/// another line's request (a counted request is one item per pop): its
+/// round serves it from the items behind that request, up to its `max`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pop_of_several_items_takes_them_behind_another_lines_request() {
+    let (store, _dir) = common::embedded_store(Durability::Buffered);
+    let keys = QueueKeys::new(&QueueName::new("several").unwrap());
+    let b_waiting = Waiting {
+        end: End::Front,
+        lease_ms: 0,
+        pops: 3,
+        deadline_ms: now_ms() + BOUND.as_millis() as u64,
+    };
+    counted::ask(&store, &keys, &LINE_B, &[b_waiting], 256)
+        .await
+        .unwrap();
+    let queue = Queue::new(store.clone(), keys.name().clone());
+    queue
+        .push_batch(&["0", "1", "2", "3", "4", "5", "6", "7"])
+        .await
+        .unwrap();
+    let mut request = LineRequest::one(RequestValue {
+        deadline_ms: now_ms() + 60_000,
+        end: End::Front,
+        lease_ms: 0,
+    });
+    request.max = 4;
+    let memory = [MemoryRequest {
+        seq: 1,
+        line: request,
+    }];
+    let marker = keys.handoff_marker(u64::from(LINE_A[0]));
+    let a = fulfill_round(
+        &store,
+        &keys,
+        (256, 1 << 20, 5_000),
+        LocalHandoff {
+            is_local: &|_| false,
+            memory: &memory,
+            marker_key: &marker,
+            attempt: 1,
+        },
+        LineLevel {
+            line: &LINE_A,
+            collect: &[],
+            take_over: TakeOver::Only(&[]),
+            contended: false,
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(a.pops_asked, 0, "it does not join the store");
+    assert_eq!(a.left_items, 3, "B's three items left in the queue");
+    let items: Vec<&Item> = a.handed.iter().flat_map(|(_, items)| items).collect();
+    let payloads: Vec<&str> = items
+        .iter()
+        .map(|item| std::str::from_utf8(&item.payload).unwrap())
+        .collect();
+    assert_eq!(payloads, ["3", "4", "5", "6"], "up to its max, behind B's");
+    assert_eq!(queue.len().await.unwrap(), 4);
+}

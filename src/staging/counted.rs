@@ -303,7 +303,7 @@ impl OwnLine<'_> {
             .filter(|&r| is_own(self.line, &self.rows[r].requester))
             .collect();
         let waiting: Vec<&MemoryRequest> = (0..self.memory.len())
-            .filter(|&i| self.got[i].is_none() && !self.memory[i].line.answers_empty)
+            .filter(|&i| self.got[i].is_none() && self.memory[i].line.stands_in_store())
             .map(|i| self.memory[i])
             .collect();
         let mut classes: Vec<(End, u64)> = Vec::new();

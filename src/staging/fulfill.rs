@@ -130,12 +130,14 @@ pub async fn fulfill_round<S: Store>(
     // join it at the back (`OwnLine::settle_in` asks for them in this
     // commit, and the next round serves them in their place) instead of
     // racing the other lines' rounds for the items behind the requests.
-    // Pops that must not wait never stand in the store: served here.
+    // Pops that must not wait never stand in the store: served here. Nor
+    // do pops of several items: a counted request stands for one item per
+    // pop, and they take up to their `max` from the items behind.
     let joins_store =
         (others_ahead || line.contended) && !line.line.is_empty() && rows_read < batch;
     let tail: Vec<usize> = (0..memory.len())
         .filter(|&i| got[i].is_none() && !assigned[i])
-        .filter(|&i| !joins_store || memory[i].line.answers_empty)
+        .filter(|&i| !joins_store || !memory[i].line.stands_in_store())
         .collect();
     let offered = stored.len() + tail.len();
     if collected > 0 {

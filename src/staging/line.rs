@@ -72,6 +72,14 @@ impl LineRequest {
             answers_empty: false,
         }
     }
+
+    /// True when the pop may stand in the store as part of a counted
+    /// request, which stands for one item per pop: a pop that must not
+    /// wait is answered by a round, and a pop of several items takes up
+    /// to its `max` from the items a round reaches.
+    pub fn stands_in_store(&self) -> bool {
+        !self.answers_empty && self.max == 1
+    }
 }
 
 /// One memory request, as the fulfiller sees it.

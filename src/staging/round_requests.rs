@@ -145,7 +145,7 @@ pub(super) fn assign_own(
             }
             if got[index].is_none()
                 && !assigned[index]
-                && !m.line.answers_empty
+                && m.line.stands_in_store()
                 && (m.line.request.end, m.line.request.lease_ms) == class
             {
                 assigned[index] = true;
