@@ -44,6 +44,7 @@ pub async fn run_round<S: Store>(
     StagingStats::add(&stats.delayed_revealed, swept.revealed as u64);
     ::metrics::counter!(metrics::DUE_ROWS).increment(swept.rows_read as u64);
     let mut next = swept.next_due_ms;
+    let mut reap_failed = false;
     for (kind, name, appointments) in &swept.reap_queues {
         let keys = QueueKeys::of_kind(*kind, name);
         // One queue's failure must not stop the others'.
@@ -51,6 +52,7 @@ pub async fn run_round<S: Store>(
             Ok(reaped) => reaped,
             Err(error) => {
                 tracing::warn!(queue = %name, %error, "reaping a queue failed");
+                reap_failed = true;
                 let retry = now_ms.saturating_add(REAP_FAILED_RETRY_MS);
                 next = Some(next.map_or(retry, |n| n.min(retry)));
                 continue;
@@ -73,7 +75,9 @@ pub async fn run_round<S: Store>(
                 .increment(reaped.requests as u64);
         }
     }
-    if !swept.more {
+    // A failed reap leaves its appointments due: sweeping again at once
+    // would only fail again, so the gap holds then too.
+    if !swept.more || reap_failed {
         next = next.map(|at| at.max(now_ms.saturating_add(ROUND_GAP_MS)));
     }
     Ok((swept, next))
