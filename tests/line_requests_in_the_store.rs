@@ -111,6 +111,18 @@ async fn line_round(
             }),
         })
         .collect();
+    round_of(store, keys, line, &memory, collect, take_over).await
+}
+
+/// One round of `line` with `memory` waiting in it.
+async fn round_of(
+    store: &EmbeddedStore,
+    keys: &QueueKeys,
+    line: &[u8],
+    memory: &[MemoryRequest],
+    collect: &[Vec<u8>],
+    take_over: TakeOver<'_>,
+) -> Fulfilled {
     let marker = keys.handoff_marker(u64::from(line[0]));
     fulfill_round(
         store,
@@ -118,7 +130,7 @@ async fn line_round(
         (256, 1 << 20, 5_000),
         LocalHandoff {
             is_local: &|_| false,
-            memory: &memory,
+            memory,
             marker_key: &marker,
             attempt: 1,
         },
@@ -131,6 +143,26 @@ async fn line_round(
     )
     .await
     .unwrap()
+}
+
+/// B, another line, asks the store for 3 pops; then `items` are pushed.
+async fn b_asks_for_three_then_push(
+    store: &EmbeddedStore,
+    keys: &QueueKeys,
+    items: &[&str],
+) -> Queue<EmbeddedStore> {
+    let b_waiting = Waiting {
+        end: End::Front,
+        lease_ms: 0,
+        pops: 3,
+        deadline_ms: now_ms() + BOUND.as_millis() as u64,
+    };
+    counted::ask(store, keys, &LINE_B, &[b_waiting], 256)
+        .await
+        .unwrap();
+    let queue = Queue::new(store.clone(), keys.name().clone());
+    queue.push_batch(items).await.unwrap();
+    queue
 }
 
 /// B's round: `pops` memory requests of class `lease_ms` in its line.
@@ -213,17 +245,7 @@ async fn a_counted_request_of_one_line_is_served_by_another_coordinators_fulfill
 async fn a_counted_request_of_a_live_line_is_left_to_its_own_round() {
     let (store, _dir) = common::embedded_store(Durability::Buffered);
     let keys = QueueKeys::new(&QueueName::new("left").unwrap());
-    let b_waiting = Waiting {
-        end: End::Front,
-        lease_ms: 0,
-        pops: 3,
-        deadline_ms: now_ms() + BOUND.as_millis() as u64,
-    };
-    counted::ask(&store, &keys, &LINE_B, &[b_waiting], 256)
-        .await
-        .unwrap();
-    let queue = Queue::new(store.clone(), keys.name().clone());
-    queue.push_batch(&["0", "1", "2", "3"]).await.unwrap();
+    let queue = b_asks_for_three_then_push(&store, &keys, &["0", "1", "2", "3"]).await;
     let only = TakeOver::Only(&[]);
     let handed = |fulfilled: &Fulfilled| -> Vec<(LocalId, Vec<String>)> {
         fulfilled
@@ -362,20 +384,8 @@ async fn a_line_behind_another_processs_request_stands_in_the_store_until_it_sto
 async fn a_pop_of_several_items_takes_them_behind_another_lines_request() {
     let (store, _dir) = common::embedded_store(Durability::Buffered);
     let keys = QueueKeys::new(&QueueName::new("several").unwrap());
-    let b_waiting = Waiting {
-        end: End::Front,
-        lease_ms: 0,
-        pops: 3,
-        deadline_ms: now_ms() + BOUND.as_millis() as u64,
-    };
-    counted::ask(&store, &keys, &LINE_B, &[b_waiting], 256)
-        .await
-        .unwrap();
-    let queue = Queue::new(store.clone(), keys.name().clone());
-    queue
-        .push_batch(&["0", "1", "2", "3", "4", "5", "6", "7"])
-        .await
-        .unwrap();
+    let items = ["0", "1", "2", "3", "4", "5", "6", "7"];
+    let queue = b_asks_for_three_then_push(&store, &keys, &items).await;
     let mut request = LineRequest::one(RequestValue {
         deadline_ms: now_ms() + 60_000,
         end: End::Front,
@@ -386,26 +396,7 @@ async fn a_pop_of_several_items_takes_them_behind_another_lines_request() {
         seq: 1,
         line: request,
     }];
-    let marker = keys.handoff_marker(u64::from(LINE_A[0]));
-    let a = fulfill_round(
-        &store,
-        &keys,
-        (256, 1 << 20, 5_000),
-        LocalHandoff {
-            is_local: &|_| false,
-            memory: &memory,
-            marker_key: &marker,
-            attempt: 1,
-        },
-        LineLevel {
-            line: &LINE_A,
-            collect: &[],
-            take_over: TakeOver::Only(&[]),
-            contended: false,
-        },
-    )
-    .await
-    .unwrap();
+    let a = round_of(&store, &keys, &LINE_A, &memory, &[], TakeOver::Only(&[])).await;
     assert_eq!(a.pops_asked, 0, "it does not join the store");
     assert_eq!(a.left_items, 3, "B's three items left in the queue");
     let items: Vec<&Item> = a.handed.iter().flat_map(|(_, items)| items).collect();
