@@ -22,7 +22,7 @@ use crate::envelope::{decode_held, encode_item_value};
 use crate::keys::{DueWhat, QueueKeys, QueueKind, QueueName, due_entry, due_range, due_until};
 use crate::metrics;
 use crate::queue::{QueueError, append_in};
-use crate::store::{KeyValue, RangeRead, Store, StoreError, Transaction};
+use crate::store::{KeyValue, RangeRead, Store, StoreError, Transaction, cut_at_bytes};
 
 use super::DeliveryPolicy;
 use super::settle::{Returned, return_held};
@@ -411,12 +411,7 @@ async fn due_rows<T: Transaction>(
         .get_range(RangeRead::new(begin, end, DUE_BATCH_MAX).snapshot())
         .await?;
     let mut full = rows.len() >= DUE_BATCH_MAX;
-    let mut bytes = 0usize;
-    if let Some(cut) = rows.iter().position(|row| {
-        bytes += row.key.len() + row.value.len();
-        bytes > DUE_BATCH_BYTES_MAX
-    }) {
-        rows.truncate(cut.max(1));
+    if cut_at_bytes(&mut rows, DUE_BATCH_BYTES_MAX) {
         full = true;
     }
     Ok((rows, full))

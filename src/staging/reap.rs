@@ -14,7 +14,9 @@ use crate::keys::{QueueKeys, QueueKind, registry_entry, registry_range};
 use crate::lease::Receipt;
 use crate::lease::settle::release_in;
 use crate::queue::QueueError;
-use crate::store::{KeyValue, RangeRead, RetryPolicy, Store, StoreError, Transaction, transact};
+use crate::store::{
+    KeyValue, RangeRead, RetryPolicy, Store, StoreError, Transaction, cut_at_bytes, transact,
+};
 
 /// How long after a request's deadline the reaper looks at its queue: the
 /// requester withdraws (or collects) itself first in the common case.
@@ -153,12 +155,7 @@ async fn page<T: Transaction>(
         .get_range(RangeRead::new(from, end, REAP_BATCH_MAX).snapshot())
         .await?;
     let mut full = rows.len() >= REAP_BATCH_MAX;
-    let mut bytes = 0usize;
-    if let Some(cut) = rows.iter().position(|row| {
-        bytes += row.key.len() + row.value.len();
-        bytes > REAP_BYTES_MAX
-    }) {
-        rows.truncate(cut.max(1));
+    if cut_at_bytes(&mut rows, REAP_BYTES_MAX) {
         full = true;
     }
     let next = match rows.last() {

@@ -114,6 +114,21 @@ impl<'a> RangeRead<'a> {
     }
 }
 
+/// Cuts `rows` before the first row whose key and value bytes, added to
+/// those of the rows before it, pass `bytes_max`; the first row always
+/// stays, so a bounded read still makes progress. True when it cut.
+pub fn cut_at_bytes(rows: &mut Vec<KeyValue>, bytes_max: usize) -> bool {
+    let mut bytes = 0usize;
+    let Some(cut) = rows.iter().position(|row| {
+        bytes += row.key.len() + row.value.len();
+        bytes > bytes_max
+    }) else {
+        return false;
+    };
+    rows.truncate(cut.max(1));
+    true
+}
+
 /// The smallest key greater than `key`: `key` followed by a zero byte.
 pub fn key_after(key: &[u8]) -> Vec<u8> {
     let mut next = Vec::with_capacity(key.len() + 1);
