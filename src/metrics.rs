@@ -343,27 +343,23 @@ pub fn operation(queue: &str, op: &'static str, outcome: &'static str) {
         QueueKind::Fifo
     };
     let make = |label: String| metrics::counter!(OPERATIONS, "queue" => label, "kind" => kind_label(kind), "op" => op, "outcome" => outcome);
-    match QueueName::new(queue) {
-        Ok(name) => handles::count_queue(
-            name.as_str(),
-            (OPERATIONS, kind_label(kind), op, outcome),
-            1,
-            |queue| make(queue_label(queue)),
-        ),
-        // Not kept: invalid names are the caller's to choose, without bound.
-        Err(_) => make(INVALID_QUEUE_LABEL.to_string()).increment(1),
-    }
+    // A name found among the kept handles was valid when it was kept:
+    // only a new one is validated.
+    let key = (OPERATIONS, kind_label(kind), op, outcome);
+    handles::count_queue(queue, key, 1, |queue| match QueueName::new(queue) {
+        Ok(name) => (make(queue_label(name.as_str())), true),
+        Err(_) => (make(INVALID_QUEUE_LABEL.to_string()), false),
+    });
 }
 
 /// Counts `n` items delivered from `queue` by `path` (`direct`, `staged`).
 pub fn pops(kind: QueueKind, queue: &QueueName, path: &'static str, n: u64) {
     let kind = kind_label(kind);
-    handles::count_queue(
-        queue.as_str(),
-        (POPS, kind, path, ""),
-        n,
-        |queue| metrics::counter!(POPS, "queue" => queue_label(queue), "kind" => kind, "path" => path),
-    );
+    handles::count_queue(queue.as_str(), (POPS, kind, path, ""), n, |queue| {
+        let counter =
+            metrics::counter!(POPS, "queue" => queue_label(queue), "kind" => kind, "path" => path);
+        (counter, true)
+    });
 }
 
 /// Records a delivered pop's service time and empty wait, in seconds,

@@ -41,12 +41,18 @@ fn with_handles<R>(act: impl FnOnce(&mut Handles) -> R) -> R {
     act(handles.get_or_insert_with(Handles::default))
 }
 
-/// Adds `n` to the counter `key` of `queue`; `make` registers it (given
-/// the queue name) the first time, or every time while the recorder is
-/// not installed.
-pub fn count_queue(queue: &str, key: QueueCounterKey, n: u64, make: impl FnOnce(&str) -> Counter) {
+/// Adds `n` to the counter `key` of `queue`. `make` registers it the
+/// first time (every time while the recorder is not installed) and says
+/// whether it may be kept: a name the caller chose without validation is
+/// not, or the map would grow with whatever callers send.
+pub fn count_queue(
+    queue: &str,
+    key: QueueCounterKey,
+    n: u64,
+    make: impl FnOnce(&str) -> (Counter, bool),
+) {
     if !super::installed() {
-        return make(queue).increment(n);
+        return make(queue).0.increment(n);
     }
     let counted = with_handles(
         |h| match h.queue_counters.get(queue).and_then(|c| c.get(&key)) {
@@ -61,8 +67,11 @@ pub fn count_queue(queue: &str, key: QueueCounterKey, n: u64, make: impl FnOnce(
         return;
     }
     // Registered outside the lock: `make` takes the label lock.
-    let counter = make(queue);
+    let (counter, keep) = make(queue);
     counter.increment(n);
+    if !keep {
+        return;
+    }
     with_handles(|h| {
         if h.queue_counters.len() < QUEUES_CACHED_MAX || h.queue_counters.contains_key(queue) {
             let per_queue = h.queue_counters.entry(queue.to_string()).or_default();
