@@ -84,51 +84,53 @@ impl<S: Store> PriorityQueue<S> {
         // retry after "maybe committed" could duplicate it: not retried.
         transact(&self.store, self.retry, |txn| {
             let values = &values;
-            async move { self.write_items(&txn, values).await }
+            async move { append_in(&txn, &self.keys, values).await }
         })
         .await?;
         crate::metrics::pushed(&self.keys, values.len());
         Ok(())
     }
 
-    async fn write_items(&self, txn: &S::Txn, values: &[(i64, Vec<u8>)]) -> Result<(), StoreError> {
-        // The next count of each priority in the batch, one snapshot read each.
-        let mut next_count: HashMap<i64, u64> = HashMap::new();
-        for (priority, _) in values {
-            if !next_count.contains_key(priority) {
-                let next = self
-                    .last_count(txn, *priority)
-                    .await?
-                    .map_or(0, |count| count.saturating_add(1));
-                next_count.insert(*priority, next);
+    /// Adds one item at `priority` unless a push with dedup id `id` was
+    /// stored within the queue's dedup window (as for FIFO queues, see
+    /// [`crate::dedup`]); true when it was such a duplicate and nothing
+    /// was written.
+    pub async fn push_deduplicated(
+        &self,
+        payload: &[u8],
+        priority: i64,
+        id: &[u8],
+        defaults: &crate::queue_settings::Defaults,
+    ) -> Result<bool, QueueError> {
+        check_batch(std::iter::once(payload))?;
+        assert!(
+            crate::dedup::check_id(id).is_ok(),
+            "dedup ids are checked by the caller"
+        );
+        let value = encode_item(now_ms(), payload);
+        // Retried on conflict: a racing push stored the id first, and the
+        // retry reads it. Not retried when the outcome is unknown.
+        let duplicate = transact(&self.store, RetryPolicy::default(), |txn| {
+            let value = &value;
+            async move {
+                let window_ms = crate::queue_settings::read_in(&txn, &self.keys)
+                    .await
+                    .map_err(crate::queue::corrupt_as_store)?
+                    .effective(&self.name, defaults)
+                    .dedup_window_ms;
+                let fresh =
+                    crate::dedup::claim_in(&txn, &self.keys, id, now_ms(), window_ms).await?;
+                if fresh {
+                    append_in(&txn, &self.keys, &[(priority, value.clone())]).await?;
+                }
+                Ok(!fresh)
             }
+        })
+        .await?;
+        if !duplicate {
+            crate::metrics::pushed(&self.keys, 1);
         }
-        let mut rng = rand::rng();
-        for (priority, value) in values {
-            let count = next_count
-                .get_mut(priority)
-                .expect("every priority of the batch has a count");
-            let mut random = [0u8; RANDOM_LEN];
-            rng.fill_bytes(&mut random);
-            txn.set(&self.keys.priority_item(*priority, *count, &random), value)?;
-            // Saturates only after 2^64 pushes at one priority; the random
-            // suffix still keeps keys unique.
-            *count = count.saturating_add(1);
-        }
-        txn.atomic_add(&self.keys.depth(), values.len() as i64)
-    }
-
-    /// The highest count of `priority`, read with snapshot so pushes never
-    /// conflict.
-    async fn last_count(&self, txn: &S::Txn, priority: i64) -> Result<Option<u64>, StoreError> {
-        let (begin, end) = self.keys.priority_range(priority);
-        let rows = txn
-            .get_range(RangeRead::new(&begin, &end, 1).reverse().snapshot())
-            .await?;
-        Ok(rows
-            .first()
-            .and_then(|row| self.keys.priority_item_parts(&row.key))
-            .map(|(_, count)| count))
+        Ok(duplicate)
     }
 
     /// Pops the item of lowest priority (the earliest pushed among equals).
@@ -219,4 +221,55 @@ fn corrupt_as_store(error: QueueError) -> StoreError {
             message: other.to_string(),
         },
     }
+}
+
+/// Appends `(priority, envelope)` items to the priority queue `keys` in
+/// `txn`; items of equal priority keep their order. Each priority's next
+/// count comes from a snapshot read, so pushes never conflict.
+pub async fn append_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    values: &[(i64, Vec<u8>)],
+) -> Result<(), StoreError> {
+    assert_eq!(keys.kind(), QueueKind::Priority, "a priority queue's keys");
+    // The next count of each priority in the batch, one snapshot read each.
+    let mut next_count: HashMap<i64, u64> = HashMap::new();
+    for (priority, _) in values {
+        if !next_count.contains_key(priority) {
+            let next = last_count(txn, keys, *priority)
+                .await?
+                .map_or(0, |count| count.saturating_add(1));
+            next_count.insert(*priority, next);
+        }
+    }
+    let mut rng = rand::rng();
+    for (priority, value) in values {
+        let count = next_count
+            .get_mut(priority)
+            .expect("every priority of the batch has a count");
+        let mut random = [0u8; RANDOM_LEN];
+        rng.fill_bytes(&mut random);
+        txn.set(&keys.priority_item(*priority, *count, &random), value)?;
+        // Saturates only after 2^64 pushes at one priority; the random
+        // suffix still keeps keys unique.
+        *count = count.saturating_add(1);
+    }
+    txn.atomic_add(&keys.depth(), values.len() as i64)
+}
+
+/// The highest count of `priority`, read with snapshot so pushes never
+/// conflict.
+async fn last_count<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    priority: i64,
+) -> Result<Option<u64>, StoreError> {
+    let (begin, end) = keys.priority_range(priority);
+    let rows = txn
+        .get_range(RangeRead::new(&begin, &end, 1).reverse().snapshot())
+        .await?;
+    Ok(rows
+        .first()
+        .and_then(|row| keys.priority_item_parts(&row.key))
+        .map(|(_, count)| count))
 }

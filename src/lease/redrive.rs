@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use crate::envelope::{ItemValue, encode_item_value};
-use crate::keys::{DEAD_LETTER_SUFFIX, QueueKeys, QueueName};
+use crate::keys::{DEAD_LETTER_SUFFIX, QueueKeys, QueueKind, QueueName};
 use crate::queue::{Item, QueueError, append_in, read_end};
 use crate::store::{RetryPolicy, Store, Transaction, key_after, transact};
 
@@ -80,7 +80,7 @@ async fn redrive_pass<S: Store>(
             .map_err(crate::queue::corrupt_as_store)?;
         let mut more = items.len() >= limit;
         let mut bytes = 0usize;
-        let mut by_origin: BTreeMap<QueueName, Vec<Vec<u8>>> = BTreeMap::new();
+        let mut by_origin: BTreeMap<Origin, Vec<Vec<u8>>> = BTreeMap::new();
         let mut kept = 0usize;
         for item in &items {
             let (origin, value) = fresh(item, default_origin);
@@ -105,7 +105,17 @@ async fn redrive_pass<S: Store>(
             txn.clear(&item.key)?;
         }
         for (origin, values) in &by_origin {
-            append_in(&txn, &QueueKeys::new(origin), values).await?;
+            match origin.priority {
+                None => append_in(&txn, &QueueKeys::new(&origin.queue), values).await?,
+                Some(priority) => {
+                    let keys = QueueKeys::of_kind(QueueKind::Priority, &origin.queue);
+                    let values: Vec<(i64, Vec<u8>)> = values
+                        .iter()
+                        .map(|value| (priority, value.clone()))
+                        .collect();
+                    crate::priority::append_in(&txn, &keys, &values).await?;
+                }
+            }
         }
         txn.atomic_add(&dead_keys.depth(), -(items.len() as i64))?;
         Ok(Pass {
@@ -117,13 +127,30 @@ async fn redrive_pass<S: Store>(
     Ok(pass)
 }
 
+/// Where a dead letter goes back to: a FIFO queue, or a priority queue at
+/// a priority.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Origin {
+    queue: QueueName,
+    priority: Option<i64>,
+}
+
 /// The queue `item` goes back to and its fresh envelope there.
-fn fresh(item: &Item, default_origin: &QueueName) -> (QueueName, Vec<u8>) {
+fn fresh(item: &Item, default_origin: &QueueName) -> (Origin, Vec<u8>) {
     let origin = item
         .dead_letter
         .as_ref()
-        .and_then(|dead| QueueName::new(&dead.queue).ok())
-        .unwrap_or_else(|| default_origin.clone());
+        .and_then(|dead| {
+            let queue = QueueName::new(&dead.queue).ok()?;
+            Some(Origin {
+                queue,
+                priority: dead.priority,
+            })
+        })
+        .unwrap_or_else(|| Origin {
+            queue: default_origin.clone(),
+            priority: None,
+        });
     let value = ItemValue::new(item.enqueued_at_ms, item.payload.clone());
     (origin, encode_item_value(&value))
 }

@@ -257,6 +257,16 @@ pub(crate) async fn return_held<T: Transaction>(
             dead_letter: Some(crate::envelope::DeadLetter {
                 queue: keys.name().as_str().to_string(),
                 deliveries: held.item.deliveries,
+                // A priority item's key holds its priority: the redrive
+                // puts it back at the same place (a key that does not
+                // parse was never written by a priority push: priority 0).
+                priority: match keys.kind() {
+                    crate::keys::QueueKind::Fifo => None,
+                    crate::keys::QueueKind::Priority => Some(
+                        keys.priority_item_parts(&held.item_key)
+                            .map_or(0, |(priority, _)| priority),
+                    ),
+                },
             }),
             group: None,
             ..held.item

@@ -136,8 +136,7 @@ pub struct PushAnswer {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub visible_at_ms: Option<u64>,
     /// True when nothing was stored: every item's dedup id was pushed
-    /// within the queue's dedup window (the answer is then 200). FIFO
-    /// pushes only; absent on priority pushes.
+    /// within the queue's dedup window (the answer is then 200).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duplicate: Option<bool>,
     /// The positions (0-based, in the request) of the items left out as

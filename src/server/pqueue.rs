@@ -17,6 +17,7 @@ use super::fifo::{
     pop_limits, pop_outcome, queue_name, queue_stats,
 };
 use super::items::{PoppedItem, PushAnswer, QueueStats};
+use super::push::{DEDUP_ID_HEADER, dedup_id};
 use crate::envelope::End;
 use crate::keys::{QueueKeys, QueueKind};
 use crate::metrics::operation;
@@ -96,33 +97,54 @@ fn parse_priority(params: Result<Query<PushParams>, QueryRejection>) -> Result<i
 
 /// `POST /v1/pqueues/{queue}/items?priority=N`: pushes the body as one item.
 #[utoipa::path(post, path = "/v1/pqueues/{queue}/items", tag = "priority", operation_id = "pq_push",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), PushParams),
+    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), PushParams,
+        ("hotq-dedup-id" = Option<String>, Header, description = "Dedup id (1-128 bytes): a push naming an id pushed within the queue's dedup window stores nothing and answers 200 with duplicate: true")),
     request_body(content = [u8], content_type = "application/octet-stream", description = "The item's bytes"),
     responses((status = 201, description = "Pushed", body = PushAnswer),
+        (status = 200, description = "A duplicate: nothing was written (duplicate: true)", body = PushAnswer),
         (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
         (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn push<S: Store>(
     State(state): State<Arc<AppState<S>>>,
     ApiPath(queue): ApiPath<String>,
     params: Result<Query<PushParams>, QueryRejection>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let result = async {
         let name = queue_name(&queue)?;
         let priority = parse_priority(params)?;
+        let dedup_id = headers
+            .get(DEDUP_ID_HEADER)
+            .map(|value| dedup_id(value.as_bytes()))
+            .transpose()?;
         let body = body_bytes(body)?;
         check_item(&body)?;
         state.note_queue(QueueKind::Priority, &name);
-        PriorityQueue::new(state.store.clone(), name)
-            .push(&body, priority)
-            .await?;
+        let queue = PriorityQueue::new(state.store.clone(), name);
+        let duplicate = match dedup_id {
+            None => {
+                queue.push(&body, priority).await?;
+                false
+            }
+            Some(id) => {
+                queue
+                    .push_deduplicated(&body, priority, &id, &state.settings_defaults)
+                    .await?
+            }
+        };
         let answer = PushAnswer {
-            pushed: 1,
+            pushed: usize::from(!duplicate),
             visible_at_ms: None,
-            duplicate: None,
+            duplicate: duplicate.then_some(true),
             duplicates: None,
         };
-        Ok((StatusCode::CREATED, Json(answer)).into_response())
+        let status = if duplicate {
+            StatusCode::OK
+        } else {
+            StatusCode::CREATED
+        };
+        Ok((status, Json(answer)).into_response())
     }
     .await;
     operation(&queue, "pq_push", outcome(&result));

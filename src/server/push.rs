@@ -46,7 +46,7 @@ fn group_key(raw: String) -> Result<String, ApiError> {
     Ok(raw)
 }
 
-fn dedup_id(raw: &[u8]) -> Result<Vec<u8>, ApiError> {
+pub(super) fn dedup_id(raw: &[u8]) -> Result<Vec<u8>, ApiError> {
     check_id(raw)
         .map_err(|message| ApiError::new(StatusCode::BAD_REQUEST, "bad_dedup_id", message))?;
     Ok(raw.to_vec())
