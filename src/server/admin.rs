@@ -12,11 +12,11 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
 use super::AppState;
-use super::error::{ApiError, ApiPath, ErrorBody};
+use super::error::{ApiError, ApiPath, ErrorBody, ErrorDetail};
 use super::fifo::{outcome, queue_name};
 use super::items::QueueStats;
 use super::leases::queue_mismatch;
-use crate::admin::{self, Dropped, LEASES_LIMIT_MAX, LIST_LIMIT_MAX};
+use crate::admin::{self, LEASES_LIMIT_MAX, LIST_LIMIT_MAX};
 use crate::keys::{QueueKeys, QueueKind};
 use crate::lease::Receipt;
 use crate::metrics::operation;
@@ -129,10 +129,11 @@ pub struct PurgeAnswer {
     pub done: bool,
 }
 
-/// The answer to a delete.
+/// The answer to a delete (200), and its counts in a 503 `queue_busy`.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct DeleteAnswer {
-    /// Always true (a delete that could not finish answers 503 `queue_busy`).
+    /// True on a 200; false in a 503 `queue_busy` answer, whose counts say
+    /// what was dropped before pushes kept it from finishing.
     pub deleted: bool,
     /// Visible items dropped.
     pub items: u64,
@@ -142,15 +143,34 @@ pub struct DeleteAnswer {
     pub leased: u64,
     /// Items handed to a stored request but not yet collected, dropped.
     pub results: u64,
-    /// Always true.
+    /// As `deleted`.
     pub done: bool,
 }
 
-fn dropped_text(dropped: &Dropped) -> String {
-    format!(
-        "items {}, delayed {}, leased {}, results {}",
+/// The 503 answer of a delete that pushes kept from finishing: the error
+/// shape, with what it dropped so far beside it, so a client can count.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct DeleteBusy {
+    /// `queue_busy`.
+    pub error: ErrorDetail,
+    /// What was dropped before it gave up (`deleted` and `done` false).
+    #[serde(flatten)]
+    pub dropped: DeleteAnswer,
+}
+
+fn queue_busy(dropped: DeleteAnswer) -> Response {
+    let message = format!(
+        "items kept arriving while the queue was deleted (call again); dropped so far: items {}, delayed {}, leased {}, results {}",
         dropped.items, dropped.delayed, dropped.leased, dropped.results
-    )
+    );
+    let body = DeleteBusy {
+        error: ErrorDetail {
+            code: "queue_busy".into(),
+            message,
+        },
+        dropped,
+    };
+    (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
 }
 
 /// `POST /v1/queues/{queue}/purge`: 200 `{"purged": n, "items", "delayed",
@@ -192,7 +212,7 @@ pub async fn purge<S: Store>(
 #[utoipa::path(delete, path = "/v1/queues/{queue}", tag = "admin", operation_id = "delete_queue",
     params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -")),
     responses((status = 200, description = "The queue and all it held are gone", body = DeleteAnswer),
-        (status = 503, description = "queue_busy: traffic kept the delete from finishing; call again", body = ErrorBody),
+        (status = 503, description = "queue_busy: pushes kept the delete from finishing within 5 s; the error, with what was dropped so far; call again", body = DeleteBusy),
         (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
         (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn delete<S: Store>(
@@ -202,28 +222,26 @@ pub async fn delete<S: Store>(
     let result = async {
         let keys = QueueKeys::new(&queue_name(&queue)?);
         let dropped = admin::delete(&state.store, &keys).await?;
-        if !dropped.done {
-            return Err(ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "queue_busy",
-                format!(
-                    "items kept arriving while the queue was deleted; dropped so far: {}",
-                    dropped_text(&dropped)
-                ),
-            ));
-        }
-        Ok(Json(DeleteAnswer {
-            deleted: true,
+        let answer = DeleteAnswer {
+            deleted: dropped.done,
             items: dropped.items,
             delayed: dropped.delayed,
             leased: dropped.leased,
             results: dropped.results,
             done: dropped.done,
-        })
-        .into_response())
+        };
+        if !dropped.done {
+            return Ok(queue_busy(answer));
+        }
+        Ok(Json(answer).into_response())
     }
     .await;
-    operation(&queue, "delete", outcome(&result));
+    // A busy delete answers its counts, but it did not do what was asked.
+    let label = match &result {
+        Ok(response) if response.status() == StatusCode::SERVICE_UNAVAILABLE => "error",
+        other => outcome(other),
+    };
+    operation(&queue, "delete", label);
     result
 }
 

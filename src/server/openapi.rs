@@ -13,7 +13,7 @@ use utoipa::Modify;
 use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 
-use super::admin::{DeleteAnswer, LeaseInfo, LeaseList, PurgeAnswer, QueueList};
+use super::admin::{DeleteAnswer, DeleteBusy, LeaseInfo, LeaseList, PurgeAnswer, QueueList};
 use super::error::{ErrorBody, ErrorDetail};
 use super::items::{AckBatchAnswer, AckResult, PoppedItem, PushAnswer, QueueStats, RedriveAnswer};
 use super::leases::{ExtendAnswer, NackAnswer, NackOutcome};
@@ -77,6 +77,7 @@ use crate::queue_settings::{Effective, Stored};
         QueueList,
         PurgeAnswer,
         DeleteAnswer,
+        DeleteBusy,
         LeaseList,
         LeaseInfo,
         SettingsAnswer,
