@@ -43,7 +43,7 @@ pub const POP_EMPTY_WAIT: &str = "hotq_pop_empty_wait_seconds";
 /// API responses by status code, unknown routes included.
 pub const HTTP_RESPONSES: &str = "hotq_http_responses_total";
 /// SQS API calls by action and outcome (see [`crate::sqs`]).
-pub const SQS_REQUESTS: &str = crate::sqs::REQUESTS_METRIC;
+pub const SQS_REQUESTS: &str = "hotq_sqs_requests_total";
 /// 1, labelled with the running version.
 pub const BUILD_INFO: &str = "hotq_build_info";
 /// Item wait, enqueue to delivery.

@@ -51,7 +51,7 @@ use crate::store::Store;
 use error::{JSON_1_0, SqsError};
 
 /// Metric: SQS calls by action and outcome (`ok` or the error's shape).
-pub const REQUESTS_METRIC: &str = "hotq_sqs_requests_total";
+pub const REQUESTS_METRIC: &str = crate::metrics::SQS_REQUESTS;
 
 /// Every action served, the metric's `action` label values (others are
 /// counted as `unknown`).
