@@ -368,6 +368,13 @@ impl QueueKeys {
         self.0.meta.pack(&("settings",))
     }
 
+    /// The key of the queue's SQS record (attributes SQS has and hotq's
+    /// settings do not, tags; see `crate::sqs`). Under the queue's
+    /// subspace, so deleting the queue drops it.
+    pub fn sqs_queue(&self) -> Vec<u8> {
+        self.0.meta.pack(&("sqs",))
+    }
+
     /// `[begin, end)` of the whole queue: every key under `(root, name)`
     /// (items, requests, results, receipts, counters, settings, dedup ids).
     /// Its leases and delayed items are in the due index, not here.

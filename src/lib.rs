@@ -24,6 +24,7 @@
 //! - [`metrics`]: Prometheus metric names, descriptions, label caps.
 //! - [`config`]: the daemon's configuration (file, environment, flags).
 //! - [`server`]: the daemon: HTTP API, exporter, sampler, graceful shutdown.
+//! - [`sqs`]: the Amazon SQS API (AWS JSON 1.0) over the same queues.
 //! - [`cli`]: the `hotq` command line (daemon, client, bench); the binary
 //!   in `main.rs` only calls it.
 //! - [`bench`]: `hotq bench`.
@@ -46,5 +47,6 @@ pub mod priority;
 pub mod queue;
 pub mod queue_settings;
 pub mod server;
+pub mod sqs;
 pub mod staging;
 pub mod store;

@@ -42,6 +42,8 @@ pub const POP_LATENCY: &str = "hotq_pop_latency_seconds";
 pub const POP_EMPTY_WAIT: &str = "hotq_pop_empty_wait_seconds";
 /// API responses by status code, unknown routes included.
 pub const HTTP_RESPONSES: &str = "hotq_http_responses_total";
+/// SQS API calls by action and outcome (see [`crate::sqs`]).
+pub const SQS_REQUESTS: &str = "hotq_sqs_requests_total";
 /// 1, labelled with the running version.
 pub const BUILD_INFO: &str = "hotq_build_info";
 /// Item wait, enqueue to delivery.
@@ -248,6 +250,7 @@ fn register_at_start() {
     for status in STATUSES {
         metrics::counter!(HTTP_RESPONSES, "status" => status.to_string()).absolute(0);
     }
+    crate::sqs::register_metrics();
 }
 
 /// The `kind` label of a queue kind.

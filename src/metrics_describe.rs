@@ -52,6 +52,11 @@ pub(super) fn describe() {
         Unit::Count,
         "API responses by status code, unknown routes (404) and methods (405) included."
     );
+    describe_counter!(
+        SQS_REQUESTS,
+        Unit::Count,
+        "SQS API calls by action and outcome (ok, or the SQS error's shape, e.g. QueueDoesNotExist)."
+    );
     describe_gauge!(
         BUILD_INFO,
         Unit::Count,

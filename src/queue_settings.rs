@@ -32,7 +32,9 @@ pub const MAX_DELIVERIES_MAX: u32 = 1_000;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Stored {
-    /// Deliveries under a lease before an item is dead-lettered.
+    /// Deliveries under a lease before an item is dead-lettered; 0 (the
+    /// SQS default, a queue without a redrive policy): no limit, never
+    /// dead-lettered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_deliveries: Option<u32>,
     /// The lease of a pop that names no `lease_ms`, in ms.
@@ -106,6 +108,7 @@ impl Stored {
         } else {
             self.max_deliveries
                 .or_else(|| defaults.delivery.max_deliveries(name))
+                .filter(|max| *max > 0)
         };
         let dead_letter_queue = self
             .dead_letter_queue
@@ -170,7 +173,8 @@ pub fn apply_change(
         };
         match key.as_str() {
             "max_deliveries" => {
-                next.max_deliveries = number(MAX_DELIVERIES_MAX as u64, 1)?.map(|n| n as u32);
+                // 0: no limit (see [`Stored::max_deliveries`]).
+                next.max_deliveries = number(MAX_DELIVERIES_MAX as u64, 0)?.map(|n| n as u32);
             }
             "default_lease_ms" => next.default_lease_ms = number(defaults.lease_max_ms, 1)?,
             "dedup_window_ms" => next.dedup_window_ms = number(DEDUP_WINDOW_MS_MAX, 1)?,
@@ -225,32 +229,39 @@ pub async fn update<S: Store>(
     change: &BTreeMap<String, Value>,
     defaults: &Defaults,
 ) -> Result<Result<Stored, InvalidSettings>, QueueError> {
-    let key = keys.settings();
-    let outcome = transact(store, RetryPolicy::default(), |txn| {
-        let key = &key;
-        async move {
-            let stored = match txn.get(key, false).await? {
-                None => Stored::default(),
-                Some(value) => serde_json::from_slice(&value).map_err(|_| StoreError::Backend {
-                    code: 4100,
-                    message: format!("malformed settings under key {key:?}"),
-                })?,
-            };
-            let next = match apply_change(&stored, keys.name(), change, defaults) {
-                Ok(next) => next,
-                Err(invalid) => return Ok(Err(invalid)),
-            };
-            if next == Stored::default() {
-                txn.clear(key)?;
-            } else {
-                let value = serde_json::to_vec(&next).expect("settings serialize");
-                txn.set(key, &value)?;
-            }
-            Ok(Ok(next))
-        }
+    let outcome = transact(store, RetryPolicy::default(), |txn| async move {
+        update_in(&txn, keys, change, defaults).await
     })
     .await?;
     Ok(outcome)
+}
+
+/// [`update`] in `txn`: nothing is written when the change is invalid.
+pub async fn update_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    change: &BTreeMap<String, Value>,
+    defaults: &Defaults,
+) -> Result<Result<Stored, InvalidSettings>, StoreError> {
+    let key = keys.settings();
+    let stored = match txn.get(&key, false).await? {
+        None => Stored::default(),
+        Some(value) => serde_json::from_slice(&value).map_err(|_| StoreError::Backend {
+            code: 4100,
+            message: format!("malformed settings under key {key:?}"),
+        })?,
+    };
+    let next = match apply_change(&stored, keys.name(), change, defaults) {
+        Ok(next) => next,
+        Err(invalid) => return Ok(Err(invalid)),
+    };
+    if next == Stored::default() {
+        txn.clear(&key)?;
+    } else {
+        let value = serde_json::to_vec(&next).expect("settings serialize");
+        txn.set(&key, &value)?;
+    }
+    Ok(Ok(next))
 }
 
 #[cfg(test)]
@@ -285,8 +296,16 @@ mod tests {
         )
         .unwrap();
         assert_eq!(reset.effective(&name, &defaults).max_deliveries, Some(5));
+        let unlimited = apply_change(
+            &set,
+            &name,
+            &change(json!({"max_deliveries": 0})),
+            &defaults,
+        )
+        .unwrap();
+        assert_eq!(unlimited.effective(&name, &defaults).max_deliveries, None);
         for bad in [
-            json!({"max_deliveries": 0}),
+            json!({"max_deliveries": -1}),
             json!({"max_deliveries": "3"}),
             json!({"dedup_window_ms": 0}),
             json!({"default_lease_ms": -1}),

@@ -59,6 +59,7 @@ const DEFINED: &[&str] = &[
     metrics::HTTP_RESPONSES,
     metrics::BUILD_INFO,
     metrics::STORE_UNAVAILABLE,
+    metrics::SQS_REQUESTS,
     // Rendered from /proc/self by src/metrics/process.rs.
     "process_cpu_seconds_total",
     "process_resident_memory_bytes",

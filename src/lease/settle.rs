@@ -241,7 +241,11 @@ pub(crate) async fn return_held<T: Transaction>(
     let stored = crate::queue_settings::read_in(txn, keys)
         .await
         .map_err(crate::queue::corrupt_as_store)?;
-    let max_deliveries = stored.max_deliveries.or(max_deliveries);
+    // A stored 0 is "no limit" (see `queue_settings::Stored`).
+    let max_deliveries = stored
+        .max_deliveries
+        .or(max_deliveries)
+        .filter(|max| *max > 0);
     if let Some(max) = max_deliveries
         && held.item.deliveries >= max
         && let Some(dead) = stored.dead_letter_target(keys.name())

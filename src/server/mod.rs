@@ -178,10 +178,15 @@ pub fn router<S: Store>(state: Arc<AppState<S>>) -> Router {
             state.clone(),
             gate::<S>,
         ));
-    Router::new()
+    let mut root = Router::new()
         .route("/healthz", get(healthz::<S>))
-        .route("/v1/openapi.json", get(openapi::openapi_json))
-        .merge(api)
+        .route("/v1/openapi.json", get(openapi::openapi_json));
+    if state.config.sqs.enabled {
+        // The SQS API signs its requests (SigV4), so it has its own gate
+        // (see `crate::sqs::auth`), not the bearer token's.
+        root = root.route("/", post(crate::sqs::handle::<S>));
+    }
+    root.merge(api)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(state.config.body_max_bytes))

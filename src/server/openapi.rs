@@ -59,6 +59,7 @@ use crate::queue_settings::{Effective, Stored};
         pqueue_leases::ack,
         pqueue_leases::nack,
         pqueue_leases::extend,
+        crate::sqs::handle,
     ),
     components(schemas(
         ErrorBody,
@@ -92,6 +93,7 @@ use crate::queue_settings::{Effective, Stored};
         (name = "priority", description = "Priority queues, and the leases of their pops"),
         (name = "admin", description = "Administration: list, purge, delete queues; leases in flight; queue settings"),
         (name = "daemon", description = "The daemon itself"),
+        (name = "sqs", description = "The Amazon SQS API (AWS JSON 1.0) over the same queues; see docs/sqs.md"),
     )
 )]
 pub struct ApiDoc;
