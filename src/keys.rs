@@ -32,7 +32,7 @@
 //! per item, and consuming it is one clear that every racing settle reads).
 //! Binaries before the due index kept leases and delayed items under
 //! `(queue, "leases"|"delayed", due_ms, id)`; [`QueueKeys::legacy_ranges`]
-//! names them for the one-time move (see `crate::lease::due::migrate`).
+//! names them for the one-time move (see [`crate::lease::migrate`]).
 
 use std::sync::Arc;
 

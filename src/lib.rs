@@ -26,7 +26,7 @@
 //! - [`server`]: the daemon: HTTP API, exporter, sampler, graceful shutdown.
 //! - [`cli`]: the `hotq` command line (daemon, client, bench); the binary
 //!   in `main.rs` only calls it.
-//! - [`bench`]: `hotq bench`.
+//! - [`bench`](mod@bench): `hotq bench`.
 
 #![warn(missing_docs)]
 
