@@ -1,4 +1,4 @@
-//! The key layout of a queue (DESIGN §3), tuple-encoded under `("hotq", queue)`
+//! The key layout of a queue (docs/design.md §3), tuple-encoded under `("hotq", queue)`
 //! for FIFO queues and `("hotq-pq", queue)` for priority queues (so the two
 //! kinds never share a subspace, whatever their names).
 //!

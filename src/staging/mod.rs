@@ -1,4 +1,4 @@
-//! The high-contention pop protocol (DESIGN §4), written once for every
+//! The high-contention pop protocol (docs/design.md §4), written once for every
 //! queue kind and every store. Read in this order:
 //!
 //! 1. [`pop`]: a pop from its caller's side. On an uncontended queue it is
