@@ -1,4 +1,4 @@
-//! The key layout of a queue (DESIGN §3), tuple-encoded under `("hotq", queue)`
+//! The key layout of a queue (docs/design.md §3), tuple-encoded under `("hotq", queue)`
 //! for FIFO queues and `("hotq-pq", queue)` for priority queues (so the two
 //! kinds never share a subspace, whatever their names).
 //!
@@ -32,7 +32,7 @@
 //! per item, and consuming it is one clear that every racing settle reads).
 //! Binaries before the due index kept leases and delayed items under
 //! `(queue, "leases"|"delayed", due_ms, id)`; [`QueueKeys::legacy_ranges`]
-//! names them for the one-time move (see `crate::lease::due::migrate`).
+//! names them for the one-time move (see [`crate::lease::migrate`]).
 
 use std::sync::Arc;
 

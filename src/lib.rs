@@ -27,7 +27,7 @@
 //! - [`sqs`]: the Amazon SQS API (AWS JSON 1.0) over the same queues.
 //! - [`cli`]: the `hotq` command line (daemon, client, bench); the binary
 //!   in `main.rs` only calls it.
-//! - [`bench`]: `hotq bench`.
+//! - [`bench`](mod@bench): `hotq bench`.
 
 #![warn(missing_docs)]
 

@@ -1,4 +1,4 @@
-//! Prometheus metrics (DESIGN §6), through the `metrics` facade.
+//! Prometheus metrics (docs/design.md §6), through the `metrics` facade.
 //!
 //! Every name starts `hotq_`, every metric is described with a unit, and
 //! histograms have buckets chosen for this workload (sub-millisecond pops

@@ -1,4 +1,4 @@
-//! What a pop or peek answers (README, "What a pop answers, one rule"):
+//! What a pop or peek answers (docs/api.md, "What a pop answers, one rule"):
 //! JSON, an array of [`PoppedItem`], when `max` > 1 or the request accepts
 //! `application/json`; the one item's raw bytes with `hotq-*` headers
 //! otherwise; 204 when nothing came.

@@ -1,4 +1,4 @@
-//! The daemon: HTTP API (DESIGN §5), Prometheus exporter, fulfillment loops,
+//! The daemon: HTTP API (docs/design.md §5), Prometheus exporter, fulfillment loops,
 //! reaper, metrics sampler, graceful shutdown.
 //!
 //! [`serve`] takes its listeners and its shutdown signal as parameters, so
