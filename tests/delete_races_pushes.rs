@@ -48,7 +48,7 @@ async fn pusher(url: String, books: Arc<Books>, stop: Arc<AtomicBool>, id: usize
                 .post(format!("{url}/v1/queues/{QUEUE}/items"))
                 .body(format!("p{id}-{n}"));
             if dedup {
-                request = request.header("hotq-dedup-id", format!("d{id}-{n}"));
+                request = request.header("hotq-dedup-id", format!("{run}-d{id}-{n}"));
             }
             request.send().await.unwrap()
         } else {
