@@ -42,6 +42,7 @@ pub mod item;
 pub mod keys;
 pub mod lease;
 pub mod metrics;
+pub mod oldest;
 pub mod priority;
 pub mod queue;
 pub mod queue_settings;

@@ -12,11 +12,10 @@ use serde::Deserialize;
 
 use super::AppState;
 use super::error::{ApiError, ApiPath, ErrorBody};
-use crate::envelope::{End, PAYLOAD_SIZE_MAX, now_ms};
+use crate::envelope::{End, PAYLOAD_SIZE_MAX};
 use crate::keys::{QueueKeys, QueueKind};
 use crate::metrics::operation;
 use crate::queue::Queue;
-use crate::queue::read_end;
 use crate::store::{Store, Transaction, decode_counter};
 
 use super::items::QueueStats;
@@ -236,14 +235,7 @@ pub async fn queue_stats<S: Store>(
     let leased = decode_counter(txn.get(&keys.leased(), true).await?.as_deref());
     let delayed = decode_counter(txn.get(&keys.delayed_count(), true).await?.as_deref());
     let grouped = decode_counter(txn.get(&keys.grouped_count(), true).await?.as_deref());
-    let oldest = read_end(&txn, keys, End::Front, 1, true).await?;
-    let oldest_age_ms = match keys.kind() {
-        QueueKind::Fifo => oldest
-            .first()
-            .map(|item| now_ms().saturating_sub(item.enqueued_at_ms)),
-        // The front of a priority queue is its lowest priority, not its oldest item.
-        QueueKind::Priority => None,
-    };
+    let oldest_age_ms = crate::oldest::oldest_item_age_ms_in(&txn, keys).await?;
     let stats = QueueStats {
         queue: keys.name().as_str().to_string(),
         depth,
