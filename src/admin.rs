@@ -365,6 +365,8 @@ pub struct QueueSummary {
     pub waiting: i64,
     /// Age of the oldest visible item (see [`crate::oldest`]).
     pub oldest_item_age_ms: Option<u64>,
+    /// A dead-letter queue (see [`crate::dead_letters`]).
+    pub dead_letter: bool,
 }
 
 /// Up to `limit` queues of `kind` in name order, from after the queue
@@ -428,6 +430,7 @@ async fn summary<T: Transaction>(txn: &T, keys: QueueKeys) -> Result<QueueSummar
         grouped,
         waiting,
         oldest_item_age_ms,
+        dead_letter: crate::dead_letters::is_dead_letter_queue_in(txn, &keys).await?,
     })
 }
 

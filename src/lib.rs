@@ -35,6 +35,7 @@ pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod coordinator;
+pub mod dead_letters;
 pub mod dedup;
 pub mod envelope;
 pub mod groups;

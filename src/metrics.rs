@@ -48,6 +48,9 @@ pub const BUILD_INFO: &str = "hotq_build_info";
 pub const ITEM_WAIT: &str = "hotq_item_wait_seconds";
 /// Items in a queue (sampled).
 pub const QUEUE_DEPTH: &str = "hotq_queue_depth";
+/// 1 for a dead-letter queue (by role, see `crate::dead_letters`), 0 for a
+/// live one (sampled): dashboards and alerts tell the two apart with it.
+pub const QUEUE_DEAD_LETTER: &str = "hotq_queue_dead_letter";
 /// Age of a queue's oldest item (sampled).
 pub const OLDEST_ITEM_AGE: &str = "hotq_oldest_item_age_seconds";
 /// Requests cleared unserved at their deadline, by queue.

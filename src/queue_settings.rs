@@ -240,6 +240,12 @@ pub async fn update<S: Store>(
                 Ok(next) => next,
                 Err(invalid) => return Ok(Err(invalid)),
             };
+            crate::dead_letters::note_target_in(
+                &txn,
+                keys,
+                stored.dead_letter_queue.as_deref(),
+                next.dead_letter_queue.as_deref(),
+            )?;
             if next == Stored::default() {
                 txn.clear(key)?;
             } else {

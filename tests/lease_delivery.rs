@@ -404,7 +404,7 @@ async fn receipts_that_cannot_be_acted_on_get_clear_errors() {
         (
             "/v1/queues/errs/redrive".to_string(),
             StatusCode::BAD_REQUEST,
-            "bad_parameter",
+            "not_dead_letter_queue",
         ),
         (
             "/v1/queues/errs.dead/redrive?max=0".to_string(),

@@ -244,6 +244,7 @@ pub async fn queue_stats<S: Store>(
         delayed,
         grouped,
         oldest_item_age_ms: oldest_age_ms,
+        dead_letter: crate::dead_letters::is_dead_letter_queue_in(&txn, keys).await?,
     };
     Ok(serde_json::to_value(stats).expect("stats serialize"))
 }

@@ -17,6 +17,7 @@ use super::error::{ApiError, ApiPath, ErrorBody};
 use super::fifo::{body_bytes, check_delay_ms, check_lease_ms, outcome, queue_name};
 use super::items::{AckBatchAnswer, AckResult, RedriveAnswer};
 use crate::keys::{QueueKeys, QueueKind};
+use crate::dead_letters::is_dead_letter_queue_in;
 use crate::lease::redrive::{REDRIVE_BATCH_MAX, redrive as redrive_items};
 use crate::lease::settle::Returned;
 use crate::lease::settler::{SettleOp, Settled};
@@ -372,9 +373,10 @@ pub struct RedriveParams {
     pub max: Option<usize>,
 }
 
-/// `POST /v1/queues/{queue}.dead/redrive?max=`: 200 `{"redriven": n}`;
-/// moves up to `max` items from the front of a dead-letter queue back to
-/// the queues they came from, as fresh items.
+/// `POST /v1/queues/{queue}/redrive?max=`: 200 `{"redriven": n}`;
+/// moves up to `max` items from the front of a dead-letter queue (by role:
+/// see [`crate::dead_letters`]) back to the queues they came from, as
+/// fresh items. 400 `not_dead_letter_queue` for any other queue.
 #[utoipa::path(post, path = "/v1/queues/{queue}/redrive", tag = "leases",
     params(("queue" = String, Path, description = "A dead-letter queue (its name ends in .dead)"), RedriveParams),
     responses((status = 200, description = "Items moved back", body = RedriveAnswer),
@@ -387,16 +389,22 @@ pub async fn redrive<S: Store>(
 ) -> Result<Response, ApiError> {
     let result = async {
         let name = queue_name(&queue)?;
-        if !name.is_dead_letter() {
-            return Err(ApiError::bad_parameter(format!(
-                "{name} is not a dead-letter queue (its name ends in .dead)"
-            )));
-        }
         let max = query(params)?.max.unwrap_or(REDRIVE_BATCH_MAX);
         if max == 0 || max > REDRIVE_BATCH_MAX {
             return Err(ApiError::bad_parameter(format!(
                 "max must be 1 to {REDRIVE_BATCH_MAX}, got {max}"
             )));
+        }
+        let txn = state.store.begin()?;
+        if !is_dead_letter_queue_in(&txn, &QueueKeys::new(&name)).await? {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "not_dead_letter_queue",
+                format!(
+                    "{name} is not a dead-letter queue: no queue names it as its \
+                     dead_letter_queue and its name does not end in .dead"
+                ),
+            ));
         }
         let moved = redrive_items(&state.store, &name, max).await?;
         Ok(Json(RedriveAnswer { redriven: moved }).into_response())
