@@ -74,7 +74,8 @@ pub async fn origins_in<T: Transaction>(
         let Some((kind, origin)) = dead_letter_role_origin(&row.key) else {
             continue;
         };
-        let stored = crate::queue_settings::read_in(txn, &QueueKeys::of_kind(kind, &origin)).await?;
+        let stored =
+            crate::queue_settings::read_in(txn, &QueueKeys::of_kind(kind, &origin)).await?;
         if stored.dead_letter_queue.as_deref() == Some(target.as_str()) {
             origins.push((kind, origin));
         }

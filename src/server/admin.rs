@@ -167,8 +167,29 @@ pub async fn purge<S: Store>(
     State(state): State<Arc<AppState<S>>>,
     ApiPath(queue): ApiPath<String>,
 ) -> Result<Response, ApiError> {
+    purge_of(&state, QueueKind::Fifo, &queue).await
+}
+
+/// `POST /v1/pqueues/{queue}/purge`: as [`purge`], for a priority queue.
+#[utoipa::path(post, path = "/v1/pqueues/{queue}/purge", tag = "admin", operation_id = "pq_purge",
+    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -")),
+    responses((status = 200, description = "Visible and delayed items dropped; leases kept", body = PurgeAnswer),
+        (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
+        (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
+pub async fn pq_purge<S: Store>(
+    State(state): State<Arc<AppState<S>>>,
+    ApiPath(queue): ApiPath<String>,
+) -> Result<Response, ApiError> {
+    purge_of(&state, QueueKind::Priority, &queue).await
+}
+
+async fn purge_of<S: Store>(
+    state: &AppState<S>,
+    kind: QueueKind,
+    queue: &str,
+) -> Result<Response, ApiError> {
     let result = async {
-        let keys = QueueKeys::new(&queue_name(&queue)?);
+        let keys = QueueKeys::of_kind(kind, &queue_name(queue)?);
         let dropped = admin::purge(&state.store, &keys).await?;
         Ok(Json(PurgeAnswer {
             purged: dropped.items + dropped.delayed,
@@ -181,8 +202,21 @@ pub async fn purge<S: Store>(
         .into_response())
     }
     .await;
-    operation(&queue, "purge", outcome(&result));
+    operation(queue, op_name(kind, "purge"), outcome(&result));
     result
+}
+
+/// The operation label of `op` on a queue of `kind` (priority ops are `pq_*`).
+pub(super) fn op_name(kind: QueueKind, op: &'static str) -> &'static str {
+    match (kind, op) {
+        (QueueKind::Fifo, op) => op,
+        (QueueKind::Priority, "purge") => "pq_purge",
+        (QueueKind::Priority, "delete") => "pq_delete",
+        (QueueKind::Priority, "leases") => "pq_leases",
+        (QueueKind::Priority, "settings_get") => "pq_settings_get",
+        (QueueKind::Priority, "settings_put") => "pq_settings_put",
+        (QueueKind::Priority, _) => "pq_other",
+    }
 }
 
 /// `DELETE /v1/queues/{queue}`: 200 `{"deleted": true, "items", "delayed",
@@ -200,8 +234,31 @@ pub async fn delete<S: Store>(
     State(state): State<Arc<AppState<S>>>,
     ApiPath(queue): ApiPath<String>,
 ) -> Result<Response, ApiError> {
+    delete_of(&state, QueueKind::Fifo, &queue).await
+}
+
+/// `DELETE /v1/pqueues/{queue}`: as [`delete`], for a priority queue.
+#[utoipa::path(delete, path = "/v1/pqueues/{queue}", tag = "admin", operation_id = "pq_delete",
+    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -")),
+    responses((status = 200, description = "The queue and all it held are gone", body = DeleteAnswer),
+        (status = 503, description = "queue_busy: traffic kept the delete from finishing; call again", body = ErrorBody),
+        (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
+        (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
+pub async fn pq_delete<S: Store>(
+    State(state): State<Arc<AppState<S>>>,
+    ApiPath(queue): ApiPath<String>,
+) -> Result<Response, ApiError> {
+    delete_of(&state, QueueKind::Priority, &queue).await
+}
+
+async fn delete_of<S: Store>(
+    state: &AppState<S>,
+    kind: QueueKind,
+    queue: &str,
+) -> Result<Response, ApiError> {
     let result = async {
-        let keys = QueueKeys::new(&queue_name(&queue)?);
+        let name = queue_name(queue)?;
+        let keys = QueueKeys::of_kind(kind, &name);
         let dropped = admin::delete(&state.store, &keys).await?;
         if !dropped.done {
             return Err(ApiError::new(
@@ -213,6 +270,7 @@ pub async fn delete<S: Store>(
                 ),
             ));
         }
+        state.forget_queue(kind, &name);
         Ok(Json(DeleteAnswer {
             deleted: true,
             items: dropped.items,
@@ -224,7 +282,7 @@ pub async fn delete<S: Store>(
         .into_response())
     }
     .await;
-    operation(&queue, "delete", outcome(&result));
+    operation(queue, op_name(kind, "delete"), outcome(&result));
     result
 }
 
@@ -255,8 +313,33 @@ pub async fn leases<S: Store>(
     ApiPath(queue): ApiPath<String>,
     params: Result<Query<LeasesParams>, QueryRejection>,
 ) -> Result<Response, ApiError> {
+    leases_of(&state, QueueKind::Fifo, &queue, params).await
+}
+
+/// `GET /v1/pqueues/{queue}/leases?limit=&after=`: as [`leases`], for a
+/// priority queue (its leased pops).
+#[utoipa::path(get, path = "/v1/pqueues/{queue}/leases", tag = "admin", operation_id = "pq_list_leases",
+    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), LeasesParams),
+    responses((status = 200, description = "One page of the leases in flight, in receipt order", body = LeaseList),
+        (status = 400, description = "receipt_queue_mismatch: `after` names another queue's receipt; bad_parameter", body = ErrorBody),
+        (status = "4XX", description = "Refused", body = ErrorBody),
+        (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
+pub async fn pq_leases<S: Store>(
+    State(state): State<Arc<AppState<S>>>,
+    ApiPath(queue): ApiPath<String>,
+    params: Result<Query<LeasesParams>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    leases_of(&state, QueueKind::Priority, &queue, params).await
+}
+
+async fn leases_of<S: Store>(
+    state: &AppState<S>,
+    kind: QueueKind,
+    queue: &str,
+    params: Result<Query<LeasesParams>, QueryRejection>,
+) -> Result<Response, ApiError> {
     let result = async {
-        let keys = QueueKeys::new(&queue_name(&queue)?);
+        let keys = QueueKeys::of_kind(kind, &queue_name(queue)?);
         let params = query(params)?;
         let limit = limit(params.limit, 100, LEASES_LIMIT_MAX)?;
         let after = match params.after.as_deref() {
@@ -273,21 +356,24 @@ pub async fn leases<S: Store>(
             return Err(queue_mismatch(&keys));
         }
         let (page, next) = admin::leases(&state.store, &keys, after.as_ref(), limit).await?;
-        let leases: Vec<LeaseInfo> = page
-            .iter()
-            .map(|lease| LeaseInfo {
-                receipt: lease.receipt.to_string(),
-                delivery_count: lease.delivery_count,
-                lease_expires_at_ms: lease.expires_at_ms,
-                enqueued_at_ms: lease.enqueued_at_ms,
-                group: lease.group.clone(),
-            })
-            .collect();
+        let leases: Vec<LeaseInfo> = page.iter().map(LeaseInfo::from).collect();
         Ok(Json(LeaseList { leases, next }).into_response())
     }
     .await;
-    operation(&queue, "leases", outcome(&result));
+    operation(queue, op_name(kind, "leases"), outcome(&result));
     result
+}
+
+impl From<&admin::LeaseSummary> for LeaseInfo {
+    fn from(lease: &admin::LeaseSummary) -> Self {
+        LeaseInfo {
+            receipt: lease.receipt.to_string(),
+            delivery_count: lease.delivery_count,
+            lease_expires_at_ms: lease.expires_at_ms,
+            enqueued_at_ms: lease.enqueued_at_ms,
+            group: lease.group.clone(),
+        }
+    }
 }
 
 /// One lease in flight.

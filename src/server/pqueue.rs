@@ -171,9 +171,14 @@ pub async fn pop<S: Store>(
             .transpose()?;
         state.note_queue(QueueKind::Priority, &name);
         let keys = QueueKeys::of_kind(QueueKind::Priority, &name);
+        let lease_ms = match lease_ms {
+            Some(lease_ms) => lease_ms,
+            // The queue's default lease, as for a FIFO pop.
+            None => super::settings::default_lease_ms(&state, &keys).await?,
+        };
         let items = state
             .coordinator
-            .pop_leased(&keys, end, max, wait, lease_ms.unwrap_or(0))
+            .pop_leased(&keys, end, max, wait, lease_ms)
             .await?;
         Ok((items, max))
     }

@@ -152,7 +152,11 @@ async fn read_gauges<S: Store>(
         number("oldest_item_age_ms") / 1_000.0,
         number("leased"),
         number("delayed"),
-        if stats["dead_letter"] == true { 1.0 } else { 0.0 },
+        if stats["dead_letter"] == true {
+            1.0
+        } else {
+            0.0
+        },
     ])
 }
 
