@@ -18,7 +18,7 @@ use std::collections::HashMap;
 
 use rand::RngCore;
 
-use crate::envelope::{End, encode_item, now_ms};
+use crate::envelope::{End, HeldItem, decode_item, encode_held, encode_item, now_ms};
 use crate::keys::{QueueKeys, QueueKind, QueueName, RANDOM_LEN};
 use crate::queue::read_end;
 use crate::queue::{Item, QueueError, check_batch};
@@ -91,7 +91,87 @@ impl<S: Store> PriorityQueue<S> {
         Ok(())
     }
 
+    /// Adds up to [`crate::queue::PUSH_BATCH_MAX`] `(priority, payload)`
+    /// items in one commit, invisible to pops for `delay_ms` (`None`: the
+    /// queue's `delivery_delay_ms` setting, read in the commit). A delayed
+    /// item's key is taken when pushed, so among equal priorities it keeps
+    /// its push order; the timer writes it there when due. Returns when the
+    /// items become visible, `None` when they are at once.
+    pub async fn push_batch_delayed<P: AsRef<[u8]>>(
+        &self,
+        items: &[(i64, P)],
+        delay_ms: Option<u64>,
+        defaults: &crate::queue_settings::Defaults,
+    ) -> Result<Option<u64>, QueueError> {
+        check_batch(items.iter().map(|(_, payload)| payload.as_ref()))?;
+        let enqueued_at_ms = now_ms();
+        let values: Vec<(i64, Vec<u8>)> = items
+            .iter()
+            .map(|(priority, p)| (*priority, encode_item(enqueued_at_ms, p.as_ref())))
+            .collect();
+        // Not retried after "maybe committed", as every push.
+        let visible_at_ms = transact(&self.store, self.retry, |txn| {
+            let values = &values;
+            async move {
+                let delay_ms = match delay_ms {
+                    Some(delay_ms) => delay_ms,
+                    None => {
+                        crate::queue_settings::read_in(&txn, &self.keys)
+                            .await
+                            .map_err(corrupt_as_store)?
+                            .effective(&self.name, defaults)
+                            .delivery_delay_ms
+                    }
+                };
+                if delay_ms == 0 {
+                    self.write_items(&txn, values).await?;
+                    return Ok(None);
+                }
+                let visible_at_ms = enqueued_at_ms.saturating_add(delay_ms);
+                self.hold_items(&txn, values, visible_at_ms).await?;
+                Ok(Some(visible_at_ms))
+            }
+        })
+        .await?;
+        crate::metrics::pushed(&self.keys, values.len());
+        Ok(visible_at_ms)
+    }
+
+    /// Writes `values` as delayed items due at `visible_at_ms`, each with
+    /// the key it takes when the timer reveals it.
+    async fn hold_items(
+        &self,
+        txn: &S::Txn,
+        values: &[(i64, Vec<u8>)],
+        visible_at_ms: u64,
+    ) -> Result<(), StoreError> {
+        let keys = self.item_keys(txn, values).await?;
+        let held: Vec<Vec<u8>> = keys
+            .into_iter()
+            .zip(values)
+            .map(|(item_key, (_, value))| {
+                let item = decode_item(value).expect("encoded above");
+                encode_held(&HeldItem { item_key, item })
+            })
+            .collect();
+        crate::item::hold_in(txn, &self.keys, &held, visible_at_ms)
+    }
+
     async fn write_items(&self, txn: &S::Txn, values: &[(i64, Vec<u8>)]) -> Result<(), StoreError> {
+        let keys = self.item_keys(txn, values).await?;
+        for (key, (_, value)) in keys.iter().zip(values) {
+            txn.set(key, value)?;
+        }
+        txn.atomic_add(&self.keys.depth(), values.len() as i64)
+    }
+
+    /// The keys of `values`, in order: each at the next count of its
+    /// priority (one snapshot read per priority of the batch).
+    async fn item_keys(
+        &self,
+        txn: &S::Txn,
+        values: &[(i64, Vec<u8>)],
+    ) -> Result<Vec<Vec<u8>>, StoreError> {
         // The next count of each priority in the batch, one snapshot read each.
         let mut next_count: HashMap<i64, u64> = HashMap::new();
         for (priority, _) in values {
@@ -104,18 +184,19 @@ impl<S: Store> PriorityQueue<S> {
             }
         }
         let mut rng = rand::rng();
-        for (priority, value) in values {
+        let mut keys = Vec::with_capacity(values.len());
+        for (priority, _) in values {
             let count = next_count
                 .get_mut(priority)
                 .expect("every priority of the batch has a count");
             let mut random = [0u8; RANDOM_LEN];
             rng.fill_bytes(&mut random);
-            txn.set(&self.keys.priority_item(*priority, *count, &random), value)?;
+            keys.push(self.keys.priority_item(*priority, *count, &random));
             // Saturates only after 2^64 pushes at one priority; the random
             // suffix still keeps keys unique.
             *count = count.saturating_add(1);
         }
-        txn.atomic_add(&self.keys.depth(), values.len() as i64)
+        Ok(keys)
     }
 
     /// The highest count of `priority`, read with snapshot so pushes never

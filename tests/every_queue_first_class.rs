@@ -314,3 +314,38 @@ async fn a_deleted_queue_leaves_the_exporter_until_used_again() {
     );
     daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_priority_queue_delays_pushes_as_its_settings_say() {
+    let daemon = Daemon::start(|_| {}).await;
+    let (base, client) = (daemon.url.clone(), http());
+    let pq = format!("{base}/v1/pqueues/later");
+    let (status, _) = send(
+        client
+            .put(format!("{pq}/settings"))
+            .json(&json!({"delivery_delay_ms": 200})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, pushed) = send(client.post(format!("{pq}/items?priority=1")).body("x")).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert!(pushed["visible_at_ms"].as_u64().is_some(), "{pushed}");
+    let (_, stats) = send(client.get(pq.clone())).await;
+    assert_eq!(
+        (stats["depth"].as_i64(), stats["delayed"].as_i64()),
+        (Some(0), Some(1))
+    );
+    // A long poll gets it once it is due.
+    let item = pop_json(&base, "/v1/pqueues/later/pop?end=min&wait_ms=30000").await;
+    assert_eq!(item["item"], "eA==");
+    // A push naming delay_ms=0 is visible at once.
+    send(
+        client
+            .post(format!("{pq}/items?priority=1&delay_ms=0"))
+            .body("y"),
+    )
+    .await;
+    let (_, stats) = send(client.get(pq.clone())).await;
+    assert_eq!(stats["depth"], 1);
+    daemon.stop().await;
+}

@@ -13,8 +13,8 @@ use serde::Deserialize;
 use super::AppState;
 use super::error::{ApiError, ApiPath, ErrorBody};
 use super::fifo::{
-    PopParams, answers_json, body_bytes, check_item, check_lease_ms, items_response, outcome,
-    pop_limits, pop_outcome, queue_name, queue_stats,
+    PopParams, answers_json, body_bytes, check_delay_ms, check_item, check_lease_ms,
+    items_response, outcome, pop_limits, pop_outcome, queue_name, queue_stats,
 };
 use super::items::{PoppedItem, PushAnswer, QueueStats};
 use crate::envelope::End;
@@ -30,6 +30,9 @@ use crate::store::Store;
 pub struct PushParams {
     /// The item's priority; lower pops first from `min`.
     pub priority: Option<String>,
+    /// Invisible to pops for this long, in ms (absent: the queue's
+    /// `delivery_delay_ms` setting, 0 unless set).
+    pub delay_ms: Option<u64>,
     /// Refused: message groups are for FIFO queues (named here so the
     /// answer says so, not just "unknown field").
     pub group: Option<String>,
@@ -69,8 +72,20 @@ fn parse_end(end: Option<&str>) -> Result<End, ApiError> {
     }
 }
 
-fn parse_priority(params: Result<Query<PushParams>, QueryRejection>) -> Result<i64, ApiError> {
+/// The push's priority and delay, checked.
+fn push_params<S: Store>(
+    state: &AppState<S>,
+    params: Result<Query<PushParams>, QueryRejection>,
+) -> Result<(i64, Option<u64>), ApiError> {
     let Query(params) = params.map_err(|e| ApiError::bad_parameter(e.body_text()))?;
+    let delay_ms = params
+        .delay_ms
+        .map(|delay_ms| check_delay_ms(state, delay_ms))
+        .transpose()?;
+    Ok((parse_priority(params)?, delay_ms))
+}
+
+fn parse_priority(params: PushParams) -> Result<i64, ApiError> {
     if params.group.is_some() {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -94,7 +109,8 @@ fn parse_priority(params: Result<Query<PushParams>, QueryRejection>) -> Result<i
     })
 }
 
-/// `POST /v1/pqueues/{queue}/items?priority=N`: pushes the body as one item.
+/// `POST /v1/pqueues/{queue}/items?priority=N&delay_ms=`: pushes the body as
+/// one item, delayed by `delay_ms` (absent: the queue's `delivery_delay_ms`).
 #[utoipa::path(post, path = "/v1/pqueues/{queue}/items", tag = "priority", operation_id = "pq_push",
     params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), PushParams),
     request_body(content = [u8], content_type = "application/octet-stream", description = "The item's bytes"),
@@ -109,16 +125,19 @@ pub async fn push<S: Store>(
 ) -> Result<Response, ApiError> {
     let result = async {
         let name = queue_name(&queue)?;
-        let priority = parse_priority(params)?;
+        let (priority, delay_ms) = push_params(&state, params)?;
         let body = body_bytes(body)?;
         check_item(&body)?;
         state.note_queue(QueueKind::Priority, &name);
-        PriorityQueue::new(state.store.clone(), name)
-            .push(&body, priority)
+        let visible_at_ms = PriorityQueue::new(state.store.clone(), name)
+            .push_batch_delayed(&[(priority, &body)], delay_ms, &state.settings_defaults)
             .await?;
+        if let Some(visible_at_ms) = visible_at_ms {
+            state.coordinator.schedule(visible_at_ms);
+        }
         let answer = PushAnswer {
             pushed: 1,
-            visible_at_ms: None,
+            visible_at_ms,
             duplicate: None,
             duplicates: None,
         };
