@@ -348,8 +348,8 @@ async fn receipts_that_cannot_be_acted_on_get_clear_errors() {
         ),
         (
             "/v1/queues/errs/ack/not-a-receipt".to_string(),
-            StatusCode::NOT_FOUND,
-            "unknown_receipt",
+            StatusCode::BAD_REQUEST,
+            "invalid_receipt",
         ),
         (
             format!("/v1/queues/errs/nack/{unknown}"),

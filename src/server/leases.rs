@@ -64,10 +64,11 @@ pub(super) fn queue_mismatch(keys: &QueueKeys) -> ApiError {
 
 pub(super) fn receipt(raw: &str) -> Result<Receipt, ApiError> {
     Receipt::parse(raw).ok_or_else(|| {
+        // The batch ack calls the same receipt `invalid`.
         ApiError::new(
-            StatusCode::NOT_FOUND,
-            "unknown_receipt",
-            format!("{raw:?} is not a receipt (32 hex digits)"),
+            StatusCode::BAD_REQUEST,
+            "invalid_receipt",
+            format!("receipt {raw:?} is invalid: a receipt is 32 hex digits"),
         )
     })
 }
