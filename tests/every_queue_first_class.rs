@@ -39,7 +39,7 @@ async fn a_named_dead_letter_queue_is_one_by_role() {
     let client = http();
     // Not yet named by anyone: not a dead-letter queue.
     let (status, body) = send(client.post(format!("{base}/v1/queues/graveyard/redrive"))).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(status, StatusCode::CONFLICT);
     assert_eq!(body["error"]["code"], "not_dead_letter_queue", "{body}");
     let (status, _) = send(
         client

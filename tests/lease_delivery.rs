@@ -403,7 +403,7 @@ async fn receipts_that_cannot_be_acted_on_get_clear_errors() {
         ),
         (
             "/v1/queues/errs/redrive".to_string(),
-            StatusCode::BAD_REQUEST,
+            StatusCode::CONFLICT,
             "not_dead_letter_queue",
         ),
         (

@@ -159,7 +159,7 @@ fn dropped_text(dropped: &Dropped) -> String {
 /// leased items stay leased. `done` is false when a bound left work (call
 /// again).
 #[utoipa::path(post, path = "/v1/queues/{queue}/purge", tag = "admin",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -")),
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue")),
     responses((status = 200, description = "Visible and delayed items dropped; leases kept", body = PurgeAnswer),
         (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
         (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
@@ -172,7 +172,7 @@ pub async fn purge<S: Store>(
 
 /// `POST /v1/pqueues/{queue}/purge`: as [`purge`], for a priority queue.
 #[utoipa::path(post, path = "/v1/pqueues/{queue}/purge", tag = "admin", operation_id = "pq_purge",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -")),
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue")),
     responses((status = 200, description = "Visible and delayed items dropped; leases kept", body = PurgeAnswer),
         (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
         (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
@@ -225,7 +225,7 @@ pub(super) fn op_name(kind: QueueKind, op: &'static str) -> &'static str {
 /// uncollected results, counters, settings and dedup ids are gone. 503
 /// `queue_busy` when traffic kept it from finishing (call again).
 #[utoipa::path(delete, path = "/v1/queues/{queue}", tag = "admin", operation_id = "delete_queue",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -")),
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue")),
     responses((status = 200, description = "The queue and all it held are gone", body = DeleteAnswer),
         (status = 503, description = "queue_busy: traffic kept the delete from finishing; call again", body = ErrorBody),
         (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
@@ -239,7 +239,7 @@ pub async fn delete<S: Store>(
 
 /// `DELETE /v1/pqueues/{queue}`: as [`delete`], for a priority queue.
 #[utoipa::path(delete, path = "/v1/pqueues/{queue}", tag = "admin", operation_id = "pq_delete",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -")),
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue")),
     responses((status = 200, description = "The queue and all it held are gone", body = DeleteAnswer),
         (status = 503, description = "queue_busy: traffic kept the delete from finishing; call again", body = ErrorBody),
         (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
@@ -303,7 +303,7 @@ pub struct LeasesParams {
 /// as pops answer them (tagged with the queue); an `after` receipt another
 /// queue issued is 400 `receipt_queue_mismatch`, as on the settle paths.
 #[utoipa::path(get, path = "/v1/queues/{queue}/leases", tag = "admin", operation_id = "list_leases",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), LeasesParams),
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue"), LeasesParams),
     responses((status = 200, description = "One page of the leases in flight, in receipt order", body = LeaseList),
         (status = 400, description = "receipt_queue_mismatch: `after` names another queue's receipt; bad_parameter", body = ErrorBody),
         (status = "4XX", description = "Refused", body = ErrorBody),
@@ -319,7 +319,7 @@ pub async fn leases<S: Store>(
 /// `GET /v1/pqueues/{queue}/leases?limit=&after=`: as [`leases`], for a
 /// priority queue (its leased pops).
 #[utoipa::path(get, path = "/v1/pqueues/{queue}/leases", tag = "admin", operation_id = "pq_list_leases",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), LeasesParams),
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue"), LeasesParams),
     responses((status = 200, description = "One page of the leases in flight, in receipt order", body = LeaseList),
         (status = 400, description = "receipt_queue_mismatch: `after` names another queue's receipt; bad_parameter", body = ErrorBody),
         (status = "4XX", description = "Refused", body = ErrorBody),

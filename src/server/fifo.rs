@@ -113,7 +113,7 @@ pub fn pop_limits<S: Store>(
 
 /// `POST /v1/queues/{queue}/pop?wait_ms=&max=&lease_ms=`.
 #[utoipa::path(post, path = "/v1/queues/{queue}/pop", tag = "fifo",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), PopParams),
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue"), PopParams),
     responses((status = 200, description = "JSON when max > 1 or Accept names application/json; else the one item's bytes with hotq-* headers",
             content((Vec<PoppedItem> = "application/json"), ([u8] = "application/octet-stream")),
             headers(
@@ -189,7 +189,7 @@ pub fn pop_outcome<T>(result: &Result<(Vec<T>, usize), ApiError>) -> &'static st
 
 /// `GET /v1/queues/{queue}/peek`: the first item, not taken.
 #[utoipa::path(get, path = "/v1/queues/{queue}/peek", tag = "fifo",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -")),
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue")),
     responses((status = 200, description = "JSON when max > 1 or Accept names application/json; else the one item's bytes with hotq-* headers",
             content((Vec<PoppedItem> = "application/json"), ([u8] = "application/octet-stream")),
             headers(
@@ -251,7 +251,7 @@ pub async fn queue_stats<S: Store>(
 
 /// `GET /v1/queues/{queue}`: JSON stats.
 #[utoipa::path(get, path = "/v1/queues/{queue}", tag = "fifo",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -")),
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue")),
     responses((status = 200, description = "The queue's stats", body = QueueStats),
         (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
         (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]

@@ -11,6 +11,7 @@
 //! - [`items`]: what a pop or peek answers (JSON or raw bytes).
 //! - [`leases`]: ack, nack, extend by receipt; dead-letter re-drive.
 //! - [`openapi`]: the OpenAPI 3.1 spec, generated from the handlers.
+//! - [`openapi_contract`]: the limits, patterns and statuses the spec states.
 //! - [`pqueue`]: `/v1/pqueues/...` handlers.
 //! - [`pqueue_leases`]: ack, nack, extend of priority-queue leases.
 //! - [`push`]: FIFO pushes, delayed and deduplicated.
@@ -25,6 +26,7 @@ pub mod hangup;
 pub mod items;
 pub mod leases;
 pub mod openapi;
+pub mod openapi_contract;
 pub mod pqueue;
 pub mod pqueue_leases;
 pub mod push;
@@ -70,6 +72,8 @@ pub struct AppState<S: Store> {
     /// Queues' default leases, shared by every pop handler so a plain pop
     /// does not read the settings key each time (bounded, short-lived).
     pub default_leases: settings::DefaultLeases,
+    /// The OpenAPI spec for this configuration, built on first request.
+    pub openapi: std::sync::OnceLock<String>,
 }
 
 /// The most recently used queues, at most a bound of them: when full, the
@@ -206,7 +210,7 @@ pub fn router<S: Store>(state: Arc<AppState<S>>) -> Router {
         ));
     Router::new()
         .route("/healthz", get(healthz::<S>))
-        .route("/v1/openapi.json", get(openapi::openapi_json))
+        .route("/v1/openapi.json", get(openapi::openapi_json::<S>))
         .merge(api)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -392,6 +396,7 @@ pub async fn serve<S: Store>(
         known_queues: Mutex::new(KnownQueues::default()),
         store_health: store_watch::StoreHealth::default(),
         default_leases: settings::DefaultLeases::default(),
+        openapi: std::sync::OnceLock::new(),
     });
     let failure_exit = Duration::from_millis(state.config.store_failure_exit_ms);
     // Set when the daemon stops because its store failed: it then exits

@@ -112,7 +112,7 @@ fn parse_priority(params: PushParams) -> Result<i64, ApiError> {
 /// `POST /v1/pqueues/{queue}/items?priority=N&delay_ms=`: pushes the body as
 /// one item, delayed by `delay_ms` (absent: the queue's `delivery_delay_ms`).
 #[utoipa::path(post, path = "/v1/pqueues/{queue}/items", tag = "priority", operation_id = "pq_push",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), PushParams),
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue"), PushParams),
     request_body(content = [u8], content_type = "application/octet-stream", description = "The item's bytes"),
     responses((status = 201, description = "Pushed", body = PushAnswer),
         (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
@@ -153,7 +153,7 @@ pub async fn push<S: Store>(
 /// its receipt tagged with this priority queue) and settled through
 /// `/v1/pqueues/{queue}/ack|nack|extend/{receipt}`.
 #[utoipa::path(post, path = "/v1/pqueues/{queue}/pop", tag = "priority", operation_id = "pq_pop",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), EndParams),
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue"), EndParams),
     responses((status = 200, description = "JSON when max > 1 or Accept names application/json; else the one item's bytes with hotq-* headers",
             content((Vec<PoppedItem> = "application/json"), ([u8] = "application/octet-stream")),
             headers(
@@ -208,7 +208,7 @@ pub async fn pop<S: Store>(
 
 /// `GET /v1/pqueues/{queue}/peek?end=min|max`.
 #[utoipa::path(get, path = "/v1/pqueues/{queue}/peek", tag = "priority", operation_id = "pq_peek",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), EndParams),
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue"), EndParams),
     responses((status = 200, description = "JSON when max > 1 or Accept names application/json; else the one item's bytes with hotq-* headers",
             content((Vec<PoppedItem> = "application/json"), ([u8] = "application/octet-stream")),
             headers(
@@ -249,7 +249,7 @@ pub async fn peek<S: Store>(
 
 /// `GET /v1/pqueues/{queue}`: JSON stats.
 #[utoipa::path(get, path = "/v1/pqueues/{queue}", tag = "priority", operation_id = "pq_stats",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -")),
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue")),
     responses((status = 200, description = "The queue's stats", body = QueueStats),
         (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
         (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]

@@ -48,7 +48,7 @@ fn answer<S: Store>(state: &AppState<S>, name: &QueueName, stored: &Stored) -> R
 /// `GET /v1/queues/{queue}/settings`: 200 `{"queue", "settings": in force,
 /// "stored": what the queue set (the rest are the daemon's defaults)}`.
 #[utoipa::path(get, path = "/v1/queues/{queue}/settings", tag = "admin", operation_id = "settings_get",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -")),
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue")),
     responses((status = 200, description = "The settings in force and what the queue set", body = SettingsAnswer),
         (status = "4XX", description = "Refused", body = ErrorBody),
         (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
@@ -61,7 +61,7 @@ pub async fn get<S: Store>(
 
 /// `GET /v1/pqueues/{queue}/settings`: as [`get`], for a priority queue.
 #[utoipa::path(get, path = "/v1/pqueues/{queue}/settings", tag = "admin", operation_id = "pq_settings_get",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -")),
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue")),
     responses((status = 200, description = "The settings in force and what the queue set", body = SettingsAnswer),
         (status = "4XX", description = "Refused", body = ErrorBody),
         (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
@@ -92,7 +92,7 @@ async fn get_of<S: Store>(
 /// 200 as [`get`]; 400 `invalid_settings` (nothing changed) for an unknown
 /// key or a value out of range.
 #[utoipa::path(put, path = "/v1/queues/{queue}/settings", tag = "admin", operation_id = "settings_put",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -")),
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue")),
     request_body(content = Stored, description = "Settings to change; null returns one to the default; keys not named are kept"),
     responses((status = 200, description = "The settings now in force", body = SettingsAnswer),
         (status = 400, description = "invalid_settings (an unknown key or a value out of range) or bad_json; nothing changed", body = ErrorBody),
@@ -108,7 +108,7 @@ pub async fn put<S: Store>(
 
 /// `PUT /v1/pqueues/{queue}/settings`: as [`put`], for a priority queue.
 #[utoipa::path(put, path = "/v1/pqueues/{queue}/settings", tag = "admin", operation_id = "pq_settings_put",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -")),
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue")),
     request_body(content = Stored, description = "Settings to change; null returns one to the default; keys not named are kept"),
     responses((status = 200, description = "The settings now in force", body = SettingsAnswer),
         (status = 400, description = "invalid_settings (an unknown key or a value out of range) or bad_json; nothing changed", body = ErrorBody),
