@@ -14,6 +14,7 @@ use utoipa::Modify;
 use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 
+use super::AppState;
 use super::admin::{DeleteAnswer, LeaseInfo, LeaseList, PurgeAnswer, QueueList};
 use super::error::{ErrorBody, ErrorDetail};
 use super::items::{AckBatchAnswer, AckResult, PoppedItem, PushAnswer, QueueStats, RedriveAnswer};
@@ -21,7 +22,6 @@ use super::leases::{ExtendAnswer, NackAnswer, NackOutcome};
 use super::push::{BatchItem, BatchObject};
 use super::settings::SettingsAnswer;
 use super::{admin, fifo, leases, pqueue, pqueue_leases, push, settings};
-use super::AppState;
 use crate::queue_settings::{Effective, Stored};
 use crate::store::Store;
 
@@ -133,9 +133,5 @@ pub fn spec_for(config: &crate::config::Config) -> String {
     responses((status = 200, description = "The OpenAPI 3.1 description", content_type = "application/json")))]
 pub async fn openapi_json<S: Store>(State(state): State<Arc<AppState<S>>>) -> Response {
     let spec = state.openapi.get_or_init(|| spec_for(&state.config));
-    (
-        [(header::CONTENT_TYPE, "application/json")],
-        spec.clone(),
-    )
-        .into_response()
+    ([(header::CONTENT_TYPE, "application/json")], spec.clone()).into_response()
 }
