@@ -65,7 +65,10 @@ async fn the_documented_session_prints_what_the_doc_says() {
         let stdout = String::from_utf8(output.stdout).unwrap();
         let printed: Vec<&str> = stdout.lines().collect();
         let all_match = printed.len() == expected.len()
-            && printed.iter().zip(&expected).all(|(line, want)| matches(want, line));
+            && printed
+                .iter()
+                .zip(&expected)
+                .all(|(line, want)| matches(want, line));
         assert!(
             all_match,
             "hotq {}\nprinted:\n{stdout}\ndocs/cli.md says:\n{}\nstderr: {}",

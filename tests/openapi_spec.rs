@@ -368,3 +368,41 @@ async fn the_spec_states_the_limits_of_the_code_and_the_running_configuration() 
     }
     daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docs_api_md_lists_every_route_and_its_statuses() {
+    let daemon = Daemon::start(|_| {}).await;
+    let spec: Value = http()
+        .get(format!("{}/v1/openapi.json", daemon.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut served = BTreeSet::new();
+    for (path, item) in spec["paths"].as_object().unwrap() {
+        for (method, operation) in item.as_object().unwrap() {
+            let statuses: Vec<&str> = operation["responses"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .map(String::as_str)
+                .collect();
+            served.insert(format!("{} {path} {}", method.to_uppercase(), statuses.join(" ")));
+        }
+    }
+    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/api.md"))
+        .unwrap();
+    let documented: BTreeSet<String> = doc
+        .lines()
+        .filter_map(|line| {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            let method = cells.get(1)?;
+            (["GET", "POST", "PUT", "DELETE"].contains(method))
+                .then(|| format!("{method} {} {}", cells[2].trim_matches('`'), cells[3]))
+        })
+        .collect();
+    assert_eq!(documented, served, "docs/api.md's routes table vs the served spec");
+    daemon.stop().await;
+}

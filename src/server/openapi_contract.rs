@@ -230,7 +230,8 @@ fn error(description: &str) -> Value {
 /// Every status an API call can answer besides its own successes and the
 /// ones its annotation names: bad input, a missing token, a body over the
 /// limit, the store.
-fn apply_statuses(method: &str, operation: &mut Map<String, Value>) {
+fn apply_statuses(operation: &mut Map<String, Value>) {
+    let has_body = operation.contains_key("requestBody");
     let responses = operation
         .entry("responses")
         .or_insert_with(|| json!({}))
@@ -250,7 +251,7 @@ fn apply_statuses(method: &str, operation: &mut Map<String, Value>) {
         "401",
         "unauthorized: the daemon has a token and the call did not present it",
     );
-    if method == "post" || method == "put" {
+    if has_body {
         add(
             "413",
             "body_too_large or item_too_large: the body is over the limit",
@@ -267,14 +268,14 @@ pub fn apply(spec: &mut Value, limits: &Limits) {
     let paths = spec["paths"].as_object_mut().expect("the spec has paths");
     for (path, item) in paths.iter_mut() {
         let item = item.as_object_mut().expect("a path item is an object");
-        for (method, operation) in item.iter_mut() {
+        for operation in item.values_mut() {
             let Some(operation) = operation.as_object_mut() else {
                 continue;
             };
             apply_parameters(path, operation, limits);
             apply_body(path, operation, limits);
             if path.starts_with("/v1/queues") || path.starts_with("/v1/pqueues") {
-                apply_statuses(method, operation);
+                apply_statuses(operation);
             }
         }
     }
