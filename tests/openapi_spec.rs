@@ -389,11 +389,15 @@ async fn docs_api_md_lists_every_route_and_its_statuses() {
                 .keys()
                 .map(String::as_str)
                 .collect();
-            served.insert(format!("{} {path} {}", method.to_uppercase(), statuses.join(" ")));
+            served.insert(format!(
+                "{} {path} {}",
+                method.to_uppercase(),
+                statuses.join(" ")
+            ));
         }
     }
-    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/api.md"))
-        .unwrap();
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/api.md")).unwrap();
     let documented: BTreeSet<String> = doc
         .lines()
         .filter_map(|line| {
@@ -403,6 +407,9 @@ async fn docs_api_md_lists_every_route_and_its_statuses() {
                 .then(|| format!("{method} {} {}", cells[2].trim_matches('`'), cells[3]))
         })
         .collect();
-    assert_eq!(documented, served, "docs/api.md's routes table vs the served spec");
+    assert_eq!(
+        documented, served,
+        "docs/api.md's routes table vs the served spec"
+    );
     daemon.stop().await;
 }

@@ -173,7 +173,7 @@ const DEFAULT_LEASE_CACHE_MAX: usize = 10_000;
 pub struct DefaultLeases {
     /// Queue → (default lease in ms, or `None` once forgotten; when it
     /// was read or forgotten).
-    entries: Mutex<HashMap<(QueueKind, QueueName), (Option<u64>, Instant)>>,
+    entries: Mutex<HashMap<QueueEntry, (Option<u64>, Instant)>>,
 }
 
 impl DefaultLeases {
@@ -210,7 +210,10 @@ impl DefaultLeases {
     }
 }
 
-fn entry(keys: &QueueKeys) -> (QueueKind, QueueName) {
+/// A queue of either kind: a FIFO queue and a priority queue may share a name.
+type QueueEntry = (QueueKind, QueueName);
+
+fn entry(keys: &QueueKeys) -> QueueEntry {
     (keys.kind(), keys.name().clone())
 }
 
