@@ -28,12 +28,12 @@
 //! from its start: the cost is every due entry of every queue, once per
 //! purge or delete that finds the queue's delayed count above zero.
 
-use crate::envelope::{End, decode_held, decode_item, now_ms};
+use crate::envelope::{decode_held, decode_item, now_ms};
 use crate::keys::{
     DueWhat, QueueKeys, QueueKind, QueueName, due_entry, due_range, queue_of_key, queues_root_range,
 };
 use crate::lease::Receipt;
-use crate::queue::{QueueError, read_end};
+use crate::queue::QueueError;
 use crate::store::{
     KeyValue, RangeRead, RetryPolicy, Store, StoreError, Transaction, decode_counter, decode_mark,
     key_after, transact,
@@ -403,8 +403,10 @@ pub struct QueueSummary {
     pub grouped: i64,
     /// Stored requests waiting.
     pub waiting: i64,
-    /// Age of the first item, FIFO queues only.
+    /// Age of the oldest visible item (see [`crate::oldest`]).
     pub oldest_item_age_ms: Option<u64>,
+    /// A dead-letter queue (see [`crate::dead_letters`]).
+    pub dead_letter: bool,
 }
 
 /// Up to `limit` queues of `kind` in name order, from after the queue
@@ -458,13 +460,7 @@ async fn summary<T: Transaction>(txn: &T, keys: QueueKeys) -> Result<QueueSummar
     let delayed = counter(txn.get(&keys.delayed_count(), true).await?);
     let grouped = counter(txn.get(&keys.grouped_count(), true).await?);
     let waiting = counter(txn.get(&keys.waiting(), true).await?);
-    let oldest_item_age_ms = match keys.kind() {
-        QueueKind::Fifo => read_end(txn, &keys, End::Front, 1, true)
-            .await?
-            .first()
-            .map(|item| now_ms().saturating_sub(item.enqueued_at_ms)),
-        QueueKind::Priority => None,
-    };
+    let oldest_item_age_ms = crate::oldest::oldest_item_age_ms_in(txn, &keys).await?;
     Ok(QueueSummary {
         kind: keys.kind(),
         name: keys.name().clone(),
@@ -474,6 +470,7 @@ async fn summary<T: Transaction>(txn: &T, keys: QueueKeys) -> Result<QueueSummar
         grouped,
         waiting,
         oldest_item_age_ms,
+        dead_letter: crate::dead_letters::is_dead_letter_queue_in(txn, &keys).await?,
     })
 }
 

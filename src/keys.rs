@@ -123,6 +123,37 @@ pub fn registry_entry(key: &[u8]) -> Option<(QueueKind, QueueName)> {
     Some((kind, QueueName::new(&name).ok()?))
 }
 
+fn dead_letter_roles() -> Subspace {
+    Subspace::all().subspace(&("hotq-dlq",))
+}
+
+/// The entry saying queue `origin` of `kind` names `target` as its
+/// dead-letter queue: `("hotq-dlq", target, kind, origin)`, empty value
+/// (see `crate::dead_letters`).
+pub fn dead_letter_role_key(target: &QueueName, kind: QueueKind, origin: &QueueName) -> Vec<u8> {
+    dead_letter_roles().pack(&(target.as_str(), kind.tag(), origin.as_str()))
+}
+
+/// `[begin, end)` of the entries of queues naming `target` as their
+/// dead-letter queue.
+pub fn dead_letter_roles_range(target: &QueueName) -> (Vec<u8>, Vec<u8>) {
+    dead_letter_roles().subspace(&(target.as_str(),)).range()
+}
+
+/// The origin queue a [`dead_letter_role_key`] names; `None` for a key
+/// that is not one.
+pub fn dead_letter_role_origin(key: &[u8]) -> Option<(QueueKind, QueueName)> {
+    let (_, tag, origin) = dead_letter_roles()
+        .unpack::<(String, String, String)>(key)
+        .ok()?;
+    let kind = match tag.as_str() {
+        "fifo" => QueueKind::Fifo,
+        "priority" => QueueKind::Priority,
+        _ => return None,
+    };
+    Some((kind, QueueName::new(&origin).ok()?))
+}
+
 /// The subspaces of one queue. Cheap to clone: every clone shares one
 /// packed layout (see `keys_layout.rs`).
 #[derive(Debug, Clone)]

@@ -69,6 +69,11 @@ pub(super) fn describe() {
     );
     describe_gauge!(QUEUE_DEPTH, Unit::Count, "Items in the queue (sampled).");
     describe_gauge!(
+        QUEUE_DEAD_LETTER,
+        Unit::Count,
+        "1 for a dead-letter queue (its name ends in .dead, or a queue names it as its dead_letter_queue), 0 for a live queue (sampled)."
+    );
+    describe_gauge!(
         OLDEST_ITEM_AGE,
         Unit::Seconds,
         "Age of the queue's oldest item (sampled)."

@@ -145,6 +145,17 @@ impl std::fmt::Display for InvalidSettings {
 
 impl std::error::Error for InvalidSettings {}
 
+/// `n` as a whole non-negative number: `5` or `5.0` (JSON Schema's
+/// "integer" takes both, so clients that write numbers as floats pass).
+fn whole_number(n: &serde_json::Number) -> Option<u64> {
+    n.as_u64().or_else(|| {
+        let float = n.as_f64()?;
+        // 2^64 as f64; below it every whole float converts exactly.
+        let whole = float.fract() == 0.0 && (0.0..18_446_744_073_709_551_616.0).contains(&float);
+        whole.then_some(float as u64)
+    })
+}
+
 /// Applies a change (a JSON object: each key sets its setting, `null`
 /// returns it to the default) to `stored`, checking every value; nothing
 /// is applied when anything is wrong.
@@ -160,7 +171,7 @@ pub fn apply_change(
         let number = |max: u64, min: u64| -> Result<Option<u64>, InvalidSettings> {
             match value {
                 Value::Null => Ok(None),
-                Value::Number(n) => match n.as_u64() {
+                Value::Number(n) => match whole_number(n) {
                     Some(n) if (min..=max).contains(&n) => Ok(Some(n)),
                     _ => Err(InvalidSettings(format!(
                         "{key} must be an integer from {min} to {max}, got {n}"
@@ -255,6 +266,12 @@ pub async fn update_in<T: Transaction>(
         Ok(next) => next,
         Err(invalid) => return Ok(Err(invalid)),
     };
+    crate::dead_letters::note_target_in(
+        txn,
+        keys,
+        stored.dead_letter_queue.as_deref(),
+        next.dead_letter_queue.as_deref(),
+    )?;
     if next == Stored::default() {
         txn.clear(&key)?;
     } else {

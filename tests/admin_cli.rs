@@ -1,4 +1,4 @@
-//! `hotq queues|purge|delete|leases|settings` against the real daemon.
+//! `hotq queues|purge|delete|leases|settings --json` against the real daemon.
 
 mod common;
 
@@ -8,6 +8,7 @@ use serde_json::Value;
 async fn hotq(url: &str, args: &[&str]) -> (i32, Value) {
     let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_hotq"))
         .args(args)
+        .arg("--json")
         .env("HOTQ_URL", url)
         .output()
         .await

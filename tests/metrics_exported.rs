@@ -43,6 +43,7 @@ const DEFINED: &[&str] = &[
     metrics::ITEM_WAIT,
     metrics::QUEUE_DEPTH,
     metrics::OLDEST_ITEM_AGE,
+    metrics::QUEUE_DEAD_LETTER,
     metrics::REQUESTS_EXPIRED,
     metrics::RESULTS_REAPED,
     metrics::STORE_COMMIT_LATENCY,

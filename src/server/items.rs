@@ -160,9 +160,14 @@ pub struct QueueStats {
     pub delayed: i64,
     /// Items waiting behind their message group's head (not in `depth`).
     pub grouped: i64,
-    /// Age of the first item, in ms; null when empty, and for priority queues.
+    /// How long the oldest visible item has waited, in ms; null when
+    /// there is none. For a priority queue, the oldest of the first items
+    /// of its first 256 priority levels.
     #[schema(required = true)]
     pub oldest_item_age_ms: Option<u64>,
+    /// True for a dead-letter queue: its name ends in `.dead`, or some
+    /// queue names it as its `dead_letter_queue` (redrive takes it).
+    pub dead_letter: bool,
 }
 
 /// One receipt's outcome in a batch ack.

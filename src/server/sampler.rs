@@ -25,13 +25,14 @@ use super::AppState;
 use super::fifo::queue_stats;
 use crate::keys::{QueueKeys, QueueKind, QueueName, queue_of_key, queues_root_range};
 use crate::metrics::{
-    DELAYED_ITEMS, LEASED_ITEMS, OLDEST_ITEM_AGE, OVERFLOW_QUEUE_LABEL, QUEUE_DEPTH,
-    REQUESTS_WAITING, kind_label, queue_label,
+    DELAYED_ITEMS, LEASED_ITEMS, OLDEST_ITEM_AGE, OVERFLOW_QUEUE_LABEL, QUEUE_DEAD_LETTER,
+    QUEUE_DEPTH, REQUESTS_WAITING, kind_label, queue_label,
 };
 use crate::store::{RangeRead, Store, Transaction};
 
-/// Gauges of one queue or label: depth, waiting, oldest age (s), leased, delayed.
-type Gauges = [f64; 5];
+/// Gauges of one queue or label: depth, waiting, oldest age (s), leased,
+/// delayed, and 1 for a dead-letter queue (0 for `_other`, which may mix).
+type Gauges = [f64; 6];
 
 /// Where the rotation through every queue stands.
 pub struct Rotation {
@@ -60,7 +61,7 @@ impl Default for Rotation {
         Rotation {
             kind: QueueKind::Fifo,
             cursor: None,
-            other: [[0.0; 5]; 2],
+            other: [[0.0; 6]; 2],
             other_seen: [false; 2],
             other_published: [false; 2],
         }
@@ -151,6 +152,11 @@ async fn read_gauges<S: Store>(
         number("oldest_item_age_ms") / 1_000.0,
         number("leased"),
         number("delayed"),
+        if stats["dead_letter"] == true {
+            1.0
+        } else {
+            0.0
+        },
     ])
 }
 
@@ -161,9 +167,14 @@ fn add(sum: &mut Gauges, gauges: &Gauges) {
     sum[2] = sum[2].max(gauges[2]);
     sum[3] += gauges[3];
     sum[4] += gauges[4];
+    // `_other` may mix dead-letter and live queues: its flag stays 0.
 }
 
-fn publish(kind: QueueKind, label: &str, [depth, waiting, oldest_age_s, leased, delayed]: &Gauges) {
+fn publish(
+    kind: QueueKind,
+    label: &str,
+    [depth, waiting, oldest_age_s, leased, delayed, dead_letter]: &Gauges,
+) {
     let kind = kind_label(kind);
     let labels = [("queue", label.to_string()), ("kind", kind.to_string())];
     metrics::gauge!(QUEUE_DEPTH, &labels).set(*depth);
@@ -171,6 +182,7 @@ fn publish(kind: QueueKind, label: &str, [depth, waiting, oldest_age_s, leased, 
     metrics::gauge!(OLDEST_ITEM_AGE, &labels).set(*oldest_age_s);
     metrics::gauge!(LEASED_ITEMS, &labels).set(*leased);
     metrics::gauge!(DELAYED_ITEMS, &labels).set(*delayed);
+    metrics::gauge!(QUEUE_DEAD_LETTER, &labels).set(*dead_letter);
 }
 
 /// The rotation's next queue: one range read of limit 1 from the cursor,
@@ -211,7 +223,7 @@ async fn next_queue<S: Store>(
                         rotation.other_published[i] = true;
                     }
                 }
-                rotation.other = [[0.0; 5]; 2];
+                rotation.other = [[0.0; 6]; 2];
                 rotation.other_seen = [false; 2];
                 return None;
             }

@@ -70,7 +70,7 @@ pub async fn create_queue<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsErro
         async move { create_in(call, &txn, keys, attributes, tags).await }
     })
     .await??;
-    state.default_leases.forget(&name);
+    state.default_leases.forget(&keys);
     Ok(outcome)
 }
 
@@ -199,7 +199,8 @@ pub async fn delete_queue<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsErro
             "the queue is busy; its delete is not finished, call again".into(),
         ));
     }
-    call.state.default_leases.forget(queue.keys.name());
+    call.state.default_leases.forget(&queue.keys);
+    call.state.forget_queue(crate::keys::QueueKind::Fifo, queue.keys.name());
     Ok(json!({}))
 }
 
@@ -289,7 +290,7 @@ pub async fn set_queue_attributes<S: Store>(call: &Call<'_, S>) -> Result<Value,
         Ok(change)
     })
     .await?;
-    call.state.default_leases.forget(queue.keys.name());
+    call.state.default_leases.forget(&queue.keys);
     Ok(json!({}))
 }
 
