@@ -194,6 +194,13 @@ async fn the_spec_lists_exactly_the_routes_and_the_error_shape_the_daemon_serves
                 }
                 if status.starts_with('4') || status.starts_with('5') {
                     let body = &answer["content"]["application/json"]["schema"];
+                    if method == "delete" && status == "503" {
+                        // queue_busy: the error, with what was dropped
+                        // so far beside it (tests/delete_races_pushes.rs).
+                        let busy = &spec["components"]["schemas"]["DeleteBusy"];
+                        assert_eq!(schema(&spec, body), busy, "{method} {path}");
+                        continue;
+                    }
                     assert_eq!(schema(&spec, body), error_body, "{method} {path} {status}");
                 }
             }
@@ -367,6 +374,10 @@ async fn the_spec_states_the_limits_of_the_code_and_the_running_configuration() 
     assert_eq!(body["maxLength"], hotq::envelope::PAYLOAD_SIZE_MAX);
     // Every status listed, no "4XX" catch-all.
     for (path, item) in spec["paths"].as_object().unwrap() {
+        if path == "/" {
+            // The SQS API's errors are Amazon's, by code (docs/sqs.md).
+            continue;
+        }
         for (method, operation) in item.as_object().unwrap() {
             let responses = operation["responses"].as_object().unwrap();
             assert!(!responses.contains_key("4XX"), "{method} {path}");

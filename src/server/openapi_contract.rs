@@ -267,6 +267,11 @@ fn apply_statuses(operation: &mut Map<String, Value>) {
 pub fn apply(spec: &mut Value, limits: &Limits) {
     let paths = spec["paths"].as_object_mut().expect("the spec has paths");
     for (path, item) in paths.iter_mut() {
+        if path == "/" {
+            // The SQS API: its contract is Amazon's (see `crate::sqs`),
+            // stated by its own annotation.
+            continue;
+        }
         let item = item.as_object_mut().expect("a path item is an object");
         for operation in item.values_mut() {
             let Some(operation) = operation.as_object_mut() else {
