@@ -391,7 +391,7 @@ async fn a_stored_result_nobody_collected_is_reaped_back_as_the_head() {
         crate::staging::fulfill::fulfill_once(&store, &keys, 16, 1 << 20, grace_ms, local)
             .await
             .unwrap();
-    assert_eq!(fulfilled.served, 1);
+    assert_eq!(fulfilled.counts.served, 1);
     assert!(visible(&store, &keys).await.is_empty(), "2 waits: 1 is out");
     // Its requester never collected it: reaped past the result's deadline,
     // which comes before the hand-off's.

@@ -12,7 +12,8 @@ use crate::metrics;
 use crate::queue::{Item, QueueError};
 use crate::staging::StagingStats;
 use crate::staging::fulfill::Fulfilled;
-use crate::staging::line::{Claims, LocalId, LocalWaiter};
+use crate::staging::fulfilled::Handover;
+use crate::staging::line::{Answered, Claims, LocalId, LocalWaiter};
 use crate::staging::pops::Pops;
 use crate::staging::requester::restore_items;
 use crate::store::Store;
@@ -29,12 +30,13 @@ impl<S: Store> Pops<S> {
         outcome: &mut Result<Fulfilled, QueueError>,
     ) {
         let stats = &self.inner.stats;
-        let (handed, emptied) = match outcome {
-            Ok(fulfilled) => (
-                std::mem::take(&mut fulfilled.handed),
-                std::mem::take(&mut fulfilled.emptied),
-            ),
-            Err(_) => (Vec::new(), Vec::new()),
+        let Handover {
+            handed,
+            emptied,
+            acked,
+        } = match outcome {
+            Ok(fulfilled) => std::mem::take(&mut fulfilled.handover),
+            Err(_) => Handover::default(),
         };
         StagingStats::add(&stats.local_hand_offs, handed.len() as u64);
         let mut served_memory = Vec::new();
@@ -49,7 +51,11 @@ impl<S: Store> Pops<S> {
                 }
             }
         }
-        unclaimed.extend(claims.settle(served_memory, &emptied));
+        unclaimed.extend(claims.settle(Answered {
+            served: served_memory,
+            emptied,
+            acked,
+        }));
         if !unclaimed.is_empty() {
             StagingStats::add(&stats.local_hand_offs_unclaimed, unclaimed.len() as u64);
             // The memory line's uncollected results, as the reaper's are

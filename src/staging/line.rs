@@ -31,6 +31,7 @@ use tokio::sync::oneshot;
 
 use crate::envelope::RequestValue;
 use crate::keys::{QueueKeys, QueueKind, QueueName};
+use crate::lease::{LeaseError, Receipt};
 use crate::queue::Item;
 
 /// Longest wait for a hand-off the fulfiller already took.
@@ -91,11 +92,30 @@ pub struct MemoryRequest {
     pub line: LineRequest,
 }
 
+/// What became of one receipt acked on a pop.
+pub type AckOutcome = Result<(), LeaseError>;
+
+/// The acks riding on one pop in line: the receipts, then, once a fulfill
+/// round's commit settled them, their outcomes in the same order. Shared
+/// by the pop and its line entry.
+#[derive(Debug, Default)]
+pub struct RidingAcks {
+    /// The receipts, in the order the pop named them.
+    pub receipts: Vec<Receipt>,
+    /// Set by the round that committed them; `None`: not acked yet.
+    pub outcomes: Option<Vec<AckOutcome>>,
+}
+
+/// [`RidingAcks`] as shared.
+pub type SharedAcks = Arc<Mutex<RidingAcks>>;
+
 /// One entry of a memory request line.
 #[derive(Debug)]
 struct Entry {
     request: LineRequest,
     slot: Slot,
+    /// Acks riding on the pop, if any.
+    acks: Option<SharedAcks>,
     /// Offered to a fulfillment transaction whose outcome is not settled:
     /// the entry stays until [`LocalWaiters::settle_memory`], so a pop
     /// never leaves while an item may be taken for it.
@@ -193,23 +213,43 @@ impl LocalWaiters {
         &self,
         keys: &QueueKeys,
         claimed: &[MemoryRequest],
-        served: Vec<(u64, Vec<Item>)>,
-        emptied: &[u64],
+        answered: Answered,
     ) -> Vec<Item> {
+        let Answered {
+            served,
+            emptied,
+            acked,
+        } = answered;
         let id = (keys.kind(), keys.name().clone());
         let mut unclaimed = Vec::new();
         let mut queues = self.queues.lock().expect("local waiters lock");
         let Some(queue) = queues.get_mut(&id) else {
             // Entries live until settled: a claimed one keeps its queue's.
             assert!(
-                claimed.is_empty() && served.is_empty() && emptied.is_empty(),
+                claimed.is_empty() && served.is_empty() && emptied.is_empty() && acked.is_empty(),
                 "a claimed memory request vanished before it was settled"
             );
             return unclaimed;
         };
+        // Ack outcomes first: a pop answered below reads them at once.
+        for (seq, outcomes) in acked {
+            let acks = queue
+                .line
+                .get(&seq)
+                .and_then(|entry| entry.acks.as_ref())
+                .expect("a claimed memory request with acks stays until settled");
+            let mut acks = acks.lock().expect("riding acks lock");
+            assert!(acks.outcomes.is_none(), "a pop's acks are settled once");
+            assert_eq!(
+                acks.receipts.len(),
+                outcomes.len(),
+                "one outcome per receipt"
+            );
+            acks.outcomes = Some(outcomes);
+        }
         let answered = served
             .into_iter()
-            .chain(emptied.iter().map(|seq| (*seq, Vec::new())));
+            .chain(emptied.into_iter().map(|seq| (seq, Vec::new())));
         for (seq, items) in answered {
             let entry = queue
                 .line
@@ -280,6 +320,18 @@ impl LocalWaiters {
     }
 }
 
+/// What a committed round answers its claimed memory requests, by their
+/// place in the line.
+#[derive(Debug, Default)]
+pub struct Answered {
+    /// Served, with their items (durable now).
+    pub served: Vec<(u64, Vec<Item>)>,
+    /// Pops that must not wait, found nothing for: answered with none.
+    pub emptied: Vec<u64>,
+    /// Acks settled in the commit: their outcomes, in order.
+    pub acked: Vec<(u64, Vec<AckOutcome>)>,
+}
+
 /// Memory requests claimed for one fulfillment transaction (see
 /// [`LocalWaiters::claim`]).
 pub struct Claims {
@@ -295,11 +347,30 @@ impl Claims {
         &self.requests
     }
 
+    /// The acks riding on these claims not settled yet, by place in the
+    /// line, in line order.
+    pub fn acks(&self) -> Vec<(u64, Vec<Receipt>)> {
+        let queues = self.waiters.queues.lock().expect("local waiters lock");
+        let Some(queue) = queues.get(&(self.keys.kind(), self.keys.name().clone())) else {
+            return Vec::new();
+        };
+        let mut acks = Vec::new();
+        for request in &self.requests {
+            let riding = queue.line.get(&request.seq).and_then(|e| e.acks.as_ref());
+            let Some(riding) = riding else { continue };
+            let riding = riding.lock().expect("riding acks lock");
+            if riding.outcomes.is_none() && !riding.receipts.is_empty() {
+                acks.push((request.seq, riding.receipts.clone()));
+            }
+        }
+        acks
+    }
+
     /// [`LocalWaiters::settle_memory`] for these claims.
-    pub fn settle(mut self, served: Vec<(u64, Vec<Item>)>, emptied: &[u64]) -> Vec<Item> {
+    pub fn settle(mut self, answered: Answered) -> Vec<Item> {
         self.settled = true;
         self.waiters
-            .settle_memory(&self.keys, &self.requests, served, emptied)
+            .settle_memory(&self.keys, &self.requests, answered)
     }
 }
 
@@ -309,9 +380,9 @@ impl Drop for Claims {
             // Nothing was handed over: no item left the store for them
             // that anyone here knows of (the transaction's outcome is lost
             // with the task, as a crash's would be).
-            let unclaimed = self
-                .waiters
-                .settle_memory(&self.keys, &self.requests, Vec::new(), &[]);
+            let unclaimed =
+                self.waiters
+                    .settle_memory(&self.keys, &self.requests, Answered::default());
             debug_assert!(unclaimed.is_empty());
         }
     }
@@ -363,9 +434,10 @@ impl LocalWaiter {
         }
     }
 
-    /// Joins the queue's memory request line with `request`. Once only:
+    /// Joins the queue's memory request line with `request`, with `acks`
+    /// riding on it (settled by the round that commits them). Once only:
     /// a pop waits in one place.
-    pub fn enqueue(&mut self, request: LineRequest) {
+    pub fn enqueue(&mut self, request: LineRequest, acks: Option<SharedAcks>) {
         assert!(
             self.seq.is_none() && self.ids.is_empty(),
             "a pop waits in one line"
@@ -378,6 +450,7 @@ impl LocalWaiter {
         let entry = Entry {
             request,
             slot: self.slot.clone(),
+            acks,
             claimed: false,
             leaving: false,
         };

@@ -155,6 +155,8 @@ pub struct StagingStats {
     pub line_results_written: AtomicU64,
     /// Results of this process's counted requests collected.
     pub line_results_collected: AtomicU64,
+    /// Receipts acked by the fulfill round of the pop they rode on.
+    pub acks_on_pops: AtomicU64,
 }
 
 impl StagingStats {

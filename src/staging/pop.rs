@@ -291,15 +291,18 @@ impl<S: Store> Pops<S> {
             pop.wait
         };
         let (deadline, deadline_ms) = deadline_after(wait);
-        local.enqueue(LineRequest {
-            request: RequestValue {
-                deadline_ms,
-                end: pop.end,
-                lease_ms: pop.lease_ms,
+        local.enqueue(
+            LineRequest {
+                request: RequestValue {
+                    deadline_ms,
+                    end: pop.end,
+                    lease_ms: pop.lease_ms,
+                },
+                max: pop.max,
+                answers_empty,
             },
-            max: pop.max,
-            answers_empty,
-        });
+            None,
+        );
         StagingStats::add(&stats.memory_requests, 1);
         self.start_or_wake_fulfiller(keys, true);
         let mut shutdown = self.inner.shutdown.clone();
