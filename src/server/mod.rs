@@ -25,6 +25,7 @@ pub mod hangup;
 pub mod items;
 pub mod leases;
 pub mod openapi;
+pub mod pop_acks;
 pub mod pqueue;
 pub mod pqueue_leases;
 pub mod push;

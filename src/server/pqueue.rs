@@ -17,10 +17,12 @@ use super::fifo::{
     pop_limits, pop_outcome, queue_name, queue_stats,
 };
 use super::items::{PoppedItem, PushAnswer, QueueStats};
+use super::pop_acks::{Riding, pop_with_acks, with_acked};
 use crate::envelope::End;
 use crate::keys::{QueueKeys, QueueKind};
 use crate::metrics::operation;
 use crate::priority::PriorityQueue;
+use crate::staging::pop::PopAsk;
 use crate::store::Store;
 
 /// Query of a push: the priority, a signed 64-bit integer.
@@ -50,6 +52,9 @@ pub struct EndParams {
     /// Lease each item for this long instead of deleting it, in ms (pop
     /// only); settled through `/v1/pqueues/{queue}/ack|nack|extend/{receipt}`.
     pub lease_ms: Option<u64>,
+    /// Receipts to ack before popping, comma-separated (pop only, at most
+    /// 1,000); their outcomes come back in `hotq-acked`, in order.
+    pub ack: Option<String>,
 }
 
 fn parse_end(end: Option<&str>) -> Result<End, ApiError> {
@@ -163,23 +168,29 @@ pub async fn pop<S: Store>(
             wait_ms: params.wait_ms,
             max: params.max,
             path: None,
+            ack: None,
         }));
         let (wait, max) = pop_limits(&state, limits)?;
         let lease_ms = params
             .lease_ms
             .map(|lease_ms| check_lease_ms(&state, lease_ms))
             .transpose()?;
+        let riding = params.ack.as_deref().map(Riding::parse).transpose()?;
         state.note_queue(QueueKind::Priority, &name);
         let keys = QueueKeys::of_kind(QueueKind::Priority, &name);
-        let items = state
-            .coordinator
-            .pop_leased(&keys, end, max, wait, lease_ms.unwrap_or(0))
-            .await?;
-        Ok((items, max))
+        let pop = PopAsk {
+            end,
+            max,
+            wait,
+            lease_ms: lease_ms.unwrap_or(0),
+        };
+        Ok((pop_with_acks(&state, &keys, pop, riding).await?, max))
     }
     .await;
     operation(&queue, "pq_pop", pop_outcome(&result));
-    result.map(|(items, max)| items_response(items, answers_json(&headers, max)))
+    result.map(|((items, acked), max)| {
+        with_acked(items_response(items, answers_json(&headers, max)), acked)
+    })
 }
 
 /// `GET /v1/pqueues/{queue}/peek?end=min|max`.

@@ -6,14 +6,14 @@ use std::collections::VecDeque;
 
 use crate::envelope::RequestValue;
 use crate::keys::QueueKeys;
-use crate::lease::settle::ack_in;
-use crate::lease::{LeaseError, Receipt};
+use crate::lease::Receipt;
 use crate::queue::{Item, QueueError};
 use crate::staging::counted::LineLevel;
 use crate::staging::fulfilled::{Handover, LocalHandoff, RoundCounts};
 use crate::staging::line::{LocalId, MemoryRequest};
 use crate::staging::line_results::{Collected, collect_in};
 use crate::staging::pool::Round;
+use crate::staging::riding::ack_all_in;
 use crate::staging::round_requests::{Requests, Source, assign_own, sort_requests};
 use crate::store::{StoreError, Transaction};
 
@@ -159,9 +159,13 @@ impl<'a, 'm, T: Transaction> RoundState<'a, 'm, T> {
         if acks.is_empty() {
             return Ok(());
         }
+        let by_seq: std::collections::HashMap<u64, &Vec<Receipt>> = acks
+            .iter()
+            .map(|(seq, receipts)| (*seq, receipts))
+            .collect();
         let mut acked = 0usize;
         for (index, m) in self.memory.iter().enumerate() {
-            let Some((_, receipts)) = acks.iter().find(|(seq, _)| *seq == m.seq) else {
+            let Some(receipts) = by_seq.get(&m.seq) else {
                 continue;
             };
             if acked > 0 && acked + receipts.len() > ROUND_ACKS_MAX {
@@ -169,21 +173,9 @@ impl<'a, 'm, T: Transaction> RoundState<'a, 'm, T> {
                 continue;
             }
             acked += receipts.len();
-            let mut outcomes = Vec::with_capacity(receipts.len());
-            for receipt in receipts {
-                let outcome = match ack_in(self.take.txn, self.take.keys, receipt, self.take.now)
-                    .await?
-                {
-                    Ok(()) => Ok(()),
-                    Err(LeaseError::Queue(error)) => {
-                        tracing::warn!(queue = %self.take.keys.name(), %error, "a receipt riding on a pop names a lease hotq cannot read");
-                        Err(LeaseError::UnknownReceipt)
-                    }
-                    Err(other) => Err(other),
-                };
-                self.counts.acked += usize::from(outcome.is_ok());
-                outcomes.push(outcome);
-            }
+            let (txn, keys) = (self.take.txn, self.take.keys);
+            let outcomes = ack_all_in(txn, keys, receipts, self.take.now).await?;
+            self.counts.acked += outcomes.iter().filter(|o| o.is_ok()).count();
             self.handover.acked.push((m.seq, outcomes));
         }
         Ok(())
