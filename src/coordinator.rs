@@ -407,6 +407,7 @@ impl<S: Store> Coordinator<S> {
             ("line_pops_asked", &s.line_pops_asked),
             ("line_results_written", &s.line_results_written),
             ("line_results_collected", &s.line_results_collected),
+            ("acks_on_pops", &s.acks_on_pops),
         ]
         .into_iter()
         .map(|(name, counter)| (name, counter.load(Ordering::Relaxed)))

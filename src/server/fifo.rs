@@ -129,6 +129,7 @@ pub fn pop_limits<S: Store>(
                 ("hotq-lease-expires-at-ms" = u64, description = "Raw answer, leased: the lease's expiry"),
                 ("hotq-dead-letter-from" = String, description = "Raw answer, dead letter: the queue it came from"),
                 ("hotq-dead-letter-deliveries" = u32, description = "Raw answer, dead letter: deliveries it had"),
+                ("hotq-acked" = String, description = "With ack: each receipt's outcome in order (acked, unknown_receipt, lease_expired, receipt_queue_mismatch, invalid), comma-separated; also on 204"),
                 ("hotq-group" = String, description = "Raw answer: the item's message group, when it has one"),
             )),
         (status = 204, description = "Nothing came within wait_ms"),
