@@ -8,14 +8,14 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::envelope::{End, RequestValue, now_ms};
+use crate::envelope::{End, RequestValue};
 use crate::keys::QueueKeys;
 use crate::lease::Receipt;
 use crate::metrics;
 use crate::queue::{DirectPop, Item, QueueError};
 use crate::staging::StagingStats;
 use crate::staging::direct::{Attempt, try_pop};
-use crate::staging::handoff::{Finishing, InLine};
+use crate::staging::handoff::{Finishing, InLine, record_delivery};
 use crate::staging::line::{AckOutcome, LineRequest, LocalWaiter, SharedAcks};
 use crate::staging::pops::Pops;
 use crate::staging::requester::{WithdrawOnDrop, await_result, deadline_after, register_with};
@@ -465,41 +465,4 @@ enum DirectOutcome {
     Done(Vec<Item>, Vec<AckOutcome>),
     /// The pop waits in line; the acks' outcomes if they committed.
     Wait(Option<Vec<AckOutcome>>),
-}
-
-/// Records delivered items: count by path, pop service time and the time
-/// it waited with its queue empty, enqueue-to-delivery wait. An empty
-/// answer records nothing: it is no delivery.
-fn record_delivery(
-    keys: &QueueKeys,
-    path: &'static str,
-    started: std::time::Instant,
-    items: &[Item],
-) {
-    if items.is_empty() {
-        return;
-    }
-    metrics::pops(keys.kind(), keys.name(), path, items.len() as u64);
-    let now = now_ms();
-    // A long poll on an empty queue waits for a push: that idling is the
-    // client's choice, not the daemon's work. Until its first item was
-    // enqueued the queue had nothing for it; clocks of other processes
-    // may disagree, so the split is clamped to the pop's own span.
-    let elapsed_ms = started.elapsed().as_secs_f64() * 1_000.0;
-    let started_ms = now as f64 - elapsed_ms;
-    let first_enqueued_ms = items
-        .iter()
-        .map(|item| item.enqueued_at_ms)
-        .min()
-        .unwrap_or(0);
-    let empty_ms = (first_enqueued_ms as f64 - started_ms).clamp(0.0, elapsed_ms);
-    let item_waits_s = items
-        .iter()
-        .map(|item| now.saturating_sub(item.enqueued_at_ms) as f64 / 1_000.0);
-    metrics::delivery(
-        path,
-        (elapsed_ms - empty_ms) / 1_000.0,
-        empty_ms / 1_000.0,
-        item_waits_s,
-    );
 }

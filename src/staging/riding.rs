@@ -9,11 +9,29 @@
 //! transaction of their own. Every ack reads its lease without snapshot,
 //! so an ack racing the lease's expiry has exactly one winner.
 
+use std::sync::{Arc, Mutex};
+
 use crate::keys::QueueKeys;
 use crate::lease::settle::ack_in;
 use crate::lease::{LeaseError, Receipt};
-use crate::staging::line::{AckOutcome, RidingAcks, SharedAcks};
 use crate::store::{RetryPolicy, Store, StoreError, Transaction, transact};
+
+/// What became of one receipt acked on a pop.
+pub type AckOutcome = Result<(), LeaseError>;
+
+/// The acks riding on one pop in line: the receipts, then, once a fulfill
+/// round's commit settled them, their outcomes in the same order. Shared
+/// by the pop and its line entry.
+#[derive(Debug, Default)]
+pub struct RidingAcks {
+    /// The receipts, in the order the pop named them.
+    pub receipts: Vec<Receipt>,
+    /// Set by the round that committed them; `None`: not acked yet.
+    pub outcomes: Option<Vec<AckOutcome>>,
+}
+
+/// [`RidingAcks`] as shared.
+pub type SharedAcks = Arc<Mutex<RidingAcks>>;
 
 /// Most receipts one pop carries.
 pub const POP_ACKS_MAX: usize = 1_000;
@@ -68,7 +86,7 @@ pub async fn ack_alone<S: Store>(
 /// The acks `receipts` as they ride in line (none: no acks).
 pub fn riding(receipts: Vec<Receipt>) -> Option<SharedAcks> {
     (!receipts.is_empty()).then(|| {
-        std::sync::Arc::new(std::sync::Mutex::new(RidingAcks {
+        Arc::new(Mutex::new(RidingAcks {
             receipts,
             outcomes: None,
         }))
