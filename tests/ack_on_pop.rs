@@ -68,14 +68,22 @@ async fn holdings(store: &EmbeddedStore, keys: &QueueKeys) -> (i64, i64) {
     (depth, leased)
 }
 
-/// Each round leases an item, then races a pop carrying its receipt
+/// Each round leases an item, then races a pop carrying its receipt (on
+/// the direct path, or in the line with a fulfiller running)
 /// (`lease_ms` 0: what it pops is deleted) against the timer's sweep
 /// with a clock past the expiry. Exactly one wins: acked and never
 /// redelivered, or refused and redelivered (the pop may then take the
 /// returned item itself, with its delivery counted).
 async fn ack_on_pop_races_expiry(staged: bool) {
     let (store, _dir) = common::embedded_store(Durability::Buffered);
-    let coordinator = Coordinator::new(store.clone(), StagingConfig::default());
+    // Without memory requests every pop tries the direct path first (a
+    // conflicting one acks alone, then waits as a stored request, briefly).
+    let config = StagingConfig {
+        requests_in_memory: staged,
+        lost_race_wait_ms: 100,
+        ..StagingConfig::default()
+    };
+    let coordinator = Coordinator::new(store.clone(), config);
     let name = QueueName::new(if staged { "race-staged" } else { "race-direct" }).unwrap();
     let keys = QueueKeys::new(&name);
     let queue = Queue::new(store.clone(), name);
@@ -139,6 +147,11 @@ async fn ack_on_pop_races_expiry(staged: bool) {
     );
     if staged {
         assert!(in_rounds > 0, "acks rode into fulfill rounds");
+    } else {
+        assert_eq!(
+            in_rounds, 0,
+            "every ack took the direct path or its own commit"
+        );
     }
     assert!(acked > 0 && expired > 0, "both outcomes were exercised");
 }
