@@ -376,3 +376,50 @@ async fn sixty_four_workers_with_acks_on_their_pops_lose_and_duplicate_nothing()
     assert!(staged > 0.0, "some pops were served in line");
     daemon.stop().await;
 }
+
+/// A leased pop of `max=5` carrying the previous five receipts: each
+/// answer holds the next five items (JSON) and five `acked`, until the
+/// queue is empty and the last five ride on a 204.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pop_of_many_carries_the_receipts_of_the_previous_batch() {
+    let daemon = Daemon::start(|_| {}).await;
+    let (client, url) = (http(), daemon.url.clone());
+    for n in 0..15 {
+        push(&client, &url, "batches", &format!("item-{n}")).await;
+    }
+    let mut carried: Vec<String> = Vec::new();
+    let mut delivered = 0;
+    loop {
+        let ack = carried.join(",");
+        let response = client
+            .post(format!(
+                "{url}/v1/queues/batches/pop?lease_ms=60000&max=5&ack={ack}"
+            ))
+            .send()
+            .await
+            .unwrap();
+        let words = response.headers()["hotq-acked"]
+            .to_str()
+            .unwrap()
+            .to_string();
+        let expected = vec!["acked"; carried.len()].join(",");
+        assert_eq!(words, expected, "every receipt of the previous batch acked");
+        if response.status() == StatusCode::NO_CONTENT {
+            break;
+        }
+        let items: Vec<serde_json::Value> = response.json().await.unwrap();
+        assert_eq!(items.len(), 5);
+        delivered += items.len();
+        carried = items
+            .iter()
+            .map(|item| item["receipt"].as_str().unwrap().to_string())
+            .collect();
+    }
+    assert_eq!(delivered, 15);
+    let stats = queue_stats(&url, "batches").await;
+    assert_eq!(
+        (stats["depth"].as_i64(), stats["leased"].as_i64()),
+        (Some(0), Some(0))
+    );
+    daemon.stop().await;
+}
