@@ -130,6 +130,16 @@ impl<S: Store> Coordinator<S> {
             .await
     }
 
+    /// [`Pops::pop_acking`].
+    pub async fn pop_acking(
+        &self,
+        keys: &QueueKeys,
+        pop: crate::staging::pop::PopAsk,
+        acks: Vec<Receipt>,
+    ) -> Result<crate::staging::pop::Popped, QueueError> {
+        self.inner.pops.pop_acking(keys, pop, acks).await
+    }
+
     /// [`Pops::pop_recipe`].
     pub async fn pop_recipe(&self, keys: &QueueKeys) -> Result<Vec<Item>, QueueError> {
         self.inner.pops.pop_recipe(keys).await
@@ -397,6 +407,7 @@ impl<S: Store> Coordinator<S> {
             ("line_pops_asked", &s.line_pops_asked),
             ("line_results_written", &s.line_results_written),
             ("line_results_collected", &s.line_results_collected),
+            ("acks_on_pops", &s.acks_on_pops),
         ]
         .into_iter()
         .map(|(name, counter)| (name, counter.load(Ordering::Relaxed)))

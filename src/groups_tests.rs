@@ -310,9 +310,10 @@ async fn the_timer_releases_a_group_whose_plain_pop_never_reported() {
     push(&store, &keys, &[(Some("g"), "1"), (Some("g"), "2")]).await;
     // A direct plain pop whose daemon dies before the pop reaches its
     // caller: nobody calls `delivered`.
-    let (_, items) = crate::staging::direct::try_pop(&store, &keys, End::Front, 1, 0)
+    let items = crate::staging::direct::try_pop(&store, &keys, (End::Front, 1, 0), &[])
         .await
-        .unwrap();
+        .unwrap()
+        .items;
     assert_eq!(items.len(), 1);
     assert!(visible(&store, &keys).await.is_empty());
     let policy = crate::lease::DeliveryPolicy::default();
@@ -348,9 +349,10 @@ async fn a_plain_pop_put_back_by_the_line_is_the_head_again() {
     let (store, _dir) = store();
     let keys = qkeys();
     push(&store, &keys, &[(Some("g"), "1"), (Some("g"), "2")]).await;
-    let (_, items) = crate::staging::direct::try_pop(&store, &keys, End::Front, 1, 0)
+    let items = crate::staging::direct::try_pop(&store, &keys, (End::Front, 1, 0), &[])
         .await
-        .unwrap();
+        .unwrap()
+        .items;
     // The pop's caller left: the line's put-back, as the daemon runs it.
     crate::staging::requester::restore_items(&store, &keys, items.clone())
         .await
@@ -391,7 +393,7 @@ async fn a_stored_result_nobody_collected_is_reaped_back_as_the_head() {
         crate::staging::fulfill::fulfill_once(&store, &keys, 16, 1 << 20, grace_ms, local)
             .await
             .unwrap();
-    assert_eq!(fulfilled.served, 1);
+    assert_eq!(fulfilled.counts.served, 1);
     assert!(visible(&store, &keys).await.is_empty(), "2 waits: 1 is out");
     // Its requester never collected it: reaped past the result's deadline,
     // which comes before the hand-off's.

@@ -193,7 +193,9 @@ impl<S: Store> PriorityQueue<S> {
                 let delay_ms = delay_ms.unwrap_or(settings.delivery_delay_ms);
                 if delay_ms == 0 {
                     self.write_items(&txn, values).await?;
-                    return Ok(Deduplicated::Pushed { visible_at_ms: None });
+                    return Ok(Deduplicated::Pushed {
+                        visible_at_ms: None,
+                    });
                 }
                 let visible_at_ms = enqueued_at_ms.saturating_add(delay_ms);
                 self.hold_items(&txn, values, visible_at_ms).await?;

@@ -46,6 +46,7 @@ async fn every_pop_mode_drains_exactly_n_distinct_items() {
         Mode::Longpoll,
         Mode::Leased,
         Mode::LeasedLongpoll,
+        Mode::LeasedNext,
         Mode::Naive,
         Mode::Staged,
     ];

@@ -139,6 +139,7 @@ async fn scenario(applies: bool) {
         LocalHandoff {
             is_local: &is_local,
             memory: &memory,
+            acks: &[],
             marker_key: &marker,
             attempt: 3,
         },
@@ -154,6 +155,7 @@ async fn scenario(applies: bool) {
     if applies {
         let fulfilled = outcome.expect("an applied commit is reported as done");
         let handed: Vec<(bool, &[u8])> = fulfilled
+            .handover
             .handed
             .iter()
             .flat_map(|(id, items)| {

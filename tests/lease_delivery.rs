@@ -314,9 +314,10 @@ async fn receipts_that_cannot_be_acted_on_get_clear_errors() {
     let url = &daemon.url;
     let keys = QueueKeys::new(&QueueName::new("errs").unwrap());
     push(url, "errs", "x").await;
-    let (_, items) = try_pop(&daemon.store, &keys, End::Front, 1, 1)
+    let items = try_pop(&daemon.store, &keys, (End::Front, 1, 1), &[])
         .await
-        .unwrap();
+        .unwrap()
+        .items;
     let receipt = items[0].lease.unwrap().receipt.to_string();
     common::wait_until("the 1 ms lease to expire", Duration::from_secs(10), || {
         now_ms() > items[0].lease.unwrap().expires_at_ms

@@ -38,7 +38,7 @@ async fn served_leased_request(
     let fulfilled = fulfill_once(store, keys, 16, 1 << 20, 0, LocalHandoff::NONE)
         .await
         .unwrap();
-    assert_eq!(fulfilled.served, 1);
+    assert_eq!(fulfilled.counts.served, 1);
     assert_eq!(common::scan(store, keys.results_range()).await.len(), 1);
     assert_eq!(
         common::due_of(store, keys, hotq::keys::DueWhat::Lease)

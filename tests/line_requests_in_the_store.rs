@@ -131,6 +131,7 @@ async fn round_of(
         LocalHandoff {
             is_local: &|_| false,
             memory,
+            acks: &[],
             marker_key: &marker,
             attempt: 1,
         },
@@ -176,9 +177,12 @@ async fn b_collects(
     let collect = [requester.to_vec()];
     let only = TakeOver::Only(&[]);
     let fulfilled = line_round(store, keys, &LINE_B, (pops, lease_ms), &collect, only).await;
-    assert_eq!(fulfilled.collected, 3, "every result collected");
-    assert!(fulfilled.collect.is_empty(), "nothing left to collect");
-    fulfilled.handed
+    assert_eq!(fulfilled.counts.collected, 3, "every result collected");
+    assert!(
+        fulfilled.carry.collect.is_empty(),
+        "nothing left to collect"
+    );
+    fulfilled.handover.handed
 }
 
 fn payloads(items: &[Item]) -> Vec<&str> {
@@ -249,6 +253,7 @@ async fn a_counted_request_of_a_live_line_is_left_to_its_own_round() {
     let only = TakeOver::Only(&[]);
     let handed = |fulfilled: &Fulfilled| -> Vec<(LocalId, Vec<String>)> {
         fulfilled
+            .handover
             .handed
             .iter()
             .map(|(id, items)| {
@@ -260,11 +265,11 @@ async fn a_counted_request_of_a_live_line_is_left_to_its_own_round() {
 
     let a = line_round(&store, &keys, &LINE_A, (1, 0), &[], only).await;
     assert!(handed(&a).is_empty(), "A's pop joins the store behind B's");
-    assert_eq!(a.pops_asked, 1);
-    assert_eq!(a.left_items, 3, "B's three items left in the queue");
-    let left: Vec<u32> = a.left_for.iter().map(|(_, count)| *count).collect();
+    assert_eq!(a.counts.pops_asked, 1);
+    assert_eq!(a.counts.left_items, 3, "B's three items left in the queue");
+    let left: Vec<u32> = a.carry.left_for.iter().map(|(_, count)| *count).collect();
     assert_eq!(left, [3]);
-    assert_eq!(a.results_written, 0);
+    assert_eq!(a.counts.results_written, 0);
     assert_eq!(waiting(&store, &keys).await, 4, "B's 3 pops and A's 1");
     assert_eq!(queue.len().await.unwrap(), 4);
 
@@ -279,13 +284,16 @@ async fn a_counted_request_of_a_live_line_is_left_to_its_own_round() {
         ],
         "B's pops get B's items in line order"
     );
-    assert_eq!((b.collected, b.results_written), (0, 0));
-    assert_eq!(b.left_items, 1, "the fourth item left to A's request");
+    assert_eq!((b.counts.collected, b.counts.results_written), (0, 0));
+    assert_eq!(
+        b.counts.left_items, 1,
+        "the fourth item left to A's request"
+    );
     assert_eq!(waiting(&store, &keys).await, 1);
 
     let a = line_round(&store, &keys, &LINE_A, (1, 0), &[], only).await;
     assert_eq!(handed(&a), [(LocalId::Memory(1), one("3"))]);
-    assert_eq!((a.left_items, a.results_written), (0, 0));
+    assert_eq!((a.counts.left_items, a.counts.results_written), (0, 0));
     assert!(common::scan(&store, keys.requests_range()).await.is_empty());
     assert!(common::scan(&store, keys.results_range()).await.is_empty());
     assert_eq!(waiting(&store, &keys).await, 0);
@@ -397,9 +405,14 @@ async fn a_pop_of_several_items_takes_them_behind_another_lines_request() {
         line: request,
     }];
     let a = round_of(&store, &keys, &LINE_A, &memory, &[], TakeOver::Only(&[])).await;
-    assert_eq!(a.pops_asked, 0, "it does not join the store");
-    assert_eq!(a.left_items, 3, "B's three items left in the queue");
-    let items: Vec<&Item> = a.handed.iter().flat_map(|(_, items)| items).collect();
+    assert_eq!(a.counts.pops_asked, 0, "it does not join the store");
+    assert_eq!(a.counts.left_items, 3, "B's three items left in the queue");
+    let items: Vec<&Item> = a
+        .handover
+        .handed
+        .iter()
+        .flat_map(|(_, items)| items)
+        .collect();
     let payloads: Vec<&str> = items
         .iter()
         .map(|item| std::str::from_utf8(&item.payload).unwrap())

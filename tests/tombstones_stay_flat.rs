@@ -101,9 +101,10 @@ impl Driver {
             for _ in 0..cycles.div_ceil(PUSH_BATCH) {
                 driver.fifo.push_batch(&batch).await.unwrap();
                 let keys = driver.fifo.keys().clone();
-                let (_, items) = try_pop(store, &keys, End::Front, PUSH_BATCH, 0)
+                let items = try_pop(store, &keys, (End::Front, PUSH_BATCH, 0), &[])
                     .await
-                    .unwrap();
+                    .unwrap()
+                    .items;
                 assert_eq!(
                     items.len(),
                     PUSH_BATCH,

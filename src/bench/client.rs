@@ -51,6 +51,8 @@ pub struct Response {
     pub status: u16,
     /// The `hotq-receipt` header of a leased pop, if any.
     pub receipt: Option<String>,
+    /// The `hotq-acked` header of a pop that carried acks, if any.
+    pub acked: Option<String>,
     /// The whole body.
     pub body: Bytes,
 }
@@ -327,11 +329,14 @@ impl Connection {
             return Err(ClientError::BodyTooLarge { body_bytes_max });
         }
         let status = response.status().as_u16();
-        let receipt = response
-            .headers()
-            .get("hotq-receipt")
-            .and_then(|value| value.to_str().ok())
-            .map(str::to_owned);
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_owned)
+        };
+        let (receipt, acked) = (header("hotq-receipt"), header("hotq-acked"));
         let body = Limited::new(response.into_body(), body_bytes_max)
             .collect()
             .await
@@ -350,6 +355,7 @@ impl Connection {
         Ok(Response {
             status,
             receipt,
+            acked,
             body,
         })
     }

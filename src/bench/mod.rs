@@ -76,6 +76,9 @@ pub enum Mode {
     Leased,
     /// Over HTTP: a leased pop with `wait_ms`, then its ack.
     LeasedLongpoll,
+    /// Over HTTP: `POST …/pop?lease_ms=30000&ack=<the previous receipt>`:
+    /// the ack rides on the next pop, one request per item.
+    LeasedNext,
 }
 
 impl Mode {
@@ -88,12 +91,13 @@ impl Mode {
             Mode::Longpoll => "longpoll",
             Mode::Leased => "leased",
             Mode::LeasedLongpoll => "leased-longpoll",
+            Mode::LeasedNext => "leased-next",
         }
     }
 
     /// Whether each item is acked after its pop.
     pub fn leased(self) -> bool {
-        matches!(self, Mode::Leased | Mode::LeasedLongpoll)
+        matches!(self, Mode::Leased | Mode::LeasedLongpoll | Mode::LeasedNext)
     }
 
     /// The modes run when `--modes` is not given.
@@ -104,6 +108,7 @@ impl Mode {
                 Mode::Longpoll,
                 Mode::Leased,
                 Mode::LeasedLongpoll,
+                Mode::LeasedNext,
             ]
         } else {
             vec![Mode::Staged, Mode::Naive]
@@ -127,7 +132,7 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',', default_value = "1,8,64,256")]
     pub workers: Vec<usize>,
     /// Pop modes to run, comma-separated (default: staged,naive in
-    /// process; plain,longpoll,leased,leased-longpoll over HTTP).
+    /// process; plain,longpoll,leased,leased-longpoll,leased-next over HTTP).
     #[arg(long, alias = "mode", value_enum, value_delimiter = ',')]
     pub modes: Vec<Mode>,
     /// Coordinator counts to sweep (the `coordinators` scenario; W is

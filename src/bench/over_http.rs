@@ -29,7 +29,7 @@ pub fn pop_query(mode: Mode, wait_ms: u64) -> String {
         Mode::Plain => String::new(),
         Mode::Staged | Mode::Longpoll => format!("?wait_ms={wait_ms}"),
         Mode::Naive => "?path=direct".into(),
-        Mode::Leased => format!("?lease_ms={LEASE_MS}"),
+        Mode::Leased | Mode::LeasedNext => format!("?lease_ms={LEASE_MS}"),
         Mode::LeasedLongpoll => format!("?lease_ms={LEASE_MS}&wait_ms={wait_ms}"),
     }
 }
@@ -58,22 +58,21 @@ pub async fn drain_http(
     let preloaded = payloads(&run, args.items, args.payload_bytes);
     let stats = Stats::new(url, &run, args.token.as_deref(), timeout)?;
     stats.preload(&preloaded, args.groups).await?;
-    let pop = endpoint
-        .target(&format!(
-            "/v1/queues/{run}/pop{}",
-            pop_query(mode, args.wait_ms)
-        ))
-        .map_err(|e| e.to_string())?;
-    let pop = Arc::new(pop);
-    let ack_prefix: Arc<str> = format!("/v1/queues/{run}/ack/").into();
-
+    let worker = Arc::new(Worker {
+        endpoint: endpoint.clone(),
+        mode,
+        pop_path: format!("/v1/queues/{run}/pop{}", pop_query(mode, args.wait_ms)),
+        ack_prefix: format!("/v1/queues/{run}/ack/"),
+        timeout,
+        items: args.items,
+    });
     let mut connections = Vec::with_capacity(workers);
-    for worker in 0..workers {
+    for n in 0..workers {
         let mut connection = Connection::new(endpoint.clone());
         connection
             .connect(CONNECT_TIMEOUT)
             .await
-            .map_err(|e| format!("connecting worker {worker}: {e}"))?;
+            .map_err(|e| format!("connecting worker {n}: {e}"))?;
         connections.push(connection);
     }
     let tally = Arc::new(Tally::new(args.items));
@@ -81,62 +80,10 @@ pub async fn drain_http(
     let started = Instant::now();
     let deadline = started + Duration::from_secs(args.deadline_s);
     let mut tasks = Vec::with_capacity(workers);
-    for mut connection in connections {
-        let (tally, pop, ack_prefix, endpoint) = (
-            tally.clone(),
-            pop.clone(),
-            ack_prefix.clone(),
-            endpoint.clone(),
-        );
-        let items = args.items;
+    for connection in connections {
+        let (worker, tally) = (worker.clone(), tally.clone());
         tasks.push(tokio::spawn(async move {
-            while !tally.done(items) {
-                let call = Instant::now();
-                let bound = deadline.saturating_duration_since(call).min(timeout);
-                if bound.is_zero() {
-                    // Past the deadline: the result shows what is missing.
-                    break;
-                }
-                let response = match connection.post(&pop, bound).await {
-                    Ok(response) => response,
-                    Err(ClientError::Timeout { .. }) if Instant::now() >= deadline => break,
-                    Err(error) => return Err(format!("pop: {error}")),
-                };
-                match response.status {
-                    200 => {
-                        if mode.leased() {
-                            let receipt = response
-                                .receipt
-                                .ok_or("a leased pop answered without hotq-receipt")?;
-                            let ack = endpoint
-                                .target(&format!("{ack_prefix}{receipt}"))
-                                .map_err(|e| e.to_string())?;
-                            let acked = connection
-                                .post(&ack, timeout)
-                                .await
-                                .map_err(|e| format!("ack: {e}"))?;
-                            if acked.status != 204 {
-                                return Err(format!("ack answered {}", acked.status));
-                            }
-                        }
-                        tally.record(started, call, response.body.to_vec());
-                    }
-                    // 204: empty while other workers hold items in flight;
-                    // 503: the recipe's retries ran out (naive). Again.
-                    204 | 503 => {
-                        tally.empty_polls.fetch_add(1, Ordering::Relaxed);
-                        tokio::time::sleep(EMPTY_POLL_PAUSE).await;
-                    }
-                    status => {
-                        let shown = &response.body[..response.body.len().min(200)];
-                        return Err(format!(
-                            "pop answered {status}: {}",
-                            String::from_utf8_lossy(shown)
-                        ));
-                    }
-                }
-            }
-            Ok::<(), String>(())
+            worker.drain(connection, &tally, started, deadline).await
         }));
     }
     for task in tasks {
@@ -160,6 +107,107 @@ pub async fn drain_http(
     result.exact &= left == 0;
     result.left = Some(left);
     Ok(result)
+}
+
+/// What every worker of a drain shares.
+struct Worker {
+    endpoint: Endpoint,
+    mode: Mode,
+    /// The pop's path and query.
+    pop_path: String,
+    /// The ack's path, less the receipt.
+    ack_prefix: String,
+    /// Bound on one request.
+    timeout: Duration,
+    /// Items in the drain.
+    items: usize,
+}
+
+impl Worker {
+    /// One worker's loop: pops (acking each item after it, or with the
+    /// next pop) until every item is delivered or `deadline` passes.
+    async fn drain(
+        &self,
+        mut connection: Connection,
+        tally: &Tally,
+        started: Instant,
+        deadline: Instant,
+    ) -> Result<(), String> {
+        // The receipt riding on the next pop (`leased-next`).
+        let mut carried: Option<String> = None;
+        while !tally.done(self.items) || carried.is_some() {
+            let call = Instant::now();
+            let bound = deadline.saturating_duration_since(call).min(self.timeout);
+            if bound.is_zero() {
+                // Past the deadline: the result shows what is missing.
+                break;
+            }
+            let target = match carried.take() {
+                Some(receipt) => format!("{}&ack={receipt}", self.pop_path),
+                None => self.pop_path.clone(),
+            };
+            let rode = target.len() > self.pop_path.len();
+            let target = self.endpoint.target(&target).map_err(|e| e.to_string())?;
+            let response = match connection.post(&target, bound).await {
+                Ok(response) => response,
+                Err(ClientError::Timeout { .. }) if Instant::now() >= deadline => break,
+                Err(error) => return Err(format!("pop: {error}")),
+            };
+            if rode && response.acked.as_deref() != Some("acked") {
+                return Err(format!("a pop's ack answered {:?}", response.acked));
+            }
+            match response.status {
+                200 => {
+                    carried = self.settle(&mut connection, response.receipt).await?;
+                    tally.record(started, call, response.body.to_vec());
+                }
+                // 204: empty while other workers hold items in flight;
+                // 503: the recipe's retries ran out (naive). Again.
+                204 | 503 => {
+                    tally.empty_polls.fetch_add(1, Ordering::Relaxed);
+                    if !tally.done(self.items) {
+                        tokio::time::sleep(EMPTY_POLL_PAUSE).await;
+                    }
+                }
+                status => {
+                    let shown = &response.body[..response.body.len().min(200)];
+                    return Err(format!(
+                        "pop answered {status}: {}",
+                        String::from_utf8_lossy(shown)
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// After a leased pop: acks `receipt` now, or returns it to ride on
+    /// the next pop (`leased-next`); nothing for an unleased pop.
+    async fn settle(
+        &self,
+        connection: &mut Connection,
+        receipt: Option<String>,
+    ) -> Result<Option<String>, String> {
+        if !self.mode.leased() {
+            return Ok(None);
+        }
+        let receipt = receipt.ok_or("a leased pop answered without hotq-receipt")?;
+        if self.mode == Mode::LeasedNext {
+            return Ok(Some(receipt));
+        }
+        let ack = self
+            .endpoint
+            .target(&format!("{}{receipt}", self.ack_prefix))
+            .map_err(|e| e.to_string())?;
+        let acked = connection
+            .post(&ack, self.timeout)
+            .await
+            .map_err(|e| format!("ack: {e}"))?;
+        if acked.status != 204 {
+            return Err(format!("ack answered {}", acked.status));
+        }
+        Ok(None)
+    }
 }
 
 /// The untimed calls around a drain (preload, the stats at the end), over

@@ -129,9 +129,10 @@ async fn run_pattern(
         let batch = vec![payload.as_slice(); PUSH_BATCH_MAX];
         while held.len() < args.cycles.min(HELD_MAX) && Instant::now() < deadline {
             fifo.push_batch(&batch).await.map_err(err)?;
-            let (_, items) = try_pop(store, fifo.keys(), End::Front, PUSH_BATCH_MAX, 0)
+            let items = try_pop(store, fifo.keys(), (End::Front, PUSH_BATCH_MAX, 0), &[])
                 .await
-                .map_err(err)?;
+                .map_err(err)?
+                .items;
             held.extend(items);
         }
     }

@@ -12,10 +12,12 @@ use serde::Deserialize;
 
 use super::AppState;
 use super::error::{ApiError, ApiPath, ErrorBody};
+use super::pop_acks::{Riding, pop_with_acks, with_acked};
 use crate::envelope::{End, PAYLOAD_SIZE_MAX};
 use crate::keys::{QueueKeys, QueueKind};
 use crate::metrics::operation;
 use crate::queue::Queue;
+use crate::staging::pop::PopAsk;
 use crate::store::{Store, Transaction, decode_counter};
 
 use super::items::QueueStats;
@@ -65,6 +67,9 @@ pub struct PopParams {
     pub path: Option<String>,
     /// Lease each item for this long instead of deleting it, in ms.
     pub lease_ms: Option<u64>,
+    /// Receipts to ack before popping, comma-separated (at most 1,000);
+    /// their outcomes come back in `hotq-acked`, in order.
+    pub ack: Option<String>,
 }
 
 /// Checks a `lease_ms` (pop, extend): 1 to the configured maximum.
@@ -123,6 +128,7 @@ pub fn pop_limits<S: Store>(
                 ("hotq-lease-expires-at-ms" = u64, description = "Raw answer, leased: the lease's expiry"),
                 ("hotq-dead-letter-from" = String, description = "Raw answer, dead letter: the queue it came from"),
                 ("hotq-dead-letter-deliveries" = u32, description = "Raw answer, dead letter: deliveries it had"),
+                ("hotq-acked" = String, description = "With ack: each receipt's outcome in order (acked, unknown_receipt, lease_expired, receipt_queue_mismatch, invalid), comma-separated; also on 204"),
                 ("hotq-group" = String, description = "Raw answer: the item's message group, when it has one"),
             )),
         (status = 204, description = "Nothing came within wait_ms"),
@@ -136,33 +142,39 @@ pub async fn pop<S: Store>(
 ) -> Result<Response, ApiError> {
     let result = async {
         let name = queue_name(&queue)?;
-        let (path, lease_ms) = match &params {
-            Ok(Query(params)) => (params.path.clone(), params.lease_ms),
-            Err(_) => (None, None),
+        let (path, lease_ms, ack) = match &params {
+            Ok(Query(params)) => (params.path.clone(), params.lease_ms, params.ack.clone()),
+            Err(_) => (None, None, None),
         };
         let (wait, max) = pop_limits(&state, params)?;
         let lease_ms = lease_ms
             .map(|lease_ms| check_lease_ms(&state, lease_ms))
             .transpose()?;
+        let riding = ack.as_deref().map(Riding::parse).transpose()?;
         state.note_queue(QueueKind::Fifo, &name);
         let keys = QueueKeys::new(&name);
-        let items = match path.as_deref() {
+        let (items, acked) = match path.as_deref() {
             None | Some("staged") => {
                 let lease_ms = match lease_ms {
                     Some(lease_ms) => lease_ms,
                     None => super::settings::default_lease_ms(&state, &keys).await?,
                 };
-                state
-                    .coordinator
-                    .pop_leased(&keys, End::Front, max, wait, lease_ms)
-                    .await?
+                let pop = PopAsk {
+                    end: End::Front,
+                    max,
+                    wait,
+                    lease_ms,
+                };
+                pop_with_acks(&state, &keys, pop, riding).await?
             }
-            Some("direct") if wait.is_zero() && max == 1 && lease_ms.is_none() => {
-                state.coordinator.pop_recipe(&keys).await?
+            Some("direct")
+                if wait.is_zero() && max == 1 && lease_ms.is_none() && riding.is_none() =>
+            {
+                (state.coordinator.pop_recipe(&keys).await?, None)
             }
             Some("direct") => {
                 return Err(ApiError::bad_parameter(
-                    "path=direct takes neither wait_ms, nor max > 1, nor lease_ms",
+                    "path=direct takes neither wait_ms, nor max > 1, nor lease_ms, nor ack",
                 ));
             }
             Some(other) => {
@@ -171,17 +183,19 @@ pub async fn pop<S: Store>(
                 )));
             }
         };
-        Ok((items, max))
+        Ok(((items, acked), max))
     }
     .await;
     operation(&queue, "pop", pop_outcome(&result));
-    result.map(|(items, max)| items_response(items, answers_json(&headers, max)))
+    result.map(|((items, acked), max)| {
+        with_acked(items_response(items, answers_json(&headers, max)), acked)
+    })
 }
 
 /// The outcome label of a pop.
-pub fn pop_outcome<T>(result: &Result<(Vec<T>, usize), ApiError>) -> &'static str {
+pub fn pop_outcome<T, A>(result: &Result<((Vec<T>, A), usize), ApiError>) -> &'static str {
     match result {
-        Ok((items, _)) if items.is_empty() => "empty",
+        Ok(((items, _), _)) if items.is_empty() => "empty",
         Ok(_) => "ok",
         Err(_) => "error",
     }

@@ -27,6 +27,7 @@ pub mod items;
 pub mod leases;
 pub mod openapi;
 pub mod openapi_contract;
+pub mod pop_acks;
 pub mod pqueue;
 pub mod pqueue_leases;
 pub mod push;

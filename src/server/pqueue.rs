@@ -17,11 +17,13 @@ use super::fifo::{
     items_response, outcome, pop_limits, pop_outcome, queue_name, queue_stats,
 };
 use super::items::{PoppedItem, PushAnswer, QueueStats};
+use super::pop_acks::{Riding, pop_with_acks, with_acked};
 use super::push::{DEDUP_ID_HEADER, dedup_id};
 use crate::envelope::End;
 use crate::keys::{QueueKeys, QueueKind};
 use crate::metrics::operation;
 use crate::priority::{Deduplicated, PriorityQueue};
+use crate::staging::pop::PopAsk;
 use crate::store::Store;
 
 /// Query of a push: the priority, a signed 64-bit integer.
@@ -54,6 +56,9 @@ pub struct EndParams {
     /// Lease each item for this long instead of deleting it, in ms (pop
     /// only); settled through `/v1/pqueues/{queue}/ack|nack|extend/{receipt}`.
     pub lease_ms: Option<u64>,
+    /// Receipts to ack before popping, comma-separated (pop only, at most
+    /// 1,000); their outcomes come back in `hotq-acked`, in order.
+    pub ack: Option<String>,
 }
 
 fn parse_end(end: Option<&str>) -> Result<End, ApiError> {
@@ -191,6 +196,7 @@ pub async fn push<S: Store>(
                 ("hotq-lease-expires-at-ms" = u64, description = "Raw answer, leased: the lease's expiry"),
                 ("hotq-dead-letter-from" = String, description = "Raw answer, dead letter: the queue it came from"),
                 ("hotq-dead-letter-deliveries" = u32, description = "Raw answer, dead letter: deliveries it had"),
+                ("hotq-acked" = String, description = "With ack: each receipt's outcome in order (acked, unknown_receipt, lease_expired, receipt_queue_mismatch, invalid), comma-separated; also on 204"),
             )),
         (status = 204, description = "Nothing came within wait_ms"),
         (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
@@ -210,12 +216,14 @@ pub async fn pop<S: Store>(
             wait_ms: params.wait_ms,
             max: params.max,
             path: None,
+            ack: None,
         }));
         let (wait, max) = pop_limits(&state, limits)?;
         let lease_ms = params
             .lease_ms
             .map(|lease_ms| check_lease_ms(&state, lease_ms))
             .transpose()?;
+        let riding = params.ack.as_deref().map(Riding::parse).transpose()?;
         state.note_queue(QueueKind::Priority, &name);
         let keys = QueueKeys::of_kind(QueueKind::Priority, &name);
         let lease_ms = match lease_ms {
@@ -223,15 +231,19 @@ pub async fn pop<S: Store>(
             // The queue's default lease, as for a FIFO pop.
             None => super::settings::default_lease_ms(&state, &keys).await?,
         };
-        let items = state
-            .coordinator
-            .pop_leased(&keys, end, max, wait, lease_ms)
-            .await?;
-        Ok((items, max))
+        let pop = PopAsk {
+            end,
+            max,
+            wait,
+            lease_ms,
+        };
+        Ok((pop_with_acks(&state, &keys, pop, riding).await?, max))
     }
     .await;
     operation(&queue, "pq_pop", pop_outcome(&result));
-    result.map(|(items, max)| items_response(items, answers_json(&headers, max)))
+    result.map(|((items, acked), max)| {
+        with_acked(items_response(items, answers_json(&headers, max)), acked)
+    })
 }
 
 /// `GET /v1/pqueues/{queue}/peek?end=min|max`.

@@ -200,7 +200,8 @@ pub async fn delete_queue<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsErro
         ));
     }
     call.state.default_leases.forget(&queue.keys);
-    call.state.forget_queue(crate::keys::QueueKind::Fifo, queue.keys.name());
+    call.state
+        .forget_queue(crate::keys::QueueKind::Fifo, queue.keys.name());
     Ok(json!({}))
 }
 

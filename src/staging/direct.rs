@@ -1,9 +1,12 @@
-//! One direct-pop attempt, at either end of a queue.
+//! One direct-pop attempt, at either end of a queue, with the acks riding
+//! on it (see [`super::riding`]) in the same transaction.
 
 use crate::envelope::{End, now_ms};
 use crate::keys::QueueKeys;
-use crate::lease::lease_in;
+use crate::lease::{Receipt, lease_in};
 use crate::queue::{DirectPop, Item, QueueError, read_end};
+use crate::staging::line::AckOutcome;
+use crate::staging::riding::ack_all_in;
 use crate::store::{Store, StoreError, Transaction, decode_counter};
 
 /// Why a direct pop was not even tried.
@@ -16,48 +19,96 @@ pub enum Attempt {
     RequestsWaiting,
 }
 
+/// What a direct attempt did.
+#[derive(Debug)]
+pub struct Direct {
+    /// Its outcome.
+    pub attempt: Attempt,
+    /// The items taken (committed).
+    pub items: Vec<Item>,
+    /// The acks' outcomes when they committed (with the items, or alone
+    /// when the queue was empty); `None`: not acked, they ride on.
+    pub acked: Option<Vec<AckOutcome>>,
+}
+
 /// Tries once to take up to `max` items from `end` of the queue: if no
-/// request is waiting (snapshot check), reads them without snapshot, clears
-/// them (moving each under a lease when `lease_ms` > 0) and commits. A
-/// conflict is returned, not retried.
+/// request is waiting (snapshot check), acks `acks`, reads the items
+/// without snapshot, clears them (moving each under a lease when
+/// `lease_ms` > 0) and commits. A conflict is returned, not retried. An
+/// empty queue commits the acks alone (none: nothing to commit).
 pub async fn try_pop<S: Store>(
     store: &S,
     keys: &QueueKeys,
-    end: End,
-    max: usize,
-    lease_ms: u64,
-) -> Result<(Attempt, Vec<Item>), QueueError> {
+    (end, max, lease_ms): (End, usize, u64),
+    acks: &[Receipt],
+) -> Result<Direct, QueueError> {
     let txn = store.begin()?;
     let waiting = decode_counter(txn.get(&keys.waiting(), true).await?.as_deref());
     if waiting > 0 {
-        return Ok((Attempt::RequestsWaiting, Vec::new()));
+        return Ok(Direct {
+            attempt: Attempt::RequestsWaiting,
+            items: Vec::new(),
+            acked: None,
+        });
     }
+    let now = now_ms();
+    let acked = ack_all_in(&txn, keys, acks, now).await?;
     let mut items = read_end(&txn, keys, end, max.max(1), false).await?;
-    if items.is_empty() {
-        return Ok((Attempt::Done(DirectPop::Empty), items));
+    if items.is_empty() && acks.is_empty() {
+        return Ok(Direct {
+            attempt: Attempt::Done(DirectPop::Empty),
+            items,
+            acked: None,
+        });
     }
     debug_assert!(
         crate::groups::heads_are_distinct(&items),
         "one head per group"
     );
-    let now = now_ms();
-    for item in &mut items {
+    take_in(&txn, keys, &mut items, lease_ms, now)?;
+    let acked = (!acks.is_empty()).then_some(acked);
+    match txn.commit().await {
+        Ok(()) => {
+            let attempt = match items.first() {
+                Some(first) => Attempt::Done(DirectPop::Popped(first.clone())),
+                None => Attempt::Done(DirectPop::Empty),
+            };
+            Ok(Direct {
+                attempt,
+                items,
+                acked,
+            })
+        }
+        Err(StoreError::Conflict) => Ok(Direct {
+            attempt: Attempt::Done(DirectPop::Conflict),
+            items: Vec::new(),
+            acked: None,
+        }),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// In `txn`: clears `items` from the queue, each moved under a lease of
+/// `lease_ms` (0: none) or, in a group, holding its group's next item.
+fn take_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    items: &mut [Item],
+    lease_ms: u64,
+    now: u64,
+) -> Result<(), StoreError> {
+    for item in items.iter_mut() {
         txn.clear(&item.key)?;
         if lease_ms > 0 {
-            lease_in(&txn, keys, item, lease_ms, now)?;
+            lease_in(txn, keys, item, lease_ms, now)?;
         } else if item.group.is_some() {
             // Its successor waits until the pop has reached its caller.
             let due_ms = now.saturating_add(crate::groups::HANDOFF_SLACK_MS);
-            crate::groups::handoff_in(&txn, keys, item, due_ms)?;
+            crate::groups::handoff_in(txn, keys, item, due_ms)?;
         }
     }
-    txn.atomic_add(&keys.depth(), -(items.len() as i64))?;
-    match txn.commit().await {
-        Ok(()) => {
-            let first = DirectPop::Popped(items[0].clone());
-            Ok((Attempt::Done(first), items))
-        }
-        Err(StoreError::Conflict) => Ok((Attempt::Done(DirectPop::Conflict), Vec::new())),
-        Err(error) => Err(error.into()),
+    if !items.is_empty() {
+        txn.atomic_add(&keys.depth(), -(items.len() as i64))?;
     }
+    Ok(())
 }

@@ -16,7 +16,8 @@ use crate::metrics;
 use crate::queue::QueueError;
 use crate::staging::StagingStats;
 use crate::staging::counted::{self, LineLevel};
-use crate::staging::fulfill::{LocalHandoff, fulfill_round};
+use crate::staging::fulfill::{Fulfilled, LocalHandoff, fulfill_round};
+use crate::staging::fulfilled::{Carry, Next, RoundCounts};
 use crate::staging::line_results;
 use crate::staging::pops::{Fulfiller, Pops};
 use crate::staging::takeover::{Left, TakeOver};
@@ -32,6 +33,46 @@ const FULFILL_CONFLICT_BACKOFF_US_MAX: u64 = 2_000;
 const CONTENDED_FOR: Duration = Duration::from_millis(500);
 /// Pause after an unexpected fulfillment error.
 const FULFILL_ERROR_PAUSE_MS: u64 = 100;
+
+/// What the loop keeps between rounds.
+#[derive(Default)]
+struct Between {
+    /// This line's counted requesters whose results may wait (bounded by
+    /// the classes of pop: end and lease).
+    collect: Vec<Vec<u8>>,
+    /// Other lines' requests this loop leaves items for, and since when.
+    left: Left,
+    /// Until when this line counts as contended (another process's
+    /// request seen; a lost round alone may have lost to a direct pop or
+    /// a purge of this process): see `LineLevel::contended`.
+    contended_until: Option<Instant>,
+}
+
+impl Between {
+    /// Keeps what a round carries to the next.
+    fn note(&mut self, carry: Carry) {
+        self.collect = carry.collect;
+        self.left.note(carry.left_for, Instant::now());
+        if carry.others_ahead {
+            self.contended_until = Some(Instant::now() + CONTENDED_FOR);
+        }
+    }
+
+    fn contended(&self) -> bool {
+        self.contended_until
+            .is_some_and(|until| Instant::now() < until)
+    }
+}
+
+/// Why the loop's wait between rounds ended.
+enum Woken {
+    /// Something to do (or to look at) now.
+    Again,
+    /// The deadline or idle bound passed.
+    Idle,
+    /// The daemon is shutting down.
+    Shutdown,
+}
 
 impl<S: Store> Pops<S> {
     /// Starts the fulfillment loop of `keys` unless one runs.
@@ -105,75 +146,26 @@ impl<S: Store> Pops<S> {
     }
 
     /// The rounds, until shutdown or idle; returns this line's counted
-    /// requesters whose results may still wait.
+    /// requesters whose results may still wait. Bounded: it ends on
+    /// shutdown, or after `fulfiller_idle_ms` without a request.
     async fn fulfill_rounds(
         &self,
         keys: &QueueKeys,
         marker_key: &[u8],
         wake: &Notify,
     ) -> Vec<Vec<u8>> {
-        let config = &self.inner.config;
-        let stats = &self.inner.stats;
         let mut shutdown = self.inner.shutdown.clone();
-        let idle = Duration::from_millis(config.fulfiller_idle_ms);
+        let mut between = Between::default();
         let mut attempt = 0u64;
-        // This line's counted requesters whose results may wait (bounded
-        // by the classes of pop: end and lease).
-        let mut collect: Vec<Vec<u8>> = Vec::new();
-        // Other lines' requests this loop leaves items for, and since when.
-        let mut left = Left::default();
-        // Until when this line counts as contended (another process's
-        // request seen; a lost round alone may have lost to a direct pop
-        // or a purge of this process): see `LineLevel::contended`.
-        let mut contended_until: Option<Instant> = None;
-        // Bounded: it ends on shutdown, or after `fulfiller_idle_ms`
-        // without a request.
         loop {
             attempt += 1;
             if *shutdown.borrow() {
-                return collect;
+                return between.collect;
             }
-            let local = &self.inner.local;
-            let claims = local.claim(keys, config.fulfill_batch_max);
-            let stale = left.stale(Instant::now());
-            let mut outcome = fulfill_round(
-                &self.inner.store,
-                keys,
-                (
-                    config.fulfill_batch_max,
-                    config.fulfill_bytes_max,
-                    config.result_grace_ms,
-                ),
-                LocalHandoff {
-                    is_local: &|requester| local.is_local(requester),
-                    memory: claims.requests(),
-                    marker_key,
-                    attempt,
-                },
-                LineLevel {
-                    line: &self.inner.line,
-                    collect: &collect,
-                    take_over: TakeOver::Only(&stale),
-                    contended: contended_until.is_some_and(|until| Instant::now() < until),
-                },
-            )
-            .await;
-            // Settled whatever the outcome: a claimed memory request must
-            // not outlive its transaction.
-            self.hand_over_round(keys, claims, &mut outcome).await;
-            let fulfilled = match outcome {
+            let fulfilled = match self.one_round(keys, marker_key, attempt, &between).await {
                 Ok(fulfilled) => fulfilled,
                 Err(QueueError::Store(StoreError::Conflict)) => {
-                    StagingStats::add(&stats.fulfill_conflicts, 1);
-                    metrics::conflict("fulfill");
-                    // Another process's round won the items: this line's
-                    // pops get in line in the store, and keep their place
-                    // there. Once they stand there, the next round takes
-                    // the items left for them: no race to back off from.
-                    if !self.ask(keys, &mut collect).await {
-                        let pause_us = rand::random::<u64>() % FULFILL_CONFLICT_BACKOFF_US_MAX;
-                        tokio::time::sleep(Duration::from_micros(pause_us)).await;
-                    }
+                    self.after_conflict(keys, &mut between.collect).await;
                     continue;
                 }
                 Err(error) => {
@@ -182,81 +174,159 @@ impl<S: Store> Pops<S> {
                     continue;
                 }
             };
-            collect = fulfilled.collect;
-            left.note(fulfilled.left_for, Instant::now());
-            if fulfilled.others_ahead {
-                contended_until = Some(Instant::now() + CONTENDED_FOR);
-            }
-            StagingStats::add(&stats.line_pops_asked, fulfilled.pops_asked as u64);
-            StagingStats::add(
-                &stats.line_results_written,
-                fulfilled.results_written as u64,
-            );
-            StagingStats::add(&stats.line_results_collected, fulfilled.collected as u64);
-            if fulfilled.served + fulfilled.expired > 0 {
-                StagingStats::add(&stats.fulfill_batches, 1);
-                StagingStats::add(&stats.requests_expired, fulfilled.expired as u64);
-                if fulfilled.items > 0 {
-                    ::metrics::histogram!(metrics::FULFILL_BATCH_SIZE)
-                        .record(fulfilled.items as f64);
-                }
-                if fulfilled.expired > 0 {
-                    ::metrics::counter!(metrics::REQUESTS_EXPIRED, "queue" => metrics::queue_label(keys.name().as_str()), "kind" => metrics::kind_label(keys.kind()))
-                        .increment(fulfilled.expired as u64);
-                }
-            }
-            let Some(watch) = fulfilled.watch else {
+            self.count_round(keys, &fulfilled.counts);
+            between.note(fulfilled.carry);
+            if fulfilled.next.watch.is_none() {
                 // More requests, or items held back by the byte bound: go on.
                 continue;
-            };
-            let no_requests = fulfilled.unserved == 0
-                && fulfilled.served == 0
-                && fulfilled.expired == 0
-                && fulfilled.left_items == 0;
-            // Waiting requests expire: look again by the earliest deadline,
-            // or when a request left to its owner may be taken over.
-            let until_deadline = fulfilled
-                .next_deadline_ms
-                .map(|deadline| Duration::from_millis(deadline.saturating_sub(now_ms()) + 1))
-                .unwrap_or(idle);
-            let until_deadline = match left.next_due(Instant::now()) {
-                Some(due) => until_deadline.min(due + Duration::from_millis(1)),
-                None => until_deadline,
-            };
-            // Another process serving this line's oldest counted request
-            // changes it: its results wait.
-            let own_watch = async {
-                match fulfilled.own_watch {
-                    Some(watch) => {
-                        let _ = watch.await;
-                    }
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                _ = own_watch => {}
-                fired = watch => {
-                    if let Err(error) = fired {
-                        tracing::debug!(queue = %keys.name(), %error, "fulfiller watch failed");
-                        tokio::time::sleep(Duration::from_millis(FULFILL_ERROR_PAUSE_MS)).await;
-                    }
-                }
-                _ = wake.notified() => {}
-                _ = tokio::time::sleep(until_deadline.min(idle)) => {
-                    if no_requests {
-                        self.retire(keys);
-                        // A request registered or queued just before the
-                        // retirement saw this loop alive and started none:
-                        // look once more.
-                        if self.has_requests(keys).await || local.memory_waiting(keys) > 0
-                        {
-                            self.ensure_fulfiller(keys);
-                        }
-                        return collect;
-                    }
-                }
-                _ = shutdown.changed() => return collect,
             }
+            let idle = fulfilled.counts.met_no_request();
+            match self
+                .wait_for_next(keys, wake, &mut shutdown, fulfilled.next, &between.left)
+                .await
+            {
+                Woken::Again => {}
+                Woken::Idle if idle => {
+                    self.retire_and_look_again(keys).await;
+                    return between.collect;
+                }
+                Woken::Idle => {}
+                Woken::Shutdown => return between.collect,
+            }
+        }
+    }
+
+    /// One round of [`fulfill_round`] over the memory requests claimed
+    /// now (and the acks riding on them), handed over whatever its outcome.
+    async fn one_round(
+        &self,
+        keys: &QueueKeys,
+        marker_key: &[u8],
+        attempt: u64,
+        between: &Between,
+    ) -> Result<Fulfilled, QueueError> {
+        let config = &self.inner.config;
+        let local = &self.inner.local;
+        let claims = local.claim(keys, config.fulfill_batch_max);
+        let acks = claims.acks();
+        let stale = between.left.stale(Instant::now());
+        let bounds = (
+            config.fulfill_batch_max,
+            config.fulfill_bytes_max,
+            config.result_grace_ms,
+        );
+        let mut outcome = fulfill_round(
+            &self.inner.store,
+            keys,
+            bounds,
+            LocalHandoff {
+                is_local: &|requester| local.is_local(requester),
+                memory: claims.requests(),
+                acks: &acks,
+                marker_key,
+                attempt,
+            },
+            LineLevel {
+                line: &self.inner.line,
+                collect: &between.collect,
+                take_over: TakeOver::Only(&stale),
+                contended: between.contended(),
+            },
+        )
+        .await;
+        // Settled whatever the outcome: a claimed memory request must
+        // not outlive its transaction.
+        self.hand_over_round(keys, claims, &mut outcome).await;
+        outcome
+    }
+
+    /// After a round lost a conflict: another process's round won the
+    /// items, so this line's pops get in line in the store, and keep their
+    /// place there. Once they stand there, the next round takes the items
+    /// left for them: no race to back off from.
+    async fn after_conflict(&self, keys: &QueueKeys, collect: &mut Vec<Vec<u8>>) {
+        StagingStats::add(&self.inner.stats.fulfill_conflicts, 1);
+        metrics::conflict("fulfill");
+        if !self.ask(keys, collect).await {
+            let pause_us = rand::random::<u64>() % FULFILL_CONFLICT_BACKOFF_US_MAX;
+            tokio::time::sleep(Duration::from_micros(pause_us)).await;
+        }
+    }
+
+    /// Counts what a round did.
+    fn count_round(&self, keys: &QueueKeys, counts: &RoundCounts) {
+        let stats = &self.inner.stats;
+        StagingStats::add(&stats.line_pops_asked, counts.pops_asked as u64);
+        StagingStats::add(&stats.line_results_written, counts.results_written as u64);
+        StagingStats::add(&stats.line_results_collected, counts.collected as u64);
+        StagingStats::add(&stats.acks_on_pops, counts.acked as u64);
+        if counts.served + counts.expired == 0 {
+            return;
+        }
+        StagingStats::add(&stats.fulfill_batches, 1);
+        StagingStats::add(&stats.requests_expired, counts.expired as u64);
+        if counts.items > 0 {
+            ::metrics::histogram!(metrics::FULFILL_BATCH_SIZE).record(counts.items as f64);
+        }
+        if counts.expired > 0 {
+            ::metrics::counter!(metrics::REQUESTS_EXPIRED, "queue" => metrics::queue_label(keys.name().as_str()), "kind" => metrics::kind_label(keys.kind()))
+                .increment(counts.expired as u64);
+        }
+    }
+
+    /// Waits for what `next` names, a pop joining the line (`wake`), the
+    /// earliest deadline of a request waiting or of one `left` to another
+    /// line turning stale, or the idle bound.
+    async fn wait_for_next(
+        &self,
+        keys: &QueueKeys,
+        wake: &Notify,
+        shutdown: &mut tokio::sync::watch::Receiver<bool>,
+        next: Next,
+        left: &Left,
+    ) -> Woken {
+        let idle = Duration::from_millis(self.inner.config.fulfiller_idle_ms);
+        let until_deadline = next
+            .next_deadline_ms
+            .map(|deadline| Duration::from_millis(deadline.saturating_sub(now_ms()) + 1))
+            .unwrap_or(idle);
+        let until_deadline = match left.next_due(Instant::now()) {
+            Some(due) => until_deadline.min(due + Duration::from_millis(1)),
+            None => until_deadline,
+        };
+        let watch = next.watch.expect("a round that waits arms a watch");
+        // Another process serving this line's oldest counted request
+        // changes it: its results wait.
+        let own_watch = async {
+            match next.own_watch {
+                Some(watch) => {
+                    let _ = watch.await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = own_watch => Woken::Again,
+            fired = watch => {
+                if let Err(error) = fired {
+                    tracing::debug!(queue = %keys.name(), %error, "fulfiller watch failed");
+                    tokio::time::sleep(Duration::from_millis(FULFILL_ERROR_PAUSE_MS)).await;
+                }
+                Woken::Again
+            }
+            _ = wake.notified() => Woken::Again,
+            _ = tokio::time::sleep(until_deadline.min(idle)) => Woken::Idle,
+            _ = shutdown.changed() => Woken::Shutdown,
+        }
+    }
+
+    /// Retires an idle loop (about to end). A request registered or
+    /// queued just before the retirement saw this loop alive and started
+    /// none: look once more, and start a new loop if one came.
+    async fn retire_and_look_again(&self, keys: &QueueKeys) {
+        self.retire(keys);
+        if self.has_requests(keys).await || self.inner.local.memory_waiting(keys) > 0 {
+            self.ensure_fulfiller(keys);
         }
     }
 

@@ -7,12 +7,14 @@
 
 use tokio::sync::watch;
 
+use crate::envelope::now_ms;
 use crate::keys::QueueKeys;
 use crate::metrics;
 use crate::queue::{Item, QueueError};
 use crate::staging::StagingStats;
 use crate::staging::fulfill::Fulfilled;
-use crate::staging::line::{Claims, LocalId, LocalWaiter};
+use crate::staging::fulfilled::Handover;
+use crate::staging::line::{Answered, Claims, LocalId, LocalWaiter};
 use crate::staging::pops::Pops;
 use crate::staging::requester::restore_items;
 use crate::store::Store;
@@ -29,12 +31,13 @@ impl<S: Store> Pops<S> {
         outcome: &mut Result<Fulfilled, QueueError>,
     ) {
         let stats = &self.inner.stats;
-        let (handed, emptied) = match outcome {
-            Ok(fulfilled) => (
-                std::mem::take(&mut fulfilled.handed),
-                std::mem::take(&mut fulfilled.emptied),
-            ),
-            Err(_) => (Vec::new(), Vec::new()),
+        let Handover {
+            handed,
+            emptied,
+            acked,
+        } = match outcome {
+            Ok(fulfilled) => std::mem::take(&mut fulfilled.handover),
+            Err(_) => Handover::default(),
         };
         StagingStats::add(&stats.local_hand_offs, handed.len() as u64);
         let mut served_memory = Vec::new();
@@ -49,7 +52,11 @@ impl<S: Store> Pops<S> {
                 }
             }
         }
-        unclaimed.extend(claims.settle(served_memory, &emptied));
+        unclaimed.extend(claims.settle(Answered {
+            served: served_memory,
+            emptied,
+            acked,
+        }));
         if !unclaimed.is_empty() {
             StagingStats::add(&stats.local_hand_offs_unclaimed, unclaimed.len() as u64);
             // The memory line's uncollected results, as the reaper's are
@@ -196,4 +203,41 @@ impl<S: Store> Drop for InLine<S> {
             self.pops.put_back_from_drop(&self.keys, items);
         }
     }
+}
+
+/// Records delivered items: count by path, pop service time and the time
+/// it waited with its queue empty, enqueue-to-delivery wait. An empty
+/// answer records nothing: it is no delivery.
+pub(super) fn record_delivery(
+    keys: &QueueKeys,
+    path: &'static str,
+    started: std::time::Instant,
+    items: &[Item],
+) {
+    if items.is_empty() {
+        return;
+    }
+    metrics::pops(keys.kind(), keys.name(), path, items.len() as u64);
+    let now = now_ms();
+    // A long poll on an empty queue waits for a push: that idling is the
+    // client's choice, not the daemon's work. Until its first item was
+    // enqueued the queue had nothing for it; clocks of other processes
+    // may disagree, so the split is clamped to the pop's own span.
+    let elapsed_ms = started.elapsed().as_secs_f64() * 1_000.0;
+    let started_ms = now as f64 - elapsed_ms;
+    let first_enqueued_ms = items
+        .iter()
+        .map(|item| item.enqueued_at_ms)
+        .min()
+        .unwrap_or(0);
+    let empty_ms = (first_enqueued_ms as f64 - started_ms).clamp(0.0, elapsed_ms);
+    let item_waits_s = items
+        .iter()
+        .map(|item| now.saturating_sub(item.enqueued_at_ms) as f64 / 1_000.0);
+    metrics::delivery(
+        path,
+        (elapsed_ms - empty_ms) / 1_000.0,
+        empty_ms / 1_000.0,
+        item_waits_s,
+    );
 }

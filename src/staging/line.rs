@@ -32,6 +32,7 @@ use tokio::sync::oneshot;
 use crate::envelope::RequestValue;
 use crate::keys::{QueueKeys, QueueKind, QueueName};
 use crate::queue::Item;
+pub use crate::staging::riding::{AckOutcome, RidingAcks, SharedAcks};
 
 /// Longest wait for a hand-off the fulfiller already took.
 const HAND_OFF_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
@@ -96,6 +97,8 @@ pub struct MemoryRequest {
 struct Entry {
     request: LineRequest,
     slot: Slot,
+    /// Acks riding on the pop, if any.
+    acks: Option<SharedAcks>,
     /// Offered to a fulfillment transaction whose outcome is not settled:
     /// the entry stays until [`LocalWaiters::settle_memory`], so a pop
     /// never leaves while an item may be taken for it.
@@ -193,23 +196,43 @@ impl LocalWaiters {
         &self,
         keys: &QueueKeys,
         claimed: &[MemoryRequest],
-        served: Vec<(u64, Vec<Item>)>,
-        emptied: &[u64],
+        answered: Answered,
     ) -> Vec<Item> {
+        let Answered {
+            served,
+            emptied,
+            acked,
+        } = answered;
         let id = (keys.kind(), keys.name().clone());
         let mut unclaimed = Vec::new();
         let mut queues = self.queues.lock().expect("local waiters lock");
         let Some(queue) = queues.get_mut(&id) else {
             // Entries live until settled: a claimed one keeps its queue's.
             assert!(
-                claimed.is_empty() && served.is_empty() && emptied.is_empty(),
+                claimed.is_empty() && served.is_empty() && emptied.is_empty() && acked.is_empty(),
                 "a claimed memory request vanished before it was settled"
             );
             return unclaimed;
         };
+        // Ack outcomes first: a pop answered below reads them at once.
+        for (seq, outcomes) in acked {
+            let acks = queue
+                .line
+                .get(&seq)
+                .and_then(|entry| entry.acks.as_ref())
+                .expect("a claimed memory request with acks stays until settled");
+            let mut acks = acks.lock().expect("riding acks lock");
+            assert!(acks.outcomes.is_none(), "a pop's acks are settled once");
+            assert_eq!(
+                acks.receipts.len(),
+                outcomes.len(),
+                "one outcome per receipt"
+            );
+            acks.outcomes = Some(outcomes);
+        }
         let answered = served
             .into_iter()
-            .chain(emptied.iter().map(|seq| (*seq, Vec::new())));
+            .chain(emptied.into_iter().map(|seq| (seq, Vec::new())));
         for (seq, items) in answered {
             let entry = queue
                 .line
@@ -244,18 +267,6 @@ impl LocalWaiters {
         unclaimed
     }
 
-    /// [`Self::claim_memory`], as a guard that settles the claims unserved
-    /// if dropped unsettled (a fulfiller's task ending mid-round), so no
-    /// entry stays claimed, and its pop waiting, for good.
-    pub fn claim(self: &Arc<Self>, keys: &QueueKeys, max: usize) -> Claims {
-        Claims {
-            requests: self.claim_memory(keys, max),
-            waiters: self.clone(),
-            keys: keys.clone(),
-            settled: false,
-        }
-    }
-
     /// Hands `item` to the registered requester `requester`; gives it back
     /// when nobody here takes it (the requester has gone, or was already
     /// handed one).
@@ -277,43 +288,6 @@ impl LocalWaiters {
             .lock()
             .expect("local waiters lock")
             .contains_key(requester)
-    }
-}
-
-/// Memory requests claimed for one fulfillment transaction (see
-/// [`LocalWaiters::claim`]).
-pub struct Claims {
-    waiters: Arc<LocalWaiters>,
-    keys: QueueKeys,
-    requests: Vec<MemoryRequest>,
-    settled: bool,
-}
-
-impl Claims {
-    /// The claimed requests, in arrival order.
-    pub fn requests(&self) -> &[MemoryRequest] {
-        &self.requests
-    }
-
-    /// [`LocalWaiters::settle_memory`] for these claims.
-    pub fn settle(mut self, served: Vec<(u64, Vec<Item>)>, emptied: &[u64]) -> Vec<Item> {
-        self.settled = true;
-        self.waiters
-            .settle_memory(&self.keys, &self.requests, served, emptied)
-    }
-}
-
-impl Drop for Claims {
-    fn drop(&mut self) {
-        if !self.settled {
-            // Nothing was handed over: no item left the store for them
-            // that anyone here knows of (the transaction's outcome is lost
-            // with the task, as a crash's would be).
-            let unclaimed = self
-                .waiters
-                .settle_memory(&self.keys, &self.requests, Vec::new(), &[]);
-            debug_assert!(unclaimed.is_empty());
-        }
     }
 }
 
@@ -363,9 +337,10 @@ impl LocalWaiter {
         }
     }
 
-    /// Joins the queue's memory request line with `request`. Once only:
+    /// Joins the queue's memory request line with `request`, with `acks`
+    /// riding on it (settled by the round that commits them). Once only:
     /// a pop waits in one place.
-    pub fn enqueue(&mut self, request: LineRequest) {
+    pub fn enqueue(&mut self, request: LineRequest, acks: Option<SharedAcks>) {
         assert!(
             self.seq.is_none() && self.ids.is_empty(),
             "a pop waits in one line"
@@ -378,6 +353,7 @@ impl LocalWaiter {
         let entry = Entry {
             request,
             slot: self.slot.clone(),
+            acks,
             claimed: false,
             leaving: false,
         };
@@ -472,6 +448,9 @@ impl Drop for LocalWaiter {
         }
     }
 }
+
+mod claims;
+pub use claims::{Answered, Claims};
 
 #[path = "line_classes.rs"]
 mod classes;

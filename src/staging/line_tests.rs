@@ -2,6 +2,15 @@
 
 use super::*;
 
+/// A round's answer: `served` with their items, `emptied` with none.
+fn answered(served: Vec<(u64, Vec<Item>)>, emptied: &[u64]) -> Answered {
+    Answered {
+        served,
+        emptied: emptied.to_vec(),
+        acked: Vec::new(),
+    }
+}
+
 fn item(payload: &[u8]) -> Item {
     Item::from_value(
         b"key".to_vec(),
@@ -52,14 +61,13 @@ async fn a_claimed_pop_dropped_while_its_fulfillment_settles_loses_no_item() {
     let waiters = Arc::new(LocalWaiters::default());
     let keys = QueueKeys::new(&QueueName::new("q").unwrap());
     let mut waiter = LocalWaiter::new(waiters.clone(), &keys);
-    waiter.enqueue(LineRequest::one(RequestValue::front(u64::MAX)));
+    waiter.enqueue(LineRequest::one(RequestValue::front(u64::MAX)), None);
     let claimed = waiters.claim_memory(&keys, 8);
     assert_eq!(waiter.abandon(), None, "nothing handed yet");
     let put_back = waiters.settle_memory(
         &keys,
         &claimed,
-        vec![(claimed[0].seq, vec![item(b"a")])],
-        &[],
+        answered(vec![(claimed[0].seq, vec![item(b"a")])], &[]),
     );
     drop(waiter);
     assert_eq!(
@@ -76,11 +84,11 @@ async fn a_memory_request_claimed_by_a_fulfillment_leaves_only_once_it_settles()
     let keys = QueueKeys::new(&QueueName::new("q").unwrap());
     let request = LineRequest::one(RequestValue::front(u64::MAX));
     let mut served = LocalWaiter::new(waiters.clone(), &keys);
-    served.enqueue(request);
+    served.enqueue(request, None);
     let mut leaving = LocalWaiter::new(waiters.clone(), &keys);
-    leaving.enqueue(request);
+    leaving.enqueue(request, None);
     let mut unclaimed = LocalWaiter::new(waiters.clone(), &keys);
-    unclaimed.enqueue(request);
+    unclaimed.enqueue(request, None);
     let claimed = waiters.claim_memory(&keys, 2);
     assert_eq!(claimed.len(), 2, "the first two, in arrival order");
     assert!(claimed[0].seq < claimed[1].seq);
@@ -88,7 +96,7 @@ async fn a_memory_request_claimed_by_a_fulfillment_leaves_only_once_it_settles()
     assert_eq!(third.len(), 1, "claimed ones are not offered twice");
     assert!(
         waiters
-            .settle_memory(&keys, &third, Vec::new(), &[])
+            .settle_memory(&keys, &third, answered(Vec::new(), &[]))
             .is_empty()
     );
 
@@ -106,8 +114,7 @@ async fn a_memory_request_claimed_by_a_fulfillment_leaves_only_once_it_settles()
     let put_back = waiters.settle_memory(
         &keys,
         &claimed,
-        vec![(claimed[0].seq, vec![item(b"a")])],
-        &[],
+        answered(vec![(claimed[0].seq, vec![item(b"a")])], &[]),
     );
     assert!(put_back.is_empty());
     assert_eq!((&mut served.receiver).await.unwrap(), vec![item(b"a")]);
@@ -119,14 +126,13 @@ async fn a_memory_request_claimed_by_a_fulfillment_leaves_only_once_it_settles()
 
     // A claimed request whose pop task is dropped: its item comes back.
     let mut dropped = LocalWaiter::new(waiters.clone(), &keys);
-    dropped.enqueue(request);
+    dropped.enqueue(request, None);
     let claimed = waiters.claim_memory(&keys, 8);
     drop(dropped);
     let put_back = waiters.settle_memory(
         &keys,
         &claimed,
-        vec![(claimed[0].seq, vec![item(b"b")])],
-        &[],
+        answered(vec![(claimed[0].seq, vec![item(b"b")])], &[]),
     );
     assert_eq!(put_back, vec![item(b"b")]);
     drop((served, leaving, unclaimed));
@@ -142,21 +148,27 @@ async fn a_pop_that_must_not_wait_is_answered_empty_and_a_pop_of_many_takes_seve
     let keys = QueueKeys::new(&QueueName::new("q").unwrap());
     let request = RequestValue::front(u64::MAX);
     let mut many = LocalWaiter::new(waiters.clone(), &keys);
-    many.enqueue(LineRequest {
-        request,
-        max: 3,
-        answers_empty: false,
-    });
+    many.enqueue(
+        LineRequest {
+            request,
+            max: 3,
+            answers_empty: false,
+        },
+        None,
+    );
     let mut no_wait = LocalWaiter::new(waiters.clone(), &keys);
-    no_wait.enqueue(LineRequest {
-        request,
-        max: 1,
-        answers_empty: true,
-    });
+    no_wait.enqueue(
+        LineRequest {
+            request,
+            max: 1,
+            answers_empty: true,
+        },
+        None,
+    );
     let claimed = waiters.claim_memory(&keys, 8);
     assert_eq!(claimed[0].line.max, 3);
     let served = vec![(claimed[0].seq, vec![item(b"a"), item(b"b")])];
-    let put_back = waiters.settle_memory(&keys, &claimed, served, &[claimed[1].seq]);
+    let put_back = waiters.settle_memory(&keys, &claimed, answered(served, &[claimed[1].seq]));
     assert!(put_back.is_empty());
     assert_eq!(
         (&mut many.receiver).await.unwrap(),

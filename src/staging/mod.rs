@@ -56,6 +56,7 @@ pub mod pop;
 pub mod pops;
 pub mod reap;
 pub mod requester;
+pub mod riding;
 mod round_requests;
 pub mod takeover;
 
@@ -155,6 +156,8 @@ pub struct StagingStats {
     pub line_results_written: AtomicU64,
     /// Results of this process's counted requests collected.
     pub line_results_collected: AtomicU64,
+    /// Receipts acked by the fulfill round of the pop they rode on.
+    pub acks_on_pops: AtomicU64,
 }
 
 impl StagingStats {

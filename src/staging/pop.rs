@@ -3,20 +3,23 @@
 //! a stored request), until the fulfiller hands it items (see
 //! [`super::fulfiller`] and [`super::handoff`]).
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::envelope::{End, RequestValue, now_ms};
+use crate::envelope::{End, RequestValue};
 use crate::keys::QueueKeys;
+use crate::lease::Receipt;
 use crate::metrics;
 use crate::queue::{DirectPop, Item, QueueError};
 use crate::staging::StagingStats;
 use crate::staging::direct::{Attempt, try_pop};
-use crate::staging::handoff::{Finishing, InLine};
-use crate::staging::line::{LineRequest, LocalWaiter};
+use crate::staging::handoff::{Finishing, InLine, record_delivery};
+use crate::staging::line::{AckOutcome, LineRequest, LocalWaiter, SharedAcks};
 use crate::staging::pops::Pops;
 use crate::staging::requester::{WithdrawOnDrop, await_result, deadline_after, register_with};
+use crate::staging::riding::{ack_alone, outcomes_after_line, riding};
 use crate::store::Store;
 
 impl<S: Store> Pops<S> {
@@ -62,41 +65,46 @@ impl<S: Store> Pops<S> {
         wait: Duration,
         lease_ms: u64,
     ) -> Result<Vec<Item>, QueueError> {
-        let wait = wait.min(Duration::from_millis(self.inner.config.wait_max_ms));
-        let max = max.max(1);
-        if self.inner.config.requests_in_memory && self.joins_line_at_once(keys, max, wait) {
-            // Nothing to finish if the caller leaves: no commit is this
-            // pop's own, and the line settles what its fulfiller took.
-            let started = std::time::Instant::now();
-            let mut waiter = InLine::new(self, keys);
-            let items = self
-                .pop_in_line(
-                    keys,
-                    &mut waiter.local,
-                    LinePop {
-                        end,
-                        max,
-                        wait,
-                        lease_ms,
-                    },
-                    std::future::pending(),
-                )
-                .await?;
-            self.leases_issued(&items);
-            // Here only while its caller polls: dropped, it never gets here.
-            record_delivery(keys, "staged", started, &items);
-            crate::groups::deliver_soon(&self.inner.store, keys, &items);
-            return Ok(items);
+        let pop = PopAsk {
+            end,
+            max,
+            wait,
+            lease_ms,
+        };
+        Ok(self.pop_acking(keys, pop, Vec::new()).await?.items)
+    }
+
+    /// [`Self::pop_leased`] with `acks` riding on it (see
+    /// [`super::riding`]): the receipts are acked, then the pop proceeds;
+    /// their outcomes come back in order with the items. A receipt that
+    /// fails is its outcome, never the pop's error.
+    pub async fn pop_acking(
+        &self,
+        keys: &QueueKeys,
+        pop: PopAsk,
+        acks: Vec<Receipt>,
+    ) -> Result<Popped, QueueError> {
+        let pop = PopAsk {
+            wait: pop
+                .wait
+                .min(Duration::from_millis(self.inner.config.wait_max_ms)),
+            max: pop.max.max(1),
+            ..pop
+        };
+        if self.inner.config.requests_in_memory && self.joins_line_at_once(keys, pop.max, pop.wait)
+        {
+            return self.pop_joining_line(keys, pop, acks).await;
         }
         let (gone, gone_rx) = watch::channel(false);
         let (pops, popped_keys) = (self.clone(), keys.clone());
-        let pop = async move {
+        let acked = Arc::new(Mutex::new(Vec::new()));
+        let acked_out = acked.clone();
+        let attempts = async move {
             let keys = popped_keys;
             let started = std::time::Instant::now();
-            let outcome = pops
-                .pop_attempts(&keys, end, max, wait, lease_ms, gone_rx.clone())
-                .await;
-            let (path, items) = outcome?;
+            let outcome = pops.pop_attempts(&keys, pop, acks, gone_rx.clone()).await;
+            let (path, items, outcomes) = outcome?;
+            *acked_out.lock().expect("ack outcomes lock") = outcomes;
             pops.leases_issued(&items);
             // A pop finishing after its caller left puts its items back
             // (counted as put-backs): only items that reach a caller count.
@@ -105,10 +113,50 @@ impl<S: Store> Pops<S> {
             }
             Ok(items)
         };
-        let items = Finishing::new(self, keys, gone, Box::pin(pop)).await?;
+        let items = Finishing::new(self, keys, gone, Box::pin(attempts)).await?;
         // No await since the pop completed: these items reached the caller.
         crate::groups::deliver_soon(&self.inner.store, keys, &items);
-        Ok(items)
+        let acked = std::mem::take(&mut *acked.lock().expect("ack outcomes lock"));
+        Ok(Popped { items, acked })
+    }
+
+    /// A pop that joins the line at once (the head is contended here),
+    /// its acks riding into the fulfill round. Nothing to finish if the
+    /// caller leaves: no commit is this pop's own, and the line settles
+    /// what its fulfiller took (acks included).
+    async fn pop_joining_line(
+        &self,
+        keys: &QueueKeys,
+        pop: PopAsk,
+        acks: Vec<Receipt>,
+    ) -> Result<Popped, QueueError> {
+        let started = std::time::Instant::now();
+        let mut waiter = InLine::new(self, keys);
+        let acks = riding(acks);
+        let line_pop = self
+            .pop_in_line(
+                keys,
+                &mut waiter.local,
+                pop,
+                acks.clone(),
+                std::future::pending(),
+            )
+            .await;
+        let acked = outcomes_after_line(&self.inner.store, keys, acks).await;
+        let items = line_pop?;
+        self.leases_issued(&items);
+        let acked = match acked {
+            Ok(acked) => acked,
+            Err(error) => {
+                // The pop fails: its items go back, not lost.
+                self.put_back(keys, items).await;
+                return Err(error.into());
+            }
+        };
+        // Here only while its caller polls: dropped, it never gets here.
+        record_delivery(keys, "staged", started, &items);
+        crate::groups::deliver_soon(&self.inner.store, keys, &items);
+        Ok(Popped { items, acked })
     }
 
     /// Pops one item the way FoundationDB's recipe does: direct pops,
@@ -139,35 +187,21 @@ impl<S: Store> Pops<S> {
     /// A direct attempt (unless the head is contended here), then a staged
     /// wait: in the memory line, or as a stored request. `caller_gone`
     /// turns true when the caller has left: the wait ends at once. Returns
-    /// the path the items came by (`direct` or `staged`) with them.
+    /// the path the items came by (`direct` or `staged`) with them, and
+    /// the outcomes of `acks` (acked in the direct attempt's commit, else
+    /// riding on in line, else alone before a stored request).
     async fn pop_attempts(
         &self,
         keys: &QueueKeys,
-        end: End,
-        max: usize,
-        wait: Duration,
-        lease_ms: u64,
+        pop: PopAsk,
+        acks: Vec<Receipt>,
         mut caller_gone: watch::Receiver<bool>,
-    ) -> Result<(&'static str, Vec<Item>), QueueError> {
-        let stats = &self.inner.stats;
-        let attempt = if self.joins_line_at_once(keys, max, wait) {
-            (Attempt::RequestsWaiting, Vec::new())
-        } else {
-            try_pop(&self.inner.store, keys, end, max, lease_ms).await?
+    ) -> Result<(&'static str, Vec<Item>, Vec<AckOutcome>), QueueError> {
+        let (attempt, acks) = self.direct_attempt(keys, pop, acks).await?;
+        let acked = match attempt {
+            DirectOutcome::Done(items, acked) => return Ok(("direct", items, acked)),
+            DirectOutcome::Wait(acked) => acked,
         };
-        let (attempt, items) = attempt;
-        match attempt {
-            Attempt::Done(DirectPop::Popped(_)) => {
-                StagingStats::add(&stats.direct_pops, items.len() as u64);
-                return Ok(("direct", items));
-            }
-            Attempt::Done(DirectPop::Empty) if wait.is_zero() => return Ok(("direct", Vec::new())),
-            Attempt::Done(DirectPop::Conflict) => {
-                StagingStats::add(&stats.direct_conflicts, 1);
-                metrics::conflict("direct_pop");
-            }
-            Attempt::Done(DirectPop::Empty) | Attempt::RequestsWaiting => {}
-        }
         if self.inner.config.requests_in_memory {
             // A pop that must not wait gets here only having lost the race
             // for an item it found (a conflict, or requests ahead of it): it
@@ -177,30 +211,91 @@ impl<S: Store> Pops<S> {
             let stop = async move {
                 let _ = caller_gone.wait_for(|gone| *gone).await;
             };
-            let pop = LinePop {
-                end,
-                max,
-                wait,
-                lease_ms,
+            let acks = riding(acks);
+            let items = self
+                .pop_in_line(keys, &mut local, pop, acks.clone(), stop)
+                .await;
+            let line_acked = outcomes_after_line(&self.inner.store, keys, acks).await;
+            let items = items?;
+            return match (acked, line_acked) {
+                (Some(acked), _) => Ok(("staged", items, acked)),
+                (None, Ok(acked)) => Ok(("staged", items, acked)),
+                (None, Err(error)) => {
+                    // The pop fails: its items go back, not lost.
+                    self.put_back(keys, items).await;
+                    Err(error.into())
+                }
             };
-            return Ok((
-                "staged",
-                self.pop_in_line(keys, &mut local, pop, stop).await?,
-            ));
         }
-        // Stored requests take one item each, and cannot answer "empty":
-        // a pop that must not wait waits briefly for the fulfiller to hand
-        // out the items it saw. Leaving is exact either way.
-        let wait = if wait.is_zero() {
+        let acked = match acked {
+            Some(acked) => acked,
+            None => ack_alone(&self.inner.store, keys, &acks).await?,
+        };
+        let items = self.wait_as_stored_request(keys, pop, caller_gone).await?;
+        Ok(("staged", items, acked))
+    }
+
+    /// The direct attempt, unless the head is contended here: its items
+    /// (and the acks' outcomes) when it is the answer, else the acks'
+    /// outcomes if they committed, and the acks still to ride on.
+    async fn direct_attempt(
+        &self,
+        keys: &QueueKeys,
+        pop: PopAsk,
+        acks: Vec<Receipt>,
+    ) -> Result<(DirectOutcome, Vec<Receipt>), QueueError> {
+        let stats = &self.inner.stats;
+        if self.joins_line_at_once(keys, pop.max, pop.wait) {
+            return Ok((DirectOutcome::Wait(None), acks));
+        }
+        let terms = (pop.end, pop.max, pop.lease_ms);
+        let direct = try_pop(&self.inner.store, keys, terms, &acks).await?;
+        let acks = if direct.acked.is_some() {
+            Vec::new()
+        } else {
+            acks
+        };
+        let outcome = match direct.attempt {
+            Attempt::Done(DirectPop::Popped(_)) => {
+                StagingStats::add(&stats.direct_pops, direct.items.len() as u64);
+                DirectOutcome::Done(direct.items, direct.acked.unwrap_or_default())
+            }
+            Attempt::Done(DirectPop::Empty) if pop.wait.is_zero() => {
+                DirectOutcome::Done(Vec::new(), direct.acked.unwrap_or_default())
+            }
+            Attempt::Done(DirectPop::Conflict) => {
+                StagingStats::add(&stats.direct_conflicts, 1);
+                metrics::conflict("direct_pop");
+                DirectOutcome::Wait(direct.acked)
+            }
+            Attempt::Done(DirectPop::Empty) | Attempt::RequestsWaiting => {
+                DirectOutcome::Wait(direct.acked)
+            }
+        };
+        Ok((outcome, acks))
+    }
+
+    /// Waits as a stored request (`requests_in_memory` off). Stored
+    /// requests take one item each, and cannot answer "empty": a pop that
+    /// must not wait waits briefly for the fulfiller to hand out the items
+    /// it saw. Leaving is exact either way.
+    async fn wait_as_stored_request(
+        &self,
+        keys: &QueueKeys,
+        pop: PopAsk,
+        mut caller_gone: watch::Receiver<bool>,
+    ) -> Result<Vec<Item>, QueueError> {
+        let stats = &self.inner.stats;
+        let wait = if pop.wait.is_zero() {
             Duration::from_millis(self.inner.config.lost_race_wait_ms)
         } else {
-            wait
+            pop.wait
         };
         let (deadline, deadline_ms) = deadline_after(wait);
         let request = RequestValue {
             deadline_ms,
-            end,
-            lease_ms,
+            end: pop.end,
+            lease_ms: pop.lease_ms,
         };
         let mut local = LocalWaiter::new(self.inner.local.clone(), keys);
         let registered =
@@ -211,7 +306,7 @@ impl<S: Store> Pops<S> {
                 // An attempt reported as failed may have committed and been
                 // served here already: deliver that item, not the error.
                 if let Some(items) = local.take_handed().await {
-                    return Ok(("staged", self.staged_outcome(items)));
+                    return Ok(self.staged_outcome(items));
                 }
                 return Err(error.into());
             }
@@ -236,10 +331,7 @@ impl<S: Store> Pops<S> {
         )
         .await;
         guard.disarm();
-        Ok((
-            "staged",
-            self.staged_outcome(outcome?.into_iter().collect()),
-        ))
+        Ok(self.staged_outcome(outcome?.into_iter().collect()))
     }
 
     /// Counts a staged pop's end: items, or nothing (withdrawn, or found
@@ -278,7 +370,8 @@ impl<S: Store> Pops<S> {
         &self,
         keys: &QueueKeys,
         local: &mut LocalWaiter,
-        pop: LinePop,
+        pop: PopAsk,
+        acks: Option<SharedAcks>,
         stop: impl std::future::Future<Output = ()>,
     ) -> Result<Vec<Item>, QueueError> {
         let stats = &self.inner.stats;
@@ -291,15 +384,18 @@ impl<S: Store> Pops<S> {
             pop.wait
         };
         let (deadline, deadline_ms) = deadline_after(wait);
-        local.enqueue(LineRequest {
-            request: RequestValue {
-                deadline_ms,
-                end: pop.end,
-                lease_ms: pop.lease_ms,
+        local.enqueue(
+            LineRequest {
+                request: RequestValue {
+                    deadline_ms,
+                    end: pop.end,
+                    lease_ms: pop.lease_ms,
+                },
+                max: pop.max,
+                answers_empty,
             },
-            max: pop.max,
-            answers_empty,
-        });
+            acks,
+        );
         StagingStats::add(&stats.memory_requests, 1);
         self.start_or_wake_fulfiller(keys, true);
         let mut shutdown = self.inner.shutdown.clone();
@@ -340,51 +436,33 @@ impl<S: Store> Pops<S> {
     }
 }
 
-/// What a pop waiting in line asks for.
+/// What a pop asks for.
 #[derive(Debug, Clone, Copy)]
-struct LinePop {
-    end: End,
+pub struct PopAsk {
+    /// The end it pops from.
+    pub end: End,
     /// Most items (at least 1).
-    max: usize,
-    /// Zero: answered by the fulfiller's next round, items or "empty".
-    wait: Duration,
+    pub max: usize,
+    /// How long it may wait. Zero: in line, answered by the fulfiller's
+    /// next round, items or "empty".
+    pub wait: Duration,
     /// 0: no lease, the items are deleted.
-    lease_ms: u64,
+    pub lease_ms: u64,
 }
 
-/// Records delivered items: count by path, pop service time and the time
-/// it waited with its queue empty, enqueue-to-delivery wait. An empty
-/// answer records nothing: it is no delivery.
-fn record_delivery(
-    keys: &QueueKeys,
-    path: &'static str,
-    started: std::time::Instant,
-    items: &[Item],
-) {
-    if items.is_empty() {
-        return;
-    }
-    metrics::pops(keys.kind(), keys.name(), path, items.len() as u64);
-    let now = now_ms();
-    // A long poll on an empty queue waits for a push: that idling is the
-    // client's choice, not the daemon's work. Until its first item was
-    // enqueued the queue had nothing for it; clocks of other processes
-    // may disagree, so the split is clamped to the pop's own span.
-    let elapsed_ms = started.elapsed().as_secs_f64() * 1_000.0;
-    let started_ms = now as f64 - elapsed_ms;
-    let first_enqueued_ms = items
-        .iter()
-        .map(|item| item.enqueued_at_ms)
-        .min()
-        .unwrap_or(0);
-    let empty_ms = (first_enqueued_ms as f64 - started_ms).clamp(0.0, elapsed_ms);
-    let item_waits_s = items
-        .iter()
-        .map(|item| now.saturating_sub(item.enqueued_at_ms) as f64 / 1_000.0);
-    metrics::delivery(
-        path,
-        (elapsed_ms - empty_ms) / 1_000.0,
-        empty_ms / 1_000.0,
-        item_waits_s,
-    );
+/// What a pop with acks riding on it got.
+#[derive(Debug)]
+pub struct Popped {
+    /// The items (none: nothing came within the wait).
+    pub items: Vec<Item>,
+    /// One outcome per receipt it carried, in order.
+    pub acked: Vec<AckOutcome>,
+}
+
+/// How a direct attempt ended, for the pop.
+enum DirectOutcome {
+    /// The pop's answer: its items, and the acks' outcomes.
+    Done(Vec<Item>, Vec<AckOutcome>),
+    /// The pop waits in line; the acks' outcomes if they committed.
+    Wait(Option<Vec<AckOutcome>>),
 }

@@ -165,3 +165,47 @@ def test_async_worker(daemon) -> None:
             ]
 
     asyncio.run(scenario())
+
+
+def test_acks_ride_on_the_next_pop_and_the_last_is_flushed_on_stop(daemon) -> None:
+    events = Events()
+    flushed: List[List[str]] = []
+
+    class Counting(Client):
+        def ack_batch(self, queue, receipts):  # type: ignore[no-untyped-def]
+            flushed.append(list(receipts))
+            return super().ack_batch(queue, receipts)
+
+    with Counting(daemon.url) as client:
+        items = [f"ride-{n}".encode() for n in range(6)]
+        client.push_batch("ride", items)
+        policy = WorkerPolicy(lease_ms=60_000, wait_ms=100, concurrency=1)
+        worker = Worker(client, "ride", lambda m: None, policy, on_event=events).start()
+        # Five acks ride on pops; the sixth rides on the pop after it, or
+        # is flushed by stop.
+        events.wait("5 acks", lambda: len([e for e in events.seen if e.kind == "acked"]) >= 5)
+        worker.stop(timeout_s=BOUND_S)
+        assert len(events.kinds("acked")) == 6, events.seen
+        assert all(len(receipts) <= 1 for receipts in flushed), "only the last ack is flushed"
+        stats = client.stats("ride")
+        assert (stats.depth, stats.leased) == (0, 0)
+
+
+def test_pop_and_ack_reports_each_receipt_in_order(daemon) -> None:
+    with Client(daemon.url) as client:
+        client.push_batch("pa", [b"a", b"b"])
+        first = client.pop("pa", lease_ms=60_000)[0]
+        assert first.receipt
+        messages, outcomes = client.pop_and_ack(
+            "pa", [first.receipt, "nope", first.receipt], lease_ms=60_000
+        )
+        assert [m.data for m in messages] == [b"b"]
+        assert outcomes == [
+            (first.receipt, "acked"),
+            ("nope", "invalid"),
+            (first.receipt, "unknown_receipt"),
+        ]
+        messages, outcomes = client.pop_and_ack("pa", [messages[0].receipt or ""])
+        assert messages == [] and outcomes[0][1] == "acked"
+        stats = client.stats("pa")
+        assert (stats.depth, stats.leased) == (0, 0)

@@ -114,14 +114,29 @@ def parse_push(body: Any) -> PushResult:
     )
 
 
+# Most receipts one pop carries in ``ack``.
+POP_ACKS_MAX = 1_000
+
+
 def pop(
-    queue: str, wait_ms: int, lease_ms: Optional[int], max: int, timeout_s: float
+    queue: str,
+    wait_ms: int,
+    lease_ms: Optional[int],
+    max: int,
+    timeout_s: float,
+    ack: Sequence[str] = (),
 ) -> Call:
     if wait_ms < 0 or max < 1:
         raise ValueError("wait_ms must be >= 0 and max >= 1")
+    if len(ack) > POP_ACKS_MAX:
+        raise ValueError(f"a pop carries at most {POP_ACKS_MAX} receipts")
     params: Dict[str, Any] = {"wait_ms": wait_ms, "max": max}
     if lease_ms is not None:
         params["lease_ms"] = lease_ms
+    if ack:
+        # The acks ride on the pop: acked first, in the pop's commit when
+        # it can be; their outcomes come back in ``hotq-acked``.
+        params["ack"] = ",".join(ack)
     # Always the JSON answer (one shape whatever max and lease are), and a
     # timeout that outlasts the long poll.
     return Call(
@@ -149,6 +164,16 @@ def popped(status: int, body: bytes) -> List[Dict[str, Any]]:
 
     items: List[Dict[str, Any]] = json.loads(body)
     return items
+
+
+def acked(headers: Any, receipts: Sequence[str]) -> List[Tuple[str, str]]:
+    """``(receipt, outcome)`` in order, from a pop's ``hotq-acked``."""
+    if not receipts:
+        return []
+    outcomes = headers.get("hotq-acked", "").split(",")
+    if len(outcomes) != len(receipts):
+        raise ValueError(f"hotq-acked names {len(outcomes)} outcomes for {len(receipts)} receipts")
+    return list(zip(receipts, outcomes))
 
 
 def decode_item(encoded: str) -> bytes:

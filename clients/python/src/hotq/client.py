@@ -101,6 +101,23 @@ class Client:
         response = self._send(wire.pop(queue, wait_ms, lease_ms, max, self.timeout_s))
         return self._messages(queue, response)
 
+    def pop_and_ack(
+        self,
+        queue: str,
+        receipts: Sequence[str],
+        wait_ms: int = 0,
+        lease_ms: Optional[int] = None,
+        max: int = 1,
+    ) -> Tuple[List[Message], List[Tuple[str, str]]]:
+        """Acks ``receipts`` (at most 1,000), then pops as :meth:`pop`, in
+        one request (and, when the pop waits in line, one commit with the
+        next leases). Returns the items and ``(receipt, outcome)`` in order,
+        outcome as :meth:`ack_batch` says; a failed receipt never fails
+        the pop."""
+        call = wire.pop(queue, wait_ms, lease_ms, max, self.timeout_s, ack=receipts)
+        response = self._send(call)
+        return self._messages(queue, response), wire.acked(response.headers, receipts)
+
     def peek(self, queue: str) -> Optional[Message]:
         """The first item, not taken; ``None`` when the queue is empty."""
         messages = self._messages(queue, self._send(wire.peek(queue)))

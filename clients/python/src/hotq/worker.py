@@ -1,5 +1,7 @@
 """Run a handler over a queue's items under leases: heartbeats extend the
-lease while the handler runs, success acks, an exception nacks with
+lease while the handler runs, success acks (the ack rides on the worker's
+next pop: one request per item; what is left is acked when the worker
+stops), an exception nacks with
 exponential backoff (the daemon dead-letters after ``max_deliveries``),
 at most ``concurrency`` items at once, and :meth:`stop` finishes the items
 in hand before returning. With ``WorkerPolicy(stop_when_drained=True)``
@@ -11,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, List, Optional
+from typing import Any, Awaitable, Callable, List, Optional, Sequence, Tuple
 
 from .aio import AsyncClient
 from .client import Client
@@ -78,6 +80,22 @@ class WorkerPolicy:
 EventHook = Callable[[WorkerEvent], None]
 
 
+def _settled(
+    emit: Callable[[str, Optional[Message], Any], None],
+    done: Sequence[Message],
+    outcomes: Sequence[Tuple[str, str]],
+) -> None:
+    """Emits each finished item's ack outcome: ``acked``, or ``lease_lost``
+    (the lease was gone: the item comes back), or ``error``."""
+    for message, (_, outcome) in zip(done, outcomes):
+        if outcome == "acked":
+            emit("acked", message, None)
+        elif outcome in ("unknown_receipt", "lease_expired"):
+            emit("lease_lost", message, outcome)
+        else:
+            emit("error", message, outcome)
+
+
 class Worker:
     """Runs ``handler(message)`` for items of ``queue``, on threads."""
 
@@ -124,20 +142,28 @@ class Worker:
 
     def _poll(self) -> None:
         policy = self.policy
+        # Finished items whose acks ride on the next pop (one request, and
+        # one commit with the next leases, per item).
+        done: List[Message] = []
         while not self._stop.is_set():
             try:
-                messages = self.client.pop(
-                    self.queue, wait_ms=policy.wait_ms, lease_ms=policy.lease_ms
+                messages, outcomes = self.client.pop_and_ack(
+                    self.queue,
+                    [m.receipt for m in done if m.receipt],
+                    wait_ms=policy.wait_ms,
+                    lease_ms=policy.lease_ms,
                 )
             except HotqError as error:
                 self._emit("error", None, error)
-                # A failing daemon is retried after a pause, not hammered.
+                # A failing daemon is retried after a pause, not hammered;
+                # the acks ride again (one that applied reads as lost).
                 self._stop.wait(policy.backoff_ms / 1000.0)
                 continue
-            for message in messages:
-                self._handle(message)
+            _settled(self._emit, done, outcomes)
+            done = [m for m in messages if self._handle(m)]
             if not messages and policy.stop_when_drained:
                 self._stop_if_drained()
+        self._flush(done)
 
     def _stop_if_drained(self) -> None:
         try:
@@ -149,7 +175,21 @@ class Worker:
             self._stop.set()
             self._emit("drained", None, stats)
 
-    def _handle(self, message: Message) -> None:
+    def _flush(self, done: List[Message]) -> None:
+        """Acks what is left when the worker stops, in one call."""
+        if not done:
+            return
+        try:
+            outcomes = self.client.ack_batch(self.queue, [m.receipt for m in done if m.receipt])
+        except HotqError as error:
+            for message in done:
+                self._emit("error", message, error)
+            return
+        _settled(self._emit, done, outcomes)
+
+    def _handle(self, message: Message) -> bool:
+        """Runs the handler; True when the item is to be acked (with the
+        next pop), after a failure it is nacked here."""
         done, lost = threading.Event(), threading.Event()
         beat = threading.Thread(target=self._heartbeat, args=(message, done, lost), daemon=True)
         beat.start()
@@ -162,20 +202,19 @@ class Worker:
             done.set()
             beat.join()
         if lost.is_set():
-            return
+            return False
+        if failure is None:
+            return True
         try:
-            if failure is None:
-                message.ack()
-                self._emit("acked", message)
-            else:
-                self._emit("failed", message, failure)
-                delay_ms = self.policy.nack_delay_ms(message.delivery_count)
-                self._emit("nacked", message, message.nack(delay_ms))
+            self._emit("failed", message, failure)
+            delay_ms = self.policy.nack_delay_ms(message.delivery_count)
+            self._emit("nacked", message, message.nack(delay_ms))
         except LeaseLost as error:
             self._emit("lease_lost", message, error)
         except HotqError as error:
             # The lease runs out and the item comes back: at least once.
             self._emit("error", message, error)
+        return False
 
     def _heartbeat(self, message: Message, done: threading.Event, lost: threading.Event) -> None:
         while not done.wait(self.policy.heartbeat_s()):
@@ -218,10 +257,15 @@ class AsyncWorker:
 
     async def _poll(self) -> None:
         policy = self.policy
+        # Finished items whose acks ride on the next pop.
+        done: List[AsyncMessage] = []
         while not self._stop.is_set():
             try:
-                messages = await self.client.pop(
-                    self.queue, wait_ms=policy.wait_ms, lease_ms=policy.lease_ms
+                messages, outcomes = await self.client.pop_and_ack(
+                    self.queue,
+                    [m.receipt for m in done if m.receipt],
+                    wait_ms=policy.wait_ms,
+                    lease_ms=policy.lease_ms,
                 )
             except HotqError as error:
                 self._emit("error", None, error)
@@ -230,10 +274,11 @@ class AsyncWorker:
                 except asyncio.TimeoutError:
                     pass
                 continue
-            for message in messages:
-                await self._handle(message)
+            _settled(self._emit, done, outcomes)
+            done = [m for m in messages if await self._handle(m)]
             if not messages and policy.stop_when_drained:
                 await self._stop_if_drained()
+        await self._flush(done)
 
     async def _stop_if_drained(self) -> None:
         try:
@@ -245,7 +290,22 @@ class AsyncWorker:
             self._stop.set()
             self._emit("drained", None, stats)
 
-    async def _handle(self, message: AsyncMessage) -> None:
+    async def _flush(self, done: List[AsyncMessage]) -> None:
+        """Acks what is left when the worker stops, in one call."""
+        if not done:
+            return
+        try:
+            receipts = [m.receipt for m in done if m.receipt]
+            outcomes = await self.client.ack_batch(self.queue, receipts)
+        except HotqError as error:
+            for message in done:
+                self._emit("error", message, error)
+            return
+        _settled(self._emit, done, outcomes)
+
+    async def _handle(self, message: AsyncMessage) -> bool:
+        """Runs the handler; True when the item is to be acked (with the
+        next pop), after a failure it is nacked here."""
         lost = asyncio.Event()
         beat = asyncio.ensure_future(self._heartbeat(message, lost))
         try:
@@ -260,19 +320,18 @@ class AsyncWorker:
             except asyncio.CancelledError:
                 pass
         if lost.is_set():
-            return
+            return False
+        if failure is None:
+            return True
         try:
-            if failure is None:
-                await message.ack()
-                self._emit("acked", message)
-            else:
-                self._emit("failed", message, failure)
-                delay_ms = self.policy.nack_delay_ms(message.delivery_count)
-                self._emit("nacked", message, await message.nack(delay_ms))
+            self._emit("failed", message, failure)
+            delay_ms = self.policy.nack_delay_ms(message.delivery_count)
+            self._emit("nacked", message, await message.nack(delay_ms))
         except LeaseLost as error:
             self._emit("lease_lost", message, error)
         except HotqError as error:
             self._emit("error", message, error)
+        return False
 
     async def _heartbeat(self, message: AsyncMessage, lost: asyncio.Event) -> None:
         while True:

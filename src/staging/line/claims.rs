@@ -1,0 +1,93 @@
+//! A fulfillment round's claim on memory requests of its line: claimed
+//! together, settled together once the round's outcome is known (see
+//! [`LocalWaiters::settle_memory`]), with the acks riding on them.
+
+use std::sync::Arc;
+
+use super::LocalWaiters;
+use crate::keys::QueueKeys;
+use crate::lease::Receipt;
+use crate::queue::Item;
+use crate::staging::line::{AckOutcome, MemoryRequest};
+
+impl LocalWaiters {
+    /// [`Self::claim_memory`], as a guard that settles the claims unserved
+    /// if dropped unsettled (a fulfiller's task ending mid-round), so no
+    /// entry stays claimed, and its pop waiting, for good.
+    pub fn claim(self: &Arc<Self>, keys: &QueueKeys, max: usize) -> Claims {
+        Claims {
+            requests: self.claim_memory(keys, max),
+            waiters: self.clone(),
+            keys: keys.clone(),
+            settled: false,
+        }
+    }
+}
+
+/// What a committed round answers its claimed memory requests, by their
+/// place in the line.
+#[derive(Debug, Default)]
+pub struct Answered {
+    /// Served, with their items (durable now).
+    pub served: Vec<(u64, Vec<Item>)>,
+    /// Pops that must not wait, found nothing for: answered with none.
+    pub emptied: Vec<u64>,
+    /// Acks settled in the commit: their outcomes, in order.
+    pub acked: Vec<(u64, Vec<AckOutcome>)>,
+}
+
+/// Memory requests claimed for one fulfillment transaction (see
+/// [`LocalWaiters::claim`]).
+pub struct Claims {
+    waiters: Arc<LocalWaiters>,
+    keys: QueueKeys,
+    requests: Vec<MemoryRequest>,
+    settled: bool,
+}
+
+impl Claims {
+    /// The claimed requests, in arrival order.
+    pub fn requests(&self) -> &[MemoryRequest] {
+        &self.requests
+    }
+
+    /// The acks riding on these claims not settled yet, by place in the
+    /// line, in line order.
+    pub fn acks(&self) -> Vec<(u64, Vec<Receipt>)> {
+        let queues = self.waiters.queues.lock().expect("local waiters lock");
+        let Some(queue) = queues.get(&(self.keys.kind(), self.keys.name().clone())) else {
+            return Vec::new();
+        };
+        let mut acks = Vec::new();
+        for request in &self.requests {
+            let riding = queue.line.get(&request.seq).and_then(|e| e.acks.as_ref());
+            let Some(riding) = riding else { continue };
+            let riding = riding.lock().expect("riding acks lock");
+            if riding.outcomes.is_none() && !riding.receipts.is_empty() {
+                acks.push((request.seq, riding.receipts.clone()));
+            }
+        }
+        acks
+    }
+
+    /// [`LocalWaiters::settle_memory`] for these claims.
+    pub fn settle(mut self, answered: Answered) -> Vec<Item> {
+        self.settled = true;
+        self.waiters
+            .settle_memory(&self.keys, &self.requests, answered)
+    }
+}
+
+impl Drop for Claims {
+    fn drop(&mut self) {
+        if !self.settled {
+            // Nothing was handed over: no item left the store for them
+            // that anyone here knows of (the transaction's outcome is lost
+            // with the task, as a crash's would be).
+            let unclaimed =
+                self.waiters
+                    .settle_memory(&self.keys, &self.requests, Answered::default());
+            debug_assert!(unclaimed.is_empty());
+        }
+    }
+}

@@ -1,0 +1,244 @@
+//! At-least-once delivery across crashes with acks riding on pops:
+//! workers pop with leases over HTTP and ack each item on their next pop
+//! (`?ack=`), while the built daemon is killed with SIGKILL three times
+//! at moments set by the load and restarted: items whose ack did not
+//! commit come back. At the end every pushed item was acked (the store holds none
+//! of them anywhere), no lease is left, and the redeliveries are at most
+//! the items that could have been in flight at the kills.
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use common::daemon::http;
+use common::process::{kill9, start, terminate};
+use hotq::keys::{QueueKeys, QueueName};
+use hotq::store::embedded::{EmbeddedConfig, EmbeddedStore};
+use reqwest::StatusCode;
+
+const ITEMS: usize = 1_200;
+const WORKERS: usize = 12;
+const KILLS: usize = 3;
+const LEASE_MS: u64 = 1_500;
+
+#[derive(Default)]
+struct Log {
+    /// Deliveries per item.
+    deliveries: HashMap<String, u32>,
+    /// Items whose ack answered `acked`.
+    acked: HashSet<String>,
+    /// Items whose ack got no answer (the daemon died under it): acked or not.
+    ack_unanswered: HashSet<String>,
+}
+
+/// One worker: pops with a lease, the previous item's receipt riding on
+/// the next pop; survives the daemon's deaths by retrying against its
+/// current address, the receipt still riding. Ends when `done` is set.
+async fn worker(url: Arc<RwLock<String>>, log: Arc<Mutex<Log>>, done: Arc<RwLock<bool>>) {
+    let client = http();
+    // The receipt riding on the next pop, its item, and whether a pop
+    // carrying it got no answer (it may have been acked then).
+    let mut carried: Option<(String, String, bool)> = None;
+    while !*done.read().unwrap() {
+        let base = url.read().unwrap().clone();
+        let ack = carried
+            .as_ref()
+            .map(|(r, _, _)| format!("&ack={r}"))
+            .unwrap_or_default();
+        let popped = client
+            .post(format!(
+                "{base}/v1/queues/work/pop?lease_ms={LEASE_MS}&wait_ms=200{ack}"
+            ))
+            .send()
+            .await;
+        let Ok(response) = popped else {
+            // The daemon is down: try again at its next address.
+            if let Some((_, _, unanswered)) = carried.as_mut() {
+                *unanswered = true;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            continue;
+        };
+        if !response.status().is_success() {
+            continue;
+        }
+        if let Some((_, item, unanswered)) = carried.take() {
+            let word = response.headers()["hotq-acked"]
+                .to_str()
+                .unwrap()
+                .to_string();
+            let mut log = log.lock().unwrap();
+            match word.as_str() {
+                "acked" => {
+                    log.acked.insert(item);
+                }
+                "unknown_receipt" | "lease_expired" if unanswered => {
+                    log.ack_unanswered.insert(item);
+                }
+                // The lease expired before the ack came (a restart took
+                // longer than the lease): the item is redelivered.
+                "unknown_receipt" | "lease_expired" => {}
+                other => panic!("ack answered {other}"),
+            }
+        }
+        if response.status() != StatusCode::OK {
+            continue;
+        }
+        let receipt = response.headers()["hotq-receipt"]
+            .to_str()
+            .unwrap()
+            .to_string();
+        let Ok(body) = response.text().await else {
+            continue;
+        };
+        *log.lock()
+            .unwrap()
+            .deliveries
+            .entry(body.clone())
+            .or_default() += 1;
+        carried = Some((receipt, body, false));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acks_riding_on_pops_lose_nothing_when_the_daemon_is_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = tokio::task::spawn_blocking({
+        let path = dir.path().to_path_buf();
+        move || start(&path)
+    })
+    .await
+    .unwrap();
+    let client = http();
+    let pushed: Vec<String> = (0..ITEMS).map(|n| format!("item-{n}")).collect();
+    for chunk in pushed.chunks(500) {
+        use base64::Engine;
+        let encoded: Vec<String> = chunk
+            .iter()
+            .map(|item| base64::engine::general_purpose::STANDARD.encode(item))
+            .collect();
+        let response = client
+            .post(format!("{}/v1/queues/work/items:batch", first.url))
+            .json(&encoded)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::CREATED);
+    }
+
+    let url = Arc::new(RwLock::new(first.url.clone()));
+    let log = Arc::new(Mutex::new(Log::default()));
+    let done = Arc::new(RwLock::new(false));
+    let workers: Vec<_> = (0..WORKERS)
+        .map(|_| tokio::spawn(worker(url.clone(), log.clone(), done.clone())))
+        .collect();
+
+    let mut running = first;
+    for kill in 1..=KILLS {
+        // Kill when the load has acked its share: a moment the load sets.
+        let target = kill * ITEMS / (KILLS + 1);
+        common::wait_until(
+            "the load to reach the next kill",
+            Duration::from_secs(120),
+            || log.lock().unwrap().acked.len() >= target,
+        )
+        .await;
+        // ... plus a random few milliseconds, so the kill lands anywhere
+        // in a pop, an ack or a fulfillment.
+        tokio::time::sleep(Duration::from_millis(rand::random::<u64>() % 40)).await;
+        tokio::task::spawn_blocking(move || kill9(running))
+            .await
+            .unwrap();
+        let path = dir.path().to_path_buf();
+        running = tokio::task::spawn_blocking(move || start(&path))
+            .await
+            .unwrap();
+        *url.write().unwrap() = running.url.clone();
+    }
+
+    // Done when every item is acked, or unanswered-acked and gone.
+    let stats_url = format!("{}/v1/queues/work", running.url);
+    common::eventually("every item to be acked", Duration::from_secs(120), || {
+        let (client, stats_url, log) = (client.clone(), stats_url.clone(), log.clone());
+        async move {
+            let settled = {
+                let log = log.lock().unwrap();
+                log.acked.len() + log.ack_unanswered.difference(&log.acked).count() >= ITEMS
+            };
+            let Ok(response) = client.get(&stats_url).send().await else {
+                return false;
+            };
+            let stats: serde_json::Value = response.json().await.unwrap();
+            settled && stats["depth"] == 0 && stats["leased"] == 0
+        }
+    })
+    .await;
+    *done.write().unwrap() = true;
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    tokio::task::spawn_blocking(move || terminate(running))
+        .await
+        .unwrap();
+
+    let log = std::mem::take(&mut *log.lock().unwrap());
+    let keys = QueueKeys::new(&QueueName::new("work").unwrap());
+    let store = EmbeddedStore::open(EmbeddedConfig::new(dir.path())).unwrap();
+    for (what, range) in [
+        ("items", keys.items_range()),
+        ("requests", keys.requests_range()),
+    ] {
+        let left = common::scan(&store, range).await;
+        assert!(left.is_empty(), "{} {what} left after the load", left.len());
+    }
+    for what in [hotq::keys::DueWhat::Lease, hotq::keys::DueWhat::Delayed] {
+        let left = common::due_of(&store, &keys, what).await;
+        assert!(
+            left.is_empty(),
+            "{} {what:?} left after the load",
+            left.len()
+        );
+    }
+    // A staged pop's result whose requester died with a daemon waits for
+    // the reaper (its deadline plus grace); a leased one holds no item of
+    // its own: its lease returned the item, and the lease is gone.
+    let stale = common::scan(&store, keys.results_range()).await;
+    for row in &stale {
+        let result = hotq::envelope::decode_result(&row.value).unwrap();
+        let lease = result.lease.expect("every pop in this test is leased");
+        let receipt = common::scan(
+            &store,
+            (keys.receipt(&lease.receipt), {
+                let mut end = keys.receipt(&lease.receipt);
+                end.push(0);
+                end
+            }),
+        )
+        .await;
+        assert!(receipt.is_empty(), "a stale result's lease still exists");
+    }
+    let delivered: HashSet<&String> = log.deliveries.keys().collect();
+    assert_eq!(delivered.len(), ITEMS, "every pushed item was delivered");
+    for item in &pushed {
+        assert!(
+            log.acked.contains(item) || log.ack_unanswered.contains(item),
+            "{item} was never acked"
+        );
+    }
+    let deliveries: u32 = log.deliveries.values().sum();
+    let redeliveries = deliveries as usize - ITEMS;
+    eprintln!(
+        "{ITEMS} items, {KILLS} SIGKILLs, {WORKERS} workers: {deliveries} deliveries, \
+         {redeliveries} redeliveries, {} acks unanswered, {} stale leased results awaiting the reaper",
+        log.ack_unanswered.len(),
+        stale.len()
+    );
+    // A worker holds at most one item at a time and carries at most one
+    // ack, so at most two items per worker were in flight at each kill.
+    assert!(
+        redeliveries <= 2 * KILLS * WORKERS,
+        "{redeliveries} redeliveries for {KILLS} kills of {WORKERS} workers"
+    );
+}
