@@ -23,7 +23,7 @@ def test_admin_list_settings_leases_purge_delete(daemon) -> None:
         assert changed.settings.dead_letter_queue == "adm-dlq"
         assert client.settings("adm").stored.default_lease_ms is None
         with pytest.raises(hotq.BadRequest) as refused:
-            client.update_settings("adm", {"max_deliveries": 0})
+            client.update_settings("adm", {"max_deliveries": -1})
         assert refused.value.code == "invalid_settings"
 
         [leased] = client.pop("adm", lease_ms=60_000)

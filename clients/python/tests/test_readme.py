@@ -37,7 +37,7 @@ def test_the_policy_table_states_every_field_and_its_default() -> None:
 def test_the_event_table_states_every_kind_the_worker_emits() -> None:
     documented = {row[0] for row in _rows("| `kind` | `message` | `detail` |")}
     source = (Path(__file__).resolve().parents[1] / "src" / "hotq" / "worker.py").read_text()
-    emitted = set(re.findall(r'_emit\("([a-z_]+)"', source))
+    emitted = set(re.findall(r'emit\("([a-z_]+)"', source))
     assert documented == emitted
     for kind in emitted:
         assert f"``{kind}``" in (WorkerEvent.__doc__ or ""), kind
