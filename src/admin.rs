@@ -365,6 +365,8 @@ pub struct QueueSummary {
     pub waiting: i64,
     /// Age of the first item, FIFO queues only.
     pub oldest_item_age_ms: Option<u64>,
+    /// The queue is paused (see [`crate::queue_settings::paused_in`]).
+    pub paused: bool,
 }
 
 /// Up to `limit` queues of `kind` in name order, from after the queue
@@ -425,7 +427,9 @@ async fn summary<T: Transaction>(txn: &T, keys: QueueKeys) -> Result<QueueSummar
             .map(|item| now_ms().saturating_sub(item.enqueued_at_ms)),
         QueueKind::Priority => None,
     };
+    let paused = crate::queue_settings::read_in(txn, &keys).await?.paused == Some(true);
     Ok(QueueSummary {
+        paused,
         kind: keys.kind(),
         name: keys.name().clone(),
         depth,

@@ -158,7 +158,7 @@ pub enum Command {
     /// Priority queues.
     #[command(subcommand)]
     Pq(PqCommand),
-    /// Administration: queues, purge, delete, leases, settings.
+    /// Administration: queues, purge, delete, leases, settings, pause, resume.
     #[command(flatten)]
     Admin(admin::AdminCommand),
     /// Measure pops under contention (see `hotq bench --help`).

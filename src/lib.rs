@@ -24,6 +24,7 @@
 //! - [`metrics`]: Prometheus metric names, descriptions, label caps.
 //! - [`config`]: the daemon's configuration (file, environment, flags).
 //! - [`server`]: the daemon: HTTP API, exporter, sampler, graceful shutdown.
+//! - [`console`]: the web console at `/ui`, and the API calls it added.
 //! - [`cli`]: the `hotq` command line (daemon, client, bench); the binary
 //!   in `main.rs` only calls it.
 //! - [`bench`]: `hotq bench`.
@@ -34,6 +35,7 @@ pub mod admin;
 pub mod bench;
 pub mod cli;
 pub mod config;
+pub mod console;
 pub mod coordinator;
 pub mod dedup;
 pub mod envelope;

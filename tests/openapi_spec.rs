@@ -15,11 +15,12 @@ use serde_json::Value;
 const METHODS: [&str; 5] = ["get", "post", "put", "delete", "patch"];
 
 /// `(method, path)` of every `.route("path", get(..).post(..))` in
-/// `src/server/`: the router's table, read from its source, since axum
+/// `src/server/` and `src/console/`: the router's table, read from its source, since axum
 /// does not list a router's routes.
 fn routes_in_source() -> BTreeSet<(String, String)> {
     let mut routes = BTreeSet::new();
-    let mut files = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("src/server")];
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = vec![root.join("src/server"), root.join("src/console")];
     while let Some(path) = files.pop() {
         if path.is_dir() {
             files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));

@@ -1,4 +1,5 @@
-//! `hotq queues`, `purge`, `delete`, `leases`, `settings`: administration
+//! `hotq queues`, `purge`, `delete`, `leases`, `settings`, `pause`,
+//! `resume`: administration
 //! of a running daemon over HTTP (see `crate::server::admin`). Each prints
 //! the daemon's JSON answer.
 
@@ -69,6 +70,38 @@ pub enum AdminCommand {
         #[arg(long)]
         set: Option<String>,
     },
+    /// Pause a queue, for every daemon on the store: it takes pushes and
+    /// hands nothing out (pops wait or answer empty); leases still settle.
+    Pause {
+        /// Daemon connection.
+        #[command(flatten)]
+        client: ClientArgs,
+        /// Queue name.
+        queue: String,
+        /// A priority queue.
+        #[arg(long)]
+        priority: bool,
+    },
+    /// Resume a paused queue: pops waiting on it are served at once.
+    Resume {
+        /// Daemon connection.
+        #[command(flatten)]
+        client: ClientArgs,
+        /// Queue name.
+        queue: String,
+        /// A priority queue.
+        #[arg(long)]
+        priority: bool,
+    },
+}
+
+/// `/v1/queues` or `/v1/pqueues`.
+fn root(priority: bool) -> &'static str {
+    if priority {
+        "/v1/pqueues"
+    } else {
+        "/v1/queues"
+    }
 }
 
 /// Runs one administration subcommand.
@@ -113,6 +146,26 @@ pub async fn run(command: AdminCommand) -> Result<u8, String> {
             }
             (client, reqwest::Method::GET, path, None)
         }
+        AdminCommand::Pause {
+            client,
+            queue,
+            priority,
+        } => (
+            client,
+            reqwest::Method::POST,
+            format!("{}/{}/pause", root(priority), segment(&queue)),
+            None,
+        ),
+        AdminCommand::Resume {
+            client,
+            queue,
+            priority,
+        } => (
+            client,
+            reqwest::Method::POST,
+            format!("{}/{}/resume", root(priority), segment(&queue)),
+            None,
+        ),
         AdminCommand::Settings { client, queue, set } => {
             let path = format!("/v1/queues/{}/settings", segment(&queue));
             match set {

@@ -237,6 +237,7 @@ pub async fn queue_stats<S: Store>(
     let delayed = decode_counter(txn.get(&keys.delayed_count(), true).await?.as_deref());
     let grouped = decode_counter(txn.get(&keys.grouped_count(), true).await?.as_deref());
     let oldest = read_end(&txn, keys, End::Front, 1, true).await?;
+    let paused = crate::queue_settings::read_in(&txn, keys).await?.paused == Some(true);
     let oldest_age_ms = match keys.kind() {
         QueueKind::Fifo => oldest
             .first()
@@ -252,6 +253,7 @@ pub async fn queue_stats<S: Store>(
         delayed,
         grouped,
         oldest_item_age_ms: oldest_age_ms,
+        paused,
     };
     Ok(serde_json::to_value(stats).expect("stats serialize"))
 }

@@ -164,6 +164,8 @@ pub struct QueueStats {
     /// Age of the first item, in ms; null when empty, and for priority queues.
     #[schema(required = true)]
     pub oldest_item_age_ms: Option<u64>,
+    /// True while the queue is paused: it takes pushes, hands nothing out.
+    pub paused: bool,
 }
 
 /// One receipt's outcome in a batch ack.

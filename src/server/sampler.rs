@@ -1,5 +1,5 @@
-//! Samples depth, waiting requests, leased and delayed items and
-//! oldest-item age of queues, at a fixed interval and for a bounded number
+//! Samples depth, waiting requests, leased and delayed items,
+//! oldest-item age and whether it is paused, of queues, at a fixed interval and for a bounded number
 //! of queues per pass, so a scrape never scans a queue and the sampler's
 //! cost does not grow with the number of queues. Each pass takes, within
 //! `metrics_sample_queues_max`:
@@ -25,13 +25,14 @@ use super::AppState;
 use super::fifo::queue_stats;
 use crate::keys::{QueueKeys, QueueKind, QueueName, queue_of_key, queues_root_range};
 use crate::metrics::{
-    DELAYED_ITEMS, LEASED_ITEMS, OLDEST_ITEM_AGE, OVERFLOW_QUEUE_LABEL, QUEUE_DEPTH,
+    DELAYED_ITEMS, LEASED_ITEMS, OLDEST_ITEM_AGE, OVERFLOW_QUEUE_LABEL, QUEUE_DEPTH, QUEUE_PAUSED,
     REQUESTS_WAITING, kind_label, queue_label,
 };
 use crate::store::{RangeRead, Store, Transaction};
 
-/// Gauges of one queue or label: depth, waiting, oldest age (s), leased, delayed.
-type Gauges = [f64; 5];
+/// Gauges of one queue or label: depth, waiting, oldest age (s), leased,
+/// delayed, paused (a label's: how many of its queues are).
+type Gauges = [f64; 6];
 
 /// Where the rotation through every queue stands.
 pub struct Rotation {
@@ -60,7 +61,7 @@ impl Default for Rotation {
         Rotation {
             kind: QueueKind::Fifo,
             cursor: None,
-            other: [[0.0; 5]; 2],
+            other: [[0.0; 6]; 2],
             other_seen: [false; 2],
             other_published: [false; 2],
         }
@@ -151,6 +152,11 @@ async fn read_gauges<S: Store>(
         number("oldest_item_age_ms") / 1_000.0,
         number("leased"),
         number("delayed"),
+        if stats["paused"].as_bool() == Some(true) {
+            1.0
+        } else {
+            0.0
+        },
     ])
 }
 
@@ -161,9 +167,14 @@ fn add(sum: &mut Gauges, gauges: &Gauges) {
     sum[2] = sum[2].max(gauges[2]);
     sum[3] += gauges[3];
     sum[4] += gauges[4];
+    sum[5] += gauges[5];
 }
 
-fn publish(kind: QueueKind, label: &str, [depth, waiting, oldest_age_s, leased, delayed]: &Gauges) {
+fn publish(
+    kind: QueueKind,
+    label: &str,
+    [depth, waiting, oldest_age_s, leased, delayed, paused]: &Gauges,
+) {
     let kind = kind_label(kind);
     let labels = [("queue", label.to_string()), ("kind", kind.to_string())];
     metrics::gauge!(QUEUE_DEPTH, &labels).set(*depth);
@@ -171,6 +182,7 @@ fn publish(kind: QueueKind, label: &str, [depth, waiting, oldest_age_s, leased, 
     metrics::gauge!(OLDEST_ITEM_AGE, &labels).set(*oldest_age_s);
     metrics::gauge!(LEASED_ITEMS, &labels).set(*leased);
     metrics::gauge!(DELAYED_ITEMS, &labels).set(*delayed);
+    metrics::gauge!(QUEUE_PAUSED, &labels).set(*paused);
 }
 
 /// The rotation's next queue: one range read of limit 1 from the cursor,
@@ -211,7 +223,7 @@ async fn next_queue<S: Store>(
                         rotation.other_published[i] = true;
                     }
                 }
-                rotation.other = [[0.0; 5]; 2];
+                rotation.other = [[0.0; 6]; 2];
                 rotation.other_seen = [false; 2];
                 return None;
             }

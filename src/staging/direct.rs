@@ -17,7 +17,7 @@ pub enum Attempt {
 }
 
 /// Tries once to take up to `max` items from `end` of the queue: if no
-/// request is waiting (snapshot check), reads them without snapshot, clears
+/// request is waiting (snapshot check) and the queue is not paused, reads them without snapshot, clears
 /// them (moving each under a lease when `lease_ms` > 0) and commits. A
 /// conflict is returned, not retried.
 pub async fn try_pop<S: Store>(
@@ -31,6 +31,11 @@ pub async fn try_pop<S: Store>(
     let waiting = decode_counter(txn.get(&keys.waiting(), true).await?.as_deref());
     if waiting > 0 {
         return Ok((Attempt::RequestsWaiting, Vec::new()));
+    }
+    if crate::queue_settings::paused_in(&txn, keys).await? {
+        // Paused: nothing to take. A pop that may wait joins the line,
+        // whose rounds hand nothing out until the queue resumes.
+        return Ok((Attempt::Done(DirectPop::Empty), Vec::new()));
     }
     let mut items = read_end(&txn, keys, end, max.max(1), false).await?;
     if items.is_empty() {

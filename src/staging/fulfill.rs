@@ -35,7 +35,7 @@ pub use crate::staging::fulfilled::{Fulfilled, LocalHandoff};
 use crate::staging::line::{LocalId, MemoryRequest};
 use crate::staging::line_results::{Collected, collect_in};
 use crate::staging::marker::marker_says_applied;
-use crate::staging::pool::{Round, read_pool, result_of, take_turns};
+use crate::staging::pool::{Pool, Round, read_pool, result_of, take_turns};
 use crate::staging::requester::restore_in;
 use crate::staging::round_requests::{Requests, Source, assign_own, sort_requests};
 use crate::store::{RangeRead, Store, Transaction};
@@ -183,7 +183,14 @@ pub async fn fulfill_round<S: Store>(
             .min(batch)
     };
     let (wanted_front, wanted_back) = (wanted(End::Front), wanted(End::Back));
-    let pool = read_pool(&txn, keys, wanted_front, wanted_back).await?;
+    // A paused queue hands nothing out: its round sees no items (pops that
+    // must not wait are answered "empty", the others wait for the resume).
+    let paused = crate::queue_settings::paused_in(&txn, keys).await?;
+    let pool = if paused {
+        Pool::nothing()
+    } else {
+        read_pool(&txn, keys, wanted_front, wanted_back).await?
+    };
     let pool_is_everything = pool.is_everything;
     let mut pool = pool.items;
     debug_assert!(
@@ -382,8 +389,11 @@ pub async fn fulfill_round<S: Store>(
     // stopped us (bytes, or items per round), items remain and the caller
     // loops at once.
     let watch = if left_items == 0 {
+        // A resume bumps the wake key (pushes to a paused queue need not
+        // wake the loop).
+        let wakes_it = if paused { keys.wake() } else { keys.depth() };
         (unserved > 0 && bytes < bytes_max && pool_is_everything)
-            .then(|| txn.watch(&keys.depth()))
+            .then(|| txn.watch(&wakes_it))
             .transpose()?
     } else if bytes >= bytes_max
         || (unserved == 0 && served + expired + collected + kept.pops_asked > 0)
