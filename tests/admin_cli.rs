@@ -1,4 +1,4 @@
-//! `hotq queues|purge|delete|leases|settings` against the real daemon.
+//! `hotq queues|purge|delete|leases|settings|pause|resume` against the real daemon.
 
 mod common;
 
@@ -56,5 +56,39 @@ async fn admin_subcommands_print_the_daemons_answers() {
     );
     let (_, queues) = hotq(url, &["queues"]).await;
     assert_eq!(queues["queues"], serde_json::json!([]));
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_and_resume_change_what_the_queue_hands_out() {
+    let daemon = Daemon::start(|_| {}).await;
+    let url = daemon.url.as_str();
+    let (code, _) = hotq(url, &["push", "cli-p", "a"]).await;
+    assert_eq!(code, 0);
+    let (code, paused) = hotq(url, &["pause", "cli-p"]).await;
+    assert_eq!(code, 0);
+    assert_eq!(
+        paused,
+        serde_json::json!({"queue": "cli-p", "paused": true})
+    );
+    let (_, queues) = hotq(url, &["queues"]).await;
+    assert_eq!(queues["queues"][0]["paused"], true);
+    let popped = reqwest::Client::new()
+        .post(format!("{url}/v1/queues/cli-p/pop"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(popped.status(), reqwest::StatusCode::NO_CONTENT);
+    let (code, resumed) = hotq(url, &["resume", "cli-p"]).await;
+    assert_eq!(code, 0);
+    assert_eq!(resumed["paused"], false);
+    let popped = reqwest::Client::new()
+        .post(format!("{url}/v1/queues/cli-p/pop"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(popped.status(), reqwest::StatusCode::OK);
+    let (code, paused) = hotq(url, &["pause", "--priority", "cli-pq"]).await;
+    assert_eq!((code, paused["paused"].as_bool()), (0, Some(true)));
     daemon.stop().await;
 }

@@ -208,6 +208,15 @@ def seed_for_screenshots(daemon: Daemon) -> None:
         push(daemon, name, *[f"{name}-event-{i}".encode() for i in range(2)])
 
 
+def fit_to_page(browser) -> None:
+    """Sizes the window to the page's content, for a screenshot without empty space."""
+    bottom = browser.execute_script("return Math.ceil(document.querySelector('main').getBoundingClientRect().bottom)")
+    inner = browser.execute_script("return window.innerHeight")
+    outer = browser.get_window_size()["height"]
+    browser.set_window_size(1360, min(bottom + (outer - inner) + 4, 2400))
+    wait(browser, lambda d: d.execute_script("return window.innerHeight") >= min(bottom, 2000), "the resize")
+
+
 def test_screenshots(daemon: Daemon, browser) -> None:
     """Saves docs/console-overview.png and docs/console-queue.png (only
     when HOTQ_CONSOLE_SCREENSHOTS names a directory)."""
@@ -219,11 +228,11 @@ def test_screenshots(daemon: Daemon, browser) -> None:
     wait(browser, lambda d: cell(d, "emails", "depth") != "", "the overview")
     push(daemon, "emails", *[b'{"to":"late@example.com"}'] * 3)
     wait(browser, lambda d: cell(d, "emails", "push") not in ("", "–"), "a rate")
+    fit_to_page(browser)
     browser.save_screenshot(str(Path(directory) / "console-overview.png"))
+    browser.set_window_size(1360, 900)
     open_queue(browser, daemon, "emails")
     wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#leases tr[data-receipt]"), "leases")
     wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#dlq-items tr[data-item]"), "dead letters")
-    height = browser.execute_script("return document.documentElement.scrollHeight")
-    browser.set_window_size(1360, min(max(height + 160, 900), 2400))
-    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#items tr[data-item]"), "the resized page")
+    fit_to_page(browser)
     browser.save_screenshot(str(Path(directory) / "console-queue.png"))
