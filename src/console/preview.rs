@@ -66,7 +66,7 @@ mod tests {
             (binary.text.as_str(), binary.encoding, binary.truncated),
             ("ff0010", "hex", false)
         );
-        let big = Preview::of(&vec![0xfe; PREVIEW_HEX_BYTES_MAX + 1]);
+        let big = Preview::of(&[0xfe; PREVIEW_HEX_BYTES_MAX + 1]);
         assert_eq!(big.text.len(), PREVIEW_HEX_BYTES_MAX * 2);
         assert!(big.truncated);
     }
