@@ -7,6 +7,8 @@ use crate::server::error::{ApiError, ApiPath, ErrorBody};
 
 const INDEX_HTML: &str = include_str!("assets/index.html");
 const APP_JS: &str = include_str!("assets/app.js");
+const OVERVIEW_JS: &str = include_str!("assets/overview.js");
+const QUEUE_JS: &str = include_str!("assets/queue.js");
 const STYLE_CSS: &str = include_str!("assets/style.css");
 const ICON_SVG: &str = include_str!("assets/icon.svg");
 
@@ -37,12 +39,14 @@ pub async fn page() -> Response {
 
 /// `GET /ui/{asset}`: the console's script, style and icon.
 #[utoipa::path(get, path = "/ui/{asset}", tag = "console", security(()),
-    params(("asset" = String, Path, description = "app.js, style.css or icon.svg")),
+    params(("asset" = String, Path, description = "app.js, overview.js, queue.js, style.css or icon.svg")),
     responses((status = 200, description = "The file"),
         (status = 404, description = "unknown_asset: no such file", body = ErrorBody)))]
 pub async fn asset(ApiPath(asset): ApiPath<String>) -> Response {
     match asset.as_str() {
         "app.js" => file("text/javascript; charset=utf-8", APP_JS),
+        "overview.js" => file("text/javascript; charset=utf-8", OVERVIEW_JS),
+        "queue.js" => file("text/javascript; charset=utf-8", QUEUE_JS),
         "style.css" => file("text/css; charset=utf-8", STYLE_CSS),
         "icon.svg" => file("image/svg+xml", ICON_SVG),
         _ => ApiError::new(
