@@ -28,15 +28,15 @@
 //! from its start: the cost is every due entry of every queue, once per
 //! purge or delete that finds the queue's delayed count above zero.
 
-use crate::envelope::{End, decode_held, decode_item, now_ms};
+use crate::envelope::{decode_held, decode_item, now_ms};
 use crate::keys::{
     DueWhat, QueueKeys, QueueKind, QueueName, due_entry, due_range, queue_of_key, queues_root_range,
 };
 use crate::lease::Receipt;
-use crate::queue::{QueueError, read_end};
+use crate::queue::QueueError;
 use crate::store::{
-    KeyValue, RangeRead, RetryPolicy, Store, Transaction, decode_counter, decode_mark, key_after,
-    transact,
+    KeyValue, RangeRead, RetryPolicy, Store, StoreError, Transaction, decode_counter, decode_mark,
+    key_after, transact,
 };
 
 /// Most items one purge transaction drops.
@@ -50,6 +50,9 @@ const DUE_SCAN_BATCH_MAX: usize = 10_000;
 pub const LIST_LIMIT_MAX: usize = 100;
 /// Most leases one listing page holds.
 pub const LEASES_LIMIT_MAX: usize = 1_000;
+/// Longest a delete works before it answers: past it, with pushes still
+/// landing, it reports what it dropped so far and that work is left.
+pub const DELETE_WAIT_MS_MAX: u64 = 5_000;
 
 /// What a purge or delete dropped.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -72,6 +75,17 @@ const ADMIN_RETRY: RetryPolicy = RetryPolicy {
     attempts_max: 1_000,
     backoff_initial_ms: 1,
     backoff_max_ms: 20,
+    retry_maybe_committed: false,
+};
+
+/// The final clear of a delete read-conflicts on the whole queue, so every
+/// push landing meanwhile makes it conflict: a few quick tries, then the
+/// delete drains what came back and tries again (bounded by
+/// [`DELETE_WAIT_MS_MAX`]) rather than sleep through a thousand retries.
+const CLEAR_REST_RETRY: RetryPolicy = RetryPolicy {
+    attempts_max: 8,
+    backoff_initial_ms: 1,
+    backoff_max_ms: 5,
     retry_maybe_committed: false,
 };
 
@@ -274,44 +288,70 @@ fn receipt_row(keys: &QueueKeys, row: &KeyValue) -> Option<(Receipt, u64)> {
 
 /// Deletes the queue: its items, delayed items, leases, stored requests
 /// and results, counters, settings and dedup ids. Workers holding a lease
-/// of it get `unknown_receipt` for their receipt.
+/// of it get `unknown_receipt` for their receipt. Gives up after
+/// [`DELETE_WAIT_MS_MAX`] (or [`ADMIN_PASSES_MAX`] transactions) while
+/// items keep arriving: `done` is false and the counts say what it
+/// dropped until then.
 pub async fn delete<S: Store>(store: &S, keys: &QueueKeys) -> Result<Dropped, QueueError> {
+    let began = std::time::Instant::now();
+    let in_time = || began.elapsed().as_millis() < u128::from(DELETE_WAIT_MS_MAX);
     let mut dropped = Dropped::default();
     let mut passes = 0;
-    let everything = keys.items_range().1;
-    while passes < ADMIN_PASSES_MAX {
+    while passes < ADMIN_PASSES_MAX && in_time() {
         // Drain what can be large in bounded batches first ...
-        let (count, _) = drop_waiting(store, keys, None, &mut passes).await?;
-        dropped.items += count;
-        loop {
-            passes += 1;
-            let count = purge_batch(store, keys, &everything).await?;
-            dropped.items += count;
-            if count == 0 || passes >= ADMIN_PASSES_MAX {
-                break;
-            }
-        }
-        loop {
-            passes += 1;
-            let count = drop_leases(store, keys).await?;
-            dropped.leased += count;
-            if count == 0 || passes >= ADMIN_PASSES_MAX {
-                break;
-            }
-        }
-        if delayed_count(store, keys).await? > 0 {
-            let (count, _) = drop_delayed(store, keys, &mut passes).await?;
-            dropped.delayed += count;
-        }
+        drain_for_delete(store, keys, &mut dropped, &mut passes, &in_time).await?;
         // ... then clear the rest at once, if nothing came back meanwhile.
         passes += 1;
-        if let Some(results) = clear_rest(store, keys).await? {
-            dropped.results = results;
-            dropped.done = true;
-            return Ok(dropped);
+        match clear_rest(store, keys).await {
+            Ok(Some(results)) => {
+                dropped.results = results;
+                dropped.done = true;
+                return Ok(dropped);
+            }
+            Ok(None) => {}
+            // Pushes kept landing inside the queue's range: drain again.
+            Err(QueueError::Store(StoreError::Conflict)) => {}
+            Err(error) => return Err(error),
         }
     }
     Ok(dropped)
+}
+
+/// One pass of a delete's draining: items waiting behind group heads,
+/// visible items, leases and delayed items, each in bounded transactions;
+/// the batch loops stop when `in_time` says the delete's time is up (pushes
+/// landing as fast as it drops would keep them going).
+async fn drain_for_delete<S: Store>(
+    store: &S,
+    keys: &QueueKeys,
+    dropped: &mut Dropped,
+    passes: &mut usize,
+    in_time: &impl Fn() -> bool,
+) -> Result<(), QueueError> {
+    let everything = keys.items_range().1;
+    let (count, _) = drop_waiting(store, keys, None, passes).await?;
+    dropped.items += count;
+    while *passes < ADMIN_PASSES_MAX && in_time() {
+        *passes += 1;
+        let count = purge_batch(store, keys, &everything).await?;
+        dropped.items += count;
+        if count == 0 {
+            break;
+        }
+    }
+    while *passes < ADMIN_PASSES_MAX && in_time() {
+        *passes += 1;
+        let count = drop_leases(store, keys).await?;
+        dropped.leased += count;
+        if count == 0 {
+            break;
+        }
+    }
+    if delayed_count(store, keys).await? > 0 {
+        let (count, _) = drop_delayed(store, keys, passes).await?;
+        dropped.delayed += count;
+    }
+    Ok(())
 }
 
 /// In one transaction that read-conflicts on the queue's whole subspace:
@@ -319,7 +359,7 @@ pub async fn delete<S: Store>(store: &S, keys: &QueueKeys) -> Result<Dropped, Qu
 /// registry entry) and returns the uncollected results dropped; `None`
 /// when something is back (the caller drains it and tries again).
 async fn clear_rest<S: Store>(store: &S, keys: &QueueKeys) -> Result<Option<u64>, QueueError> {
-    let cleared = transact(store, ADMIN_RETRY, |txn| async move {
+    let cleared = transact(store, CLEAR_REST_RETRY, |txn| async move {
         let (begin, end) = keys.queue_range();
         txn.add_read_conflict_range(&begin, &end)?;
         let (items_begin, items_end) = keys.items_range();
@@ -363,10 +403,12 @@ pub struct QueueSummary {
     pub grouped: i64,
     /// Stored requests waiting.
     pub waiting: i64,
-    /// Age of the first item, FIFO queues only.
+    /// Age of the oldest visible item (see [`crate::oldest`]).
     pub oldest_item_age_ms: Option<u64>,
     /// The queue is paused (see [`crate::queue_settings::paused_in`]).
     pub paused: bool,
+    /// A dead-letter queue (see [`crate::dead_letters`]).
+    pub dead_letter: bool,
 }
 
 /// Up to `limit` queues of `kind` in name order, from after the queue
@@ -420,13 +462,7 @@ async fn summary<T: Transaction>(txn: &T, keys: QueueKeys) -> Result<QueueSummar
     let delayed = counter(txn.get(&keys.delayed_count(), true).await?);
     let grouped = counter(txn.get(&keys.grouped_count(), true).await?);
     let waiting = counter(txn.get(&keys.waiting(), true).await?);
-    let oldest_item_age_ms = match keys.kind() {
-        QueueKind::Fifo => read_end(txn, &keys, End::Front, 1, true)
-            .await?
-            .first()
-            .map(|item| now_ms().saturating_sub(item.enqueued_at_ms)),
-        QueueKind::Priority => None,
-    };
+    let oldest_item_age_ms = crate::oldest::oldest_item_age_ms_in(txn, &keys).await?;
     let paused = crate::queue_settings::read_in(txn, &keys).await?.paused == Some(true);
     Ok(QueueSummary {
         paused,
@@ -438,6 +474,7 @@ async fn summary<T: Transaction>(txn: &T, keys: QueueKeys) -> Result<QueueSummar
         grouped,
         waiting,
         oldest_item_age_ms,
+        dead_letter: crate::dead_letters::is_dead_letter_queue_in(txn, &keys).await?,
     })
 }
 

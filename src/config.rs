@@ -66,6 +66,8 @@ pub struct Config {
     pub staging: StagingSection,
     /// Leases, dead letters and delays.
     pub leases: LeasesSection,
+    /// The `[sqs]` table: the Amazon SQS API (see [`crate::sqs`]).
+    pub sqs: crate::sqs::SqsSection,
 }
 
 /// The `[leases]` table.
@@ -172,6 +174,7 @@ impl Default for Config {
             metrics_sample_queues_max: 1_000,
             staging: StagingSection::default(),
             leases: LeasesSection::default(),
+            sqs: crate::sqs::SqsSection::default(),
         }
     }
 }
@@ -350,6 +353,7 @@ impl Config {
                 self.listen
             )));
         }
+        self.sqs.validate().map_err(ConfigError)?;
         if self.backend == Backend::Fdb && !cfg!(feature = "fdb") {
             return Err(ConfigError(
                 "backend = \"fdb\" needs a build with --features fdb".into(),

@@ -80,6 +80,9 @@ pub struct DeadLetter {
     pub queue: String,
     /// Its delivery count when it was given up on.
     pub deliveries: u32,
+    /// `Some(priority)` when it came from a priority queue (at that
+    /// priority), `None` from a FIFO queue: a redrive returns it there.
+    pub priority: Option<i64>,
 }
 
 /// An item's envelope: everything stored with its payload.
@@ -141,10 +144,18 @@ fn encode_item_parts(
         value.extend_from_slice(payload);
         return value;
     }
-    let origin_len = dead_letter.map_or(0, |d| d.queue.len() + 4);
+    let origin_len = dead_letter.map_or(0, |d| d.queue.len() + 12);
     let group_len = group.map_or(0, |g| g.len() + 1);
+    let from_priority = dead_letter.and_then(|dead| dead.priority);
     let mut value = Vec::with_capacity(14 + origin_len + group_len + payload.len());
-    value.push(if group.is_some() { 3 } else { 2 });
+    // 2: base; 3: with a group; 4 and 5: the same, dead-lettered from a
+    // priority queue (its priority follows the origin's deliveries).
+    value.push(match (group.is_some(), from_priority.is_some()) {
+        (false, false) => 2,
+        (true, false) => 3,
+        (false, true) => 4,
+        (true, true) => 5,
+    });
     value.extend_from_slice(&enqueued_at_ms.to_be_bytes());
     value.extend_from_slice(&deliveries.to_be_bytes());
     match dead_letter {
@@ -155,6 +166,9 @@ fn encode_item_parts(
             value.push(len);
             value.extend_from_slice(dead.queue.as_bytes());
             value.extend_from_slice(&dead.deliveries.to_be_bytes());
+            if let Some(priority) = dead.priority {
+                value.extend_from_slice(&priority.to_be_bytes());
+            }
         }
         None => value.push(0),
     }
@@ -177,20 +191,29 @@ pub fn decode_item(value: &[u8]) -> Option<ItemValue> {
             let enqueued_at_ms = reader.u64()?;
             Some(ItemValue::new(enqueued_at_ms, reader.rest().to_vec()))
         }
-        version @ (2 | 3) => {
+        version @ 2..=5 => {
+            let from_priority = version >= 4;
             let enqueued_at_ms = reader.u64()?;
             let deliveries = reader.u32()?;
             let dead_letter = match reader.u8()? {
+                0 if from_priority => return None,
                 0 => None,
                 len => {
                     let queue = std::str::from_utf8(reader.take(len as usize)?).ok()?;
+                    let deliveries = reader.u32()?;
+                    let priority = if from_priority {
+                        Some(i64::from_be_bytes(reader.take(8)?.try_into().ok()?))
+                    } else {
+                        None
+                    };
                     Some(DeadLetter {
                         queue: queue.to_string(),
-                        deliveries: reader.u32()?,
+                        deliveries,
+                        priority,
                     })
                 }
             };
-            let group = if version == 3 {
+            let group = if version == 3 || version == 5 {
                 let len = reader.u8()?;
                 if len == 0 {
                     return None;

@@ -9,6 +9,7 @@ fn dead_item() -> ItemValue {
         dead_letter: Some(DeadLetter {
             queue: "jobs".into(),
             deliveries: 5,
+            priority: None,
         }),
         group: None,
         payload: b"payload".to_vec(),
@@ -143,5 +144,20 @@ fn garbage_and_truncations_decode_to_none() {
     });
     for len in 0..held.len() - b"payload".len() {
         assert_eq!(decode_held(&held[..len]), None, "truncated at {len}");
+    }
+}
+
+#[test]
+fn a_dead_letter_from_a_priority_queue_keeps_its_origin_and_priority() {
+    for group in [None, Some("g".to_string())] {
+        let mut item = dead_item();
+        item.group = group.clone();
+        item.dead_letter.as_mut().unwrap().priority = Some(-7);
+        let encoded = encode_item_value(&item);
+        assert_eq!(encoded[0], if group.is_some() { 5 } else { 4 });
+        assert_eq!(decode_item(&encoded), Some(item.clone()));
+        for len in 0..encoded.len() - item.payload.len() {
+            assert_eq!(decode_item(&encoded[..len]), None, "cut at {len}");
+        }
     }
 }

@@ -1,4 +1,4 @@
-//! The key layout of a queue (DESIGN §3), tuple-encoded under `("hotq", queue)`
+//! The key layout of a queue (docs/design.md §3), tuple-encoded under `("hotq", queue)`
 //! for FIFO queues and `("hotq-pq", queue)` for priority queues (so the two
 //! kinds never share a subspace, whatever their names).
 //!
@@ -32,7 +32,7 @@
 //! per item, and consuming it is one clear that every racing settle reads).
 //! Binaries before the due index kept leases and delayed items under
 //! `(queue, "leases"|"delayed", due_ms, id)`; [`QueueKeys::legacy_ranges`]
-//! names them for the one-time move (see `crate::lease::due::migrate`).
+//! names them for the one-time move (see [`crate::lease::migrate`]).
 
 use std::sync::Arc;
 
@@ -121,6 +121,37 @@ pub fn registry_entry(key: &[u8]) -> Option<(QueueKind, QueueName)> {
         _ => return None,
     };
     Some((kind, QueueName::new(&name).ok()?))
+}
+
+fn dead_letter_roles() -> Subspace {
+    Subspace::all().subspace(&("hotq-dlq",))
+}
+
+/// The entry saying queue `origin` of `kind` names `target` as its
+/// dead-letter queue: `("hotq-dlq", target, kind, origin)`, empty value
+/// (see `crate::dead_letters`).
+pub fn dead_letter_role_key(target: &QueueName, kind: QueueKind, origin: &QueueName) -> Vec<u8> {
+    dead_letter_roles().pack(&(target.as_str(), kind.tag(), origin.as_str()))
+}
+
+/// `[begin, end)` of the entries of queues naming `target` as their
+/// dead-letter queue.
+pub fn dead_letter_roles_range(target: &QueueName) -> (Vec<u8>, Vec<u8>) {
+    dead_letter_roles().subspace(&(target.as_str(),)).range()
+}
+
+/// The origin queue a [`dead_letter_role_key`] names; `None` for a key
+/// that is not one.
+pub fn dead_letter_role_origin(key: &[u8]) -> Option<(QueueKind, QueueName)> {
+    let (_, tag, origin) = dead_letter_roles()
+        .unpack::<(String, String, String)>(key)
+        .ok()?;
+    let kind = match tag.as_str() {
+        "fifo" => QueueKind::Fifo,
+        "priority" => QueueKind::Priority,
+        _ => return None,
+    };
+    Some((kind, QueueName::new(&origin).ok()?))
 }
 
 /// The subspaces of one queue. Cheap to clone: every clone shares one
@@ -366,6 +397,13 @@ impl QueueKeys {
     /// The key of the queue's stored settings (see `crate::queue_settings`).
     pub fn settings(&self) -> Vec<u8> {
         self.0.meta.pack(&("settings",))
+    }
+
+    /// The key of the queue's SQS record (attributes SQS has and hotq's
+    /// settings do not, tags; see `crate::sqs`). Under the queue's
+    /// subspace, so deleting the queue drops it.
+    pub fn sqs_queue(&self) -> Vec<u8> {
+        self.0.meta.pack(&("sqs",))
     }
 
     /// `[begin, end)` of the whole queue: every key under `(root, name)`

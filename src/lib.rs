@@ -25,9 +25,10 @@
 //! - [`config`]: the daemon's configuration (file, environment, flags).
 //! - [`server`]: the daemon: HTTP API, exporter, sampler, graceful shutdown.
 //! - [`console`]: the web console at `/ui`, and the API calls it added.
+//! - [`sqs`]: the Amazon SQS API (AWS JSON 1.0) over the same queues.
 //! - [`cli`]: the `hotq` command line (daemon, client, bench); the binary
 //!   in `main.rs` only calls it.
-//! - [`bench`]: `hotq bench`.
+//! - [`bench`](mod@bench): `hotq bench`.
 
 #![warn(missing_docs)]
 
@@ -37,6 +38,7 @@ pub mod cli;
 pub mod config;
 pub mod console;
 pub mod coordinator;
+pub mod dead_letters;
 pub mod dedup;
 pub mod envelope;
 pub mod groups;
@@ -44,9 +46,11 @@ pub mod item;
 pub mod keys;
 pub mod lease;
 pub mod metrics;
+pub mod oldest;
 pub mod priority;
 pub mod queue;
 pub mod queue_settings;
 pub mod server;
+pub mod sqs;
 pub mod staging;
 pub mod store;

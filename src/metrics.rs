@@ -1,4 +1,4 @@
-//! Prometheus metrics (DESIGN §6), through the `metrics` facade.
+//! Prometheus metrics (docs/design.md §6), through the `metrics` facade.
 //!
 //! Every name starts `hotq_`, every metric is described with a unit, and
 //! histograms have buckets chosen for this workload (sub-millisecond pops
@@ -16,7 +16,7 @@ mod describe;
 mod handles;
 pub mod process;
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::{Mutex, OnceLock};
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
@@ -42,12 +42,17 @@ pub const POP_LATENCY: &str = "hotq_pop_latency_seconds";
 pub const POP_EMPTY_WAIT: &str = "hotq_pop_empty_wait_seconds";
 /// API responses by status code, unknown routes included.
 pub const HTTP_RESPONSES: &str = "hotq_http_responses_total";
+/// SQS API calls by action and outcome (see [`crate::sqs`]).
+pub const SQS_REQUESTS: &str = "hotq_sqs_requests_total";
 /// 1, labelled with the running version.
 pub const BUILD_INFO: &str = "hotq_build_info";
 /// Item wait, enqueue to delivery.
 pub const ITEM_WAIT: &str = "hotq_item_wait_seconds";
 /// Items in a queue (sampled).
 pub const QUEUE_DEPTH: &str = "hotq_queue_depth";
+/// 1 for a dead-letter queue (by role, see `crate::dead_letters`), 0 for a
+/// live one (sampled): dashboards and alerts tell the two apart with it.
+pub const QUEUE_DEAD_LETTER: &str = "hotq_queue_dead_letter";
 /// Age of a queue's oldest item (sampled).
 pub const OLDEST_ITEM_AGE: &str = "hotq_oldest_item_age_seconds";
 /// Requests cleared unserved at their deadline, by queue.
@@ -250,6 +255,7 @@ fn register_at_start() {
     for status in STATUSES {
         metrics::counter!(HTTP_RESPONSES, "status" => status.to_string()).absolute(0);
     }
+    crate::sqs::register_metrics();
 }
 
 /// The `kind` label of a queue kind.
@@ -260,10 +266,82 @@ pub fn kind_label(kind: QueueKind) -> &'static str {
     }
 }
 
+/// Queues deleted since they were last used, as `(kind, label)`: their
+/// series are left out of [`render`]. The `metrics` registry cannot remove
+/// one series, so the exporter hides them instead; only labelled queues
+/// enter, so this holds at most two entries per label slot.
+static FORGOTTEN: Mutex<BTreeSet<(&'static str, String)>> = Mutex::new(BTreeSet::new());
+
+/// Drops the deleted queue's series from the exporter's output, until the
+/// queue is used again ([`register_queue`]). A queue counted under
+/// `_other` stays in that sum.
+pub fn forget_queue(kind: QueueKind, queue: &QueueName) {
+    let labelled = LABELS.get().is_some_and(|labels| {
+        labels
+            .seen
+            .lock()
+            .expect("label set lock")
+            .contains(queue.as_str())
+    });
+    if labelled {
+        FORGOTTEN
+            .lock()
+            .expect("forgotten queues lock")
+            .insert((kind_label(kind), queue.as_str().to_string()));
+    }
+}
+
+/// The exporter's text from `handle`, without the series of deleted
+/// queues (see [`forget_queue`]).
+pub fn render(handle: &PrometheusHandle) -> String {
+    let text = handle.render();
+    let forgotten = FORGOTTEN.lock().expect("forgotten queues lock").clone();
+    if forgotten.is_empty() {
+        return text;
+    }
+    let mut kept = String::with_capacity(text.len());
+    for line in text.lines() {
+        if !line.starts_with('#') && names_forgotten(line, &forgotten) {
+            continue;
+        }
+        kept.push_str(line);
+        kept.push('\n');
+    }
+    kept
+}
+
+/// True when the sample `line`'s labels name a forgotten queue and kind.
+fn names_forgotten(line: &str, forgotten: &BTreeSet<(&'static str, String)>) -> bool {
+    let Some(labels) = line
+        .split_once('{')
+        .and_then(|(_, rest)| rest.split_once('}'))
+    else {
+        return false;
+    };
+    // Queue names and kinds hold no quote or comma, so a plain split works.
+    let value = |name: &str| {
+        labels.0.split(',').find_map(|pair| {
+            pair.strip_prefix(name)
+                .and_then(|rest| rest.strip_prefix("=\""))
+                .and_then(|rest| rest.strip_suffix('"'))
+        })
+    };
+    let kind = match value("kind") {
+        Some("fifo") => kind_label(QueueKind::Fifo),
+        Some("priority") => kind_label(QueueKind::Priority),
+        _ => return false,
+    };
+    value("queue").is_some_and(|queue| forgotten.contains(&(kind, queue.to_string())))
+}
+
 /// Registers `queue`'s counters at 0 (see [`register_at_start`]); called
 /// when the daemon starts serving it. `absolute(0)` on a counter that has
 /// counted already leaves it as it is (counters only grow).
 pub fn register_queue(kind: QueueKind, queue: &QueueName) {
+    FORGOTTEN
+        .lock()
+        .expect("forgotten queues lock")
+        .remove(&(kind_label(kind), queue.as_str().to_string()));
     let label = queue_label(queue.as_str());
     let kind_name = kind_label(kind);
     let per_queue = |name: &'static str| {

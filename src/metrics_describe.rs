@@ -52,6 +52,11 @@ pub(super) fn describe() {
         Unit::Count,
         "API responses by status code, unknown routes (404) and methods (405) included."
     );
+    describe_counter!(
+        SQS_REQUESTS,
+        Unit::Count,
+        "SQS API calls by action and outcome (ok, or the SQS error's shape, e.g. QueueDoesNotExist)."
+    );
     describe_gauge!(
         BUILD_INFO,
         Unit::Count,
@@ -63,6 +68,11 @@ pub(super) fn describe() {
         "Item wait from enqueue to delivery."
     );
     describe_gauge!(QUEUE_DEPTH, Unit::Count, "Items in the queue (sampled).");
+    describe_gauge!(
+        QUEUE_DEAD_LETTER,
+        Unit::Count,
+        "1 for a dead-letter queue (its name ends in .dead, or a queue names it as its dead_letter_queue), 0 for a live queue (sampled)."
+    );
     describe_gauge!(
         OLDEST_ITEM_AGE,
         Unit::Seconds,

@@ -18,7 +18,7 @@ use std::collections::HashMap;
 
 use rand::RngCore;
 
-use crate::envelope::{End, encode_item, now_ms};
+use crate::envelope::{End, HeldItem, decode_item, encode_held, encode_item, now_ms};
 use crate::keys::{QueueKeys, QueueKind, QueueName, RANDOM_LEN};
 use crate::queue::read_end;
 use crate::queue::{Item, QueueError, check_batch};
@@ -91,44 +91,136 @@ impl<S: Store> PriorityQueue<S> {
         Ok(())
     }
 
-    async fn write_items(&self, txn: &S::Txn, values: &[(i64, Vec<u8>)]) -> Result<(), StoreError> {
-        // The next count of each priority in the batch, one snapshot read each.
-        let mut next_count: HashMap<i64, u64> = HashMap::new();
-        for (priority, _) in values {
-            if !next_count.contains_key(priority) {
-                let next = self
-                    .last_count(txn, *priority)
-                    .await?
-                    .map_or(0, |count| count.saturating_add(1));
-                next_count.insert(*priority, next);
+    /// Adds up to [`crate::queue::PUSH_BATCH_MAX`] `(priority, payload)`
+    /// items in one commit, invisible to pops for `delay_ms` (`None`: the
+    /// queue's `delivery_delay_ms` setting, read in the commit). A delayed
+    /// item's key is taken when pushed, so among equal priorities it keeps
+    /// its push order; the timer writes it there when due. Returns when the
+    /// items become visible, `None` when they are at once.
+    pub async fn push_batch_delayed<P: AsRef<[u8]>>(
+        &self,
+        items: &[(i64, P)],
+        delay_ms: Option<u64>,
+        defaults: &crate::queue_settings::Defaults,
+    ) -> Result<Option<u64>, QueueError> {
+        check_batch(items.iter().map(|(_, payload)| payload.as_ref()))?;
+        let enqueued_at_ms = now_ms();
+        let values: Vec<(i64, Vec<u8>)> = items
+            .iter()
+            .map(|(priority, p)| (*priority, encode_item(enqueued_at_ms, p.as_ref())))
+            .collect();
+        // Not retried after "maybe committed", as every push.
+        let visible_at_ms = transact(&self.store, self.retry, |txn| {
+            let values = &values;
+            async move {
+                let delay_ms = match delay_ms {
+                    Some(delay_ms) => delay_ms,
+                    None => {
+                        crate::queue_settings::read_in(&txn, &self.keys)
+                            .await
+                            .map_err(corrupt_as_store)?
+                            .effective(&self.name, defaults)
+                            .delivery_delay_ms
+                    }
+                };
+                if delay_ms == 0 {
+                    self.write_items(&txn, values).await?;
+                    return Ok(None);
+                }
+                let visible_at_ms = enqueued_at_ms.saturating_add(delay_ms);
+                self.hold_items(&txn, values, visible_at_ms).await?;
+                Ok(Some(visible_at_ms))
             }
-        }
-        let mut rng = rand::rng();
-        for (priority, value) in values {
-            let count = next_count
-                .get_mut(priority)
-                .expect("every priority of the batch has a count");
-            let mut random = [0u8; RANDOM_LEN];
-            rng.fill_bytes(&mut random);
-            txn.set(&self.keys.priority_item(*priority, *count, &random), value)?;
-            // Saturates only after 2^64 pushes at one priority; the random
-            // suffix still keeps keys unique.
-            *count = count.saturating_add(1);
-        }
-        txn.atomic_add(&self.keys.depth(), values.len() as i64)
+        })
+        .await?;
+        crate::metrics::pushed(&self.keys, values.len());
+        Ok(visible_at_ms)
     }
 
-    /// The highest count of `priority`, read with snapshot so pushes never
-    /// conflict.
-    async fn last_count(&self, txn: &S::Txn, priority: i64) -> Result<Option<u64>, StoreError> {
-        let (begin, end) = self.keys.priority_range(priority);
-        let rows = txn
-            .get_range(RangeRead::new(&begin, &end, 1).reverse().snapshot())
-            .await?;
-        Ok(rows
-            .first()
-            .and_then(|row| self.keys.priority_item_parts(&row.key))
-            .map(|(_, count)| count))
+    /// Writes `values` as delayed items due at `visible_at_ms`, each with
+    /// the key it takes when the timer reveals it.
+    async fn hold_items(
+        &self,
+        txn: &S::Txn,
+        values: &[(i64, Vec<u8>)],
+        visible_at_ms: u64,
+    ) -> Result<(), StoreError> {
+        let keys = self.item_keys(txn, values).await?;
+        let held: Vec<Vec<u8>> = keys
+            .into_iter()
+            .zip(values)
+            .map(|(item_key, (_, value))| {
+                let item = decode_item(value).expect("encoded above");
+                encode_held(&HeldItem { item_key, item })
+            })
+            .collect();
+        crate::item::hold_in(txn, &self.keys, &held, visible_at_ms)
+    }
+
+    /// Adds one item at `priority`, delayed as [`Self::push_batch_delayed`]
+    /// says, unless a push with dedup id `id` was stored within the queue's
+    /// dedup window (as for FIFO queues, see [`crate::dedup`]): then nothing
+    /// is written and the answer says it was a duplicate.
+    pub async fn push_deduplicated(
+        &self,
+        payload: &[u8],
+        priority: i64,
+        delay_ms: Option<u64>,
+        id: &[u8],
+        defaults: &crate::queue_settings::Defaults,
+    ) -> Result<Deduplicated, QueueError> {
+        check_batch(std::iter::once(payload))?;
+        assert!(
+            crate::dedup::check_id(id).is_ok(),
+            "dedup ids are checked by the caller"
+        );
+        let enqueued_at_ms = now_ms();
+        let values = [(priority, encode_item(enqueued_at_ms, payload))];
+        // Retried on conflict: a racing push stored the id first, and the
+        // retry reads it. Not retried when the outcome is unknown.
+        let pushed = transact(&self.store, RetryPolicy::default(), |txn| {
+            let values = &values;
+            async move {
+                let settings = crate::queue_settings::read_in(&txn, &self.keys)
+                    .await
+                    .map_err(corrupt_as_store)?
+                    .effective(&self.name, defaults);
+                let now = now_ms();
+                let window_ms = settings.dedup_window_ms;
+                if !crate::dedup::claim_in(&txn, &self.keys, id, now, window_ms).await? {
+                    return Ok(Deduplicated::Duplicate);
+                }
+                let delay_ms = delay_ms.unwrap_or(settings.delivery_delay_ms);
+                if delay_ms == 0 {
+                    self.write_items(&txn, values).await?;
+                    return Ok(Deduplicated::Pushed {
+                        visible_at_ms: None,
+                    });
+                }
+                let visible_at_ms = enqueued_at_ms.saturating_add(delay_ms);
+                self.hold_items(&txn, values, visible_at_ms).await?;
+                Ok(Deduplicated::Pushed {
+                    visible_at_ms: Some(visible_at_ms),
+                })
+            }
+        })
+        .await?;
+        if let Deduplicated::Pushed { .. } = pushed {
+            crate::metrics::pushed(&self.keys, 1);
+        }
+        Ok(pushed)
+    }
+
+    async fn write_items(&self, txn: &S::Txn, values: &[(i64, Vec<u8>)]) -> Result<(), StoreError> {
+        append_in(txn, &self.keys, values).await
+    }
+
+    async fn item_keys(
+        &self,
+        txn: &S::Txn,
+        values: &[(i64, Vec<u8>)],
+    ) -> Result<Vec<Vec<u8>>, StoreError> {
+        item_keys_in(txn, &self.keys, values).await
     }
 
     /// Pops the item of lowest priority (the earliest pushed among equals).
@@ -225,4 +317,80 @@ fn corrupt_as_store(error: QueueError) -> StoreError {
             message: other.to_string(),
         },
     }
+}
+
+/// What a push with a dedup id did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deduplicated {
+    /// Stored; visible at once (`None`) or at that time.
+    Pushed {
+        /// When the item becomes visible, for a delayed push.
+        visible_at_ms: Option<u64>,
+    },
+    /// The id was stored within the dedup window: nothing was written.
+    Duplicate,
+}
+
+/// Appends `(priority, envelope)` items to the priority queue `keys` in
+/// `txn`; items of equal priority keep their order.
+pub async fn append_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    values: &[(i64, Vec<u8>)],
+) -> Result<(), StoreError> {
+    let item_keys = item_keys_in(txn, keys, values).await?;
+    for (key, (_, value)) in item_keys.iter().zip(values) {
+        txn.set(key, value)?;
+    }
+    txn.atomic_add(&keys.depth(), values.len() as i64)
+}
+
+/// The keys of `values`, in order: each at the next count of its priority
+/// (one snapshot read per priority of the batch, so pushes never conflict).
+async fn item_keys_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    values: &[(i64, Vec<u8>)],
+) -> Result<Vec<Vec<u8>>, StoreError> {
+    assert_eq!(keys.kind(), QueueKind::Priority, "a priority queue's keys");
+    let mut next_count: HashMap<i64, u64> = HashMap::new();
+    for (priority, _) in values {
+        if !next_count.contains_key(priority) {
+            let next = last_count(txn, keys, *priority)
+                .await?
+                .map_or(0, |count| count.saturating_add(1));
+            next_count.insert(*priority, next);
+        }
+    }
+    let mut rng = rand::rng();
+    let mut item_keys = Vec::with_capacity(values.len());
+    for (priority, _) in values {
+        let count = next_count
+            .get_mut(priority)
+            .expect("every priority of the batch has a count");
+        let mut random = [0u8; RANDOM_LEN];
+        rng.fill_bytes(&mut random);
+        item_keys.push(keys.priority_item(*priority, *count, &random));
+        // Saturates only after 2^64 pushes at one priority; the random
+        // suffix still keeps keys unique.
+        *count = count.saturating_add(1);
+    }
+    Ok(item_keys)
+}
+
+/// The highest count of `priority`, read with snapshot so pushes never
+/// conflict.
+async fn last_count<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    priority: i64,
+) -> Result<Option<u64>, StoreError> {
+    let (begin, end) = keys.priority_range(priority);
+    let rows = txn
+        .get_range(RangeRead::new(&begin, &end, 1).reverse().snapshot())
+        .await?;
+    Ok(rows
+        .first()
+        .and_then(|row| keys.priority_item_parts(&row.key))
+        .map(|(_, count)| count))
 }

@@ -33,7 +33,9 @@ pub const MAX_DELIVERIES_MAX: u32 = 1_000;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Stored {
-    /// Deliveries under a lease before an item is dead-lettered.
+    /// Deliveries under a lease before an item is dead-lettered; 0 (the
+    /// SQS default, a queue without a redrive policy): no limit, never
+    /// dead-lettered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_deliveries: Option<u32>,
     /// The lease of a pop that names no `lease_ms`, in ms.
@@ -112,6 +114,7 @@ impl Stored {
         } else {
             self.max_deliveries
                 .or_else(|| defaults.delivery.max_deliveries(name))
+                .filter(|max| *max > 0)
         };
         let dead_letter_queue = self
             .dead_letter_queue
@@ -149,6 +152,17 @@ impl std::fmt::Display for InvalidSettings {
 
 impl std::error::Error for InvalidSettings {}
 
+/// `n` as a whole non-negative number: `5` or `5.0` (JSON Schema's
+/// "integer" takes both, so clients that write numbers as floats pass).
+fn whole_number(n: &serde_json::Number) -> Option<u64> {
+    n.as_u64().or_else(|| {
+        let float = n.as_f64()?;
+        // 2^64 as f64; below it every whole float converts exactly.
+        let whole = float.fract() == 0.0 && (0.0..18_446_744_073_709_551_616.0).contains(&float);
+        whole.then_some(float as u64)
+    })
+}
+
 /// Applies a change (a JSON object: each key sets its setting, `null`
 /// returns it to the default) to `stored`, checking every value; nothing
 /// is applied when anything is wrong.
@@ -164,7 +178,7 @@ pub fn apply_change(
         let number = |max: u64, min: u64| -> Result<Option<u64>, InvalidSettings> {
             match value {
                 Value::Null => Ok(None),
-                Value::Number(n) => match n.as_u64() {
+                Value::Number(n) => match whole_number(n) {
                     Some(n) if (min..=max).contains(&n) => Ok(Some(n)),
                     _ => Err(InvalidSettings(format!(
                         "{key} must be an integer from {min} to {max}, got {n}"
@@ -177,7 +191,8 @@ pub fn apply_change(
         };
         match key.as_str() {
             "max_deliveries" => {
-                next.max_deliveries = number(MAX_DELIVERIES_MAX as u64, 1)?.map(|n| n as u32);
+                // 0: no limit (see [`Stored::max_deliveries`]).
+                next.max_deliveries = number(MAX_DELIVERIES_MAX as u64, 0)?.map(|n| n as u32);
             }
             "default_lease_ms" => next.default_lease_ms = number(defaults.lease_max_ms, 1)?,
             "dedup_window_ms" => next.dedup_window_ms = number(DEDUP_WINDOW_MS_MAX, 1)?,
@@ -254,38 +269,51 @@ pub async fn update<S: Store>(
     change: &BTreeMap<String, Value>,
     defaults: &Defaults,
 ) -> Result<Result<Stored, InvalidSettings>, QueueError> {
-    let key = keys.settings();
-    let outcome = transact(store, RetryPolicy::default(), |txn| {
-        let key = &key;
-        async move {
-            let stored = match txn.get(key, false).await? {
-                None => Stored::default(),
-                Some(value) => serde_json::from_slice(&value).map_err(|_| StoreError::Backend {
-                    code: 4100,
-                    message: format!("malformed settings under key {key:?}"),
-                })?,
-            };
-            let next = match apply_change(&stored, keys.name(), change, defaults) {
-                Ok(next) => next,
-                Err(invalid) => return Ok(Err(invalid)),
-            };
-            if next.paused != stored.paused {
-                // Fulfillers of a paused queue's waiting pops watch its
-                // wake key (see `staging::fulfill`): a resume serves them
-                // at once, on every daemon.
-                txn.atomic_add(&keys.wake(), 1)?;
-            }
-            if next == Stored::default() {
-                txn.clear(key)?;
-            } else {
-                let value = serde_json::to_vec(&next).expect("settings serialize");
-                txn.set(key, &value)?;
-            }
-            Ok(Ok(next))
-        }
+    let outcome = transact(store, RetryPolicy::default(), |txn| async move {
+        update_in(&txn, keys, change, defaults).await
     })
     .await?;
     Ok(outcome)
+}
+
+/// [`update`] in `txn`: nothing is written when the change is invalid.
+pub async fn update_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    change: &BTreeMap<String, Value>,
+    defaults: &Defaults,
+) -> Result<Result<Stored, InvalidSettings>, StoreError> {
+    let key = keys.settings();
+    let stored = match txn.get(&key, false).await? {
+        None => Stored::default(),
+        Some(value) => serde_json::from_slice(&value).map_err(|_| StoreError::Backend {
+            code: 4100,
+            message: format!("malformed settings under key {key:?}"),
+        })?,
+    };
+    let next = match apply_change(&stored, keys.name(), change, defaults) {
+        Ok(next) => next,
+        Err(invalid) => return Ok(Err(invalid)),
+    };
+    crate::dead_letters::note_target_in(
+        txn,
+        keys,
+        stored.dead_letter_queue.as_deref(),
+        next.dead_letter_queue.as_deref(),
+    )?;
+    if next.paused != stored.paused {
+        // Fulfillers of a paused queue's waiting pops watch its wake key
+        // (see `staging::fulfill`): a resume serves them at once, on every
+        // daemon.
+        txn.atomic_add(&keys.wake(), 1)?;
+    }
+    if next == Stored::default() {
+        txn.clear(&key)?;
+    } else {
+        let value = serde_json::to_vec(&next).expect("settings serialize");
+        txn.set(&key, &value)?;
+    }
+    Ok(Ok(next))
 }
 
 #[cfg(test)]
@@ -320,8 +348,16 @@ mod tests {
         )
         .unwrap();
         assert_eq!(reset.effective(&name, &defaults).max_deliveries, Some(5));
+        let unlimited = apply_change(
+            &set,
+            &name,
+            &change(json!({"max_deliveries": 0})),
+            &defaults,
+        )
+        .unwrap();
+        assert_eq!(unlimited.effective(&name, &defaults).max_deliveries, None);
         for bad in [
-            json!({"max_deliveries": 0}),
+            json!({"max_deliveries": -1}),
             json!({"max_deliveries": "3"}),
             json!({"dedup_window_ms": 0}),
             json!({"default_lease_ms": -1}),

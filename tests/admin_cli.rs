@@ -1,4 +1,5 @@
-//! `hotq queues|purge|delete|leases|settings|pause|resume` against the real daemon.
+//! `hotq queues|purge|delete|leases|settings|pause|resume --json`, and
+//! `pause`/`resume`'s text, against the real daemon.
 
 mod common;
 
@@ -8,6 +9,7 @@ use serde_json::Value;
 async fn hotq(url: &str, args: &[&str]) -> (i32, Value) {
     let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_hotq"))
         .args(args)
+        .arg("--json")
         .env("HOTQ_URL", url)
         .output()
         .await
@@ -73,22 +75,49 @@ async fn pause_and_resume_change_what_the_queue_hands_out() {
     );
     let (_, queues) = hotq(url, &["queues"]).await;
     assert_eq!(queues["queues"][0]["paused"], true);
-    let popped = reqwest::Client::new()
-        .post(format!("{url}/v1/queues/cli-p/pop"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(popped.status(), reqwest::StatusCode::NO_CONTENT);
+    let (_, stats) = hotq(url, &["stats", "cli-p"]).await;
+    assert_eq!(stats["paused"], true);
+    // Paused: nothing handed out, so `pop` exits 3 (empty).
+    let (code, _) = hotq(url, &["pop", "cli-p"]).await;
+    assert_eq!(code, 3);
     let (code, resumed) = hotq(url, &["resume", "cli-p"]).await;
     assert_eq!(code, 0);
     assert_eq!(resumed["paused"], false);
-    let popped = reqwest::Client::new()
-        .post(format!("{url}/v1/queues/cli-p/pop"))
-        .send()
+    let (code, popped) = hotq(url, &["pop", "cli-p"]).await;
+    assert_eq!(code, 0, "{popped}");
+
+    // Priority queues: `hotq pq pause|resume`, text by default.
+    let (code, _) = hotq(url, &["pq", "push", "cli-pq", "--priority", "1", "x"]).await;
+    assert_eq!(code, 0);
+    assert_eq!(
+        text(url, &["pq", "pause", "cli-pq"]).await,
+        (0, "paused cli-pq\n".into())
+    );
+    let (code, _) = hotq(url, &["pq", "pop", "cli-pq", "--end", "min"]).await;
+    assert_eq!(code, 3);
+    let settings = text(url, &["pq", "settings", "cli-pq"]).await.1;
+    let line = settings.lines().find(|line| line.starts_with("paused "));
+    let words: Vec<&str> = line.unwrap_or_default().split_whitespace().collect();
+    assert_eq!(words, ["paused", "true", "(set)"], "{settings}");
+    assert_eq!(
+        text(url, &["pq", "resume", "cli-pq"]).await,
+        (0, "resumed cli-pq\n".into())
+    );
+    let (code, _) = hotq(url, &["pq", "pop", "cli-pq", "--end", "min"]).await;
+    assert_eq!(code, 0);
+    // An invalid name is the daemon's 400: exit 1, nothing on stdout.
+    assert_eq!(text(url, &["pause", "bad name"]).await, (1, String::new()));
+    daemon.stop().await;
+}
+
+/// Runs `hotq args...` without `--json`: its exit code and stdout.
+async fn text(url: &str, args: &[&str]) -> (i32, String) {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_hotq"))
+        .args(args)
+        .env("HOTQ_URL", url)
+        .output()
         .await
         .unwrap();
-    assert_eq!(popped.status(), reqwest::StatusCode::OK);
-    let (code, paused) = hotq(url, &["pause", "--priority", "cli-pq"]).await;
-    assert_eq!((code, paused["paused"].as_bool()), (0, Some(true)));
-    daemon.stop().await;
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    (output.status.code().unwrap(), stdout)
 }

@@ -57,7 +57,7 @@ async fn pops_print_binary_safe_and_as_json() {
     assert_eq!(popped[0]["item"], BASE64.encode("leased"));
     assert_eq!(popped[0]["delivery_count"], 1);
     let receipt = popped[0]["receipt"].as_str().unwrap();
-    let nacked = hotq(url, &["nack", "bin", receipt]).await;
+    let nacked = hotq(url, &["nack", "bin", receipt, "--json"]).await;
     let nacked: Value = serde_json::from_slice(&nacked.stdout).unwrap();
     assert_eq!(nacked["outcome"], "requeued");
 
@@ -97,7 +97,13 @@ async fn errors_read_as_sentences_with_status_and_code() {
     let slash = hotq(&daemon.url, &["stats", "a/b"]).await;
     assert!(stderr(&slash).contains("(400 invalid_queue_name)"));
     let late = hotq(&daemon.url, &["ack", "q", &"0".repeat(32)]).await;
-    assert!(stderr(&late).contains("(400 receipt_queue_mismatch)"));
+    // Acks answer one `receipt outcome` line each, exit 1 unless acked.
+    assert_eq!(late.status.code(), Some(1));
+    let zeros = "0".repeat(32);
+    assert_eq!(
+        String::from_utf8_lossy(&late.stdout),
+        format!("{zeros} receipt_queue_mismatch\n")
+    );
     daemon.stop().await;
 
     // Nothing listens here any more: the cause is named.

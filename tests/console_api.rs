@@ -87,11 +87,27 @@ async fn items_are_listed_in_order_without_being_taken() {
         "nothing taken"
     );
 
-    for bad in ["limit=0", "limit=101", "after=zz", "after=00", "color=red"] {
+    let too_long = format!("after={}", "0".repeat(130));
+    for bad in [
+        "limit=0",
+        "limit=101",
+        "after=zz",
+        "after=0",
+        "color=red",
+        &too_long,
+    ] {
         let (status, body) = get(format!("{url}/v1/queues/browse/items?{bad}")).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");
         assert_eq!(body["error"]["code"], "bad_parameter", "{bad}: {body}");
     }
+    // Any hex is a place in key order: `00` sorts before every item, `ff`
+    // after them all.
+    let (status, all) = get(format!("{url}/v1/queues/browse/items?after=00")).await;
+    assert_eq!(status, StatusCode::OK, "{all}");
+    assert_eq!(all["items"].as_array().unwrap().len(), 4);
+    let (status, none) = get(format!("{url}/v1/queues/browse/items?after=ff")).await;
+    assert_eq!(status, StatusCode::OK, "{none}");
+    assert_eq!(none, json!({"items": [], "next": null}));
     daemon.stop().await;
 }
 
@@ -144,6 +160,17 @@ async fn one_item_is_deleted_exactly_once() {
     assert_eq!(
         (status, body["error"]["code"].clone()),
         (StatusCode::BAD_REQUEST, json!("bad_parameter"))
+    );
+    // Hex that names no item: nothing to delete.
+    let (status, body) = call(
+        reqwest::Method::DELETE,
+        format!("{url}/v1/queues/del/items/00ff"),
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (StatusCode::NOT_FOUND, json!("item_not_found"))
     );
     let (_, page) = get(format!("{url}/v1/queues/del/items")).await;
     let left: Vec<&str> = page["items"]
@@ -236,8 +263,66 @@ async fn priority_items_are_listed_with_their_priority_and_traffic_is_counted() 
     assert_eq!(traffic["queues"]["pq"], json!({"pushed": 2, "popped": 1}));
     assert!(traffic["queues"].get("unknown").is_none());
     let many = vec!["q"; 101].join(",");
-    let (status, _) = get(format!("{url}/v1/traffic?queues={many}")).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST);
+    for (queues, code) in [
+        (many.as_str(), "bad_parameter"),
+        ("", "invalid_queue_name"),
+        ("a,,b", "invalid_queue_name"),
+        ("bad%20name", "invalid_queue_name"),
+    ] {
+        let (status, body) = get(format!("{url}/v1/traffic?queues={queues}")).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{queues}: {body}");
+        assert_eq!(body["error"]["code"], code, "{queues}: {body}");
+    }
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_priority_dead_letter_names_the_priority_it_came_from() {
+    let daemon = Daemon::start(|_| {}).await;
+    let url = &daemon.url;
+    let (status, body) = call(
+        reqwest::Method::PUT,
+        format!("{url}/v1/pqueues/urgent/settings"),
+        br#"{"max_deliveries": 1}"#.to_vec(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, _) = call(
+        reqwest::Method::POST,
+        format!("{url}/v1/pqueues/urgent/items?priority=-4"),
+        b"page".to_vec(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, popped) = call(
+        reqwest::Method::POST,
+        format!("{url}/v1/pqueues/urgent/pop?end=min&lease_ms=60000&max=2"),
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{popped}");
+    let receipt = popped[0]["receipt"].as_str().unwrap();
+    let (status, nacked) = call(
+        reqwest::Method::POST,
+        format!("{url}/v1/pqueues/urgent/nack/{receipt}"),
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(
+        (status, &nacked["outcome"]),
+        (StatusCode::OK, &json!("dead_lettered"))
+    );
+    let (_, dead) = get(format!("{url}/v1/queues/urgent.dead/items")).await;
+    let item = &dead["items"][0];
+    assert_eq!(
+        (
+            &item["dead_letter_from"],
+            &item["dead_letter_from_priority"],
+            &item["priority"]
+        ),
+        (&json!("urgent"), &json!(-4), &Value::Null),
+        "{dead}"
+    );
     daemon.stop().await;
 }
 

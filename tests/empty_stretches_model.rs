@@ -30,8 +30,26 @@ fn key(n: u8) -> Vec<u8> {
 struct Open {
     txn: EmbeddedTxn,
     view: State,
-    /// Its own writes, applied to the committed state if it commits.
-    writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    /// Its own writes in order, applied to the committed state if it commits.
+    writes: Vec<Write>,
+}
+
+enum Write {
+    Set(Vec<u8>, Vec<u8>),
+    Clear(Vec<u8>),
+    ClearRange(Vec<u8>, Vec<u8>),
+}
+
+fn apply(state: &mut State, write: Write) {
+    match write {
+        Write::Set(key, value) => {
+            state.insert(key, value);
+        }
+        Write::Clear(key) => {
+            state.remove(&key);
+        }
+        Write::ClearRange(begin, end) => state.retain(|key, _| *key < begin || *key >= end),
+    }
 }
 
 fn expected(view: &State, begin: &[u8], end: &[u8], limit: usize, reverse: bool) -> Vec<Vec<u8>> {
@@ -58,12 +76,21 @@ async fn run(seed: u64) {
             open.push(Open {
                 txn: store.begin().unwrap(),
                 view: committed.clone(),
-                writes: BTreeMap::new(),
+                writes: Vec::new(),
             });
             continue;
         }
         let at = rng.random_range(0..open.len());
-        match rng.random_range(0..10) {
+        match rng.random_range(0..11) {
+            // A range clear, as a delete of a whole queue does.
+            10 => {
+                let (a, b) = (rng.random_range(0..=KEYS), rng.random_range(0..=KEYS));
+                let (begin, end) = (key(a.min(b)), key(a.max(b)));
+                let o = &mut open[at];
+                o.txn.clear_range(&begin, &end).unwrap();
+                apply(&mut o.view, Write::ClearRange(begin.clone(), end.clone()));
+                o.writes.push(Write::ClearRange(begin, end));
+            }
             // Writes: mostly clears, so stretches of tombstones form.
             0..=2 => {
                 let n = rng.random_range(0..KEYS);
@@ -71,22 +98,19 @@ async fn run(seed: u64) {
                 if rng.random_bool(0.4) {
                     o.txn.set(&key(n), &[step as u8]).unwrap();
                     o.view.insert(key(n), vec![step as u8]);
-                    o.writes.insert(key(n), Some(vec![step as u8]));
+                    o.writes.push(Write::Set(key(n), vec![step as u8]));
                 } else {
                     o.txn.clear(&key(n)).unwrap();
                     o.view.remove(&key(n));
-                    o.writes.insert(key(n), None);
+                    o.writes.push(Write::Clear(key(n)));
                 }
             }
             3 => {
                 let o = open.swap_remove(at);
                 match o.txn.commit().await {
                     Ok(()) => {
-                        for (key, value) in o.writes {
-                            match value {
-                                Some(value) => committed.insert(key, value),
-                                None => committed.remove(&key),
-                            };
+                        for write in o.writes {
+                            apply(&mut committed, write);
                         }
                     }
                     // A non-snapshot read lost to a later commit.
@@ -129,7 +153,11 @@ async fn run(seed: u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_over_skipped_stretches_match_the_model() {
-    for seed in 0..4 {
+    let seeds: u64 = std::env::var("MODEL_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4);
+    for seed in 0..seeds {
         run(seed).await;
     }
 }

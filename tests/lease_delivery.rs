@@ -348,8 +348,8 @@ async fn receipts_that_cannot_be_acted_on_get_clear_errors() {
         ),
         (
             "/v1/queues/errs/ack/not-a-receipt".to_string(),
-            StatusCode::NOT_FOUND,
-            "unknown_receipt",
+            StatusCode::BAD_REQUEST,
+            "invalid_receipt",
         ),
         (
             format!("/v1/queues/errs/nack/{unknown}"),
@@ -403,8 +403,8 @@ async fn receipts_that_cannot_be_acted_on_get_clear_errors() {
         ),
         (
             "/v1/queues/errs/redrive".to_string(),
-            StatusCode::BAD_REQUEST,
-            "bad_parameter",
+            StatusCode::CONFLICT,
+            "not_dead_letter_queue",
         ),
         (
             "/v1/queues/errs.dead/redrive?max=0".to_string(),

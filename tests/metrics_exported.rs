@@ -43,6 +43,7 @@ const DEFINED: &[&str] = &[
     metrics::ITEM_WAIT,
     metrics::QUEUE_DEPTH,
     metrics::OLDEST_ITEM_AGE,
+    metrics::QUEUE_DEAD_LETTER,
     metrics::REQUESTS_EXPIRED,
     metrics::RESULTS_REAPED,
     metrics::STORE_COMMIT_LATENCY,
@@ -60,6 +61,7 @@ const DEFINED: &[&str] = &[
     metrics::HTTP_RESPONSES,
     metrics::BUILD_INFO,
     metrics::STORE_UNAVAILABLE,
+    metrics::SQS_REQUESTS,
     // Rendered from /proc/self by src/metrics/process.rs.
     "process_cpu_seconds_total",
     "process_resident_memory_bytes",

@@ -1,4 +1,4 @@
-//! Pops must not rescan the drained head of a queue (DESIGN §3). A naive
+//! Pops must not rescan the drained head of a queue (docs/design.md §3). A naive
 //! first-key pop on fjall slows from ~21 µs to ~6 ms after 50,000 pops;
 //! with the resolver's empty stretches it stays flat. The test compares the
 //! median of early and late pops as a ratio measured in one run, so a noisy

@@ -8,9 +8,9 @@ use std::time::Duration;
 use common::daemon::{Daemon, http};
 use serde_json::Value;
 
-async fn push(client: &reqwest::Client, base: &str, body: &str, priority: i64) {
+async fn push(client: &reqwest::Client, base: &str, q: &str, body: &str, priority: i64) {
     let response = client
-        .post(format!("{base}/v1/pqueues/pq/items?priority={priority}"))
+        .post(format!("{base}/v1/pqueues/{q}/items?priority={priority}"))
         .body(body.to_string())
         .send()
         .await
@@ -19,10 +19,15 @@ async fn push(client: &reqwest::Client, base: &str, body: &str, priority: i64) {
 }
 
 /// Pops the lowest priority under a lease: (body, receipt, delivery count).
-async fn pop(client: &reqwest::Client, base: &str, lease_ms: u64) -> Option<(String, String, u32)> {
+async fn pop(
+    client: &reqwest::Client,
+    base: &str,
+    q: &str,
+    lease_ms: u64,
+) -> Option<(String, String, u32)> {
     let response = client
         .post(format!(
-            "{base}/v1/pqueues/pq/pop?end=min&lease_ms={lease_ms}"
+            "{base}/v1/pqueues/{q}/pop?end=min&lease_ms={lease_ms}"
         ))
         .send()
         .await
@@ -41,9 +46,9 @@ async fn pop(client: &reqwest::Client, base: &str, lease_ms: u64) -> Option<(Str
     ))
 }
 
-async fn stats(client: &reqwest::Client, base: &str) -> (i64, i64) {
+async fn stats(client: &reqwest::Client, base: &str, q: &str) -> (i64, i64) {
     let stats: Value = client
-        .get(format!("{base}/v1/pqueues/pq"))
+        .get(format!("{base}/v1/pqueues/{q}"))
         .send()
         .await
         .unwrap()
@@ -56,9 +61,9 @@ async fn stats(client: &reqwest::Client, base: &str) -> (i64, i64) {
     )
 }
 
-async fn settle(client: &reqwest::Client, base: &str, what: &str, receipt: &str) -> u16 {
+async fn settle(client: &reqwest::Client, base: &str, q: &str, what: &str, receipt: &str) -> u16 {
     client
-        .post(format!("{base}/v1/pqueues/pq/{what}/{receipt}"))
+        .post(format!("{base}/v1/pqueues/{q}/{what}/{receipt}"))
         .send()
         .await
         .unwrap()
@@ -71,11 +76,11 @@ async fn priority_pops_lease_and_settle_over_http() {
     let daemon = Daemon::start(|config| config.staging.reap_interval_ms = 20).await;
     let (client, base) = (http(), daemon.url.clone());
     for (body, priority) in [("five", 5), ("one", 1), ("three", 3)] {
-        push(&client, &base, body, priority).await;
+        push(&client, &base, "pq", body, priority).await;
     }
-    let (body, receipt, count) = pop(&client, &base, 60_000).await.unwrap();
+    let (body, receipt, count) = pop(&client, &base, "pq", 60_000).await.unwrap();
     assert_eq!((body.as_str(), count), ("one", 1));
-    assert_eq!(stats(&client, &base).await, (2, 1));
+    assert_eq!(stats(&client, &base, "pq").await, (2, 1));
     // Its receipt is tagged with the priority queue: the FIFO queue of the
     // same name, and another priority queue, refuse it as another queue's
     // (not as a lost lease), and the lease stays.
@@ -90,7 +95,7 @@ async fn priority_pops_lease_and_settle_over_http() {
         let body: serde_json::Value = refused.json().await.unwrap();
         assert_eq!(body["error"]["code"], "receipt_queue_mismatch", "{url}");
     }
-    assert_eq!(stats(&client, &base).await, (2, 1));
+    assert_eq!(stats(&client, &base, "pq").await, (2, 1));
 
     // Nacked: back under its priority, first again, delivered a second time.
     let nacked: serde_json::Value = client
@@ -102,8 +107,8 @@ async fn priority_pops_lease_and_settle_over_http() {
         .await
         .unwrap();
     assert_eq!(nacked["outcome"], "requeued", "{nacked}");
-    assert_eq!(stats(&client, &base).await, (3, 0));
-    let (body, receipt, count) = pop(&client, &base, 60_000).await.unwrap();
+    assert_eq!(stats(&client, &base, "pq").await, (3, 0));
+    let (body, receipt, count) = pop(&client, &base, "pq", 60_000).await.unwrap();
     assert_eq!((body.as_str(), count), ("one", 2));
     let extended = client
         .post(format!(
@@ -118,23 +123,23 @@ async fn priority_pops_lease_and_settle_over_http() {
         extended["lease_expires_at_ms"].as_u64().unwrap() > hotq::envelope::now_ms() + 60_000,
         "{extended}"
     );
-    assert_eq!(settle(&client, &base, "ack", &receipt).await, 204);
-    assert_eq!(settle(&client, &base, "ack", &receipt).await, 404);
-    assert_eq!(stats(&client, &base).await, (2, 0));
+    assert_eq!(settle(&client, &base, "pq", "ack", &receipt).await, 204);
+    assert_eq!(settle(&client, &base, "pq", "ack", &receipt).await, 404);
+    assert_eq!(stats(&client, &base, "pq").await, (2, 0));
 
     // Expired: the timer returns it under its priority.
-    let (body, _, _) = pop(&client, &base, 1).await.unwrap();
+    let (body, _, _) = pop(&client, &base, "pq", 1).await.unwrap();
     assert_eq!(body, "three");
     let probe = client.clone();
     let url = base.clone();
     common::eventually("the expired lease returns", Duration::from_secs(30), || {
         let (client, base) = (probe.clone(), url.clone());
-        async move { stats(&client, &base).await == (2, 0) }
+        async move { stats(&client, &base, "pq").await == (2, 0) }
     })
     .await;
-    let (body, receipt, count) = pop(&client, &base, 60_000).await.unwrap();
+    let (body, receipt, count) = pop(&client, &base, "pq", 60_000).await.unwrap();
     assert_eq!((body.as_str(), count), ("three", 2));
-    assert_eq!(settle(&client, &base, "ack", &receipt).await, 204);
+    assert_eq!(settle(&client, &base, "pq", "ack", &receipt).await, 204);
     let bad = client
         .post(format!("{base}/v1/pqueues/pq/pop?end=min&lease_ms=0"))
         .send()
@@ -163,5 +168,103 @@ async fn priority_pops_lease_and_settle_over_http() {
     assert_eq!(value("hotq_nacks_total", "priority"), 1.0);
     assert_eq!(value("hotq_redeliveries_total", "priority"), 1.0);
     assert_eq!(value("hotq_acks_total", "fifo"), 0.0);
+    daemon.stop().await;
+}
+
+/// A priority queue's dead letter is redriven into that priority queue, at
+/// its priority, not into the FIFO queue of the same name (which never
+/// sees it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_priority_dead_letter_is_redriven_to_its_priority_queue_at_its_priority() {
+    let daemon = Daemon::start(|config| config.leases.max_deliveries = 2).await;
+    let (client, base) = (http(), daemon.url.clone());
+    push(&client, &base, "pdl", "seven", 7).await;
+    for delivery in 1..=2 {
+        let (body, receipt, count) = pop(&client, &base, "pdl", 60_000).await.unwrap();
+        assert_eq!((body.as_str(), count), ("seven", delivery));
+        assert_eq!(settle(&client, &base, "pdl", "nack", &receipt).await, 200);
+    }
+    assert_eq!(stats(&client, &base, "pdl").await, (0, 0), "dead-lettered");
+    let dead = client
+        .get(format!("{base}/v1/queues/pdl.dead"))
+        .send()
+        .await
+        .unwrap();
+    let dead: Value = dead.json().await.unwrap();
+    assert_eq!(dead["depth"], 1);
+    // Items on both sides of its priority, to see where it lands.
+    push(&client, &base, "pdl", "five", 5).await;
+    push(&client, &base, "pdl", "nine", 9).await;
+    let redriven: Value = client
+        .post(format!("{base}/v1/queues/pdl.dead/redrive"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(redriven["redriven"], 1);
+    assert_eq!(stats(&client, &base, "pdl").await, (3, 0));
+    let fifo: Value = client
+        .get(format!("{base}/v1/queues/pdl"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        fifo["depth"], 0,
+        "the FIFO queue of the same name stays empty"
+    );
+    let mut order = Vec::new();
+    while let Some((body, receipt, count)) = pop(&client, &base, "pdl", 60_000).await {
+        assert_eq!(count, 1, "a redriven item starts its deliveries afresh");
+        assert_eq!(settle(&client, &base, "pdl", "ack", &receipt).await, 204);
+        order.push(body);
+    }
+    assert_eq!(order, ["five", "seven", "nine"]);
+    daemon.stop().await;
+}
+
+/// A priority push with `hotq-dedup-id` is deduplicated as a FIFO one is:
+/// the second push of an id answers 200 `duplicate` and stores nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_priority_push_with_a_seen_dedup_id_stores_nothing() {
+    let daemon = Daemon::start(|_| {}).await;
+    let (client, base) = (http(), daemon.url.clone());
+    let push_once = |priority: i64, id: &'static str| {
+        client
+            .post(format!("{base}/v1/pqueues/pdd/items?priority={priority}"))
+            .header("hotq-dedup-id", id)
+            .body("order")
+            .send()
+    };
+    let first = push_once(1, "order-42").await.unwrap();
+    assert_eq!(first.status(), 201);
+    let again = push_once(3, "order-42").await.unwrap();
+    assert_eq!(again.status(), 200);
+    let again: Value = again.json().await.unwrap();
+    assert_eq!(
+        (again["pushed"].clone(), again["duplicate"].clone()),
+        (0.into(), true.into())
+    );
+    assert_eq!(push_once(1, "order-43").await.unwrap().status(), 201);
+    assert_eq!(stats(&client, &base, "pdd").await, (2, 0));
+    // The FIFO queue of the same name keeps its own ids.
+    let fifo = client
+        .post(format!("{base}/v1/queues/pdd/items"))
+        .header("hotq-dedup-id", "order-42")
+        .body("fifo")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(fifo.status(), 201);
+    let bad = push_once(1, "").await.unwrap();
+    assert_eq!(
+        bad.status(),
+        400,
+        "an empty id is refused, as for FIFO pushes"
+    );
     daemon.stop().await;
 }

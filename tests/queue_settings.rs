@@ -125,7 +125,8 @@ async fn settings_over_http_are_checked_and_applied() {
     );
 
     for (bad, code) in [
-        (r#"{"max_deliveries": 0}"#, "invalid_settings"),
+        (r#"{"max_deliveries": -1}"#, "invalid_settings"),
+        (r#"{"max_deliveries": 1001}"#, "invalid_settings"),
         (r#"{"max_deliveries": 3, "lease": 5}"#, "invalid_settings"),
         (r#"{"default_lease_ms": "soon"}"#, "invalid_settings"),
         (r#"{"dead_letter_queue": "work"}"#, "invalid_settings"),

@@ -1,5 +1,5 @@
 //! Pushes and pops stay flat over deleted keys at both ends of every queue
-//! kind (DESIGN §3, issue #18 part 2), including when a write lands inside
+//! kind (docs/design.md §3, issue #18 part 2), including when a write lands inside
 //! a stretch already seen empty and is cleared again.
 //!
 //! Each pattern runs 20,000 cycles on one queue and checks two things:

@@ -17,8 +17,8 @@
 //!
 //! Transports: in-process (the library on an embedded store in
 //! `--data-dir`, a fresh temporary directory by default) or `--url` (HTTP
-//! against a running daemon, measured as ../shared/peerbench measures
-//! it). Over HTTP the pops go through [`client`], hyper's connection-level
+//! against a running daemon, measured as peerbench measures it: see
+//! docs/benchmarks.md). Over HTTP the pops go through [`client`], hyper's connection-level
 //! client with one keep-alive connection per worker, so the load
 //! generator, which shares the daemon's cores, takes little of their CPU;
 //! each drain reports how much it took (`client_cpu_us_per_pop`).

@@ -1,5 +1,5 @@
 //! The drain over HTTP against a running daemon, in each pop mode, with
-//! peerbench's semantics (../shared/peerbench) so figures compare:
+//! peerbench's semantics (docs/benchmarks.md) so figures compare:
 //! every worker's connection is open before the clock starts; the clock
 //! stops at the last item delivered (not when idle long polls return); one
 //! latency sample per item, from the pop's start to its item (a leased

@@ -1,6 +1,6 @@
 //! `hotq bench --scenario tombstones`: push+pop cycles over the keys they
 //! delete, per queue pattern; push and pop latency at the start and at the
-//! end of the run must match (DESIGN §3).
+//! end of the run must match (docs/design.md §3).
 //!
 //! Patterns, each on a fresh queue in the same store:
 //! - `fifo`: push, pop.

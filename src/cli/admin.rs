@@ -1,181 +1,193 @@
 //! `hotq queues`, `purge`, `delete`, `leases`, `settings`, `pause`,
-//! `resume`: administration
-//! of a running daemon over HTTP (see `crate::server::admin`). Each prints
-//! the daemon's JSON answer.
+//! `resume`: administration of a running daemon over HTTP (see
+//! `crate::server::admin`, `crate::console::api`), for FIFO queues here
+//! and for priority queues under `hotq pq`.
 
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 
-use super::http::{expect_success, http_client, segment, send};
-use super::{ClientArgs, EXIT_OK};
+use super::http::{emit, queue_path, segment};
+use super::queue::{QueueArgs, query};
+use super::{ClientArgs, EXIT_OK, print};
+use crate::console::api::PauseAnswer;
+use crate::keys::QueueKind;
+use crate::server::admin::{DeleteAnswer, LeaseList, PurgeAnswer, QueueList};
+use crate::server::settings::SettingsAnswer;
 
 /// Administration subcommands (flattened into the top level).
 #[derive(Debug, Subcommand)]
 pub enum AdminCommand {
-    /// List FIFO queues (or priority queues) with depth, leased, delayed,
-    /// waiting and oldest age, one page at a time.
-    Queues {
-        /// Daemon connection.
-        #[command(flatten)]
-        client: ClientArgs,
-        /// Most queues in the page (1 to 100).
-        #[arg(long, default_value_t = 20)]
-        limit: usize,
-        /// Continue after this queue (the `next` of the previous page).
-        #[arg(long)]
-        after: Option<String>,
-        /// List priority queues.
-        #[arg(long)]
-        priority: bool,
-    },
+    /// List FIFO queues (or priority queues) with depth, grouped, leased,
+    /// delayed, waiting, oldest age and whether each is a dead-letter
+    /// queue, one page at a time.
+    Queues(QueuesArgs),
     /// Drop a FIFO queue's visible and delayed items (leased items stay).
-    Purge {
-        /// Daemon connection.
-        #[command(flatten)]
-        client: ClientArgs,
-        /// Queue name.
-        queue: String,
-    },
+    Purge(QueueArgs),
     /// Delete a FIFO queue: items, delayed items, leases, requests,
     /// settings, dedup ids.
-    Delete {
-        /// Daemon connection.
-        #[command(flatten)]
-        client: ClientArgs,
-        /// Queue name.
-        queue: String,
-    },
+    Delete(QueueArgs),
     /// List a FIFO queue's leases in flight.
-    Leases {
-        /// Daemon connection.
-        #[command(flatten)]
-        client: ClientArgs,
-        /// Queue name.
-        queue: String,
-        /// Most leases in the page (1 to 1,000).
-        #[arg(long, default_value_t = 100)]
-        limit: usize,
-        /// Continue after this receipt.
-        #[arg(long)]
-        after: Option<String>,
-    },
-    /// Show a FIFO queue's settings, or change them with `--set` (JSON,
-    /// e.g. '{"max_deliveries": 3, "default_lease_ms": null}').
-    Settings {
-        /// Daemon connection.
-        #[command(flatten)]
-        client: ClientArgs,
-        /// Queue name.
-        queue: String,
-        /// A JSON object of settings to change (`null` resets one).
-        #[arg(long)]
-        set: Option<String>,
-    },
-    /// Pause a queue, for every daemon on the store: it takes pushes and
-    /// hands nothing out (pops wait or answer empty); leases still settle.
-    Pause {
-        /// Daemon connection.
-        #[command(flatten)]
-        client: ClientArgs,
-        /// Queue name.
-        queue: String,
-        /// A priority queue.
-        #[arg(long)]
-        priority: bool,
-    },
-    /// Resume a paused queue: pops waiting on it are served at once.
-    Resume {
-        /// Daemon connection.
-        #[command(flatten)]
-        client: ClientArgs,
-        /// Queue name.
-        queue: String,
-        /// A priority queue.
-        #[arg(long)]
-        priority: bool,
-    },
+    Leases(LeasesArgs),
+    /// Show a FIFO queue's settings, or change them with `--set`.
+    Settings(SettingsArgs),
+    /// Pause a FIFO queue, for every daemon on the store: it takes pushes
+    /// and hands nothing out (pops wait or answer empty); leases still
+    /// settle. Prints `paused QUEUE`.
+    Pause(QueueArgs),
+    /// Resume a paused FIFO queue: pops waiting on it are served at once.
+    /// Prints `resumed QUEUE`.
+    Resume(QueueArgs),
 }
 
-/// `/v1/queues` or `/v1/pqueues`.
-fn root(priority: bool) -> &'static str {
-    if priority {
-        "/v1/pqueues"
-    } else {
-        "/v1/queues"
+/// `hotq queues`.
+#[derive(Debug, Args)]
+pub struct QueuesArgs {
+    /// Daemon connection.
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// Most queues in the page (1 to 100).
+    #[arg(long, default_value_t = 20)]
+    pub limit: usize,
+    /// Continue after this queue (the `next` of the previous page).
+    #[arg(long)]
+    pub after: Option<String>,
+    /// List priority queues.
+    #[arg(long)]
+    pub priority: bool,
+}
+
+/// `hotq leases`, `hotq pq leases`.
+#[derive(Debug, Args)]
+pub struct LeasesArgs {
+    /// Daemon connection.
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// Queue name.
+    pub queue: String,
+    /// Most leases in the page (1 to 1,000).
+    #[arg(long, default_value_t = 100)]
+    pub limit: usize,
+    /// Continue after this receipt.
+    #[arg(long)]
+    pub after: Option<String>,
+}
+
+/// `hotq settings`, `hotq pq settings`.
+#[derive(Debug, Args)]
+pub struct SettingsArgs {
+    /// Daemon connection.
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// Queue name.
+    pub queue: String,
+    /// A JSON object of settings to change (`null` resets one), e.g.
+    /// '{"max_deliveries": 3, "default_lease_ms": null}'.
+    #[arg(long)]
+    pub set: Option<String>,
+}
+
+/// Runs one administration subcommand on FIFO queues.
+pub async fn run(command: AdminCommand) -> Result<u8, String> {
+    let kind = QueueKind::Fifo;
+    match command {
+        AdminCommand::Queues(args) => queues(args).await,
+        AdminCommand::Purge(args) => purge(kind, args).await,
+        AdminCommand::Delete(args) => delete(kind, args).await,
+        AdminCommand::Leases(args) => leases(kind, args).await,
+        AdminCommand::Settings(args) => settings(kind, args).await,
+        AdminCommand::Pause(args) => set_paused(kind, args, true).await,
+        AdminCommand::Resume(args) => set_paused(kind, args, false).await,
     }
 }
 
-/// Runs one administration subcommand.
-pub async fn run(command: AdminCommand) -> Result<u8, String> {
-    let (client, method, path, body) = match command {
-        AdminCommand::Queues {
-            client,
-            limit,
-            after,
-            priority,
-        } => {
-            let mut path = format!("/v1/queues?limit={limit}");
-            if let Some(after) = after {
-                path.push_str(&format!("&after={}", segment(&after)));
-            }
-            if priority {
-                path.push_str("&kind=priority");
-            }
-            (client, reqwest::Method::GET, path, None)
-        }
-        AdminCommand::Purge { client, queue } => (
-            client,
-            reqwest::Method::POST,
-            format!("/v1/queues/{}/purge", segment(&queue)),
-            None,
-        ),
-        AdminCommand::Delete { client, queue } => (
-            client,
-            reqwest::Method::DELETE,
-            format!("/v1/queues/{}", segment(&queue)),
-            None,
-        ),
-        AdminCommand::Leases {
-            client,
-            queue,
-            limit,
-            after,
-        } => {
-            let mut path = format!("/v1/queues/{}/leases?limit={limit}", segment(&queue));
-            if let Some(after) = after {
-                path.push_str(&format!("&after={}", segment(&after)));
-            }
-            (client, reqwest::Method::GET, path, None)
-        }
-        AdminCommand::Pause {
-            client,
-            queue,
-            priority,
-        } => (
-            client,
-            reqwest::Method::POST,
-            format!("{}/{}/pause", root(priority), segment(&queue)),
-            None,
-        ),
-        AdminCommand::Resume {
-            client,
-            queue,
-            priority,
-        } => (
-            client,
-            reqwest::Method::POST,
-            format!("{}/{}/resume", root(priority), segment(&queue)),
-            None,
-        ),
-        AdminCommand::Settings { client, queue, set } => {
-            let path = format!("/v1/queues/{}/settings", segment(&queue));
-            match set {
-                None => (client, reqwest::Method::GET, path, None),
-                Some(json) => (client, reqwest::Method::PUT, path, Some(json.into_bytes())),
-            }
-        }
+async fn queues(args: QueuesArgs) -> Result<u8, String> {
+    let path = format!(
+        "/v1/queues{}",
+        query(&[
+            ("limit", Some(args.limit.to_string())),
+            ("after", args.after.as_deref().map(segment)),
+            ("kind", args.priority.then(|| "priority".to_string())),
+        ])
+    );
+    let method = reqwest::Method::GET;
+    emit(&args.client, method, &path, None, |list: &QueueList| {
+        print::queues(list)
+    })
+    .await?;
+    Ok(EXIT_OK)
+}
+
+/// `hotq purge`, `hotq pq purge`.
+pub async fn purge(kind: QueueKind, args: QueueArgs) -> Result<u8, String> {
+    let path = format!("{}/purge", queue_path(kind, &args.queue));
+    let queue = args.queue.clone();
+    let method = reqwest::Method::POST;
+    emit(&args.client, method, &path, None, |answer: &PurgeAnswer| {
+        print::purged(&queue, answer)
+    })
+    .await?;
+    Ok(EXIT_OK)
+}
+
+/// `hotq delete`, `hotq pq delete`.
+pub async fn delete(kind: QueueKind, args: QueueArgs) -> Result<u8, String> {
+    let path = queue_path(kind, &args.queue);
+    let queue = args.queue.clone();
+    let method = reqwest::Method::DELETE;
+    emit(
+        &args.client,
+        method,
+        &path,
+        None,
+        |answer: &DeleteAnswer| print::deleted(&queue, answer),
+    )
+    .await?;
+    Ok(EXIT_OK)
+}
+
+/// `hotq leases`, `hotq pq leases`.
+pub async fn leases(kind: QueueKind, args: LeasesArgs) -> Result<u8, String> {
+    let path = format!(
+        "{}/leases{}",
+        queue_path(kind, &args.queue),
+        query(&[
+            ("limit", Some(args.limit.to_string())),
+            ("after", args.after.as_deref().map(segment)),
+        ])
+    );
+    let method = reqwest::Method::GET;
+    emit(&args.client, method, &path, None, |list: &LeaseList| {
+        print::leases(list)
+    })
+    .await?;
+    Ok(EXIT_OK)
+}
+
+/// `hotq settings`, `hotq pq settings`.
+pub async fn settings(kind: QueueKind, args: SettingsArgs) -> Result<u8, String> {
+    let path = format!("{}/settings", queue_path(kind, &args.queue));
+    let (method, body) = match args.set {
+        None => (reqwest::Method::GET, None),
+        Some(json) => (reqwest::Method::PUT, Some(json.into_bytes())),
     };
-    let http = http_client(0)?;
-    let response = expect_success(send(&http, &client, method, &path, body, true).await?).await?;
-    println!("{}", response.text().await.map_err(|e| e.to_string())?);
+    emit(
+        &args.client,
+        method,
+        &path,
+        body,
+        |answer: &SettingsAnswer| print::settings(answer),
+    )
+    .await?;
+    Ok(EXIT_OK)
+}
+
+/// `hotq pause|resume`, `hotq pq pause|resume`.
+pub async fn set_paused(kind: QueueKind, args: QueueArgs, paused: bool) -> Result<u8, String> {
+    let verb = if paused { "pause" } else { "resume" };
+    let path = format!("{}/{verb}", queue_path(kind, &args.queue));
+    let method = reqwest::Method::POST;
+    emit(&args.client, method, &path, None, |answer: &PauseAnswer| {
+        print::paused(answer)
+    })
+    .await?;
     Ok(EXIT_OK)
 }

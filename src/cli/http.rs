@@ -7,15 +7,17 @@ use std::io::{BufRead, Write};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 
-use super::{ClientArgs, EXIT_EMPTY, EXIT_ERROR, EXIT_OK};
+use serde::de::DeserializeOwned;
+
+use super::{ClientArgs, EXIT_EMPTY, EXIT_OK};
 use crate::server::error::ErrorBody;
-use crate::server::items::{PoppedItem, QueueStats};
+use crate::server::items::PoppedItem;
 
 /// How popped items are printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ItemFormat {
-    /// Each item's bytes and a newline (one item alone: its bytes only).
-    /// An item holding a newline reads as two lines: use another format.
+    /// Each item's bytes and a newline. An item holding a newline reads
+    /// as two lines: use another format.
     Lines,
     /// Each item's bytes and a NUL byte (`xargs -0`, `read -d ''`).
     Nul,
@@ -125,8 +127,9 @@ pub async fn expect_success(response: reqwest::Response) -> Result<reqwest::Resp
     })
 }
 
-/// Pushes `items` in batches of up to 1,000 (each batch one commit); with
-/// a dedup id, exactly one item.
+/// Pushes `items` to the FIFO queue at `path` (an `items:batch` path) in
+/// batches of up to 1,000 (each batch one commit); with a dedup id,
+/// exactly one item. Prints each batch's answer.
 pub async fn push(
     client: &ClientArgs,
     path: &str,
@@ -140,7 +143,6 @@ pub async fn push(
             items.len()
         ));
     }
-    let http = http_client(0)?;
     for chunk in items.chunks(crate::queue::PUSH_BATCH_MAX) {
         let encoded: Vec<serde_json::Value> = chunk
             .iter()
@@ -150,16 +152,11 @@ pub async fn push(
             })
             .collect();
         let body = serde_json::to_vec(&encoded).map_err(|e| e.to_string())?;
-        let response = send(
-            &http,
-            client,
-            reqwest::Method::POST,
-            path,
-            Some(body),
-            false,
-        )
+        let method = reqwest::Method::POST;
+        emit(client, method, path, Some(body), |answer| {
+            super::print::pushed(answer, dedup_id)
+        })
         .await?;
-        expect_success(response).await?;
     }
     Ok(EXIT_OK)
 }
@@ -198,8 +195,8 @@ fn write_items(
     items: &[PoppedItem],
     format: ItemFormat,
 ) -> Result<(), String> {
-    // One plain item alone prints as its bytes, nothing added (`$(hotq pop q)`).
-    let alone = items.len() == 1 && items[0].receipt.is_none() && format == ItemFormat::Lines;
+    // Every item ends its line, one alone included (`$(hotq pop q)` drops
+    // the newline).
     for item in items {
         let bytes = BASE64
             .decode(&item.item)
@@ -214,7 +211,6 @@ fn write_items(
         }
         match format {
             ItemFormat::Nul => line.push(0),
-            ItemFormat::Lines if alone => {}
             _ => line.push(b'\n'),
         }
         out.write_all(&line).map_err(|e| e.to_string())?;
@@ -222,82 +218,36 @@ fn write_items(
     Ok(())
 }
 
-/// Acks `receipts` in one batch; prints each one's outcome.
-pub async fn ack_batch(
-    client: &ClientArgs,
-    queue: &str,
-    receipts: &[String],
-) -> Result<u8, String> {
-    let http = http_client(0)?;
-    let body = serde_json::to_vec(receipts).map_err(|e| e.to_string())?;
-    let path = format!("/v1/queues/{}/ack", segment(queue));
-    let response = send(
-        &http,
-        client,
-        reqwest::Method::POST,
-        &path,
-        Some(body),
-        false,
-    )
-    .await?;
-    let answer: crate::server::items::AckBatchAnswer = expect_success(response)
-        .await?
-        .json()
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut all_acked = true;
-    for result in answer.results {
-        all_acked &= result.outcome == "acked";
-        println!("{} {}", result.receipt, result.outcome);
-    }
-    Ok(if all_acked { EXIT_OK } else { EXIT_ERROR })
-}
-
-/// POSTs to `path` with no body and expects success (ack).
-pub async fn post_empty(client: &ClientArgs, path: &str) -> Result<u8, String> {
-    let http = http_client(0)?;
-    let response = send(&http, client, reqwest::Method::POST, path, None, false).await?;
-    expect_success(response).await?;
-    Ok(EXIT_OK)
-}
-
-/// Prints a queue's stats: `name value` lines, or with `json` the JSON.
-pub async fn stats(client: &ClientArgs, path: &str, json: bool) -> Result<u8, String> {
-    let http = http_client(0)?;
-    let response = send(&http, client, reqwest::Method::GET, path, None, false).await?;
-    let body = expect_success(response)
-        .await?
-        .bytes()
-        .await
-        .map_err(|e| e.to_string())?;
-    if json {
-        println!("{}", String::from_utf8_lossy(&body));
-        return Ok(EXIT_OK);
-    }
-    let stats: QueueStats = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
-    let oldest = stats
-        .oldest_item_age_ms
-        .map_or("-".to_string(), |ms| format!("{ms} ms"));
-    println!("queue    {}", stats.queue);
-    println!("depth    {}", stats.depth);
-    println!("waiting  {}", stats.waiting);
-    println!("leased   {}", stats.leased);
-    println!("delayed  {}", stats.delayed);
-    println!("oldest   {oldest}");
-    Ok(EXIT_OK)
-}
-
-/// Sends a bodiless request and prints the answer's body (JSON).
-pub async fn print_answer(
+/// Sends a request (`body`: JSON bytes, if any), and prints the answer:
+/// with `--json` the daemon's JSON on one line, else `human` of it.
+pub async fn emit<T: DeserializeOwned>(
     client: &ClientArgs,
     method: reqwest::Method,
     path: &str,
-) -> Result<u8, String> {
+    body: Option<Vec<u8>>,
+    human: impl FnOnce(&T) -> String,
+) -> Result<T, String> {
     let http = http_client(0)?;
-    let response = expect_success(send(&http, client, method, path, None, false).await?).await?;
-    let body = response.text().await.map_err(|e| e.to_string())?;
-    println!("{body}");
-    Ok(EXIT_OK)
+    let response = expect_success(send(&http, client, method, path, body, true).await?).await?;
+    let bytes = response.bytes().await.map_err(|e| e.to_string())?;
+    let answer: T = serde_json::from_slice(&bytes)
+        .map_err(|e| format!("the daemon's answer is not what was expected: {e}"))?;
+    if client.json {
+        let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| e.to_string())?;
+        println!("{value}");
+    } else {
+        print!("{}", human(&answer));
+    }
+    Ok(answer)
+}
+
+/// The path of queue `queue` of `kind`: `/v1/queues/{queue}` or
+/// `/v1/pqueues/{queue}`.
+pub fn queue_path(kind: crate::keys::QueueKind, queue: &str) -> String {
+    match kind {
+        crate::keys::QueueKind::Fifo => format!("/v1/queues/{}", segment(queue)),
+        crate::keys::QueueKind::Priority => format!("/v1/pqueues/{}", segment(queue)),
+    }
 }
 
 #[cfg(test)]
@@ -331,7 +281,7 @@ mod tests {
         };
         assert_eq!(print(&items, ItemFormat::Nul), b"a\nb\0c\0");
         assert_eq!(print(&items, ItemFormat::Base64), b"YQpi\nYw==\n");
-        assert_eq!(print(&items[1..], ItemFormat::Lines), b"c");
+        assert_eq!(print(&items[1..], ItemFormat::Lines), b"c\n");
         let leased = [item(b"x", Some("r1"))];
         assert_eq!(print(&leased, ItemFormat::Lines), b"r1\t2\tx\n");
     }

@@ -12,7 +12,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
-use super::browse::{self, GROUPS_LIMIT_MAX, ITEMS_LIMIT_MAX};
+use super::browse::{self, GROUPS_LIMIT_MAX, ITEM_ID_HEX_LEN_MAX, ITEMS_LIMIT_MAX};
 use super::preview::Preview;
 use crate::item::Item;
 use crate::keys::{QueueKeys, QueueKind};
@@ -21,7 +21,7 @@ use crate::server::AppState;
 use crate::server::error::{ApiError, ApiPath, ErrorBody, outcome, queue_name};
 use crate::store::Store;
 
-const QUEUE_PARAM: &str = "Queue name: 1-200 of A-Z a-z 0-9 . _ -";
+const QUEUE_PARAM: &str = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue";
 
 fn query<T>(params: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
     params
@@ -37,6 +37,13 @@ fn limit(limit: Option<usize>, default: usize, max: usize) -> Result<usize, ApiE
         )));
     }
     Ok(limit)
+}
+
+/// The refusal of `value` as the item id `param`.
+fn not_an_id(param: &str, value: &str) -> ApiError {
+    ApiError::bad_parameter(format!(
+        "{param} must be an item id (hex, 2 to {ITEM_ID_HEX_LEN_MAX} digits), got {value:?}"
+    ))
 }
 
 /// The operation label of `op` on a queue of `kind` (priority ops are `pq_*`).
@@ -84,6 +91,11 @@ pub struct ItemInfo {
     /// Deliveries a dead-lettered item had when it died; null otherwise.
     #[schema(required = true)]
     pub dead_letter_deliveries: Option<u32>,
+    /// The priority a dead-lettered item had in the priority queue it came
+    /// from (a redrive returns it there); null from a FIFO queue, and for
+    /// items not dead-lettered.
+    #[schema(required = true)]
+    pub dead_letter_from_priority: Option<i64>,
     /// A priority queue's item's priority; null for FIFO items.
     #[schema(required = true)]
     pub priority: Option<i64>,
@@ -103,6 +115,7 @@ impl ItemInfo {
             group: item.group.clone(),
             dead_letter_from: item.dead_letter.as_ref().map(|dead| dead.queue.clone()),
             dead_letter_deliveries: item.dead_letter.as_ref().map(|dead| dead.deliveries),
+            dead_letter_from_priority: item.dead_letter.as_ref().and_then(|dead| dead.priority),
             priority: keys
                 .priority_item_parts(&item.key)
                 .filter(|_| keys.kind() == QueueKind::Priority)
@@ -127,7 +140,7 @@ pub struct ItemList {
 #[utoipa::path(get, path = "/v1/queues/{queue}/items", tag = "admin", operation_id = "list_items",
     params(("queue" = String, Path, description = QUEUE_PARAM), ItemsParams),
     responses((status = 200, description = "One page of the visible items, in delivery order; nothing is taken. Leased, delayed and group-waiting items are not listed", body = ItemList),
-        (status = 400, description = "bad_parameter: a limit out of range or an `after` that is no item id", body = ErrorBody),
+        (status = 400, description = "bad_parameter: a limit out of range or an `after` that is not hex (any hex id continues from where it sorts)", body = ErrorBody),
         (status = "4XX", description = "Refused", body = ErrorBody),
         (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn list_items<S: Store>(
@@ -165,9 +178,7 @@ async fn items_of<S: Store>(
         let limit = limit(params.limit, 50, ITEMS_LIMIT_MAX)?;
         let after = match params.after.as_deref() {
             None => None,
-            Some(id) => Some(browse::item_key(&keys, id).ok_or_else(|| {
-                ApiError::bad_parameter(format!("after must be an item id, got {id:?}"))
-            })?),
+            Some(id) => Some(browse::item_key(&keys, id).ok_or_else(|| not_an_id("after", id))?),
         };
         let (page, more) = browse::items(&state.store, &keys, after.as_deref(), limit).await?;
         let items: Vec<ItemInfo> = page.iter().map(|item| ItemInfo::of(&keys, item)).collect();
@@ -197,8 +208,8 @@ pub struct ItemDeleted {
     params(("queue" = String, Path, description = QUEUE_PARAM),
         ("id" = String, Path, description = "The item's id, as a listing names it")),
     responses((status = 200, description = "Deleted, in one commit; of this and a pop taking the same item exactly one wins", body = ItemDeleted),
-        (status = 404, description = "item_not_found: no visible item has this id (popped, deleted, leased or delayed)", body = ErrorBody),
-        (status = 400, description = "bad_parameter: not an item id", body = ErrorBody),
+        (status = 404, description = "item_not_found: no visible item has this id (popped, deleted, leased or delayed, or never one)", body = ErrorBody),
+        (status = 400, description = "bad_parameter: the id is not hex", body = ErrorBody),
         (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
         (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn delete_item<S: Store>(
@@ -230,9 +241,13 @@ async fn delete_item_of<S: Store>(
 ) -> Result<Response, ApiError> {
     let result = async {
         let keys = QueueKeys::of_kind(kind, &queue_name(&queue)?);
-        let key = browse::item_key(&keys, &id)
-            .ok_or_else(|| ApiError::bad_parameter(format!("{id:?} is not an item id")))?;
-        match browse::delete_item(&state.store, &keys, &key).await? {
+        let key = browse::item_key(&keys, &id).ok_or_else(|| not_an_id("id", &id))?;
+        let deleted = if browse::is_item_key(&keys, &key) {
+            browse::delete_item(&state.store, &keys, &key).await?
+        } else {
+            None
+        };
+        match deleted {
             Some(item) => Ok(Json(ItemDeleted {
                 deleted: true,
                 item: ItemInfo::of(&keys, &item),
@@ -297,6 +312,7 @@ pub struct GroupList {
 #[utoipa::path(get, path = "/v1/queues/{queue}/groups", tag = "admin", operation_id = "list_groups",
     params(("queue" = String, Path, description = QUEUE_PARAM), GroupsParams),
     responses((status = 200, description = "One page of the groups with a head, in key order", body = GroupList),
+        (status = 400, description = "bad_parameter: a limit out of range or an `after` that is no group key", body = ErrorBody),
         (status = "4XX", description = "Refused", body = ErrorBody),
         (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn list_groups<S: Store>(
@@ -308,6 +324,10 @@ pub async fn list_groups<S: Store>(
         let keys = QueueKeys::new(&queue_name(&queue)?);
         let params = query(params)?;
         let limit = limit(params.limit, 50, GROUPS_LIMIT_MAX)?;
+        if let Some(after) = params.after.as_deref() {
+            crate::groups::check_key(after)
+                .map_err(|why| ApiError::bad_parameter(format!("after: {why}")))?;
+        }
         let (page, more) =
             browse::groups(&state.store, &keys, params.after.as_deref(), limit).await?;
         let groups: Vec<GroupInfo> = page
@@ -431,7 +451,8 @@ async fn set_paused<S: Store>(
 pub struct TrafficParams {
     /// `fifo` (the default) or `priority`.
     pub kind: Option<String>,
-    /// Queue names, comma-separated, at most 100.
+    /// 1 to 100 queue names, comma-separated (an invalid name: 400
+    /// `invalid_queue_name`).
     pub queues: String,
 }
 
@@ -453,7 +474,7 @@ pub const TRAFFIC_QUEUES_MAX: usize = 100;
 #[utoipa::path(get, path = "/v1/traffic", tag = "admin", operation_id = "traffic",
     params(TrafficParams),
     responses((status = 200, description = "This daemon's counts (other daemons on the store count their own)", body = Traffic),
-        (status = 400, description = "bad_parameter", body = ErrorBody),
+        (status = 400, description = "bad_parameter: more than 100 names, or an unknown kind; invalid_queue_name", body = ErrorBody),
         (status = "4XX", description = "Refused", body = ErrorBody),))]
 pub async fn traffic<S: Store>(
     State(_state): State<Arc<AppState<S>>>,
@@ -469,12 +490,15 @@ pub async fn traffic<S: Store>(
             )));
         }
     };
-    let names: Vec<&str> = params.queues.split(',').filter(|n| !n.is_empty()).collect();
+    let names: Vec<&str> = params.queues.split(',').collect();
     if names.len() > TRAFFIC_QUEUES_MAX {
         return Err(ApiError::bad_parameter(format!(
             "at most {TRAFFIC_QUEUES_MAX} queues, got {}",
             names.len()
         )));
+    }
+    for name in &names {
+        queue_name(name)?;
     }
     let queues = names
         .into_iter()

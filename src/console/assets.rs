@@ -17,6 +17,9 @@ const ICON_SVG: &str = include_str!("assets/icon.svg");
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
                    connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
+/// The names `GET /ui/{asset}` serves.
+pub const ASSETS: [&str; 5] = ["app.js", "overview.js", "queue.js", "style.css", "icon.svg"];
+
 fn file(content_type: &'static str, body: &'static str) -> Response {
     (
         [

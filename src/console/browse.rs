@@ -7,12 +7,22 @@
 //! it doubles as the cursor of the listing (`after`). Only visible items
 //! have ids: leased items are named by their receipts, delayed items and
 //! items waiting behind a group head are not in the items subspace.
+//!
+//! Any hex of 1 to [`ITEM_ID_HEX_LEN_MAX`] digits' worth of bytes is a
+//! place in that key order, so the API takes every such id: as `after` it
+//! continues from where the id sorts (an item taken since the last page
+//! still names its place), and an id that names no visible item is simply
+//! not found. This is also what the OpenAPI spec can state exactly.
 
 use crate::envelope::{decode_item, now_ms};
 use crate::item::{Item, QueueError};
 use crate::keys::QueueKeys;
 use crate::store::{RangeRead, RetryPolicy, Store, Transaction, key_after, transact};
 
+/// Most hex digits of an item id: twice the longest key suffix an item
+/// can have (a priority item's `(i64, u64, 16 random bytes)`, escaped, is
+/// at most 52 bytes), rounded up.
+pub const ITEM_ID_HEX_LEN_MAX: usize = 128;
 /// Most items one listing page holds.
 pub const ITEMS_LIMIT_MAX: usize = 100;
 /// Most groups one group listing page holds.
@@ -42,16 +52,25 @@ pub fn item_id(keys: &QueueKeys, key: &[u8]) -> String {
     hex::encode(key.strip_prefix(prefix.as_slice()).unwrap_or(key))
 }
 
-/// The key of the item named `id`, if `id` names one of `keys`' items.
+/// The key `id` names below `keys`' items subspace: `None` unless `id` is
+/// hex of 1 to [`ITEM_ID_HEX_LEN_MAX`] digits (see the module doc).
 pub fn item_key(keys: &QueueKeys, id: &str) -> Option<Vec<u8>> {
-    let suffix = hex::decode(id).ok()?;
+    if id.len() > ITEM_ID_HEX_LEN_MAX {
+        return None;
+    }
+    let suffix = hex::decode(id).ok().filter(|suffix| !suffix.is_empty())?;
     let mut key = items_prefix(keys);
     key.extend_from_slice(&suffix);
-    let parses = match keys.kind() {
-        crate::keys::QueueKind::Fifo => keys.item_parts(&key).is_some(),
-        crate::keys::QueueKind::Priority => keys.priority_item_parts(&key).is_some(),
-    };
-    parses.then_some(key)
+    Some(key)
+}
+
+/// Whether `key` (from [`item_key`]) has the shape of an item key of
+/// `keys`' kind: only such a key can name an item.
+pub fn is_item_key(keys: &QueueKeys, key: &[u8]) -> bool {
+    match keys.kind() {
+        crate::keys::QueueKind::Fifo => keys.item_parts(key).is_some(),
+        crate::keys::QueueKind::Priority => keys.priority_item_parts(key).is_some(),
+    }
 }
 
 /// Up to `limit` visible items in delivery order (a priority queue's
@@ -70,6 +89,10 @@ pub async fn items<S: Store>(
     );
     let (begin, end) = keys.items_range();
     let begin = after.map(key_after).unwrap_or(begin);
+    if begin >= end {
+        // An `after` past every item key (its id starts with `ff`).
+        return Ok((Vec::new(), false));
+    }
     let txn = store.begin()?;
     let rows = txn
         .get_range(RangeRead::new(&begin, &end, limit + 1).snapshot())

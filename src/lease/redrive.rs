@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use crate::envelope::{ItemValue, encode_item_value};
-use crate::keys::{DEAD_LETTER_SUFFIX, QueueKeys, QueueName};
+use crate::keys::{QueueKeys, QueueKind, QueueName};
 use crate::queue::{Item, QueueError, append_in, read_end};
 use crate::store::{RetryPolicy, Store, Transaction, key_after, transact};
 
@@ -23,7 +23,9 @@ pub const REDRIVE_PASS_BYTES_MAX: usize = 4 * 1024 * 1024;
 
 /// Moves up to `max` items from the front of the dead-letter queue `dead`
 /// to the tails of the queues they came from (an item pushed straight into
-/// `q.dead` goes to `q`), in commits of at most [`REDRIVE_PASS_ITEMS_MAX`]
+/// the dead-letter queue goes to its default origin, see
+/// [`crate::dead_letters::default_origin_in`]; with none, the re-drive
+/// stops at that item and leaves it), in commits of at most [`REDRIVE_PASS_ITEMS_MAX`]
 /// items and [`REDRIVE_PASS_BYTES_MAX`] bytes. Returns how many moved. A
 /// commit's read conflicts cover the items it moves, so a concurrent pop of
 /// the same items conflicts and one side retries. An error after some
@@ -33,13 +35,11 @@ pub async fn redrive<S: Store>(
     dead: &QueueName,
     max: usize,
 ) -> Result<usize, QueueError> {
-    // Not a dead-letter queue: nothing to send anywhere.
-    let Some(default_origin) = dead
-        .as_str()
-        .strip_suffix(DEAD_LETTER_SUFFIX)
-        .and_then(|origin| QueueName::new(origin).ok())
-    else {
-        return Ok(0);
+    // Which queues are dead-letter queues is the caller's check (by role,
+    // see `crate::dead_letters`); this only needs where origin-less items go.
+    let default_origin = {
+        let txn = store.begin()?;
+        crate::dead_letters::default_origin_in(&txn, dead).await?
     };
     let dead_keys = QueueKeys::new(dead);
     let max = max.clamp(1, REDRIVE_BATCH_MAX);
@@ -47,7 +47,7 @@ pub async fn redrive<S: Store>(
     // Every pass but the last moves at least one item, so this ends within
     // `max` passes.
     while moved < max {
-        let pass = redrive_pass(store, &dead_keys, &default_origin, max - moved).await?;
+        let pass = redrive_pass(store, &dead_keys, default_origin.as_ref(), max - moved).await?;
         assert!(pass.moved <= max - moved, "a pass moved more than asked");
         moved += pass.moved;
         if pass.moved == 0 || !pass.more {
@@ -68,7 +68,7 @@ struct Pass {
 async fn redrive_pass<S: Store>(
     store: &S,
     dead_keys: &QueueKeys,
-    default_origin: &QueueName,
+    default_origin: Option<&QueueName>,
     want: usize,
 ) -> Result<Pass, QueueError> {
     let limit = want.clamp(1, REDRIVE_PASS_ITEMS_MAX);
@@ -80,10 +80,14 @@ async fn redrive_pass<S: Store>(
             .map_err(crate::queue::corrupt_as_store)?;
         let mut more = items.len() >= limit;
         let mut bytes = 0usize;
-        let mut by_origin: BTreeMap<QueueName, Vec<Vec<u8>>> = BTreeMap::new();
+        let mut by_origin: BTreeMap<Origin, Vec<Vec<u8>>> = BTreeMap::new();
         let mut kept = 0usize;
         for item in &items {
-            let (origin, value) = fresh(item, default_origin);
+            let Some((origin, value)) = fresh(item, default_origin) else {
+                // Nowhere to send it: the re-drive ends here, it stays.
+                more = false;
+                break;
+            };
             bytes += item.key.len() + value.len();
             if kept > 0 && bytes > REDRIVE_PASS_BYTES_MAX {
                 more = true;
@@ -105,7 +109,17 @@ async fn redrive_pass<S: Store>(
             txn.clear(&item.key)?;
         }
         for (origin, values) in &by_origin {
-            append_in(&txn, &QueueKeys::new(origin), values).await?;
+            match origin.priority {
+                None => append_in(&txn, &QueueKeys::new(&origin.queue), values).await?,
+                Some(priority) => {
+                    let keys = QueueKeys::of_kind(QueueKind::Priority, &origin.queue);
+                    let values: Vec<(i64, Vec<u8>)> = values
+                        .iter()
+                        .map(|value| (priority, value.clone()))
+                        .collect();
+                    crate::priority::append_in(&txn, &keys, &values).await?;
+                }
+            }
         }
         txn.atomic_add(&dead_keys.depth(), -(items.len() as i64))?;
         Ok(Pass {
@@ -117,13 +131,27 @@ async fn redrive_pass<S: Store>(
     Ok(pass)
 }
 
-/// The queue `item` goes back to and its fresh envelope there.
-fn fresh(item: &Item, default_origin: &QueueName) -> (QueueName, Vec<u8>) {
-    let origin = item
-        .dead_letter
-        .as_ref()
-        .and_then(|dead| QueueName::new(&dead.queue).ok())
-        .unwrap_or_else(|| default_origin.clone());
+/// Where a dead letter goes back to: a FIFO queue, or a priority queue at
+/// a priority.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Origin {
+    queue: QueueName,
+    priority: Option<i64>,
+}
+
+/// The queue `item` goes back to and its fresh envelope there; `None`
+/// when it names no origin and the dead-letter queue has no default.
+fn fresh(item: &Item, default_origin: Option<&QueueName>) -> Option<(Origin, Vec<u8>)> {
+    let origin = match &item.dead_letter {
+        Some(dead) => Origin {
+            queue: QueueName::new(&dead.queue).ok()?,
+            priority: dead.priority,
+        },
+        None => Origin {
+            queue: default_origin.cloned()?,
+            priority: None,
+        },
+    };
     let value = ItemValue::new(item.enqueued_at_ms, item.payload.clone());
-    (origin, encode_item_value(&value))
+    Some((origin, encode_item_value(&value)))
 }

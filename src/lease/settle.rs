@@ -241,7 +241,11 @@ pub(crate) async fn return_held<T: Transaction>(
     let stored = crate::queue_settings::read_in(txn, keys)
         .await
         .map_err(crate::queue::corrupt_as_store)?;
-    let max_deliveries = stored.max_deliveries.or(max_deliveries);
+    // A stored 0 is "no limit" (see `queue_settings::Stored`).
+    let max_deliveries = stored
+        .max_deliveries
+        .or(max_deliveries)
+        .filter(|max| *max > 0);
     if let Some(max) = max_deliveries
         && held.item.deliveries >= max
         && let Some(dead) = stored.dead_letter_target(keys.name())
@@ -257,6 +261,16 @@ pub(crate) async fn return_held<T: Transaction>(
             dead_letter: Some(crate::envelope::DeadLetter {
                 queue: keys.name().as_str().to_string(),
                 deliveries: held.item.deliveries,
+                // A priority item's key holds its priority: the redrive
+                // puts it back at the same place (a key that does not
+                // parse was never written by a priority push: priority 0).
+                priority: match keys.kind() {
+                    crate::keys::QueueKind::Fifo => None,
+                    crate::keys::QueueKind::Priority => Some(
+                        keys.priority_item_parts(&held.item_key)
+                            .map_or(0, |(priority, _)| priority),
+                    ),
+                },
             }),
             group: None,
             ..held.item

@@ -1,5 +1,5 @@
 //! The settle line: concurrent acks, nacks and extends of one queue share
-//! one transaction, as pops share the fulfiller's (DESIGN §4, "Settle").
+//! one transaction, as pops share the fulfiller's (docs/design.md §4.1, "Settle").
 //!
 //! A settle joins its queue's line in memory; a settler task (one per
 //! queue with settles pending, gone when the line is empty) takes up to

@@ -12,11 +12,11 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
 use super::AppState;
-use super::error::{ApiError, ApiPath, ErrorBody};
+use super::error::{ApiError, ApiPath, ErrorBody, ErrorDetail};
 use super::fifo::{outcome, queue_name};
 use super::items::QueueStats;
 use super::leases::queue_mismatch;
-use crate::admin::{self, Dropped, LEASES_LIMIT_MAX, LIST_LIMIT_MAX};
+use crate::admin::{self, LEASES_LIMIT_MAX, LIST_LIMIT_MAX};
 use crate::keys::{QueueKeys, QueueKind};
 use crate::lease::Receipt;
 use crate::metrics::operation;
@@ -95,6 +95,7 @@ pub async fn list<S: Store>(
                     waiting: queue.waiting + memory as i64,
                     oldest_item_age_ms: queue.oldest_item_age_ms,
                     paused: queue.paused,
+                    dead_letter: queue.dead_letter,
                 }
             })
             .collect();
@@ -130,10 +131,11 @@ pub struct PurgeAnswer {
     pub done: bool,
 }
 
-/// The answer to a delete.
+/// The answer to a delete (200), and its counts in a 503 `queue_busy`.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct DeleteAnswer {
-    /// Always true (a delete that could not finish answers 503 `queue_busy`).
+    /// True on a 200; false in a 503 `queue_busy` answer, whose counts say
+    /// what was dropped before pushes kept it from finishing.
     pub deleted: bool,
     /// Visible items dropped.
     pub items: u64,
@@ -143,15 +145,34 @@ pub struct DeleteAnswer {
     pub leased: u64,
     /// Items handed to a stored request but not yet collected, dropped.
     pub results: u64,
-    /// Always true.
+    /// As `deleted`.
     pub done: bool,
 }
 
-fn dropped_text(dropped: &Dropped) -> String {
-    format!(
-        "items {}, delayed {}, leased {}, results {}",
+/// The 503 answer of a delete that pushes kept from finishing: the error
+/// shape, with what it dropped so far beside it, so a client can count.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct DeleteBusy {
+    /// `queue_busy`.
+    pub error: ErrorDetail,
+    /// What was dropped before it gave up (`deleted` and `done` false).
+    #[serde(flatten)]
+    pub dropped: DeleteAnswer,
+}
+
+fn queue_busy(dropped: DeleteAnswer) -> Response {
+    let message = format!(
+        "items kept arriving while the queue was deleted (call again); dropped so far: items {}, delayed {}, leased {}, results {}",
         dropped.items, dropped.delayed, dropped.leased, dropped.results
-    )
+    );
+    let body = DeleteBusy {
+        error: ErrorDetail {
+            code: "queue_busy".into(),
+            message,
+        },
+        dropped,
+    };
+    (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
 }
 
 /// `POST /v1/queues/{queue}/purge`: 200 `{"purged": n, "items", "delayed",
@@ -159,7 +180,7 @@ fn dropped_text(dropped: &Dropped) -> String {
 /// leased items stay leased. `done` is false when a bound left work (call
 /// again).
 #[utoipa::path(post, path = "/v1/queues/{queue}/purge", tag = "admin",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -")),
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue")),
     responses((status = 200, description = "Visible and delayed items dropped; leases kept", body = PurgeAnswer),
         (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
         (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
@@ -167,8 +188,29 @@ pub async fn purge<S: Store>(
     State(state): State<Arc<AppState<S>>>,
     ApiPath(queue): ApiPath<String>,
 ) -> Result<Response, ApiError> {
+    purge_of(&state, QueueKind::Fifo, &queue).await
+}
+
+/// `POST /v1/pqueues/{queue}/purge`: as [`purge`], for a priority queue.
+#[utoipa::path(post, path = "/v1/pqueues/{queue}/purge", tag = "admin", operation_id = "pq_purge",
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue")),
+    responses((status = 200, description = "Visible and delayed items dropped; leases kept", body = PurgeAnswer),
+        (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
+        (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
+pub async fn pq_purge<S: Store>(
+    State(state): State<Arc<AppState<S>>>,
+    ApiPath(queue): ApiPath<String>,
+) -> Result<Response, ApiError> {
+    purge_of(&state, QueueKind::Priority, &queue).await
+}
+
+async fn purge_of<S: Store>(
+    state: &AppState<S>,
+    kind: QueueKind,
+    queue: &str,
+) -> Result<Response, ApiError> {
     let result = async {
-        let keys = QueueKeys::new(&queue_name(&queue)?);
+        let keys = QueueKeys::of_kind(kind, &queue_name(queue)?);
         let dropped = admin::purge(&state.store, &keys).await?;
         Ok(Json(PurgeAnswer {
             purged: dropped.items + dropped.delayed,
@@ -181,8 +223,21 @@ pub async fn purge<S: Store>(
         .into_response())
     }
     .await;
-    operation(&queue, "purge", outcome(&result));
+    operation(queue, op_name(kind, "purge"), outcome(&result));
     result
+}
+
+/// The operation label of `op` on a queue of `kind` (priority ops are `pq_*`).
+pub(super) fn op_name(kind: QueueKind, op: &'static str) -> &'static str {
+    match (kind, op) {
+        (QueueKind::Fifo, op) => op,
+        (QueueKind::Priority, "purge") => "pq_purge",
+        (QueueKind::Priority, "delete") => "pq_delete",
+        (QueueKind::Priority, "leases") => "pq_leases",
+        (QueueKind::Priority, "settings_get") => "pq_settings_get",
+        (QueueKind::Priority, "settings_put") => "pq_settings_put",
+        (QueueKind::Priority, _) => "pq_other",
+    }
 }
 
 /// `DELETE /v1/queues/{queue}`: 200 `{"deleted": true, "items", "delayed",
@@ -191,40 +246,62 @@ pub async fn purge<S: Store>(
 /// uncollected results, counters, settings and dedup ids are gone. 503
 /// `queue_busy` when traffic kept it from finishing (call again).
 #[utoipa::path(delete, path = "/v1/queues/{queue}", tag = "admin", operation_id = "delete_queue",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -")),
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue")),
     responses((status = 200, description = "The queue and all it held are gone", body = DeleteAnswer),
-        (status = 503, description = "queue_busy: traffic kept the delete from finishing; call again", body = ErrorBody),
+        (status = 503, description = "queue_busy: pushes kept the delete from finishing within 5 s; the error, with what was dropped so far; call again", body = DeleteBusy),
         (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
         (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn delete<S: Store>(
     State(state): State<Arc<AppState<S>>>,
     ApiPath(queue): ApiPath<String>,
 ) -> Result<Response, ApiError> {
+    delete_of(&state, QueueKind::Fifo, &queue).await
+}
+
+/// `DELETE /v1/pqueues/{queue}`: as [`delete`], for a priority queue.
+#[utoipa::path(delete, path = "/v1/pqueues/{queue}", tag = "admin", operation_id = "pq_delete",
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue")),
+    responses((status = 200, description = "The queue and all it held are gone", body = DeleteAnswer),
+        (status = 503, description = "queue_busy: pushes kept the delete from finishing within 5 s; the error, with what was dropped so far; call again", body = DeleteBusy),
+        (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
+        (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
+pub async fn pq_delete<S: Store>(
+    State(state): State<Arc<AppState<S>>>,
+    ApiPath(queue): ApiPath<String>,
+) -> Result<Response, ApiError> {
+    delete_of(&state, QueueKind::Priority, &queue).await
+}
+
+async fn delete_of<S: Store>(
+    state: &AppState<S>,
+    kind: QueueKind,
+    queue: &str,
+) -> Result<Response, ApiError> {
     let result = async {
-        let keys = QueueKeys::new(&queue_name(&queue)?);
+        let name = queue_name(queue)?;
+        let keys = QueueKeys::of_kind(kind, &name);
         let dropped = admin::delete(&state.store, &keys).await?;
-        if !dropped.done {
-            return Err(ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "queue_busy",
-                format!(
-                    "items kept arriving while the queue was deleted; dropped so far: {}",
-                    dropped_text(&dropped)
-                ),
-            ));
-        }
-        Ok(Json(DeleteAnswer {
-            deleted: true,
+        let answer = DeleteAnswer {
+            deleted: dropped.done,
             items: dropped.items,
             delayed: dropped.delayed,
             leased: dropped.leased,
             results: dropped.results,
             done: dropped.done,
-        })
-        .into_response())
+        };
+        if !dropped.done {
+            return Ok(queue_busy(answer));
+        }
+        state.forget_queue(kind, &name);
+        Ok(Json(answer).into_response())
     }
     .await;
-    operation(&queue, "delete", outcome(&result));
+    // A busy delete answers its counts, but it did not do what was asked.
+    let label = match &result {
+        Ok(response) if response.status() == StatusCode::SERVICE_UNAVAILABLE => "error",
+        other => outcome(other),
+    };
+    operation(queue, op_name(kind, "delete"), label);
     result
 }
 
@@ -245,7 +322,7 @@ pub struct LeasesParams {
 /// as pops answer them (tagged with the queue); an `after` receipt another
 /// queue issued is 400 `receipt_queue_mismatch`, as on the settle paths.
 #[utoipa::path(get, path = "/v1/queues/{queue}/leases", tag = "admin", operation_id = "list_leases",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), LeasesParams),
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue"), LeasesParams),
     responses((status = 200, description = "One page of the leases in flight, in receipt order", body = LeaseList),
         (status = 400, description = "receipt_queue_mismatch: `after` names another queue's receipt; bad_parameter", body = ErrorBody),
         (status = "4XX", description = "Refused", body = ErrorBody),
@@ -255,8 +332,33 @@ pub async fn leases<S: Store>(
     ApiPath(queue): ApiPath<String>,
     params: Result<Query<LeasesParams>, QueryRejection>,
 ) -> Result<Response, ApiError> {
+    leases_of(&state, QueueKind::Fifo, &queue, params).await
+}
+
+/// `GET /v1/pqueues/{queue}/leases?limit=&after=`: as [`leases`], for a
+/// priority queue (its leased pops).
+#[utoipa::path(get, path = "/v1/pqueues/{queue}/leases", tag = "admin", operation_id = "pq_list_leases",
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue"), LeasesParams),
+    responses((status = 200, description = "One page of the leases in flight, in receipt order", body = LeaseList),
+        (status = 400, description = "receipt_queue_mismatch: `after` names another queue's receipt; bad_parameter", body = ErrorBody),
+        (status = "4XX", description = "Refused", body = ErrorBody),
+        (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
+pub async fn pq_leases<S: Store>(
+    State(state): State<Arc<AppState<S>>>,
+    ApiPath(queue): ApiPath<String>,
+    params: Result<Query<LeasesParams>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    leases_of(&state, QueueKind::Priority, &queue, params).await
+}
+
+async fn leases_of<S: Store>(
+    state: &AppState<S>,
+    kind: QueueKind,
+    queue: &str,
+    params: Result<Query<LeasesParams>, QueryRejection>,
+) -> Result<Response, ApiError> {
     let result = async {
-        let keys = QueueKeys::new(&queue_name(&queue)?);
+        let keys = QueueKeys::of_kind(kind, &queue_name(queue)?);
         let params = query(params)?;
         let limit = limit(params.limit, 100, LEASES_LIMIT_MAX)?;
         let after = match params.after.as_deref() {
@@ -273,21 +375,24 @@ pub async fn leases<S: Store>(
             return Err(queue_mismatch(&keys));
         }
         let (page, next) = admin::leases(&state.store, &keys, after.as_ref(), limit).await?;
-        let leases: Vec<LeaseInfo> = page
-            .iter()
-            .map(|lease| LeaseInfo {
-                receipt: lease.receipt.to_string(),
-                delivery_count: lease.delivery_count,
-                lease_expires_at_ms: lease.expires_at_ms,
-                enqueued_at_ms: lease.enqueued_at_ms,
-                group: lease.group.clone(),
-            })
-            .collect();
+        let leases: Vec<LeaseInfo> = page.iter().map(LeaseInfo::from).collect();
         Ok(Json(LeaseList { leases, next }).into_response())
     }
     .await;
-    operation(&queue, "leases", outcome(&result));
+    operation(queue, op_name(kind, "leases"), outcome(&result));
     result
+}
+
+impl From<&admin::LeaseSummary> for LeaseInfo {
+    fn from(lease: &admin::LeaseSummary) -> Self {
+        LeaseInfo {
+            receipt: lease.receipt.to_string(),
+            delivery_count: lease.delivery_count,
+            lease_expires_at_ms: lease.expires_at_ms,
+            enqueued_at_ms: lease.enqueued_at_ms,
+            group: lease.group.clone(),
+        }
+    }
 }
 
 /// One lease in flight.

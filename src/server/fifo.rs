@@ -12,11 +12,10 @@ use serde::Deserialize;
 
 use super::AppState;
 use super::error::{ApiError, ApiPath, ErrorBody};
-use crate::envelope::{End, PAYLOAD_SIZE_MAX, now_ms};
+use crate::envelope::{End, PAYLOAD_SIZE_MAX};
 use crate::keys::{QueueKeys, QueueKind};
 use crate::metrics::operation;
 use crate::queue::Queue;
-use crate::queue::read_end;
 use crate::store::{Store, Transaction, decode_counter};
 
 use super::items::QueueStats;
@@ -114,7 +113,7 @@ pub fn pop_limits<S: Store>(
 
 /// `POST /v1/queues/{queue}/pop?wait_ms=&max=&lease_ms=`.
 #[utoipa::path(post, path = "/v1/queues/{queue}/pop", tag = "fifo",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), PopParams),
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue"), PopParams),
     responses((status = 200, description = "JSON when max > 1 or Accept names application/json; else the one item's bytes with hotq-* headers",
             content((Vec<PoppedItem> = "application/json"), ([u8] = "application/octet-stream")),
             headers(
@@ -190,7 +189,7 @@ pub fn pop_outcome<T>(result: &Result<(Vec<T>, usize), ApiError>) -> &'static st
 
 /// `GET /v1/queues/{queue}/peek`: the first item, not taken.
 #[utoipa::path(get, path = "/v1/queues/{queue}/peek", tag = "fifo",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -")),
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue")),
     responses((status = 200, description = "JSON when max > 1 or Accept names application/json; else the one item's bytes with hotq-* headers",
             content((Vec<PoppedItem> = "application/json"), ([u8] = "application/octet-stream")),
             headers(
@@ -236,15 +235,8 @@ pub async fn queue_stats<S: Store>(
     let leased = decode_counter(txn.get(&keys.leased(), true).await?.as_deref());
     let delayed = decode_counter(txn.get(&keys.delayed_count(), true).await?.as_deref());
     let grouped = decode_counter(txn.get(&keys.grouped_count(), true).await?.as_deref());
-    let oldest = read_end(&txn, keys, End::Front, 1, true).await?;
+    let oldest_age_ms = crate::oldest::oldest_item_age_ms_in(&txn, keys).await?;
     let paused = crate::queue_settings::read_in(&txn, keys).await?.paused == Some(true);
-    let oldest_age_ms = match keys.kind() {
-        QueueKind::Fifo => oldest
-            .first()
-            .map(|item| now_ms().saturating_sub(item.enqueued_at_ms)),
-        // The front of a priority queue is its lowest priority, not its oldest item.
-        QueueKind::Priority => None,
-    };
     let stats = QueueStats {
         queue: keys.name().as_str().to_string(),
         depth,
@@ -254,13 +246,14 @@ pub async fn queue_stats<S: Store>(
         grouped,
         oldest_item_age_ms: oldest_age_ms,
         paused,
+        dead_letter: crate::dead_letters::is_dead_letter_queue_in(&txn, keys).await?,
     };
     Ok(serde_json::to_value(stats).expect("stats serialize"))
 }
 
 /// `GET /v1/queues/{queue}`: JSON stats.
 #[utoipa::path(get, path = "/v1/queues/{queue}", tag = "fifo",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -")),
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue")),
     responses((status = 200, description = "The queue's stats", body = QueueStats),
         (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
         (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]

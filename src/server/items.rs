@@ -1,4 +1,4 @@
-//! What a pop or peek answers (README, "What a pop answers, one rule"):
+//! What a pop or peek answers (docs/api.md, "What a pop answers, one rule"):
 //! JSON, an array of [`PoppedItem`], when `max` > 1 or the request accepts
 //! `application/json`; the one item's raw bytes with `hotq-*` headers
 //! otherwise; 204 when nothing came.
@@ -136,8 +136,7 @@ pub struct PushAnswer {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub visible_at_ms: Option<u64>,
     /// True when nothing was stored: every item's dedup id was pushed
-    /// within the queue's dedup window (the answer is then 200). FIFO
-    /// pushes only; absent on priority pushes.
+    /// within the queue's dedup window (the answer is then 200).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duplicate: Option<bool>,
     /// The positions (0-based, in the request) of the items left out as
@@ -161,11 +160,16 @@ pub struct QueueStats {
     pub delayed: i64,
     /// Items waiting behind their message group's head (not in `depth`).
     pub grouped: i64,
-    /// Age of the first item, in ms; null when empty, and for priority queues.
+    /// How long the oldest visible item has waited, in ms; null when
+    /// there is none. For a priority queue, the oldest of the first items
+    /// of its first 256 priority levels.
     #[schema(required = true)]
     pub oldest_item_age_ms: Option<u64>,
     /// True while the queue is paused: it takes pushes, hands nothing out.
     pub paused: bool,
+    /// True for a dead-letter queue: its name ends in `.dead`, or some
+    /// queue names it as its `dead_letter_queue` (redrive takes it).
+    pub dead_letter: bool,
 }
 
 /// One receipt's outcome in a batch ack.

@@ -16,6 +16,7 @@ use super::AppState;
 use super::error::{ApiError, ApiPath, ErrorBody};
 use super::fifo::{body_bytes, check_delay_ms, check_lease_ms, outcome, queue_name};
 use super::items::{AckBatchAnswer, AckResult, RedriveAnswer};
+use crate::dead_letters::is_dead_letter_queue_in;
 use crate::keys::{QueueKeys, QueueKind};
 use crate::lease::redrive::{REDRIVE_BATCH_MAX, redrive as redrive_items};
 use crate::lease::settle::Returned;
@@ -63,10 +64,11 @@ pub(super) fn queue_mismatch(keys: &QueueKeys) -> ApiError {
 
 pub(super) fn receipt(raw: &str) -> Result<Receipt, ApiError> {
     Receipt::parse(raw).ok_or_else(|| {
+        // The batch ack calls the same receipt `invalid`.
         ApiError::new(
-            StatusCode::NOT_FOUND,
-            "unknown_receipt",
-            format!("{raw:?} is not a receipt (32 hex digits)"),
+            StatusCode::BAD_REQUEST,
+            "invalid_receipt",
+            format!("receipt {raw:?} is invalid: a receipt is 32 hex digits"),
         )
     })
 }
@@ -79,7 +81,7 @@ pub(super) fn query<T>(params: Result<Query<T>, QueryRejection>) -> Result<T, Ap
 
 /// `POST /v1/queues/{queue}/ack/{receipt}`: 204; the item is done.
 #[utoipa::path(post, path = "/v1/queues/{queue}/ack/{receipt}", tag = "leases",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), ("receipt" = String, Path, description = "The receipt a leased pop answered (32 hex digits)")),
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue"), ("receipt" = String, Path, description = "The receipt a leased pop answered (32 hex digits)")),
     responses((status = 204, description = "Acked: the item is done"),
         (status = 404, description = "unknown_receipt: the lease is lost (settled, returned by the timer, or never issued)", body = ErrorBody),
         (status = 409, description = "lease_expired: the lease is lost (expired, not yet returned)", body = ErrorBody),
@@ -125,7 +127,7 @@ pub const ACK_BATCH_MAX: usize = 1_000;
 /// (issued by another queue) or `invalid` (not a receipt). The acks share commits with the queue's other settles; a
 /// receipt named twice is acked once (the second is `unknown_receipt`).
 #[utoipa::path(post, path = "/v1/queues/{queue}/ack", tag = "leases",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -")),
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue")),
     request_body(content = Vec<String>, description = "1 to 1,000 receipts"),
     responses((status = 200, description = "Each receipt's outcome, in order", body = AckBatchAnswer),
         (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
@@ -213,7 +215,7 @@ pub struct NackParams {
 /// item went: `{"outcome":"requeued"}`, `{"outcome":"delayed",
 /// "visible_at_ms"}` or `{"outcome":"dead_lettered","dead_letter_queue"}`.
 #[utoipa::path(post, path = "/v1/queues/{queue}/nack/{receipt}", tag = "leases",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), ("receipt" = String, Path, description = "The receipt a leased pop answered (32 hex digits)"), NackParams),
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue"), ("receipt" = String, Path, description = "The receipt a leased pop answered (32 hex digits)"), NackParams),
     responses((status = 200, description = "Where the item went", body = NackAnswer),
         (status = 404, description = "unknown_receipt: the lease is lost", body = ErrorBody),
         (status = 409, description = "lease_expired: the lease is lost", body = ErrorBody),
@@ -318,7 +320,7 @@ pub struct ExtendParams {
 /// `POST /v1/queues/{queue}/extend/{receipt}?lease_ms=`: 200
 /// `{"lease_expires_at_ms"}`; the lease now expires `lease_ms` from now.
 #[utoipa::path(post, path = "/v1/queues/{queue}/extend/{receipt}", tag = "leases",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), ("receipt" = String, Path, description = "The receipt a leased pop answered (32 hex digits)"), ExtendParams),
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue"), ("receipt" = String, Path, description = "The receipt a leased pop answered (32 hex digits)"), ExtendParams),
     responses((status = 200, description = "The lease's new expiry", body = ExtendAnswer),
         (status = 404, description = "unknown_receipt: the lease is lost", body = ErrorBody),
         (status = 409, description = "lease_expired: the lease is lost", body = ErrorBody),
@@ -372,12 +374,14 @@ pub struct RedriveParams {
     pub max: Option<usize>,
 }
 
-/// `POST /v1/queues/{queue}.dead/redrive?max=`: 200 `{"redriven": n}`;
-/// moves up to `max` items from the front of a dead-letter queue back to
-/// the queues they came from, as fresh items.
+/// `POST /v1/queues/{queue}/redrive?max=`: 200 `{"redriven": n}`;
+/// moves up to `max` items from the front of a dead-letter queue (by role:
+/// see [`crate::dead_letters`]) back to the queues they came from, as
+/// fresh items. 409 `not_dead_letter_queue` for any other queue.
 #[utoipa::path(post, path = "/v1/queues/{queue}/redrive", tag = "leases",
-    params(("queue" = String, Path, description = "A dead-letter queue (its name ends in .dead)"), RedriveParams),
+    params(("queue" = String, Path, description = "A dead-letter queue: its name ends in .dead, or some queue names it as its dead_letter_queue"), RedriveParams),
     responses((status = 200, description = "Items moved back", body = RedriveAnswer),
+        (status = 409, description = "not_dead_letter_queue: no queue names this one as its dead-letter queue and its name does not end in .dead", body = ErrorBody),
         (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
         (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn redrive<S: Store>(
@@ -387,16 +391,24 @@ pub async fn redrive<S: Store>(
 ) -> Result<Response, ApiError> {
     let result = async {
         let name = queue_name(&queue)?;
-        if !name.is_dead_letter() {
-            return Err(ApiError::bad_parameter(format!(
-                "{name} is not a dead-letter queue (its name ends in .dead)"
-            )));
-        }
         let max = query(params)?.max.unwrap_or(REDRIVE_BATCH_MAX);
         if max == 0 || max > REDRIVE_BATCH_MAX {
             return Err(ApiError::bad_parameter(format!(
                 "max must be 1 to {REDRIVE_BATCH_MAX}, got {max}"
             )));
+        }
+        let txn = state.store.begin()?;
+        if !is_dead_letter_queue_in(&txn, &QueueKeys::new(&name)).await? {
+            // 409: the queue exists (every queue does) but is not in the
+            // role a redrive needs.
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "not_dead_letter_queue",
+                format!(
+                    "{name} is not a dead-letter queue: no queue names it as its \
+                     dead_letter_queue and its name does not end in .dead"
+                ),
+            ));
         }
         let moved = redrive_items(&state.store, &name, max).await?;
         Ok(Json(RedriveAnswer { redriven: moved }).into_response())

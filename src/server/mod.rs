@@ -1,4 +1,4 @@
-//! The daemon: HTTP API (DESIGN §5), Prometheus exporter, fulfillment loops,
+//! The daemon: HTTP API (docs/design.md §5), Prometheus exporter, fulfillment loops,
 //! reaper, metrics sampler, graceful shutdown.
 //!
 //! [`serve`] takes its listeners and its shutdown signal as parameters, so
@@ -11,6 +11,7 @@
 //! - [`items`]: what a pop or peek answers (JSON or raw bytes).
 //! - [`leases`]: ack, nack, extend by receipt; dead-letter re-drive.
 //! - [`openapi`]: the OpenAPI 3.1 spec, generated from the handlers.
+//! - [`openapi_contract`]: the limits, patterns and statuses the spec states.
 //! - [`pqueue`]: `/v1/pqueues/...` handlers.
 //! - [`pqueue_leases`]: ack, nack, extend of priority-queue leases.
 //! - [`push`]: FIFO pushes, delayed and deduplicated.
@@ -25,6 +26,7 @@ pub mod hangup;
 pub mod items;
 pub mod leases;
 pub mod openapi;
+pub mod openapi_contract;
 pub mod pqueue;
 pub mod pqueue_leases;
 pub mod push;
@@ -70,6 +72,8 @@ pub struct AppState<S: Store> {
     /// Queues' default leases, shared by every pop handler so a plain pop
     /// does not read the settings key each time (bounded, short-lived).
     pub default_leases: settings::DefaultLeases,
+    /// The OpenAPI spec for this configuration, built on first request.
+    pub openapi: std::sync::OnceLock<String>,
 }
 
 /// The most recently used queues, at most a bound of them: when full, the
@@ -99,6 +103,13 @@ impl KnownQueues {
         true
     }
 
+    /// Drops `queue`, if held.
+    pub fn forget(&mut self, queue: &(QueueKind, QueueName)) {
+        if self.members.remove(queue) {
+            self.order.retain(|held| held != queue);
+        }
+    }
+
     /// The queues held.
     pub fn iter(&self) -> impl Iterator<Item = &(QueueKind, QueueName)> {
         self.order.iter()
@@ -106,6 +117,16 @@ impl KnownQueues {
 }
 
 impl<S: Store> AppState<S> {
+    /// Forgets the deleted queue `name`: the sampler stops sampling it and
+    /// the exporter drops its series (until it is used again).
+    pub fn forget_queue(&self, kind: QueueKind, name: &QueueName) {
+        self.known_queues
+            .lock()
+            .expect("known queue lock")
+            .forget(&(kind, name.clone()));
+        crate::metrics::forget_queue(kind, name);
+    }
+
     /// Notes that `name` is in use, for the sampler.
     pub fn note_queue(&self, kind: QueueKind, name: &QueueName) {
         let mut known = self.known_queues.lock().expect("known queue lock");
@@ -167,7 +188,16 @@ pub fn router<S: Store>(state: Arc<AppState<S>>) -> Router {
         )
         .route("/v1/pqueues/{queue}/pop", post(pqueue::pop::<S>))
         .route("/v1/pqueues/{queue}/peek", get(pqueue::peek::<S>))
-        .route("/v1/pqueues/{queue}", get(pqueue::stats::<S>))
+        .route(
+            "/v1/pqueues/{queue}",
+            get(pqueue::stats::<S>).delete(admin::pq_delete::<S>),
+        )
+        .route("/v1/pqueues/{queue}/purge", post(admin::pq_purge::<S>))
+        .route("/v1/pqueues/{queue}/leases", get(admin::pq_leases::<S>))
+        .route(
+            "/v1/pqueues/{queue}/settings",
+            get(settings::pq_get::<S>).put(settings::pq_put::<S>),
+        )
         .route(
             "/v1/pqueues/{queue}/ack/{receipt}",
             post(pqueue_leases::ack::<S>),
@@ -185,10 +215,15 @@ pub fn router<S: Store>(state: Arc<AppState<S>>) -> Router {
             state.clone(),
             gate::<S>,
         ));
-    Router::new()
+    let mut root = Router::new()
         .route("/healthz", get(healthz::<S>))
-        .route("/v1/openapi.json", get(openapi::openapi_json))
-        .merge(api)
+        .route("/v1/openapi.json", get(openapi::openapi_json::<S>));
+    if state.config.sqs.enabled {
+        // The SQS API signs its requests (SigV4), so it has its own gate
+        // (see `crate::sqs::auth`), not the bearer token's.
+        root = root.route("/", post(crate::sqs::handle::<S>));
+    }
+    root.merge(api)
         .merge(crate::console::ui_routes::<S>())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -250,11 +285,31 @@ fn unauthorized<S: Store>(state: &AppState<S>, request: &Request) -> Option<ApiE
 /// unknown routes (404) and methods (405) included, which no handler
 /// sees: the dashboard tells server errors (5xx) from client errors (4xx)
 /// with it. An answer never sent (the client left) is not counted.
+///
+/// Each answer is also logged at `debug` under the target `hotq::request`
+/// (`RUST_LOG=hotq::request=debug`): method, route (the matched pattern,
+/// not the raw path, so queue names and receipts stay out of the log),
+/// status and milliseconds.
 async fn every_request(request: Request, next: Next) -> Response {
     let hang_up = hangup::watch_of(&request);
+    let started = std::time::Instant::now();
+    let method = request.method().clone();
+    let route = request
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map(|path| path.as_str().to_string());
     hangup::unless_hung_up(hang_up, async move {
         let response = next.run(request).await;
-        crate::metrics::http_response(response.status().as_u16());
+        let status = response.status().as_u16();
+        crate::metrics::http_response(status);
+        tracing::debug!(
+            target: "hotq::request",
+            method = %method,
+            route = route.as_deref().unwrap_or("(no route)"),
+            status,
+            ms = started.elapsed().as_secs_f64() * 1_000.0,
+            "request"
+        );
         response
     })
     .await
@@ -322,7 +377,7 @@ fn metrics_router(handle: PrometheusHandle) -> Router {
             get(move || {
                 let handle = handle.clone();
                 async move {
-                    let mut text = handle.render();
+                    let mut text = crate::metrics::render(&handle);
                     text.push_str(&crate::metrics::process::render());
                     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
                 }
@@ -354,6 +409,7 @@ pub async fn serve<S: Store>(
         known_queues: Mutex::new(KnownQueues::default()),
         store_health: store_watch::StoreHealth::default(),
         default_leases: settings::DefaultLeases::default(),
+        openapi: std::sync::OnceLock::new(),
     });
     let failure_exit = Duration::from_millis(state.config.store_failure_exit_ms);
     // Set when the daemon stops because its store failed: it then exits

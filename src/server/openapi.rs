@@ -5,15 +5,17 @@
 //! `tests/openapi_spec.rs` fails on any route missing from the spec (or any
 //! path of the spec the daemon does not serve).
 
-use std::sync::OnceLock;
+use std::sync::Arc;
 
+use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use utoipa::Modify;
 use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 
-use super::admin::{DeleteAnswer, LeaseInfo, LeaseList, PurgeAnswer, QueueList};
+use super::AppState;
+use super::admin::{DeleteAnswer, DeleteBusy, LeaseInfo, LeaseList, PurgeAnswer, QueueList};
 use super::error::{ErrorBody, ErrorDetail};
 use super::items::{AckBatchAnswer, AckResult, PoppedItem, PushAnswer, QueueStats, RedriveAnswer};
 use super::leases::{ExtendAnswer, NackAnswer, NackOutcome};
@@ -21,6 +23,7 @@ use super::push::{BatchItem, BatchObject};
 use super::settings::SettingsAnswer;
 use super::{admin, fifo, leases, pqueue, pqueue_leases, push, settings};
 use crate::queue_settings::{Effective, Stored};
+use crate::store::Store;
 
 /// The spec. Paths name the handlers; schemas are the answer types the
 /// handlers serialize, so the spec cannot drift from what is sent.
@@ -31,7 +34,9 @@ use crate::queue_settings::{Effective, Stored};
         description = "A high-contention queue service. Errors are ErrorBody with a stable code. \
             A pop or peek answers JSON (an array of PoppedItem) when max > 1 or Accept names \
             application/json, the one item's raw bytes with hotq-* headers otherwise; 204 when \
-            nothing came."
+            nothing came. Queues exist implicitly: a queue is there from its first use, \
+            DELETE empties it (items, leases, settings) and the next call finds it again, empty; \
+            stats of a queue never used answer 200 with zeros."
     ),
     paths(
         super::healthz,
@@ -45,6 +50,11 @@ use crate::queue_settings::{Effective, Stored};
         admin::delete,
         admin::purge,
         admin::leases,
+        admin::pq_delete,
+        admin::pq_purge,
+        admin::pq_leases,
+        settings::pq_get,
+        settings::pq_put,
         settings::get,
         settings::put,
         leases::ack,
@@ -71,6 +81,7 @@ use crate::queue_settings::{Effective, Stored};
         crate::console::api::traffic,
         crate::console::assets::page,
         crate::console::assets::asset,
+        crate::sqs::handle,
     ),
     components(schemas(
         ErrorBody,
@@ -89,6 +100,7 @@ use crate::queue_settings::{Effective, Stored};
         QueueList,
         PurgeAnswer,
         DeleteAnswer,
+        DeleteBusy,
         LeaseList,
         LeaseInfo,
         SettingsAnswer,
@@ -112,6 +124,7 @@ use crate::queue_settings::{Effective, Stored};
         (name = "admin", description = "Administration: list, purge, delete queues; leases in flight; queue settings"),
         (name = "daemon", description = "The daemon itself"),
         (name = "console", description = "The web console's page and files (no token: they hold no data)"),
+        (name = "sqs", description = "The Amazon SQS API (AWS JSON 1.0) over the same queues; see docs/sqs.md"),
     )
 )]
 pub struct ApiDoc;
@@ -130,19 +143,24 @@ impl Modify for BearerToken {
     }
 }
 
-/// The spec as JSON, built once.
-pub fn spec_json() -> &'static str {
-    static SPEC: OnceLock<String> = OnceLock::new();
-    SPEC.get_or_init(|| {
-        ApiDoc::openapi()
-            .to_pretty_json()
-            .expect("the spec serializes")
-    })
+/// The spec as JSON for a daemon running `config`: the generated document
+/// with the contract it enforces (see [`super::openapi_contract`]).
+pub fn spec_for(config: &crate::config::Config) -> String {
+    let mut spec = serde_json::to_value(ApiDoc::openapi()).expect("the spec serializes");
+    if !config.sqs.enabled {
+        // Not served (see `super::router`), so not in this daemon's spec.
+        let paths = spec["paths"].as_object_mut().expect("the spec has paths");
+        paths.remove("/");
+    }
+    super::openapi_contract::apply(&mut spec, &super::openapi_contract::Limits::of(config));
+    serde_json::to_string_pretty(&spec).expect("the spec serializes")
 }
 
-/// `GET /v1/openapi.json`: this API's OpenAPI 3.1 description.
-#[utoipa::path(get, path = "/v1/openapi.json", tag = "daemon",
+/// `GET /v1/openapi.json`: this API's OpenAPI 3.1 description, with the
+/// limits of this daemon's configuration.
+#[utoipa::path(get, path = "/v1/openapi.json", tag = "daemon", security(()),
     responses((status = 200, description = "The OpenAPI 3.1 description", content_type = "application/json")))]
-pub async fn openapi_json() -> Response {
-    ([(header::CONTENT_TYPE, "application/json")], spec_json()).into_response()
+pub async fn openapi_json<S: Store>(State(state): State<Arc<AppState<S>>>) -> Response {
+    let spec = state.openapi.get_or_init(|| spec_for(&state.config));
+    ([(header::CONTENT_TYPE, "application/json")], spec.clone()).into_response()
 }

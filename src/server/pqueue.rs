@@ -13,14 +13,15 @@ use serde::Deserialize;
 use super::AppState;
 use super::error::{ApiError, ApiPath, ErrorBody};
 use super::fifo::{
-    PopParams, answers_json, body_bytes, check_item, check_lease_ms, items_response, outcome,
-    pop_limits, pop_outcome, queue_name, queue_stats,
+    PopParams, answers_json, body_bytes, check_delay_ms, check_item, check_lease_ms,
+    items_response, outcome, pop_limits, pop_outcome, queue_name, queue_stats,
 };
 use super::items::{PoppedItem, PushAnswer, QueueStats};
+use super::push::{DEDUP_ID_HEADER, dedup_id};
 use crate::envelope::End;
 use crate::keys::{QueueKeys, QueueKind};
 use crate::metrics::operation;
-use crate::priority::PriorityQueue;
+use crate::priority::{Deduplicated, PriorityQueue};
 use crate::store::Store;
 
 /// Query of a push: the priority, a signed 64-bit integer.
@@ -30,6 +31,9 @@ use crate::store::Store;
 pub struct PushParams {
     /// The item's priority; lower pops first from `min`.
     pub priority: Option<String>,
+    /// Invisible to pops for this long, in ms (absent: the queue's
+    /// `delivery_delay_ms` setting, 0 unless set).
+    pub delay_ms: Option<u64>,
     /// Refused: message groups are for FIFO queues (named here so the
     /// answer says so, not just "unknown field").
     pub group: Option<String>,
@@ -69,8 +73,20 @@ fn parse_end(end: Option<&str>) -> Result<End, ApiError> {
     }
 }
 
-fn parse_priority(params: Result<Query<PushParams>, QueryRejection>) -> Result<i64, ApiError> {
+/// The push's priority and delay, checked.
+fn push_params<S: Store>(
+    state: &AppState<S>,
+    params: Result<Query<PushParams>, QueryRejection>,
+) -> Result<(i64, Option<u64>), ApiError> {
     let Query(params) = params.map_err(|e| ApiError::bad_parameter(e.body_text()))?;
+    let delay_ms = params
+        .delay_ms
+        .map(|delay_ms| check_delay_ms(state, delay_ms))
+        .transpose()?;
+    Ok((parse_priority(params)?, delay_ms))
+}
+
+fn parse_priority(params: PushParams) -> Result<i64, ApiError> {
     if params.group.is_some() {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -94,35 +110,66 @@ fn parse_priority(params: Result<Query<PushParams>, QueryRejection>) -> Result<i
     })
 }
 
-/// `POST /v1/pqueues/{queue}/items?priority=N`: pushes the body as one item.
+/// `POST /v1/pqueues/{queue}/items?priority=N&delay_ms=`: pushes the body as
+/// one item, delayed by `delay_ms` (absent: the queue's `delivery_delay_ms`).
 #[utoipa::path(post, path = "/v1/pqueues/{queue}/items", tag = "priority", operation_id = "pq_push",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), PushParams),
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue"), PushParams,
+        ("hotq-dedup-id" = Option<String>, Header, description = "Dedup id (1-128 bytes): a push naming an id pushed within the queue's dedup window stores nothing and answers 200 with duplicate: true")),
     request_body(content = [u8], content_type = "application/octet-stream", description = "The item's bytes"),
     responses((status = 201, description = "Pushed", body = PushAnswer),
+        (status = 200, description = "A duplicate: nothing was written (duplicate: true)", body = PushAnswer),
         (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
         (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn push<S: Store>(
     State(state): State<Arc<AppState<S>>>,
     ApiPath(queue): ApiPath<String>,
     params: Result<Query<PushParams>, QueryRejection>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let result = async {
         let name = queue_name(&queue)?;
-        let priority = parse_priority(params)?;
+        let (priority, delay_ms) = push_params(&state, params)?;
+        let dedup_id = headers
+            .get(DEDUP_ID_HEADER)
+            .map(|value| dedup_id(value.as_bytes()))
+            .transpose()?;
         let body = body_bytes(body)?;
         check_item(&body)?;
         state.note_queue(QueueKind::Priority, &name);
-        PriorityQueue::new(state.store.clone(), name)
-            .push(&body, priority)
-            .await?;
+        let queue = PriorityQueue::new(state.store.clone(), name);
+        let defaults = &state.settings_defaults;
+        let pushed = match dedup_id {
+            None => Deduplicated::Pushed {
+                visible_at_ms: queue
+                    .push_batch_delayed(&[(priority, &body)], delay_ms, defaults)
+                    .await?,
+            },
+            Some(id) => {
+                queue
+                    .push_deduplicated(&body, priority, delay_ms, &id, defaults)
+                    .await?
+            }
+        };
+        let (duplicate, visible_at_ms) = match pushed {
+            Deduplicated::Pushed { visible_at_ms } => (false, visible_at_ms),
+            Deduplicated::Duplicate => (true, None),
+        };
+        if let Some(visible_at_ms) = visible_at_ms {
+            state.coordinator.schedule(visible_at_ms);
+        }
         let answer = PushAnswer {
-            pushed: 1,
-            visible_at_ms: None,
-            duplicate: None,
+            pushed: usize::from(!duplicate),
+            visible_at_ms,
+            duplicate: duplicate.then_some(true),
             duplicates: None,
         };
-        Ok((StatusCode::CREATED, Json(answer)).into_response())
+        let status = if duplicate {
+            StatusCode::OK
+        } else {
+            StatusCode::CREATED
+        };
+        Ok((status, Json(answer)).into_response())
     }
     .await;
     operation(&queue, "pq_push", outcome(&result));
@@ -134,7 +181,7 @@ pub async fn push<S: Store>(
 /// its receipt tagged with this priority queue) and settled through
 /// `/v1/pqueues/{queue}/ack|nack|extend/{receipt}`.
 #[utoipa::path(post, path = "/v1/pqueues/{queue}/pop", tag = "priority", operation_id = "pq_pop",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), EndParams),
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue"), EndParams),
     responses((status = 200, description = "JSON when max > 1 or Accept names application/json; else the one item's bytes with hotq-* headers",
             content((Vec<PoppedItem> = "application/json"), ([u8] = "application/octet-stream")),
             headers(
@@ -171,9 +218,14 @@ pub async fn pop<S: Store>(
             .transpose()?;
         state.note_queue(QueueKind::Priority, &name);
         let keys = QueueKeys::of_kind(QueueKind::Priority, &name);
+        let lease_ms = match lease_ms {
+            Some(lease_ms) => lease_ms,
+            // The queue's default lease, as for a FIFO pop.
+            None => super::settings::default_lease_ms(&state, &keys).await?,
+        };
         let items = state
             .coordinator
-            .pop_leased(&keys, end, max, wait, lease_ms.unwrap_or(0))
+            .pop_leased(&keys, end, max, wait, lease_ms)
             .await?;
         Ok((items, max))
     }
@@ -184,7 +236,7 @@ pub async fn pop<S: Store>(
 
 /// `GET /v1/pqueues/{queue}/peek?end=min|max`.
 #[utoipa::path(get, path = "/v1/pqueues/{queue}/peek", tag = "priority", operation_id = "pq_peek",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), EndParams),
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue"), EndParams),
     responses((status = 200, description = "JSON when max > 1 or Accept names application/json; else the one item's bytes with hotq-* headers",
             content((Vec<PoppedItem> = "application/json"), ([u8] = "application/octet-stream")),
             headers(
@@ -225,7 +277,7 @@ pub async fn peek<S: Store>(
 
 /// `GET /v1/pqueues/{queue}`: JSON stats.
 #[utoipa::path(get, path = "/v1/pqueues/{queue}", tag = "priority", operation_id = "pq_stats",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -")),
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue")),
     responses((status = 200, description = "The queue's stats", body = QueueStats),
         (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
         (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]

@@ -22,7 +22,7 @@ use crate::store::Store;
 
 /// `POST /v1/pqueues/{queue}/ack/{receipt}`: 204; the item is done.
 #[utoipa::path(post, path = "/v1/pqueues/{queue}/ack/{receipt}", tag = "priority", operation_id = "pq_ack",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), ("receipt" = String, Path, description = "The receipt a leased priority pop answered (32 hex digits)")),
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue"), ("receipt" = String, Path, description = "The receipt a leased priority pop answered (32 hex digits)")),
     responses((status = 204, description = "Acked: the item is done"),
         (status = 400, description = "receipt_queue_mismatch: the receipt was issued by another queue", body = ErrorBody),
         (status = 404, description = "unknown_receipt: the lease is lost (settled, returned by the timer, or never issued)", body = ErrorBody),
@@ -39,7 +39,7 @@ pub async fn ack<S: Store>(
 /// `POST /v1/pqueues/{queue}/nack/{receipt}?delay_ms=`: 200 with where the
 /// item went, as a FIFO nack answers.
 #[utoipa::path(post, path = "/v1/pqueues/{queue}/nack/{receipt}", tag = "priority", operation_id = "pq_nack",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), ("receipt" = String, Path, description = "The receipt a leased priority pop answered (32 hex digits)"), NackParams),
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue"), ("receipt" = String, Path, description = "The receipt a leased priority pop answered (32 hex digits)"), NackParams),
     responses((status = 200, description = "Where the item went: back under its priority (now or delayed), or dead-lettered", body = NackAnswer),
         (status = 400, description = "receipt_queue_mismatch: the receipt was issued by another queue", body = ErrorBody),
         (status = 404, description = "unknown_receipt: the lease is lost", body = ErrorBody),
@@ -57,7 +57,7 @@ pub async fn nack<S: Store>(
 /// `POST /v1/pqueues/{queue}/extend/{receipt}?lease_ms=`: 200
 /// `{"lease_expires_at_ms"}`, as a FIFO extend answers.
 #[utoipa::path(post, path = "/v1/pqueues/{queue}/extend/{receipt}", tag = "priority", operation_id = "pq_extend",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), ("receipt" = String, Path, description = "The receipt a leased priority pop answered (32 hex digits)"), ExtendParams),
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue"), ("receipt" = String, Path, description = "The receipt a leased priority pop answered (32 hex digits)"), ExtendParams),
     responses((status = 200, description = "The lease's new expiry", body = ExtendAnswer),
         (status = 400, description = "receipt_queue_mismatch: the receipt was issued by another queue", body = ErrorBody),
         (status = 404, description = "unknown_receipt: the lease is lost", body = ErrorBody),

@@ -46,7 +46,7 @@ fn group_key(raw: String) -> Result<String, ApiError> {
     Ok(raw)
 }
 
-fn dedup_id(raw: &[u8]) -> Result<Vec<u8>, ApiError> {
+pub(super) fn dedup_id(raw: &[u8]) -> Result<Vec<u8>, ApiError> {
     check_id(raw)
         .map_err(|message| ApiError::new(StatusCode::BAD_REQUEST, "bad_dedup_id", message))?;
     Ok(raw.to_vec())
@@ -56,7 +56,7 @@ fn dedup_id(raw: &[u8]) -> Result<Vec<u8>, ApiError> {
 /// `hotq-dedup-id` header: pushes the body as one item. 201, or 200 with
 /// `"duplicate": true` when the id was pushed within the dedup window.
 #[utoipa::path(post, path = "/v1/queues/{queue}/items", tag = "fifo", operation_id = "push",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), PushParams,
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue"), PushParams,
         ("hotq-dedup-id" = Option<String>, Header, description = "Dedup id (1-128 bytes): a push naming an id pushed within the queue's dedup window stores nothing and answers 200 with duplicate: true")),
     request_body(content = [u8], content_type = "application/octet-stream", description = "The item's bytes (1 B to 100 kB)"),
     responses((status = 201, description = "Pushed", body = PushAnswer),
@@ -95,7 +95,7 @@ pub async fn push_one<S: Store>(
 /// items, each a base64 string or `{"item": base64, "dedup_id": text}`,
 /// pushed in one commit, in order; all or nothing (duplicates left out).
 #[utoipa::path(post, path = "/v1/queues/{queue}/items:batch", tag = "fifo",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -"), PushParams),
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue"), PushParams),
     request_body(content = Vec<BatchItem>, description = "1 to 1,000 items: base64 strings, or objects with a dedup id"),
     responses((status = 201, description = "Pushed, all in one commit; duplicates lists the positions left out", body = PushAnswer),
         (status = 200, description = "Every item was a duplicate: nothing was written (duplicate: true)", body = PushAnswer),

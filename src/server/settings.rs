@@ -15,9 +15,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::AppState;
+use super::admin::op_name;
 use super::error::{ApiError, ApiPath, ErrorBody};
 use super::error::{body_bytes, outcome, queue_name};
-use crate::keys::{QueueKeys, QueueName};
+use crate::keys::{QueueKeys, QueueKind, QueueName};
 use crate::metrics::operation;
 use crate::queue::QueueError;
 use crate::queue_settings::{Effective, Stored, read, update};
@@ -47,7 +48,7 @@ fn answer<S: Store>(state: &AppState<S>, name: &QueueName, stored: &Stored) -> R
 /// `GET /v1/queues/{queue}/settings`: 200 `{"queue", "settings": in force,
 /// "stored": what the queue set (the rest are the daemon's defaults)}`.
 #[utoipa::path(get, path = "/v1/queues/{queue}/settings", tag = "admin", operation_id = "settings_get",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -")),
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue")),
     responses((status = 200, description = "The settings in force and what the queue set", body = SettingsAnswer),
         (status = "4XX", description = "Refused", body = ErrorBody),
         (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
@@ -55,13 +56,34 @@ pub async fn get<S: Store>(
     State(state): State<Arc<AppState<S>>>,
     ApiPath(queue): ApiPath<String>,
 ) -> Result<Response, ApiError> {
+    get_of(&state, QueueKind::Fifo, &queue).await
+}
+
+/// `GET /v1/pqueues/{queue}/settings`: as [`get`], for a priority queue.
+#[utoipa::path(get, path = "/v1/pqueues/{queue}/settings", tag = "admin", operation_id = "pq_settings_get",
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue")),
+    responses((status = 200, description = "The settings in force and what the queue set", body = SettingsAnswer),
+        (status = "4XX", description = "Refused", body = ErrorBody),
+        (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
+pub async fn pq_get<S: Store>(
+    State(state): State<Arc<AppState<S>>>,
+    ApiPath(queue): ApiPath<String>,
+) -> Result<Response, ApiError> {
+    get_of(&state, QueueKind::Priority, &queue).await
+}
+
+async fn get_of<S: Store>(
+    state: &AppState<S>,
+    kind: QueueKind,
+    queue: &str,
+) -> Result<Response, ApiError> {
     let result = async {
-        let name = queue_name(&queue)?;
-        let stored = read(&state.store, &QueueKeys::new(&name)).await?;
-        Ok(answer(&state, &name, &stored))
+        let name = queue_name(queue)?;
+        let stored = read(&state.store, &QueueKeys::of_kind(kind, &name)).await?;
+        Ok(answer(state, &name, &stored))
     }
     .await;
-    operation(&queue, "settings_get", outcome(&result));
+    operation(queue, op_name(kind, "settings_get"), outcome(&result));
     result
 }
 
@@ -70,7 +92,7 @@ pub async fn get<S: Store>(
 /// 200 as [`get`]; 400 `invalid_settings` (nothing changed) for an unknown
 /// key or a value out of range.
 #[utoipa::path(put, path = "/v1/queues/{queue}/settings", tag = "admin", operation_id = "settings_put",
-    params(("queue" = String, Path, description = "Queue name: 1-200 of A-Z a-z 0-9 . _ -")),
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue")),
     request_body(content = Stored, description = "Settings to change; null returns one to the default; keys not named are kept"),
     responses((status = 200, description = "The settings now in force", body = SettingsAnswer),
         (status = 400, description = "invalid_settings (an unknown key or a value out of range) or bad_json; nothing changed", body = ErrorBody),
@@ -81,8 +103,33 @@ pub async fn put<S: Store>(
     ApiPath(queue): ApiPath<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
+    put_of(&state, QueueKind::Fifo, &queue, body).await
+}
+
+/// `PUT /v1/pqueues/{queue}/settings`: as [`put`], for a priority queue.
+#[utoipa::path(put, path = "/v1/pqueues/{queue}/settings", tag = "admin", operation_id = "pq_settings_put",
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue")),
+    request_body(content = Stored, description = "Settings to change; null returns one to the default; keys not named are kept"),
+    responses((status = 200, description = "The settings now in force", body = SettingsAnswer),
+        (status = 400, description = "invalid_settings (an unknown key or a value out of range) or bad_json; nothing changed", body = ErrorBody),
+        (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
+        (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
+pub async fn pq_put<S: Store>(
+    State(state): State<Arc<AppState<S>>>,
+    ApiPath(queue): ApiPath<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    put_of(&state, QueueKind::Priority, &queue, body).await
+}
+
+async fn put_of<S: Store>(
+    state: &AppState<S>,
+    kind: QueueKind,
+    queue: &str,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
     let result = async {
-        let name = queue_name(&queue)?;
+        let name = queue_name(queue)?;
         let change: BTreeMap<String, Value> =
             serde_json::from_slice(&body_bytes(body)?).map_err(|e| {
                 ApiError::new(
@@ -91,14 +138,14 @@ pub async fn put<S: Store>(
                     format!("the body must be a JSON object of settings: {e}"),
                 )
             })?;
-        let keys = QueueKeys::new(&name);
+        let keys = QueueKeys::of_kind(kind, &name);
         let updated = update(&state.store, &keys, &change, &state.settings_defaults).await;
         // Read afresh on this daemon's next pop, whatever the outcome (an
         // error may still have committed).
-        state.default_leases.forget(&name);
+        state.default_leases.forget(&keys);
         let updated = updated?;
         match updated {
-            Ok(stored) => Ok(answer(&state, &name, &stored)),
+            Ok(stored) => Ok(answer(state, &name, &stored)),
             Err(invalid) => Err(ApiError::new(
                 StatusCode::BAD_REQUEST,
                 "invalid_settings",
@@ -107,7 +154,7 @@ pub async fn put<S: Store>(
         }
     }
     .await;
-    operation(&queue, "settings_put", outcome(&result));
+    operation(queue, op_name(kind, "settings_put"), outcome(&result));
     result
 }
 
@@ -126,18 +173,19 @@ const DEFAULT_LEASE_CACHE_MAX: usize = 10_000;
 pub struct DefaultLeases {
     /// Queue → (default lease in ms, or `None` once forgotten; when it
     /// was read or forgotten).
-    entries: Mutex<HashMap<QueueName, (Option<u64>, Instant)>>,
+    entries: Mutex<HashMap<QueueEntry, (Option<u64>, Instant)>>,
 }
 
 impl DefaultLeases {
-    fn fresh(&self, name: &QueueName) -> Option<u64> {
+    fn fresh(&self, keys: &QueueKeys) -> Option<u64> {
         let entries = self.entries.lock().expect("default leases lock");
-        let (lease_ms, read_at) = entries.get(name)?;
+        let (lease_ms, read_at) = entries.get(&entry(keys))?;
         let fresh = read_at.elapsed() < Duration::from_millis(DEFAULT_LEASE_CACHE_MS);
         if fresh { *lease_ms } else { None }
     }
 
-    fn remember(&self, name: &QueueName, lease_ms: u64, read_at: Instant) {
+    fn remember(&self, keys: &QueueKeys, lease_ms: u64, read_at: Instant) {
+        let name = &entry(keys);
         let mut entries = self.entries.lock().expect("default leases lock");
         // A read that began before a change through this daemon (or before
         // a newer read) must not put its older value back.
@@ -153,13 +201,20 @@ impl DefaultLeases {
     }
 
     /// The queue's settings changed through this daemon.
-    pub fn forget(&self, name: &QueueName) {
+    pub fn forget(&self, keys: &QueueKeys) {
         // Kept as a mark, so a read already under way is not remembered.
         self.entries
             .lock()
             .expect("default leases lock")
-            .insert(name.clone(), (None, Instant::now()));
+            .insert(entry(keys), (None, Instant::now()));
     }
+}
+
+/// A queue of either kind: a FIFO queue and a priority queue may share a name.
+type QueueEntry = (QueueKind, QueueName);
+
+fn entry(keys: &QueueKeys) -> QueueEntry {
+    (keys.kind(), keys.name().clone())
 }
 
 /// The lease of a pop of `keys` that named no `lease_ms`: the queue's
@@ -169,7 +224,7 @@ pub async fn default_lease_ms<S: Store>(
     state: &AppState<S>,
     keys: &QueueKeys,
 ) -> Result<u64, QueueError> {
-    if let Some(lease_ms) = state.default_leases.fresh(keys.name()) {
+    if let Some(lease_ms) = state.default_leases.fresh(keys) {
         return Ok(lease_ms);
     }
     // Taken before the read: an entry is never younger than what it holds.
@@ -179,9 +234,7 @@ pub async fn default_lease_ms<S: Store>(
         .effective(keys.name(), &state.settings_defaults)
         .default_lease_ms
         .unwrap_or(0);
-    state
-        .default_leases
-        .remember(keys.name(), lease_ms, read_at);
+    state.default_leases.remember(keys, lease_ms, read_at);
     Ok(lease_ms)
 }
 
@@ -192,7 +245,7 @@ mod tests {
     #[test]
     fn a_read_begun_before_a_change_is_not_remembered_after_it() {
         let leases = DefaultLeases::default();
-        let name = QueueName::new("jobs").unwrap();
+        let name = QueueKeys::new(&QueueName::new("jobs").unwrap());
         let read_at = Instant::now();
         leases.remember(&name, 0, read_at);
         assert_eq!(leases.fresh(&name), Some(0));

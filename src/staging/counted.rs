@@ -18,7 +18,7 @@
 //! takes the ones behind them ([`super::takeover`]), so rounds of
 //! different lines take different items and commit side by side. A
 //! request its owner does not serve (the process died or stalls) is taken
-//! over: served as DESIGN §4 says, each item written under its own result
+//! over: served as docs/design.md §4.2 says, each item written under its own result
 //! key `results/(requester, item key)` (leased in the same commit if the
 //! class is) and the count lowered (the request cleared at 0) in one
 //! commit; the owner's next round collects the results

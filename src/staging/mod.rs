@@ -1,4 +1,4 @@
-//! The high-contention pop protocol (DESIGN §4), written once for every
+//! The high-contention pop protocol (docs/design.md §4), written once for every
 //! queue kind and every store. Read in this order:
 //!
 //! 1. [`pop`]: a pop from its caller's side. On an uncontended queue it is
@@ -6,7 +6,7 @@
 //!    first item, clear it, commit). Once the queue is contended every
 //!    pop — no wait, long-poll, leased, several items, either end — waits
 //!    in the queue's line instead of racing the fulfiller.
-//! 2. [`line`]: the line. Two levels: pops waiting in this process queue
+//! 2. [`line`](mod@line): the line. Two levels: pops waiting in this process queue
 //!    in memory (no write per pop); when this process's fulfiller cannot
 //!    serve them (its round lost a conflict, or other processes' requests
 //!    stand ahead) the line stands in the store's request subspace as
@@ -87,7 +87,7 @@ pub struct StagingConfig {
     /// pop waits after losing the race.
     pub lost_race_wait_ms: u64,
     /// A staged pop waits as a memory request in its own process's
-    /// request line (one commit per batch of pops; see [`line`]) instead
+    /// request line (one commit per batch of pops; see [`line`](mod@line)) instead
     /// of registering in the store. Off: every request is written to the
     /// request subspace, so other processes see it (their direct pops
     /// defer to it) and any process's fulfiller may serve it.
@@ -123,7 +123,7 @@ pub struct StagingStats {
     pub direct_conflicts: AtomicU64,
     /// Requests registered in the store.
     pub requests_registered: AtomicU64,
-    /// Requests queued in memory (see [`line`]).
+    /// Requests queued in memory (see [`line`](mod@line)).
     pub memory_requests: AtomicU64,
     /// Fulfillment transactions that committed having served or expired something.
     pub fulfill_batches: AtomicU64,

@@ -270,7 +270,7 @@ impl<S: Store> Pops<S> {
     }
 
     /// Waits in the queue's memory request line (see
-    /// [`crate::staging::local`]) until this process's fulfiller hands
+    /// [`crate::staging::line`]) until this process's fulfiller hands
     /// items over (or, for a pop that must not wait, finds none visible),
     /// or the wait, shutdown or `stop` ends it (items handed over meanwhile
     /// are still taken: they left the store for this pop).

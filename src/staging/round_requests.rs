@@ -1,5 +1,5 @@
 //! What a fulfillment round reads from the request subspace, sorted into
-//! the sources it serves in request order (DESIGN §4, *Fulfill*): plain
+//! the sources it serves in request order (docs/design.md §4.1, *Fulfill*): plain
 //! stored requests, other lines' counted requests, and this line's own,
 //! which stand for its earliest waiting pops. Malformed and expired rows
 //! are cleared in the round's transaction.

@@ -21,7 +21,7 @@
 //! A request whose owner does not serve it (the process died, or its
 //! fulfiller stalls) would hold its items back until its deadline, so a
 //! round that has left items for the same request, unchanged, for
-//! [`TAKEOVER_AFTER_MS`] *takes it over*: serves it the way DESIGN §4
+//! [`TAKEOVER_AFTER_MS`] *takes it over*: serves it the way docs/design.md §4.2
 //! describes, one result per item, which the owner collects or the reaper
 //! returns. [`Left`] keeps that watch in each fulfillment loop.
 
@@ -39,7 +39,7 @@ pub const TAKEOVER_AFTER_MS: u64 = 100;
 /// Which other processes' counted requests a round serves itself.
 #[derive(Clone, Copy)]
 pub enum TakeOver<'a> {
-    /// Every one (a round with no line of its own: DESIGN §4's letter).
+    /// Every one (a round with no line of its own: docs/design.md §4.1 read literally).
     All,
     /// Only these (request keys): the rest are left to their owners.
     Only(&'a [Vec<u8>]),

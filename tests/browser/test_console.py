@@ -161,6 +161,33 @@ def test_pause_resume_purge_and_redrive_through_the_buttons(daemon: Daemon, brow
     assert daemon.stats("mail")["depth"] == 2
 
 
+def test_a_priority_queue_page_has_leases_settings_dead_letters_and_purge(daemon: Daemon, browser) -> None:
+    status, body = daemon.call("PUT", "/v1/pqueues/alerts/settings", {"max_deliveries": 1})
+    assert status == 200, body
+    for priority, payload in ((3, b"disk 91%"), (1, b"db down"), (9, b"cert expires")):
+        status, body = daemon.call("POST", f"/v1/pqueues/alerts/items?priority={priority}", payload)
+        assert status == 201, body
+    # The lowest priority, leased then nacked: out of deliveries, a dead letter.
+    status, leased = daemon.call("POST", "/v1/pqueues/alerts/pop?end=min&max=2&lease_ms=600000")
+    assert status == 200 and len(leased) == 2, leased
+    status, body = daemon.call("POST", f"/v1/pqueues/alerts/nack/{leased[0]['receipt']}")
+    assert status == 200 and body["outcome"] == "dead_lettered", body
+    held = leased[1]["receipt"]
+    browser.get(f"{daemon.url}/ui#/queue/priority/alerts")
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, f'#leases tr[data-receipt="{held}"]'), "the lease")
+    wait(browser, lambda d: d.find_element(By.ID, "setting-max_deliveries").get_attribute("value") == "1",
+         "the stored setting")
+    # The dead letter, in alerts.dead (a FIFO queue), links back to the priority queue.
+    link = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#dlq-items tr[data-item] td a"), "the dead letter")
+    assert link[0].text == "alerts" and link[0].get_attribute("href").endswith("#/queue/priority/alerts")
+    assert not browser.find_elements(By.ID, "groups"), "priority queues have no groups"
+    click(browser, "#act-purge")
+    confirm(browser)
+    assert "Purged 1 item" in notice(browser)
+    status, stats = daemon.call("GET", "/v1/pqueues/alerts")
+    assert (stats["depth"], stats["leased"]) == (0, 1), stats
+
+
 def test_with_a_token_nothing_is_shown_without_it(daemon_with_token: Daemon, browser) -> None:
     daemon = daemon_with_token
     push(daemon, "secret-queue", b"classified")

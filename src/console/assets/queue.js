@@ -24,9 +24,10 @@ function queuePage(kind, name) {
   const settingsForm = h("form", { class: "settings", id: "settings" });
   const sectionError = h("p", { class: "error", id: "queue-error" });
 
-  const itemHead = (withOrigin) => h("tr", {},
+  // A dead-letter queue is FIFO, whatever its origin's kind.
+  const itemHead = (itemsKind, withOrigin) => h("tr", {},
     h("th", {}, "Id"), h("th", { class: "num" }, "Age"), h("th", { class: "num" }, "Size"),
-    kind === "priority" ? h("th", { class: "num" }, "Priority") : null,
+    itemsKind === "priority" ? h("th", { class: "num" }, "Priority") : null,
     h("th", {}, "Payload"), h("th", {}, "Group"), h("th", { class: "num" }, "Deliveries"),
     withOrigin ? [h("th", {}, "From"), h("th", { class: "num" }, "Died after")] : null,
     h("th", {}, ""));
@@ -38,26 +39,26 @@ function queuePage(kind, name) {
     tiles,
     h("div", { class: "panel" },
       h("h2", {}, "Items", itemsCount, h("span", { class: "spacer" }), itemsMore),
-      h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, itemHead(dead)), itemsBody))),
+      h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, itemHead(kind, dead)), itemsBody))),
     h("div", { class: "grid2" },
       h("div", {},
-        fifo ? h("div", { class: "panel" },
+        h("div", { class: "panel" },
           h("h2", {}, "Leases in flight", leasesCount),
           h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {},
             h("th", {}, "Receipt"), h("th", { class: "num" }, "Delivery"), h("th", { class: "num" }, "Expires in"),
-            h("th", { class: "num" }, "Age"), h("th", {}, "Group"), h("th", {}, ""))), leasesBody))) : null,
+            h("th", { class: "num" }, "Age"), h("th", {}, "Group"), h("th", {}, ""))), leasesBody))),
         fifo ? h("div", { class: "panel" },
           h("h2", {}, "Message groups"),
           h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {},
             h("th", {}, "Group"), h("th", {}, "Head"), h("th", { class: "num" }, "Waiting"),
             h("th", { class: "num" }, "Next waiting for"))), groupsBody))) : null),
-      fifo ? h("div", { class: "panel" }, h("h2", {}, "Settings"), settingsForm) : null),
+      h("div", { class: "panel" }, h("h2", {}, "Settings"), settingsForm)),
     dlqPanel);
   setCrumbs([[kind === "priority" ? "priority queues" : "queues", "#/?kind=" + kind], [name]]);
   dlqPanel.append(
     h("h2", {}, dlqTitle, h("span", { class: "spacer" }),
       h("button", { class: "button tiny", id: "dlq-redrive", onclick: () => redrive(page.dlq) }, "Redrive all…")),
-    h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, itemHead(true)), dlqBody)));
+    h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, itemHead("fifo", true)), dlqBody)));
 
   // ------------------------------------------------------------ actions
 
@@ -83,21 +84,21 @@ function queuePage(kind, name) {
             title: "Pause " + name, text: "It keeps taking pushes but hands nothing out (pops wait or answer empty) until resumed; leases in flight still settle.", ok: "Pause",
             call: () => api("POST", base + "/pause"), report: () => name + " paused: nothing is handed out." }) }, "Pause"),
       dead ? h("button", { class: "button", id: "act-redrive", onclick: () => redrive(name) }, "Redrive…") : null,
-      fifo ? h("button", { class: "button danger", id: "act-purge", onclick: () => act({
+      h("button", { class: "button danger", id: "act-purge", onclick: () => act({
         title: "Purge " + name, text: "Drops every visible and delayed item pushed before now. Leased items stay leased.", ok: "Purge", danger: true,
         call: () => api("POST", base + "/purge"),
-        report: (a) => "Purged " + num(a.purged) + " item" + (a.purged === 1 ? "" : "s") + " (" + num(a.items) + " visible, " + num(a.delayed) + " delayed)" + (a.done ? "." : "; more remain, purge again.") }) }, "Purge…") : null,
-      fifo ? h("button", { class: "button danger", id: "act-delete", onclick: () => act({
+        report: (a) => "Purged " + num(a.purged) + " item" + (a.purged === 1 ? "" : "s") + " (" + num(a.items) + " visible, " + num(a.delayed) + " delayed)" + (a.done ? "." : "; more remain, purge again.") }) }, "Purge…"),
+      h("button", { class: "button danger", id: "act-delete", onclick: () => act({
         title: "Delete " + name, text: "Deletes the queue and everything it holds: items, delayed items, leases (their receipts stop working), settings.", ok: "Delete queue", danger: true,
         call: () => api("DELETE", base),
-        report: (a) => "Deleted " + name + ": " + num(a.items) + " items, " + num(a.delayed) + " delayed, " + num(a.leased) + " leased." }) }, "Delete…") : null);
+        report: (a) => "Deleted " + name + ": " + num(a.items) + " items, " + num(a.delayed) + " delayed, " + num(a.leased) + " leased." }) }, "Delete…"));
   }
 
-  function deleteItem(queue, item) {
+  function deleteItem(itemsKind, queue, item) {
     return act({
       title: "Delete this item?", text: "Item " + item.id.slice(0, 16) + "… of " + queue + " (" + bytes(item.size) + "). If a worker takes it first, nothing is deleted.",
       ok: "Delete item", danger: true,
-      call: () => api("DELETE", root(kind) + enc(queue) + "/items/" + item.id),
+      call: () => api("DELETE", root(itemsKind) + enc(queue) + "/items/" + item.id),
       report: () => "Deleted one item from " + queue + ".",
     });
   }
@@ -119,19 +120,20 @@ function queuePage(kind, name) {
       item.payload, item.truncated ? h("span", { class: "more" }, " … (" + bytes(item.size) + ")") : null);
   }
 
-  function itemRow(queue, item, withOrigin) {
+  function itemRow(itemsKind, queue, item, withOrigin) {
     return h("tr", { dataset: { item: item.id } },
       h("td", { class: "mono", title: item.id }, shortId(item.id)),
       h("td", { class: "num " + ageClass(Date.now() - item.enqueued_at_ms) }, age(Date.now() - item.enqueued_at_ms)),
       h("td", { class: "num" }, bytes(item.size)),
-      kind === "priority" ? h("td", { class: "num" }, num(item.priority)) : null,
+      itemsKind === "priority" ? h("td", { class: "num" }, num(item.priority)) : null,
       payloadCell(item),
       h("td", { class: "mono" }, item.group || ""),
       numCell(item.deliveries),
       withOrigin ? [h("td", {}, item.dead_letter_from
-        ? h("a", { href: "#/queue/fifo/" + enc(item.dead_letter_from) }, item.dead_letter_from) : "–"),
+        ? h("a", { href: "#/queue/" + (item.dead_letter_from_priority === null ? "fifo" : "priority") + "/" + enc(item.dead_letter_from) },
+          item.dead_letter_from) : "–"),
       h("td", { class: "num" }, item.dead_letter_deliveries === null ? "–" : num(item.dead_letter_deliveries) + "×")] : null,
-      h("td", { class: "num" }, h("button", { class: "button tiny danger", title: "delete this item", onclick: () => deleteItem(queue, item) }, "Delete")));
+      h("td", { class: "num" }, h("button", { class: "button tiny danger", title: "delete this item", onclick: () => deleteItem(itemsKind, queue, item) }, "Delete")));
   }
 
   function empty(body, columns, text) {
@@ -153,11 +155,11 @@ function queuePage(kind, name) {
       stats.paused ? h("span", { class: "badge paused", id: "paused-badge" }, "paused") : null);
   }
 
-  async function loadItems(queue, body, withOrigin, countEl, moreEl) {
-    const answer = await api("GET", root(kind) + enc(queue) + "/items?limit=50");
-    const columns = 8 + (withOrigin ? 2 : 0) + (kind === "priority" ? 1 : 0);
+  async function loadItems(itemsKind, queue, body, withOrigin, countEl, moreEl) {
+    const answer = await api("GET", root(itemsKind) + enc(queue) + "/items?limit=50");
+    const columns = 8 + (withOrigin ? 2 : 0) + (itemsKind === "priority" ? 1 : 0);
     if (!answer.items.length) empty(body, columns, "No visible items.");
-    else fill(body, ...answer.items.map((item) => itemRow(queue, item, withOrigin)));
+    else fill(body, ...answer.items.map((item) => itemRow(itemsKind, queue, item, withOrigin)));
     if (countEl) countEl.textContent = answer.items.length ? "first " + answer.items.length : "";
     if (moreEl) moreEl.textContent = answer.next ? "showing the first 50; leased, delayed and group-waiting items are not listed" : "";
   }
@@ -233,12 +235,12 @@ function queuePage(kind, name) {
   }
 
   async function loadDlq() {
-    const target = dead ? null : (page.settings ? page.settings.settings.dead_letter_queue : fifo ? name + ".dead" : null);
+    const target = dead ? null : (page.settings ? page.settings.settings.dead_letter_queue : name + ".dead");
     page.dlq = target;
     dlqPanel.hidden = !target;
     if (!target) return;
     fill(dlqTitle, "Dead-letter queue ", h("a", { href: "#/queue/fifo/" + enc(target) }, target));
-    await loadItems(target, dlqBody, true);
+    await loadItems("fifo", target, dlqBody, true);
   }
 
   async function refresh() {
@@ -247,8 +249,8 @@ function queuePage(kind, name) {
       page.stats = stats;
       renderStats(stats, r.get(name));
       renderActions();
-      const loads = [loadItems(name, itemsBody, dead, itemsCount, itemsMore)];
-      if (fifo) loads.push(loadLeases(), loadGroups(), loadDlq());
+      const loads = [loadItems(kind, name, itemsBody, dead, itemsCount, itemsMore), loadLeases(), loadDlq()];
+      if (fifo) loads.push(loadGroups());
       await Promise.all(loads);
       sectionError.textContent = "";
     } catch (e) {
@@ -257,13 +259,11 @@ function queuePage(kind, name) {
   }
 
   async function start() {
-    if (fifo) {
-      try {
-        page.settings = await api("GET", base + "/settings");
-        renderSettings(page.settings);
-      } catch (e) {
-        fill(settingsForm, h("p", { class: "error" }, e.message));
-      }
+    try {
+      page.settings = await api("GET", base + "/settings");
+      renderSettings(page.settings);
+    } catch (e) {
+      fill(settingsForm, h("p", { class: "error" }, e.message));
     }
     await refresh();
   }

@@ -14,14 +14,30 @@ from .errors import (
     ConnectError,
     HotqError,
     InvalidQueueName,
+    InvalidReceipt,
     LeaseLost,
+    NotDeadLetterQueue,
     NotFound,
     ReceiptQueueMismatch,
     ServerError,
     TooLarge,
     Unauthorized,
 )
-from .models import AsyncMessage, Message, NackResult, PushResult, Stats
+from .models import (
+    AsyncMessage,
+    BatchItem,
+    DeleteResult,
+    Lease,
+    LeasePage,
+    Message,
+    NackResult,
+    PurgeResult,
+    PushResult,
+    QueuePage,
+    QueueSettings,
+    SettingsResult,
+    Stats,
+)
 from .worker import AsyncWorker, Worker, WorkerEvent, WorkerPolicy
 
 __all__ = [
@@ -29,6 +45,16 @@ __all__ = [
     "AsyncMessage",
     "AsyncWorker",
     "BadRequest",
+    "BatchItem",
+    "DeleteResult",
+    "InvalidReceipt",
+    "Lease",
+    "LeasePage",
+    "NotDeadLetterQueue",
+    "PurgeResult",
+    "QueuePage",
+    "QueueSettings",
+    "SettingsResult",
     "Client",
     "ConnectError",
     "HotqError",

@@ -5,11 +5,25 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 from urllib.parse import quote
 
 from .errors import error_from_answer
-from .models import NackResult, PushResult, Stats
+from .models import (
+    BatchItem,
+    DeleteResult,
+    Lease,
+    LeasePage,
+    NackResult,
+    PurgeResult,
+    PushResult,
+    QueuePage,
+    QueueSettings,
+    SettingsResult,
+    Stats,
+)
+
+KINDS = ("fifo", "priority")
 
 # Margin on top of a long poll's wait_ms for the HTTP timeout: the daemon
 # answers within wait_ms, plus its commit and the network.
@@ -57,9 +71,37 @@ def push(
     )
 
 
-def push_batch(queue: str, items: Sequence[bytes], delay_ms: Optional[int]) -> Call:
-    params = {} if delay_ms is None else {"delay_ms": delay_ms}
-    encoded = [base64.b64encode(bytes(item)).decode("ascii") for item in items]
+def base(queue: str, kind: str = "fifo") -> str:
+    """The path of queue ``queue`` of ``kind`` (``fifo`` or ``priority``)."""
+    if kind not in KINDS:
+        raise ValueError("kind must be 'fifo' or 'priority'")
+    return f"/v1/{'queues' if kind == 'fifo' else 'pqueues'}/{q(queue)}"
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(bytes(data)).decode("ascii")
+
+
+def push_batch(
+    queue: str,
+    items: Sequence[Union[bytes, BatchItem]],
+    delay_ms: Optional[int],
+    group: Optional[str] = None,
+) -> Call:
+    params: Dict[str, Any] = {} if delay_ms is None else {"delay_ms": delay_ms}
+    if group is not None:
+        params["group"] = group
+    encoded: List[Any] = []
+    for item in items:
+        if isinstance(item, BatchItem):
+            entry: Dict[str, Any] = {"item": _b64(item.data)}
+            if item.dedup_id is not None:
+                entry["dedup_id"] = item.dedup_id
+            if item.group is not None:
+                entry["group"] = item.group
+            encoded.append(entry)
+        else:
+            encoded.append(_b64(item))
     return Call("POST", f"/v1/queues/{q(queue)}/items:batch", params, json=encoded)
 
 
@@ -113,8 +155,8 @@ def decode_item(encoded: str) -> bytes:
     return base64.b64decode(encoded, validate=True)
 
 
-def stats(queue: str) -> Call:
-    return Call("GET", f"/v1/queues/{q(queue)}")
+def stats(queue: str, kind: str = "fifo") -> Call:
+    return Call("GET", base(queue, kind))
 
 
 def parse_stats(body: Any) -> Stats:
@@ -125,11 +167,98 @@ def parse_stats(body: Any) -> Stats:
         leased=int(body["leased"]),
         delayed=int(body["delayed"]),
         oldest_item_age_ms=body.get("oldest_item_age_ms"),
+        grouped=int(body.get("grouped", 0)),
+        dead_letter=bool(body.get("dead_letter", False)),
     )
 
 
-def ack(queue: str, receipt: str) -> Call:
-    return Call("POST", f"/v1/queues/{q(queue)}/ack/{q(receipt)}")
+def queues(kind: str, limit: int, after: Optional[str]) -> Call:
+    if kind not in KINDS:
+        raise ValueError("kind must be 'fifo' or 'priority'")
+    params: Dict[str, Any] = {"kind": kind, "limit": limit}
+    if after is not None:
+        params["after"] = after
+    return Call("GET", "/v1/queues", params)
+
+
+def parse_queues(body: Any) -> QueuePage:
+    return QueuePage(queues=[parse_stats(q) for q in body["queues"]], next=body.get("next"))
+
+
+def settings(queue: str, kind: str, change: Optional[Dict[str, Any]]) -> Call:
+    path = f"{base(queue, kind)}/settings"
+    if change is None:
+        return Call("GET", path)
+    return Call("PUT", path, json=change)
+
+
+def _settings(body: Any) -> QueueSettings:
+    return QueueSettings(
+        max_deliveries=body.get("max_deliveries"),
+        default_lease_ms=body.get("default_lease_ms"),
+        dead_letter_queue=body.get("dead_letter_queue"),
+        dedup_window_ms=body.get("dedup_window_ms"),
+        delivery_delay_ms=body.get("delivery_delay_ms"),
+    )
+
+
+def parse_settings(body: Any) -> SettingsResult:
+    return SettingsResult(
+        queue=body["queue"], settings=_settings(body["settings"]), stored=_settings(body["stored"])
+    )
+
+
+def purge(queue: str, kind: str) -> Call:
+    return Call("POST", f"{base(queue, kind)}/purge")
+
+
+def parse_purge(body: Any) -> PurgeResult:
+    return PurgeResult(
+        purged=int(body["purged"]),
+        items=int(body["items"]),
+        delayed=int(body["delayed"]),
+        done=bool(body["done"]),
+    )
+
+
+def delete(queue: str, kind: str) -> Call:
+    return Call("DELETE", base(queue, kind))
+
+
+def parse_delete(body: Any) -> DeleteResult:
+    return DeleteResult(
+        items=int(body["items"]),
+        delayed=int(body["delayed"]),
+        leased=int(body["leased"]),
+        results=int(body["results"]),
+    )
+
+
+def leases(queue: str, kind: str, limit: int, after: Optional[str]) -> Call:
+    params: Dict[str, Any] = {"limit": limit}
+    if after is not None:
+        params["after"] = after
+    return Call("GET", f"{base(queue, kind)}/leases", params)
+
+
+def parse_leases(body: Any) -> LeasePage:
+    return LeasePage(
+        leases=[
+            Lease(
+                receipt=lease["receipt"],
+                delivery_count=int(lease["delivery_count"]),
+                lease_expires_at_ms=int(lease["lease_expires_at_ms"]),
+                enqueued_at_ms=int(lease["enqueued_at_ms"]),
+                group=lease.get("group"),
+            )
+            for lease in body["leases"]
+        ],
+        next=body.get("next"),
+    )
+
+
+def ack(queue: str, receipt: str, kind: str = "fifo") -> Call:
+    return Call("POST", f"{base(queue, kind)}/ack/{q(receipt)}")
 
 
 def ack_batch(queue: str, receipts: Sequence[str]) -> Call:
@@ -140,9 +269,9 @@ def parse_ack_batch(body: Any) -> List[Tuple[str, str]]:
     return [(r["receipt"], r["outcome"]) for r in body["results"]]
 
 
-def nack(queue: str, receipt: str, delay_ms: Optional[int]) -> Call:
+def nack(queue: str, receipt: str, delay_ms: Optional[int], kind: str = "fifo") -> Call:
     params = {} if delay_ms is None else {"delay_ms": delay_ms}
-    return Call("POST", f"/v1/queues/{q(queue)}/nack/{q(receipt)}", params)
+    return Call("POST", f"{base(queue, kind)}/nack/{q(receipt)}", params)
 
 
 def parse_nack(body: Any) -> NackResult:
@@ -153,10 +282,8 @@ def parse_nack(body: Any) -> NackResult:
     )
 
 
-def extend(queue: str, receipt: str, lease_ms: int) -> Call:
-    return Call(
-        "POST", f"/v1/queues/{q(queue)}/extend/{q(receipt)}", {"lease_ms": lease_ms}
-    )
+def extend(queue: str, receipt: str, lease_ms: int, kind: str = "fifo") -> Call:
+    return Call("POST", f"{base(queue, kind)}/extend/{q(receipt)}", {"lease_ms": lease_ms})
 
 
 def parse_extend(body: Any) -> int:
@@ -168,19 +295,30 @@ def redrive(queue: str, max: Optional[int]) -> Call:
     return Call("POST", f"/v1/queues/{q(queue)}/redrive", params)
 
 
-def pq_push(queue: str, data: bytes, priority: int) -> Call:
-    return Call(
-        "POST", f"/v1/pqueues/{q(queue)}/items", {"priority": priority}, content=bytes(data)
-    )
+def pq_push(queue: str, data: bytes, priority: int, delay_ms: Optional[int] = None) -> Call:
+    params: Dict[str, Any] = {"priority": priority}
+    if delay_ms is not None:
+        params["delay_ms"] = delay_ms
+    return Call("POST", f"/v1/pqueues/{q(queue)}/items", params, content=bytes(data))
 
 
-def pq_pop(queue: str, end: str, wait_ms: int, max: int, timeout_s: float) -> Call:
+def pq_pop(
+    queue: str,
+    end: str,
+    wait_ms: int,
+    max: int,
+    timeout_s: float,
+    lease_ms: Optional[int] = None,
+) -> Call:
     if end not in ("min", "max"):
         raise ValueError("end must be 'min' or 'max'")
+    params: Dict[str, Any] = {"end": end, "wait_ms": wait_ms, "max": max}
+    if lease_ms is not None:
+        params["lease_ms"] = lease_ms
     return Call(
         "POST",
         f"/v1/pqueues/{q(queue)}/pop",
-        {"end": end, "wait_ms": wait_ms, "max": max},
+        params,
         headers={"accept": "application/json"},
         timeout_s=wait_ms / 1000.0 + max_timeout(timeout_s),
     )

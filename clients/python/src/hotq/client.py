@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
 
 import httpx
 
 from . import _wire as wire
 from .errors import ConnectError
-from .models import Message, NackResult, PushResult, Stats
+from .models import (
+    BatchItem,
+    DeleteResult,
+    LeasePage,
+    Message,
+    NackResult,
+    PurgeResult,
+    PushResult,
+    QueuePage,
+    SettingsResult,
+    Stats,
+)
 
 
 class Client:
@@ -67,10 +78,19 @@ class Client:
         return wire.parse_push(self._send(call).json())
 
     def push_batch(
-        self, queue: str, items: Sequence[bytes], delay_ms: Optional[int] = None
+        self,
+        queue: str,
+        items: Sequence[Union[bytes, BatchItem]],
+        delay_ms: Optional[int] = None,
+        group: Optional[str] = None,
     ) -> PushResult:
-        """Pushes 1 to 1,000 items in one commit, in order: all or nothing."""
-        return wire.parse_push(self._send(wire.push_batch(queue, items, delay_ms)).json())
+        """Pushes 1 to 1,000 items in one commit, in order: all or nothing.
+        An item is ``bytes``, or a :class:`BatchItem` with its own dedup id
+        or message group; ``group`` is the group of items that name none.
+        Items whose dedup id was pushed within the dedup window are left
+        out (their positions in ``duplicates``)."""
+        call = wire.push_batch(queue, items, delay_ms, group)
+        return wire.parse_push((self._send(call)).json())
 
     def pop(
         self, queue: str, wait_ms: int = 0, lease_ms: Optional[int] = None, max: int = 1
@@ -86,7 +106,9 @@ class Client:
         messages = self._messages(queue, self._send(wire.peek(queue)))
         return messages[0] if messages else None
 
-    def _messages(self, queue: str, response: httpx.Response) -> List[Message]:
+    def _messages(
+        self, queue: str, response: httpx.Response, kind: str = "fifo"
+    ) -> List[Message]:
         return [
             Message(
                 queue=queue,
@@ -98,13 +120,15 @@ class Client:
                 dead_letter_from=o.get("dead_letter_from"),
                 dead_letter_deliveries=o.get("dead_letter_deliveries"),
                 group=o.get("group"),
+                kind=kind,
                 _client=self,
             )
             for o in wire.popped(response.status_code, response.content)
         ]
 
     def stats(self, queue: str) -> Stats:
-        """Depth, waiting pops, leased and delayed items, oldest item's age."""
+        """Depth, grouped, waiting pops, leased and delayed items, the oldest
+        item's age, and whether it is a dead-letter queue."""
         return wire.parse_stats(self._send(wire.stats(queue)).json())
 
     def ack(self, queue: str, receipt: str) -> None:
@@ -129,14 +153,80 @@ class Client:
         """Moves up to ``max`` dead letters back to their queues; returns how many."""
         return int(self._send(wire.redrive(dead_letter_queue, max)).json()["redriven"])
 
-    def pq_push(self, queue: str, data: bytes, priority: int) -> PushResult:
-        """Pushes one item to a priority queue."""
-        return wire.parse_push(self._send(wire.pq_push(queue, data, priority)).json())
+    def pq_push(
+        self, queue: str, data: bytes, priority: int, delay_ms: Optional[int] = None
+    ) -> PushResult:
+        """Pushes one item to a priority queue; ``delay_ms`` (default: the
+        queue's ``delivery_delay_ms``) keeps it invisible that long."""
+        call = wire.pq_push(queue, data, priority, delay_ms)
+        return wire.parse_push((self._send(call)).json())
 
-    def pq_pop(self, queue: str, end: str = "min", wait_ms: int = 0, max: int = 1) -> List[Message]:
-        """Pops the lowest (``end="min"``) or highest priority items."""
-        response = self._send(wire.pq_pop(queue, end, wait_ms, max, self.timeout_s))
-        return self._messages(queue, response)
+    def pq_pop(
+        self,
+        queue: str,
+        end: str = "min",
+        wait_ms: int = 0,
+        max: int = 1,
+        lease_ms: Optional[int] = None,
+    ) -> List[Message]:
+        """Pops the lowest (``end="min"``) or highest priority items; with
+        ``lease_ms`` (or the queue's ``default_lease_ms``) they are leased,
+        and ``ack()``, ``nack()``, ``extend()`` settle them on this queue."""
+        call = wire.pq_pop(queue, end, wait_ms, max, self.timeout_s, lease_ms)
+        return self._messages(queue, self._send(call), "priority")
+
+    def pq_stats(self, queue: str) -> Stats:
+        """A priority queue's stats."""
+        return wire.parse_stats(self._send(wire.stats(queue, "priority")).json())
+
+    def pq_ack(self, queue: str, receipt: str) -> None:
+        """Acks a priority queue's lease; raises :class:`LeaseLost` when lost."""
+        self._send(wire.ack(queue, receipt, "priority"))
+
+    def pq_nack(self, queue: str, receipt: str, delay_ms: Optional[int] = None) -> NackResult:
+        """Returns a priority queue's leased item under its priority."""
+        return wire.parse_nack(self._send(wire.nack(queue, receipt, delay_ms, "priority")).json())
+
+    def pq_extend(self, queue: str, receipt: str, lease_ms: int) -> int:
+        """Extends a priority queue's lease; returns the new expiry (ms)."""
+        call = wire.extend(queue, receipt, lease_ms, "priority")
+        return wire.parse_extend(self._send(call).json())
+
+    def queues(self, kind: str = "fifo", limit: int = 20, after: Optional[str] = None) -> QueuePage:
+        """One page of queues of ``kind`` (``fifo`` or ``priority``) in name
+        order, each with its stats; pass the page's ``next`` as ``after``."""
+        return wire.parse_queues(self._send(wire.queues(kind, limit, after)).json())
+
+    def settings(self, queue: str, kind: str = "fifo") -> SettingsResult:
+        """The queue's settings in force and what it set itself."""
+        return wire.parse_settings(self._send(wire.settings(queue, kind, None)).json())
+
+    def update_settings(
+        self, queue: str, change: Mapping[str, Any], kind: str = "fifo"
+    ) -> SettingsResult:
+        """Changes settings (``max_deliveries``, ``default_lease_ms``,
+        ``dead_letter_queue``, ``dedup_window_ms``, ``delivery_delay_ms``);
+        ``None`` returns one to the default; others are kept. Raises
+        :class:`BadRequest` (``invalid_settings``) and changes nothing when
+        a value is out of range."""
+        call = wire.settings(queue, kind, dict(change))
+        return wire.parse_settings(self._send(call).json())
+
+    def purge(self, queue: str, kind: str = "fifo") -> PurgeResult:
+        """Drops the visible and delayed items pushed before the call;
+        leased items stay leased."""
+        return wire.parse_purge(self._send(wire.purge(queue, kind)).json())
+
+    def delete(self, queue: str, kind: str = "fifo") -> DeleteResult:
+        """Deletes the queue: items, delayed items, leases (their receipts
+        are then lost), settings, dedup ids."""
+        return wire.parse_delete(self._send(wire.delete(queue, kind)).json())
+
+    def leases(
+        self, queue: str, kind: str = "fifo", limit: int = 100, after: Optional[str] = None
+    ) -> LeasePage:
+        """One page of the queue's leases in flight, in receipt order."""
+        return wire.parse_leases(self._send(wire.leases(queue, kind, limit, after)).json())
 
     def healthy(self) -> bool:
         """Whether ``/healthz`` answers 200 (the store answers)."""

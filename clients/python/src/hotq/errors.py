@@ -40,6 +40,16 @@ class ReceiptQueueMismatch(BadRequest):
     """400 ``receipt_queue_mismatch``: the receipt was issued by another queue."""
 
 
+class InvalidReceipt(BadRequest):
+    """400 ``invalid_receipt``: not a receipt at all (32 hex digits); the
+    batch ack calls the same receipt ``invalid``."""
+
+
+class NotDeadLetterQueue(HotqError):
+    """409 ``not_dead_letter_queue``: a redrive of a queue no queue names as
+    its dead-letter queue (and whose name does not end in ``.dead``)."""
+
+
 class Unauthorized(HotqError):
     """401: missing or wrong bearer token."""
 
@@ -66,6 +76,8 @@ class ServerError(HotqError):
 _BY_CODE: Dict[str, Type[HotqError]] = {
     "invalid_queue_name": InvalidQueueName,
     "receipt_queue_mismatch": ReceiptQueueMismatch,
+    "invalid_receipt": InvalidReceipt,
+    "not_dead_letter_queue": NotDeadLetterQueue,
     "unknown_receipt": LeaseLost,
     "lease_expired": LeaseLost,
     "unauthorized": Unauthorized,

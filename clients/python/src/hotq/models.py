@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional, Protocol, Tuple
+from typing import Any, List, Optional, Protocol, Tuple
 
 
 class Settles(Protocol):
@@ -16,6 +16,14 @@ class Settles(Protocol):
 
     def extend(self, queue: str, receipt: str, lease_ms: int) -> int: ...
 
+    def pq_ack(self, queue: str, receipt: str) -> None: ...
+
+    def pq_nack(
+        self, queue: str, receipt: str, delay_ms: Optional[int] = None
+    ) -> "NackResult": ...
+
+    def pq_extend(self, queue: str, receipt: str, lease_ms: int) -> int: ...
+
 
 class SettlesAsync(Protocol):
     """What an :class:`AsyncMessage` settles through (a :class:`hotq.AsyncClient`)."""
@@ -27,6 +35,24 @@ class SettlesAsync(Protocol):
     ) -> "NackResult": ...
 
     async def extend(self, queue: str, receipt: str, lease_ms: int) -> int: ...
+
+    async def pq_ack(self, queue: str, receipt: str) -> None: ...
+
+    async def pq_nack(
+        self, queue: str, receipt: str, delay_ms: Optional[int] = None
+    ) -> "NackResult": ...
+
+    async def pq_extend(self, queue: str, receipt: str, lease_ms: int) -> int: ...
+
+
+@dataclass(frozen=True)
+class BatchItem:
+    """One item of :meth:`Client.push_batch` with a dedup id or a message
+    group of its own (plain ``bytes`` items take the batch's ``group``)."""
+
+    data: bytes
+    dedup_id: Optional[str] = None
+    group: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -44,7 +70,11 @@ class PushResult:
 
 @dataclass(frozen=True)
 class Stats:
-    """A queue's stats."""
+    """A queue's stats: ``depth`` visible items, ``waiting`` pops,
+    ``leased`` and ``delayed`` items, ``grouped`` items waiting behind their
+    message group's head (not in ``depth``), the oldest visible item's age,
+    and whether the queue is a dead-letter queue (its name ends in
+    ``.dead``, or some queue names it as its ``dead_letter_queue``)."""
 
     queue: str
     depth: int
@@ -52,6 +82,90 @@ class Stats:
     leased: int
     delayed: int
     oldest_item_age_ms: Optional[int]
+    grouped: int = 0
+    dead_letter: bool = False
+
+    @property
+    def drained(self) -> bool:
+        """Nothing visible, grouped, delayed or leased."""
+        return self.depth == self.grouped == self.delayed == self.leased == 0
+
+
+@dataclass(frozen=True)
+class QueuePage:
+    """One page of :meth:`Client.queues`: each queue's stats, in name
+    order, and the ``after`` of the next page (``None`` on the last)."""
+
+    queues: List[Stats]
+    next: Optional[str]
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A lease in flight (see :meth:`Client.leases`)."""
+
+    receipt: str
+    delivery_count: int
+    lease_expires_at_ms: int
+    enqueued_at_ms: int
+    group: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class LeasePage:
+    """One page of leases, in receipt order, and the ``after`` of the next."""
+
+    leases: List[Lease]
+    next: Optional[str]
+
+
+@dataclass(frozen=True)
+class QueueSettings:
+    """A queue's settings. In :attr:`SettingsResult.settings` (in force):
+    ``max_deliveries`` ``None`` means unlimited, ``default_lease_ms``
+    ``None`` means pops lease only when asked, ``dead_letter_queue`` ``None``
+    means nowhere. In :attr:`SettingsResult.stored` (what the queue set):
+    ``None`` means the daemon's default."""
+
+    max_deliveries: Optional[int] = None
+    default_lease_ms: Optional[int] = None
+    dead_letter_queue: Optional[str] = None
+    dedup_window_ms: Optional[int] = None
+    delivery_delay_ms: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class SettingsResult:
+    """A queue's settings in force, and what the queue set itself."""
+
+    queue: str
+    settings: QueueSettings
+    stored: QueueSettings
+
+
+@dataclass(frozen=True)
+class PurgeResult:
+    """What a purge dropped: ``purged`` = ``items`` (visible) + ``delayed``;
+    ``done`` is false when a bound left work (purge again)."""
+
+    purged: int
+    items: int
+    delayed: int
+    done: bool
+
+
+@dataclass(frozen=True)
+class DeleteResult:
+    """What a delete dropped; ``held_nothing`` when the queue was empty."""
+
+    items: int
+    delayed: int
+    leased: int
+    results: int
+
+    @property
+    def held_nothing(self) -> bool:
+        return self.items == self.delayed == self.leased == self.results == 0
 
 
 @dataclass(frozen=True)
@@ -84,6 +198,7 @@ class Message:
     dead_letter_from: Optional[str] = None
     dead_letter_deliveries: Optional[int] = None
     group: Optional[str] = None
+    kind: str = "fifo"
     _client: Any = field(default=None, repr=False, compare=False)
 
     def _leased(self) -> str:
@@ -94,17 +209,25 @@ class Message:
     def ack(self) -> None:
         """Done: the item is deleted. Raises :class:`LeaseLost` if too late."""
         client: Settles = self._client
-        client.ack(self.queue, self._leased())
+        if self.kind == "priority":
+            client.pq_ack(self.queue, self._leased())
+        else:
+            client.ack(self.queue, self._leased())
 
     def nack(self, delay_ms: Optional[int] = None) -> NackResult:
         """Back to the queue now, or after ``delay_ms``, or dead-lettered."""
         client: Settles = self._client
+        if self.kind == "priority":
+            return client.pq_nack(self.queue, self._leased(), delay_ms)
         return client.nack(self.queue, self._leased(), delay_ms)
 
     def extend(self, lease_ms: int) -> int:
         """The lease now ends ``lease_ms`` from now; returns the new expiry."""
         client: Settles = self._client
-        expires = client.extend(self.queue, self._leased(), lease_ms)
+        if self.kind == "priority":
+            expires = client.pq_extend(self.queue, self._leased(), lease_ms)
+        else:
+            expires = client.extend(self.queue, self._leased(), lease_ms)
         self.lease_expires_at_ms = expires
         return expires
 
@@ -115,15 +238,23 @@ class AsyncMessage(Message):
 
     async def ack(self) -> None:  # type: ignore[override]
         client: SettlesAsync = self._client
-        await client.ack(self.queue, self._leased())
+        if self.kind == "priority":
+            await client.pq_ack(self.queue, self._leased())
+        else:
+            await client.ack(self.queue, self._leased())
 
     async def nack(self, delay_ms: Optional[int] = None) -> NackResult:  # type: ignore[override]
         client: SettlesAsync = self._client
+        if self.kind == "priority":
+            return await client.pq_nack(self.queue, self._leased(), delay_ms)
         return await client.nack(self.queue, self._leased(), delay_ms)
 
     async def extend(self, lease_ms: int) -> int:  # type: ignore[override]
         client: SettlesAsync = self._client
-        expires = await client.extend(self.queue, self._leased(), lease_ms)
+        if self.kind == "priority":
+            expires = await client.pq_extend(self.queue, self._leased(), lease_ms)
+        else:
+            expires = await client.extend(self.queue, self._leased(), lease_ms)
         self.lease_expires_at_ms = expires
         return expires
 

@@ -2,7 +2,9 @@
 lease while the handler runs, success acks, an exception nacks with
 exponential backoff (the daemon dead-letters after ``max_deliveries``),
 at most ``concurrency`` items at once, and :meth:`stop` finishes the items
-in hand before returning."""
+in hand before returning. With ``WorkerPolicy(stop_when_drained=True)``
+the worker stops by itself once the queue is drained (see
+:attr:`WorkerPolicy.stop_when_drained`)."""
 
 from __future__ import annotations
 
@@ -23,7 +25,9 @@ class WorkerEvent:
     the :class:`NackResult`), ``extended`` (detail: the new expiry),
     ``failed`` (the handler raised; detail: the exception), ``lease_lost``
     (a heartbeat or settle found the lease gone; the item will come back)
-    or ``error`` (a call to the daemon failed; detail: the exception)."""
+    ``error`` (a call to the daemon failed; detail: the exception) or
+    ``drained`` (``stop_when_drained``: the queue held nothing; message
+    ``None``, detail: the :class:`Stats` that said so)."""
 
     kind: str
     message: Optional[Message]
@@ -32,16 +36,29 @@ class WorkerEvent:
 
 @dataclass(frozen=True)
 class WorkerPolicy:
-    """How a worker leases, beats and backs off (all in ms)."""
+    """How a worker leases, beats and backs off (all in ms).
+
+    - ``lease_ms`` (30 s): each item's lease, renewed by heartbeats.
+    - ``wait_ms`` (1 s): how long each pop waits for an item.
+    - ``concurrency`` (1): items handled at once (one poller each).
+    - ``heartbeat_fraction`` (1/3): extend when this fraction of the lease
+      has passed, so two beats can be missed before it runs out.
+    - ``backoff_ms`` (1 s), ``backoff_max_ms`` (60 s): a failed item is
+      nacked with a delay of ``backoff_ms * 2^(deliveries - 1)``, at most
+      ``backoff_max_ms``.
+    - ``stop_when_drained`` (False): after a pop that found nothing, ask
+      the queue's stats; when nothing is visible, grouped, delayed or
+      leased (by anyone), emit ``drained`` and stop. Items nacked with a
+      backoff are delayed, so they are waited for.
+    """
 
     lease_ms: int = 30_000
     wait_ms: int = 1_000
     concurrency: int = 1
-    # Extend when this fraction of the lease has passed: two beats can be
-    # missed before the lease runs out.
     heartbeat_fraction: float = 1 / 3
     backoff_ms: int = 1_000
     backoff_max_ms: int = 60_000
+    stop_when_drained: bool = False
 
     def __post_init__(self) -> None:
         if self.lease_ms < 1 or self.concurrency < 1 or self.wait_ms < 0:
@@ -119,6 +136,18 @@ class Worker:
                 continue
             for message in messages:
                 self._handle(message)
+            if not messages and policy.stop_when_drained:
+                self._stop_if_drained()
+
+    def _stop_if_drained(self) -> None:
+        try:
+            stats = self.client.stats(self.queue)
+        except HotqError as error:
+            self._emit("error", None, error)
+            return
+        if stats.drained and not self._stop.is_set():
+            self._stop.set()
+            self._emit("drained", None, stats)
 
     def _handle(self, message: Message) -> None:
         done, lost = threading.Event(), threading.Event()
@@ -203,6 +232,18 @@ class AsyncWorker:
                 continue
             for message in messages:
                 await self._handle(message)
+            if not messages and policy.stop_when_drained:
+                await self._stop_if_drained()
+
+    async def _stop_if_drained(self) -> None:
+        try:
+            stats = await self.client.stats(self.queue)
+        except HotqError as error:
+            self._emit("error", None, error)
+            return
+        if stats.drained and not self._stop.is_set():
+            self._stop.set()
+            self._emit("drained", None, stats)
 
     async def _handle(self, message: AsyncMessage) -> None:
         lost = asyncio.Event()

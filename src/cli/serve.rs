@@ -1,0 +1,129 @@
+//! `hotq serve`: the daemon, configured from its file and flags, logging
+//! JSON lines to stderr, stopped by SIGINT or SIGTERM.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::EXIT_OK;
+use crate::config::{Backend, Config, Overrides};
+use crate::store::embedded::{Durability, EmbeddedConfig, EmbeddedStore};
+
+/// `hotq serve` flags; each overrides the configuration file.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Configuration file (default: config/hotq.toml if it exists).
+    #[arg(long, env = "HOTQ_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// HTTP API address (default 127.0.0.1:7070).
+    #[arg(long, env = "HOTQ_LISTEN")]
+    pub listen: Option<SocketAddr>,
+    /// Prometheus exporter address (default 127.0.0.1:9464).
+    #[arg(long, env = "HOTQ_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
+    /// Embedded store directory (default ./data).
+    #[arg(long, env = "HOTQ_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Bearer token API calls must carry.
+    #[arg(long, env = "HOTQ_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Embedded store durability: sync or buffered.
+    #[arg(long, env = "HOTQ_DURABILITY")]
+    pub durability: Option<Durability>,
+    /// Serve a non-loopback address without a token.
+    #[arg(long)]
+    pub allow_insecure_bind: bool,
+}
+
+/// Installs JSON logs on stderr, level from `RUST_LOG` (default `info`;
+/// `RUST_LOG=info,hotq::request=debug` adds a line per API call, see
+/// `docs/operations.md`).
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        // fjall's own info lines (file ingestion, recovery) are noise here.
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,fjall=warn,lsm_tree=warn"));
+    let _ = tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Runs the daemon until SIGINT or SIGTERM.
+pub async fn serve(args: ServeArgs) -> Result<u8, String> {
+    init_logging();
+    let config = Config::load(args.config.as_deref())
+        .and_then(|config| {
+            config.apply(Overrides {
+                listen: args.listen,
+                metrics_listen: args.metrics_listen,
+                data_dir: args.data_dir,
+                token: args.token,
+                durability: args.durability,
+                allow_insecure_bind: args.allow_insecure_bind,
+            })
+        })
+        .map_err(|e| format!("configuration: {e}"))?;
+    tracing::info!(
+        listen = %config.listen,
+        metrics_listen = %config.metrics_listen,
+        backend = ?config.backend,
+        data_dir = %config.data_dir.display(),
+        durability = ?config.durability,
+        token = config.token.is_some(),
+        "starting"
+    );
+    let api = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+    let metrics = tokio::net::TcpListener::bind(config.metrics_listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", config.metrics_listen))?;
+    let shutdown = shutdown_signal();
+    let served = match config.backend {
+        Backend::Embedded => {
+            let mut store_config = EmbeddedConfig::new(&config.data_dir);
+            store_config.durability = config.durability;
+            let store =
+                EmbeddedStore::open(store_config).map_err(|e| format!("opening the store: {e}"))?;
+            crate::server::serve(store, config, api, Some(metrics), shutdown).await
+        }
+        #[cfg(feature = "fdb")]
+        Backend::Fdb => {
+            let store = crate::store::fdb::open_for_daemon(config.fdb_cluster_file.as_deref())
+                .map_err(|e| format!("opening the FoundationDB cluster: {e}"))?;
+            crate::server::serve(store, config, api, Some(metrics), shutdown).await
+        }
+        #[cfg(not(feature = "fdb"))]
+        Backend::Fdb => unreachable!("Config::validate refuses backend fdb without the feature"),
+    };
+    served.map_err(|e| e.to_string())?;
+    Ok(EXIT_OK)
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate = match tokio::signal::unix::signal(
+            tokio::signal::unix::SignalKind::terminate(),
+        ) {
+            Ok(signal) => signal,
+            Err(error) => {
+                tracing::error!(%error, "cannot listen for SIGTERM; only SIGINT stops the daemon");
+                let _ = interrupt.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = interrupt => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = interrupt.await;
+    }
+}

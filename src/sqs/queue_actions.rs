@@ -1,0 +1,411 @@
+//! The queue actions: CreateQueue, GetQueueUrl, ListQueues, DeleteQueue,
+//! PurgeQueue, GetQueueAttributes, SetQueueAttributes, TagQueue,
+//! UntagQueue, ListQueueTags, ListDeadLetterSourceQueues.
+//!
+//! CreateQueue and SetQueueAttributes write the SQS record and the queue's
+//! settings in one transaction that reads both without snapshot, so two
+//! racing changes serialize; every check runs before the first write, so
+//! a refused call writes nothing.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::error::SqsError;
+use super::queue_attributes::{self, Change, Counts};
+use super::queues::{self, Record, SqsQueue};
+use super::{Call, int_member, required_string, string_list, string_member};
+use crate::envelope::now_ms;
+use crate::keys::{QueueKeys, QueueName};
+use crate::queue_settings::{apply_change, read_in, update_in};
+use crate::store::{RetryPolicy, Store, StoreError, Transaction, decode_counter, transact};
+
+/// Most queues ListQueues answers at once.
+pub const LIST_RESULTS_MAX: i64 = 1_000;
+/// Most tags a queue has.
+pub const TAGS_MAX: usize = 50;
+
+fn string_map(input: &Value, name: &str) -> Result<BTreeMap<String, String>, SqsError> {
+    match input.get(name) {
+        None | Some(Value::Null) => Ok(BTreeMap::new()),
+        Some(value) => serde_json::from_value(value.clone())
+            .map_err(|_| SqsError::invalid(format!("{name} must map strings to strings"))),
+    }
+}
+
+/// Checks a new queue's name as SQS does: 1-80 of `A-Z a-z 0-9 - _`,
+/// with `.fifo` at the end (counted) for a FIFO queue.
+fn check_new_name(name: &str, fifo: bool) -> Result<QueueName, SqsError> {
+    let stem = name.strip_suffix(".fifo").unwrap_or(name);
+    let valid = !name.is_empty()
+        && name.len() <= 80
+        && !stem.is_empty()
+        && stem
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
+        && fifo == name.ends_with(".fifo");
+    if !valid {
+        return Err(SqsError::invalid(format!(
+            "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length; \
+             a FIFO queue (FifoQueue=true) and only a FIFO queue ends in .fifo: {name:?}"
+        )));
+    }
+    QueueName::new(name).map_err(|e| SqsError::invalid(e.to_string()))
+}
+
+/// CreateQueue: idempotent for equal attributes, `QueueNameExists` otherwise.
+pub async fn create_queue<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
+    let raw = required_string(&call.input, "QueueName")?;
+    let attributes = string_map(&call.input, "Attributes")?;
+    let tags = string_map(&call.input, "tags")?;
+    check_tags(&tags)?;
+    let fifo = attributes
+        .get("FifoQueue")
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    let name = check_new_name(raw, fifo)?;
+    let keys = QueueKeys::new(&name);
+    let state = call.state;
+    let outcome = transact(&state.store, RetryPolicy::default(), |txn| {
+        let (keys, attributes, tags) = (&keys, &attributes, &tags);
+        async move { create_in(call, &txn, keys, attributes, tags).await }
+    })
+    .await??;
+    state.default_leases.forget(&keys);
+    Ok(outcome)
+}
+
+async fn create_in<S: Store, T: Transaction>(
+    call: &Call<'_, S>,
+    txn: &T,
+    keys: &QueueKeys,
+    attributes: &BTreeMap<String, String>,
+    tags: &BTreeMap<String, String>,
+) -> Result<Result<Value, SqsError>, StoreError> {
+    let (config, defaults) = (call.config(), &call.state.settings_defaults);
+    let url = json!({"QueueUrl": queues::url_of(&call.base_url, config, keys.name())});
+    let existing = queues::record_in(txn, keys, true).await?;
+    let stored = read_in(txn, keys)
+        .await
+        .map_err(crate::queue::corrupt_as_store)?;
+    let base = existing.clone().unwrap_or_default();
+    let change = match queue_attributes::apply(config, defaults, &base, attributes, true) {
+        Ok(change) => change,
+        Err(error) => return Ok(Err(error)),
+    };
+    if let Some(existing) = existing {
+        let same_settings = apply_change(&stored, keys.name(), &change.settings, defaults).ok()
+            == Some(stored.clone());
+        if change.record == existing && same_settings {
+            return Ok(Ok(url));
+        }
+        return Ok(Err(SqsError::queue_exists(format!(
+            "A queue already exists with the same name and a different value for attribute(s) {}",
+            attributes.keys().cloned().collect::<Vec<_>>().join(", ")
+        ))));
+    }
+    let now_s = now_ms() / 1_000;
+    let mut record = Record {
+        created_s: now_s,
+        modified_s: now_s,
+        tags: tags.clone(),
+        ..change.record.clone()
+    };
+    record.fifo = change.record.fifo;
+    let mut settings = queue_attributes::creation_defaults(&stored);
+    settings.extend(change.settings.clone());
+    let change = Change {
+        record,
+        settings,
+        dead_letter: change.dead_letter,
+    };
+    Ok(write_change_in(call, txn, keys, &change)
+        .await?
+        .map(|()| url))
+}
+
+/// Checks `change`'s dead-letter queue, then writes its record and
+/// settings (nothing when a check fails).
+async fn write_change_in<S: Store, T: Transaction>(
+    call: &Call<'_, S>,
+    txn: &T,
+    keys: &QueueKeys,
+    change: &Change,
+) -> Result<Result<(), SqsError>, StoreError> {
+    if let Some(dead) = &change.dead_letter {
+        let dead_keys = QueueKeys::new(dead);
+        let dead_record = queues::record_in(txn, &dead_keys, false).await?;
+        let exists = dead_record.is_some() || queues::exists_in(txn, &dead_keys).await?;
+        let refuse = |why: &str| {
+            Ok(Err(SqsError::attribute_value(format!(
+                "Value for parameter RedrivePolicy is invalid. Reason: {why}"
+            ))))
+        };
+        if !exists || dead == keys.name() {
+            return refuse("Dead letter target does not exist.");
+        }
+        if dead_record.is_some_and(|r| r.fifo) != change.record.fifo {
+            return refuse(
+                "Dead-letter queue and source queue must be the same type (FIFO or standard).",
+            );
+        }
+    }
+    let defaults = &call.state.settings_defaults;
+    if let Err(invalid) = update_in(txn, keys, &change.settings, defaults).await? {
+        return Ok(Err(SqsError::attribute_value(invalid.to_string())));
+    }
+    queues::write_record_in(txn, keys, &change.record)?;
+    Ok(Ok(()))
+}
+
+/// GetQueueUrl.
+pub async fn get_queue_url<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
+    let raw = required_string(&call.input, "QueueName")?;
+    let name = QueueName::new(raw).map_err(|_| SqsError::no_queue(raw))?;
+    queues::load(&call.state.store, &name).await?;
+    Ok(json!({"QueueUrl": queues::url_of(&call.base_url, call.config(), &name)}))
+}
+
+/// ListQueues (`QueueNamePrefix`, `MaxResults` 1-1000, `NextToken`).
+pub async fn list_queues<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
+    let prefix = string_member(&call.input, "QueueNamePrefix")?.unwrap_or("");
+    let max = int_member(&call.input, "MaxResults", 1..=LIST_RESULTS_MAX)?;
+    let after = string_member(&call.input, "NextToken")?
+        .map(|token| {
+            QueueName::new(token).map_err(|_| SqsError::invalid("Invalid NextToken value."))
+        })
+        .transpose()?;
+    let limit = max.unwrap_or(LIST_RESULTS_MAX) as usize;
+    let (names, next) =
+        queues::list_names(&call.state.store, prefix, after.as_ref(), limit).await?;
+    let urls: Vec<String> = names
+        .iter()
+        .map(|n| queues::url_of(&call.base_url, call.config(), n))
+        .collect();
+    let mut answer = json!({"QueueUrls": urls});
+    // SQS answers a NextToken only when MaxResults was given.
+    if let (Some(next), Some(_)) = (next, max) {
+        answer["NextToken"] = json!(next);
+    }
+    Ok(answer)
+}
+
+/// DeleteQueue: drops the queue and everything in it, as `DELETE /v1/queues/{q}`.
+pub async fn delete_queue<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
+    let queue = queues::load_url(&call.state.store, call.config(), &call.input).await?;
+    let dropped = crate::admin::delete(&call.state.store, &queue.keys).await?;
+    if !dropped.done {
+        return Err(SqsError::service(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "the queue is busy; its delete is not finished, call again".into(),
+        ));
+    }
+    call.state.default_leases.forget(&queue.keys);
+    call.state
+        .forget_queue(crate::keys::QueueKind::Fifo, queue.keys.name());
+    Ok(json!({}))
+}
+
+/// PurgeQueue: drops visible and delayed messages; messages in flight stay.
+pub async fn purge_queue<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
+    let queue = queues::load_url(&call.state.store, call.config(), &call.input).await?;
+    let dropped = crate::admin::purge(&call.state.store, &queue.keys).await?;
+    if !dropped.done {
+        return Err(SqsError::service(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "the purge is not finished, call again".into(),
+        ));
+    }
+    Ok(json!({}))
+}
+
+/// GetQueueAttributes (`AttributeNames`: `All` or names).
+pub async fn get_queue_attributes<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
+    let queue = queues::load_url(&call.state.store, call.config(), &call.input).await?;
+    let asked = string_list(&call.input, "AttributeNames")?;
+    let counts = counts(&call.state.store, &queue.keys).await?;
+    let all =
+        queue_attributes::render(call.config(), &call.state.settings_defaults, &queue, counts);
+    let mut picked = BTreeMap::new();
+    for name in &asked {
+        if name == "All" {
+            picked.extend(all.iter().map(|(k, v)| (k.to_string(), v.clone())));
+        } else if let Some(value) = all.get(name.as_str()) {
+            picked.insert(name.clone(), value.clone());
+        } else if !known_unshown(name, &queue) {
+            return Err(SqsError::attribute_name(format!(
+                "Unknown Attribute {name}."
+            )));
+        }
+    }
+    if picked.is_empty() {
+        return Ok(json!({}));
+    }
+    Ok(json!({"Attributes": picked}))
+}
+
+/// Attributes SQS knows that this queue does not show (refused ones,
+/// FIFO ones of a standard queue, an absent redrive policy).
+fn known_unshown(name: &str, queue: &SqsQueue) -> bool {
+    let refused = [
+        "MessageRetentionPeriod",
+        "Policy",
+        "KmsMasterKeyId",
+        "KmsDataKeyReusePeriodSeconds",
+        "RedriveAllowPolicy",
+        "RedrivePolicy",
+    ];
+    let fifo = [
+        "FifoQueue",
+        "ContentBasedDeduplication",
+        "DeduplicationScope",
+        "FifoThroughputLimit",
+    ];
+    refused.contains(&name) || (!queue.is_fifo() && fifo.contains(&name))
+}
+
+async fn counts<S: Store>(store: &S, keys: &QueueKeys) -> Result<Counts, SqsError> {
+    let txn = store.begin()?;
+    let counter = |v: Option<Vec<u8>>| decode_counter(v.as_deref());
+    let depth = counter(txn.get(&keys.depth(), true).await?);
+    let grouped = counter(txn.get(&keys.grouped_count(), true).await?);
+    Ok(Counts {
+        visible: depth + grouped,
+        leased: counter(txn.get(&keys.leased(), true).await?),
+        delayed: counter(txn.get(&keys.delayed_count(), true).await?),
+    })
+}
+
+/// SetQueueAttributes.
+pub async fn set_queue_attributes<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
+    let queue = queues::load_url(&call.state.store, call.config(), &call.input).await?;
+    let attributes = string_map(&call.input, "Attributes")?;
+    update_record(call, &queue.keys, |record| {
+        let mut change = queue_attributes::apply(
+            call.config(),
+            &call.state.settings_defaults,
+            record,
+            &attributes,
+            false,
+        )?;
+        change.record.modified_s = now_ms() / 1_000;
+        Ok(change)
+    })
+    .await?;
+    call.state.default_leases.forget(&queue.keys);
+    Ok(json!({}))
+}
+
+/// Applies `edit` to the queue's record (SQS's defaults when it has none)
+/// and writes the change, in one transaction.
+async fn update_record<S: Store>(
+    call: &Call<'_, S>,
+    keys: &QueueKeys,
+    edit: impl Fn(&Record) -> Result<Change, SqsError>,
+) -> Result<(), SqsError> {
+    transact(&call.state.store, RetryPolicy::default(), |txn| {
+        let edit = &edit;
+        async move {
+            let record = queues::record_in(&txn, keys, true)
+                .await?
+                .unwrap_or_default();
+            match edit(&record) {
+                Ok(change) => write_change_in(call, &txn, keys, &change).await,
+                Err(error) => Ok(Err(error)),
+            }
+        }
+    })
+    .await?
+}
+
+fn check_tags(tags: &BTreeMap<String, String>) -> Result<(), SqsError> {
+    if tags.len() > TAGS_MAX
+        || tags
+            .iter()
+            .any(|(k, v)| k.is_empty() || k.len() > 128 || v.len() > 256)
+    {
+        return Err(SqsError::invalid(format!(
+            "Tags: at most {TAGS_MAX}, keys 1-128 and values 0-256 characters."
+        )));
+    }
+    Ok(())
+}
+
+/// TagQueue.
+pub async fn tag_queue<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
+    let queue = queues::load_url(&call.state.store, call.config(), &call.input).await?;
+    let tags = string_map(&call.input, "Tags")?;
+    update_record(call, &queue.keys, |record| {
+        let mut record = record.clone();
+        record.tags.extend(tags.clone());
+        check_tags(&record.tags)?;
+        Ok(Change {
+            record,
+            settings: BTreeMap::new(),
+            dead_letter: None,
+        })
+    })
+    .await?;
+    Ok(json!({}))
+}
+
+/// UntagQueue.
+pub async fn untag_queue<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
+    let queue = queues::load_url(&call.state.store, call.config(), &call.input).await?;
+    let keys_to_drop = string_list(&call.input, "TagKeys")?;
+    update_record(call, &queue.keys, |record| {
+        let mut record = record.clone();
+        for key in &keys_to_drop {
+            record.tags.remove(key);
+        }
+        Ok(Change {
+            record,
+            settings: BTreeMap::new(),
+            dead_letter: None,
+        })
+    })
+    .await?;
+    Ok(json!({}))
+}
+
+/// ListQueueTags.
+pub async fn list_queue_tags<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
+    let queue = queues::load_url(&call.state.store, call.config(), &call.input).await?;
+    let tags = queue.record().tags;
+    if tags.is_empty() {
+        return Ok(json!({}));
+    }
+    Ok(json!({"Tags": tags}))
+}
+
+/// ListDeadLetterSourceQueues: the queues whose dead letters go to this one.
+/// Reads the settings of up to `MaxResults` (default and cap 1,000) queues
+/// per call; `NextToken` continues.
+pub async fn list_dead_letter_sources<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
+    let target = queues::load_url(&call.state.store, call.config(), &call.input).await?;
+    let max = int_member(&call.input, "MaxResults", 1..=LIST_RESULTS_MAX)?;
+    let after = string_member(&call.input, "NextToken")?
+        .map(|token| {
+            QueueName::new(token).map_err(|_| SqsError::invalid("Invalid NextToken value."))
+        })
+        .transpose()?;
+    let limit = max.unwrap_or(LIST_RESULTS_MAX) as usize;
+    let (names, next) = queues::list_names(&call.state.store, "", after.as_ref(), limit).await?;
+    let txn = call.state.store.begin()?;
+    let mut urls = Vec::new();
+    for name in names {
+        let keys = QueueKeys::new(&name);
+        let effective = read_in(&txn, &keys)
+            .await?
+            .effective(&name, &call.state.settings_defaults);
+        if effective.max_deliveries.is_some()
+            && effective.dead_letter_queue.as_deref() == Some(target.keys.name().as_str())
+        {
+            urls.push(queues::url_of(&call.base_url, call.config(), &name));
+        }
+    }
+    let mut answer = json!({"queueUrls": urls});
+    if let Some(next) = next {
+        answer["NextToken"] = json!(next);
+    }
+    Ok(answer)
+}

@@ -1,0 +1,345 @@
+//! Queue attributes: each SQS attribute is mapped onto hotq (settings in
+//! the store, or the SQS record), or refused with `InvalidAttributeValue`
+//! when hotq cannot do what it asks; none is silently ignored.
+//!
+//! | attribute | where |
+//! |---|---|
+//! | `VisibilityTimeout` | setting `default_lease_ms` |
+//! | `DelaySeconds` | setting `delivery_delay_ms` |
+//! | `RedrivePolicy` | settings `max_deliveries`, `dead_letter_queue` |
+//! | `MaximumMessageSize`, `ReceiveMessageWaitTimeSeconds` | record, enforced |
+//! | `FifoQueue`, `ContentBasedDeduplication`, `DeduplicationScope` | record, enforced |
+//! | `FifoThroughputLimit` | record (hotq has no per-queue quota) |
+//! | `SqsManagedSseEnabled` | `false` only |
+//! | `MessageRetentionPeriod`, `Policy`, `KmsMasterKeyId`, `KmsDataKeyReusePeriodSeconds`, `RedriveAllowPolicy` | refused |
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::SqsSection;
+use super::error::SqsError;
+use super::message::body_size_max;
+use super::queues::{Record, SqsQueue, arn_of, name_of_arn};
+use crate::queue_settings::{Defaults, MAX_DELIVERIES_MAX, Stored};
+
+/// Attributes hotq refuses, and why.
+const REFUSED: &[(&str, &str)] = &[
+    (
+        "MessageRetentionPeriod",
+        "hotq keeps messages until they are deleted; it has no retention period",
+    ),
+    (
+        "Policy",
+        "hotq has no IAM policies; access is by SigV4 credentials (see [sqs] in the configuration)",
+    ),
+    ("KmsMasterKeyId", "hotq does not encrypt with KMS"),
+    (
+        "KmsDataKeyReusePeriodSeconds",
+        "hotq does not encrypt with KMS",
+    ),
+    (
+        "RedriveAllowPolicy",
+        "hotq lets any queue name a dead-letter queue",
+    ),
+];
+
+/// A queue's attributes as a change: the record to write, the settings change.
+pub struct Change {
+    /// The record after the change.
+    pub record: Record,
+    /// Settings to change (JSON, as `PUT /v1/queues/{q}/settings` takes).
+    pub settings: BTreeMap<String, Value>,
+    /// A dead-letter queue the change names, which must exist.
+    pub dead_letter: Option<crate::keys::QueueName>,
+}
+
+fn seconds(name: &str, text: &str, max: u64) -> Result<u64, SqsError> {
+    match text.parse::<u64>() {
+        Ok(n) if n <= max => Ok(n),
+        _ => Err(SqsError::attribute_value(format!(
+            "Invalid value for the parameter {name}: {text:?} (an integer from 0 to {max})"
+        ))),
+    }
+}
+
+fn boolean(name: &str, text: &str) -> Result<bool, SqsError> {
+    match text.to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(SqsError::attribute_value(format!(
+            "Invalid value for the parameter {name}: {text:?} (true or false)"
+        ))),
+    }
+}
+
+/// Applies SQS attributes to `record` and a settings change. `creating`:
+/// CreateQueue (the only time `FifoQueue` may be named).
+pub fn apply(
+    config: &SqsSection,
+    defaults: &Defaults,
+    record: &Record,
+    attributes: &BTreeMap<String, String>,
+    creating: bool,
+) -> Result<Change, SqsError> {
+    let mut change = Change {
+        record: record.clone(),
+        settings: BTreeMap::new(),
+        dead_letter: None,
+    };
+    for (name, text) in attributes {
+        apply_one(config, defaults, &mut change, name, text, creating)?;
+    }
+    let fifo_only = [
+        ("ContentBasedDeduplication", change.record.content_dedup),
+        ("DeduplicationScope", change.record.dedup_per_group),
+        ("FifoThroughputLimit", change.record.throughput_per_group),
+    ];
+    if !change.record.fifo
+        && let Some((name, _)) = fifo_only.iter().find(|(_, set)| *set)
+    {
+        return Err(SqsError::attribute_name(format!(
+            "Unknown Attribute {name}: it applies to FIFO queues only."
+        )));
+    }
+    Ok(change)
+}
+
+fn apply_one(
+    config: &SqsSection,
+    defaults: &Defaults,
+    change: &mut Change,
+    name: &str,
+    text: &str,
+    creating: bool,
+) -> Result<(), SqsError> {
+    let record = &mut change.record;
+    match name {
+        "VisibilityTimeout" => {
+            let max_s = (defaults.lease_max_ms / 1_000).min(43_200);
+            // A lease lasts at least a millisecond: 0 s is 1 ms.
+            let ms = (seconds(name, text, max_s)? * 1_000).max(1);
+            change.settings.insert("default_lease_ms".into(), json!(ms));
+        }
+        "DelaySeconds" => {
+            let s = seconds(name, text, 900)?;
+            change
+                .settings
+                .insert("delivery_delay_ms".into(), json!(s * 1_000));
+        }
+        "MaximumMessageSize" => {
+            let max = body_size_max() as u64;
+            match text.parse::<u64>() {
+                Ok(n) if (1_024..=max).contains(&n) => record.maximum_message_size = Some(n),
+                _ => {
+                    return Err(SqsError::attribute_value(format!(
+                        "Invalid value for the parameter MaximumMessageSize: {text:?} (1024 to {max}: hotq's item limit less its SQS header reserve)"
+                    )));
+                }
+            }
+        }
+        "ReceiveMessageWaitTimeSeconds" => record.receive_wait_s = seconds(name, text, 20)?,
+        "RedrivePolicy" => redrive_policy(config, change, text)?,
+        "FifoQueue" if creating => record.fifo = boolean(name, text)?,
+        "FifoQueue" => {
+            return Err(SqsError::attribute_name(
+                "FifoQueue can be set only when the queue is created.",
+            ));
+        }
+        "ContentBasedDeduplication" => record.content_dedup = boolean(name, text)?,
+        "DeduplicationScope" => {
+            record.dedup_per_group = match text {
+                "messageGroup" => true,
+                "queue" => false,
+                _ => {
+                    return Err(SqsError::attribute_value(format!(
+                        "Invalid value for the parameter DeduplicationScope: {text:?} (messageGroup or queue)"
+                    )));
+                }
+            }
+        }
+        "FifoThroughputLimit" => {
+            record.throughput_per_group = match text {
+                "perMessageGroupId" => true,
+                "perQueue" => false,
+                _ => {
+                    return Err(SqsError::attribute_value(format!(
+                        "Invalid value for the parameter FifoThroughputLimit: {text:?} (perMessageGroupId or perQueue)"
+                    )));
+                }
+            }
+        }
+        "SqsManagedSseEnabled" => {
+            if boolean(name, text)? {
+                return Err(SqsError::attribute_value(
+                    "SqsManagedSseEnabled: hotq does not encrypt messages at rest; only false is accepted.",
+                ));
+            }
+        }
+        _ => {
+            if let Some((_, why)) = REFUSED.iter().find(|(refused, _)| *refused == name) {
+                return Err(SqsError::attribute_value(format!(
+                    "{name} is not supported: {why}."
+                )));
+            }
+            return Err(SqsError::attribute_name(format!(
+                "Unknown Attribute {name}."
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `RedrivePolicy`: JSON `{"deadLetterTargetArn", "maxReceiveCount"}`,
+/// or empty to remove it (no dead-lettering: `max_deliveries` 0).
+fn redrive_policy(config: &SqsSection, change: &mut Change, text: &str) -> Result<(), SqsError> {
+    if text.is_empty() || text == "{}" {
+        change.settings.insert("max_deliveries".into(), json!(0));
+        change
+            .settings
+            .insert("dead_letter_queue".into(), Value::Null);
+        return Ok(());
+    }
+    let invalid = |why: &str| {
+        SqsError::attribute_value(format!(
+            "Value {text} for parameter RedrivePolicy is invalid. Reason: {why}"
+        ))
+    };
+    let policy: Value = serde_json::from_str(text)
+        .map_err(|_| invalid("Redrive policy is not a valid JSON map."))?;
+    let arn = policy
+        .get("deadLetterTargetArn")
+        .and_then(Value::as_str)
+        .ok_or_else(|| {
+            invalid("Redrive policy does not contain mandatory attribute: deadLetterTargetArn.")
+        })?;
+    let count = match policy.get("maxReceiveCount") {
+        Some(Value::Number(n)) => n.as_u64(),
+        Some(Value::String(s)) => s.parse().ok(),
+        _ => {
+            return Err(invalid(
+                "Redrive policy does not contain mandatory attribute: maxReceiveCount.",
+            ));
+        }
+    };
+    let count = count
+        .filter(|n| (1..=MAX_DELIVERIES_MAX as u64).contains(n))
+        .ok_or_else(|| invalid("Invalid value for maxReceiveCount: must be 1 to 1000."))?;
+    let target = name_of_arn(config, arn).ok_or_else(|| {
+        invalid("Dead letter target does not exist (not a queue ARN of this account and region).")
+    })?;
+    change
+        .settings
+        .insert("max_deliveries".into(), json!(count));
+    change
+        .settings
+        .insert("dead_letter_queue".into(), json!(target.as_str()));
+    change.dead_letter = Some(target);
+    Ok(())
+}
+
+/// Counters shown as `ApproximateNumberOf…`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Counts {
+    /// Visible items and items waiting behind their group's head.
+    pub visible: i64,
+    /// Leased items.
+    pub leased: i64,
+    /// Delayed items.
+    pub delayed: i64,
+}
+
+/// Every attribute of `queue`, as GetQueueAttributes answers `All`.
+pub fn render(
+    config: &SqsSection,
+    defaults: &Defaults,
+    queue: &SqsQueue,
+    counts: Counts,
+) -> BTreeMap<&'static str, String> {
+    let name = queue.keys.name();
+    let record = queue.record();
+    let effective = queue.settings.effective(name, defaults);
+    let mut out = BTreeMap::new();
+    out.insert("QueueArn", arn_of(config, name.as_str()));
+    out.insert(
+        "ApproximateNumberOfMessages",
+        counts.visible.max(0).to_string(),
+    );
+    out.insert(
+        "ApproximateNumberOfMessagesNotVisible",
+        counts.leased.max(0).to_string(),
+    );
+    out.insert(
+        "ApproximateNumberOfMessagesDelayed",
+        counts.delayed.max(0).to_string(),
+    );
+    out.insert("CreatedTimestamp", record.created_s.to_string());
+    out.insert("LastModifiedTimestamp", record.modified_s.to_string());
+    let lease_ms = effective
+        .default_lease_ms
+        .unwrap_or(super::queues::VISIBILITY_TIMEOUT_DEFAULT_S * 1_000);
+    out.insert("VisibilityTimeout", (lease_ms / 1_000).to_string());
+    out.insert(
+        "DelaySeconds",
+        (effective.delivery_delay_ms / 1_000).to_string(),
+    );
+    out.insert(
+        "MaximumMessageSize",
+        record
+            .maximum_message_size
+            .unwrap_or(body_size_max() as u64)
+            .to_string(),
+    );
+    out.insert(
+        "ReceiveMessageWaitTimeSeconds",
+        record.receive_wait_s.to_string(),
+    );
+    out.insert("SqsManagedSseEnabled", "false".into());
+    if let (Some(max), Some(dead)) = (effective.max_deliveries, &effective.dead_letter_queue) {
+        let policy = json!({"deadLetterTargetArn": arn_of(config, dead), "maxReceiveCount": max});
+        out.insert("RedrivePolicy", policy.to_string());
+    }
+    if record.fifo {
+        out.insert("FifoQueue", "true".into());
+        out.insert(
+            "ContentBasedDeduplication",
+            record.content_dedup.to_string(),
+        );
+        out.insert(
+            "DeduplicationScope",
+            if record.dedup_per_group {
+                "messageGroup"
+            } else {
+                "queue"
+            }
+            .into(),
+        );
+        out.insert(
+            "FifoThroughputLimit",
+            if record.throughput_per_group {
+                "perMessageGroupId"
+            } else {
+                "perQueue"
+            }
+            .into(),
+        );
+    }
+    out
+}
+
+/// The settings a queue gets when CreateQueue makes it (SQS's defaults)
+/// for those it has not stored already.
+pub fn creation_defaults(stored: &Stored) -> BTreeMap<String, Value> {
+    let mut defaults = BTreeMap::new();
+    if stored.default_lease_ms.is_none() {
+        defaults.insert(
+            "default_lease_ms".into(),
+            json!(super::queues::VISIBILITY_TIMEOUT_DEFAULT_S * 1_000),
+        );
+    }
+    if stored.max_deliveries.is_none() {
+        // No redrive policy: never dead-lettered.
+        defaults.insert("max_deliveries".into(), json!(0));
+    }
+    defaults
+}

@@ -1,0 +1,289 @@
+//! ReceiveMessage, DeleteMessage(Batch), ChangeMessageVisibility(Batch):
+//! leased pops and settles through the coordinator, the same path as
+//! `POST /v1/queues/{q}/pop?lease_ms=` and `/ack`, `/nack`, `/extend`.
+//!
+//! - ReceiveMessage is `pop_leased` with the visibility timeout as the
+//!   lease (0 s is a lease of 1 ms: visible again at once, the receive
+//!   counted) and `WaitTimeSeconds` as the wait: a contended queue stages
+//!   it in the line like any pop; an empty one long-polls.
+//! - The `ReceiptHandle` is the lease's receipt (32 hex digits, naming
+//!   its queue). DeleteMessage with a stale one succeeds and deletes
+//!   nothing, as SQS documents; a malformed one, or one issued by another
+//!   queue, is `ReceiptHandleIsInvalid`.
+//! - ChangeMessageVisibility extends the lease to the new timeout from
+//!   now; 0 nacks (visible now; out of receives: dead-lettered).
+//! - `ApproximateFirstReceiveTimestamp`: hotq does not store when a
+//!   message was first received; on the first receive it is now, on later
+//!   ones the time the message was sent.
+//! - `ReceiveRequestAttemptId` is accepted and not used: a retried receive
+//!   gets other messages; the first attempt's come back after their
+//!   visibility timeout.
+
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use serde_json::{Map, Value, json};
+
+use super::attributes::{Attributes, md5_hex, md5_of_attributes, select};
+use super::error::SqsError;
+use super::message;
+use super::queues::{self, SqsQueue, VISIBILITY_TIMEOUT_DEFAULT_S};
+use super::send::{batch_entries, failure};
+use super::{Call, int_member, required_string, string_list};
+use crate::envelope::{End, now_ms};
+use crate::item::Item;
+use crate::keys::QueueKind;
+use crate::lease::{LeaseError, Receipt};
+use crate::store::Store;
+
+/// Longest visibility timeout, in seconds (12 hours).
+pub const VISIBILITY_TIMEOUT_MAX_S: i64 = 43_200;
+
+fn lease_ms_of<S: Store>(call: &Call<'_, S>, seconds: i64) -> Result<u64, SqsError> {
+    let ms = (seconds as u64 * 1_000).max(1);
+    let max = call.state.config.leases.lease_max_ms;
+    if ms > max {
+        return Err(SqsError::invalid(format!(
+            "Value {seconds} for parameter VisibilityTimeout is invalid. Reason: this daemon's leases.lease_max_ms is {max}."
+        )));
+    }
+    Ok(ms)
+}
+
+/// ReceiveMessage.
+pub async fn receive_message<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
+    let state = call.state;
+    let queue = queues::load_url(&state.store, call.config(), &call.input).await?;
+    let max = int_member(&call.input, "MaxNumberOfMessages", 1..=10)?.unwrap_or(1) as usize;
+    let lease_ms = match int_member(
+        &call.input,
+        "VisibilityTimeout",
+        0..=VISIBILITY_TIMEOUT_MAX_S,
+    )? {
+        Some(seconds) => lease_ms_of(call, seconds)?,
+        None => match crate::server::settings::default_lease_ms(state, &queue.keys).await? {
+            // A queue with no default lease (used only through /v1): SQS's default.
+            0 => VISIBILITY_TIMEOUT_DEFAULT_S * 1_000,
+            ms => ms,
+        },
+    };
+    let wait_s = match int_member(&call.input, "WaitTimeSeconds", 0..=20)? {
+        Some(seconds) => seconds as u64,
+        None => queue.record().receive_wait_s,
+    };
+    let mut system_names = string_list(&call.input, "AttributeNames")?;
+    system_names.extend(string_list(&call.input, "MessageSystemAttributeNames")?);
+    let attribute_names = string_list(&call.input, "MessageAttributeNames")?;
+    state.note_queue(QueueKind::Fifo, queue.keys.name());
+    let items = state
+        .coordinator
+        .pop_leased(
+            &queue.keys,
+            End::Front,
+            max,
+            Duration::from_secs(wait_s),
+            lease_ms,
+        )
+        .await?;
+    let messages: Vec<Value> = items
+        .iter()
+        .map(|item| render(call, &queue, item, &system_names, &attribute_names))
+        .collect();
+    if messages.is_empty() {
+        return Ok(json!({}));
+    }
+    Ok(json!({"Messages": messages}))
+}
+
+/// One received message in SQS's shape.
+fn render<S: Store>(
+    call: &Call<'_, S>,
+    queue: &SqsQueue,
+    item: &Item,
+    system_names: &[String],
+    attribute_names: &[String],
+) -> Value {
+    let message = message::decode(&item.payload, &item.key);
+    let lease = item
+        .lease
+        .as_ref()
+        .expect("a leased pop's items carry their lease");
+    let mut answer = json!({
+        "MessageId": message.header.id,
+        "ReceiptHandle": lease.receipt.to_string(),
+        "MD5OfBody": md5_hex(message.body.as_bytes()),
+        "Body": message.body,
+    });
+    let system = system_attributes(call, item, &message.header, lease.delivery_count);
+    let wanted = |name: &str| system_names.iter().any(|n| n == "All" || n == name);
+    let picked: Map<String, Value> = system
+        .into_iter()
+        .filter(|(name, _)| wanted(name))
+        .collect();
+    if !picked.is_empty() {
+        answer["Attributes"] = Value::Object(picked);
+    }
+    let attrs: Attributes = select(&message.header.attrs, attribute_names);
+    if let Some(md5) = md5_of_attributes(&attrs) {
+        answer["MD5OfMessageAttributes"] = json!(md5);
+        answer["MessageAttributes"] = serde_json::to_value(attrs).expect("attributes serialize");
+    }
+    let _ = queue;
+    answer
+}
+
+fn system_attributes<S: Store>(
+    call: &Call<'_, S>,
+    item: &Item,
+    header: &message::Header,
+    receives: u32,
+) -> Map<String, Value> {
+    let mut out = Map::new();
+    let mut put = |name: &str, value: String| {
+        out.insert(name.to_string(), Value::String(value));
+    };
+    put("SenderId", call.config().account.clone());
+    put("SentTimestamp", item.enqueued_at_ms.to_string());
+    put("ApproximateReceiveCount", receives.to_string());
+    let first = if receives <= 1 {
+        now_ms()
+    } else {
+        item.enqueued_at_ms
+    };
+    put("ApproximateFirstReceiveTimestamp", first.to_string());
+    if let Some(seq) = &header.seq {
+        put("SequenceNumber", seq.clone());
+    }
+    if let Some(dedup) = &header.dedup {
+        put("MessageDeduplicationId", dedup.clone());
+    }
+    if let Some(group) = &header.group {
+        put("MessageGroupId", group.clone());
+    }
+    if let Some(trace) = header
+        .sys
+        .get("AWSTraceHeader")
+        .and_then(|v| v.string_value.clone())
+    {
+        put("AWSTraceHeader", trace);
+    }
+    if let Some(dead) = &item.dead_letter {
+        put(
+            "DeadLetterQueueSourceArn",
+            queues::arn_of(call.config(), &dead.queue),
+        );
+    }
+    out
+}
+
+/// The receipt a handle names, issued by `queue`.
+fn receipt_of(queue: &SqsQueue, handle: &str) -> Result<Receipt, SqsError> {
+    match Receipt::parse(handle) {
+        Some(receipt) if receipt.names_queue(&queue.keys) => Ok(receipt),
+        _ => Err(SqsError::receipt_invalid(handle)),
+    }
+}
+
+/// Deletes (acks) the message of `handle`; a stale handle deletes nothing.
+async fn delete_one<S: Store>(
+    call: &Call<'_, S>,
+    queue: &SqsQueue,
+    handle: &str,
+) -> Result<(), SqsError> {
+    let receipt = receipt_of(queue, handle)?;
+    match call.state.coordinator.ack(&queue.keys, &receipt).await {
+        Ok(()) | Err(LeaseError::UnknownReceipt | LeaseError::Expired { .. }) => Ok(()),
+        Err(LeaseError::Queue(error)) => Err(error.into()),
+    }
+}
+
+/// Sets the visibility timeout of the message of `handle` to `seconds` from now.
+async fn change_one<S: Store>(
+    call: &Call<'_, S>,
+    queue: &SqsQueue,
+    handle: &str,
+    seconds: i64,
+) -> Result<(), SqsError> {
+    let receipt = receipt_of(queue, handle)?;
+    let coordinator = &call.state.coordinator;
+    let settled = if seconds == 0 {
+        coordinator.nack(&queue.keys, &receipt, 0).await.map(|_| ())
+    } else {
+        let lease_ms = lease_ms_of(call, seconds)?;
+        coordinator
+            .extend(&queue.keys, &receipt, lease_ms)
+            .await
+            .map(|_| ())
+    };
+    match settled {
+        Ok(()) => Ok(()),
+        Err(LeaseError::UnknownReceipt) => Err(SqsError::invalid(format!(
+            "Value {handle} for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not available for visibility timeout change."
+        ))),
+        Err(LeaseError::Expired { .. }) => Err(SqsError::not_inflight()),
+        Err(LeaseError::Queue(error)) => Err(error.into()),
+    }
+}
+
+/// DeleteMessage.
+pub async fn delete_message<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
+    let queue = queues::load_url(&call.state.store, call.config(), &call.input).await?;
+    delete_one(call, &queue, required_string(&call.input, "ReceiptHandle")?).await?;
+    Ok(json!({}))
+}
+
+/// ChangeMessageVisibility.
+pub async fn change_visibility<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
+    let queue = queues::load_url(&call.state.store, call.config(), &call.input).await?;
+    let handle = required_string(&call.input, "ReceiptHandle")?;
+    let seconds = int_member(
+        &call.input,
+        "VisibilityTimeout",
+        0..=VISIBILITY_TIMEOUT_MAX_S,
+    )?
+    .ok_or_else(|| SqsError::missing("VisibilityTimeout"))?;
+    change_one(call, &queue, handle, seconds).await?;
+    Ok(json!({}))
+}
+
+/// The batch answer of per-entry outcomes.
+fn batch_answer(entries: &[Value], outcomes: Vec<Result<(), SqsError>>) -> Value {
+    let (mut successful, mut failed) = (Vec::new(), Vec::new());
+    for (entry, outcome) in entries.iter().zip(outcomes) {
+        let id = entry["Id"].as_str().unwrap_or_default();
+        match outcome {
+            Ok(()) => successful.push(json!({"Id": id})),
+            Err(error) => failed.push(failure(id, &error)),
+        }
+    }
+    json!({"Successful": successful, "Failed": failed})
+}
+
+/// DeleteMessageBatch: the entries' acks share settle commits.
+pub async fn delete_message_batch<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
+    let queue = queues::load_url(&call.state.store, call.config(), &call.input).await?;
+    let entries = batch_entries(&call.input)?;
+    let outcomes = join_all(entries.iter().map(|entry| {
+        let queue = &queue;
+        async move { delete_one(call, queue, required_string(entry, "ReceiptHandle")?).await }
+    }))
+    .await;
+    Ok(batch_answer(entries, outcomes))
+}
+
+/// ChangeMessageVisibilityBatch.
+pub async fn change_visibility_batch<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
+    let queue = queues::load_url(&call.state.store, call.config(), &call.input).await?;
+    let entries = batch_entries(&call.input)?;
+    let outcomes = join_all(entries.iter().map(|entry| {
+        let queue = &queue;
+        async move {
+            let handle = required_string(entry, "ReceiptHandle")?;
+            let seconds = int_member(entry, "VisibilityTimeout", 0..=VISIBILITY_TIMEOUT_MAX_S)?
+                .ok_or_else(|| SqsError::missing("VisibilityTimeout"))?;
+            change_one(call, queue, handle, seconds).await
+        }
+    }))
+    .await;
+    Ok(batch_answer(entries, outcomes))
+}
