@@ -405,6 +405,8 @@ pub struct QueueSummary {
     pub waiting: i64,
     /// Age of the oldest visible item (see [`crate::oldest`]).
     pub oldest_item_age_ms: Option<u64>,
+    /// The queue is paused (see [`crate::queue_settings::paused_in`]).
+    pub paused: bool,
     /// A dead-letter queue (see [`crate::dead_letters`]).
     pub dead_letter: bool,
 }
@@ -461,7 +463,9 @@ async fn summary<T: Transaction>(txn: &T, keys: QueueKeys) -> Result<QueueSummar
     let grouped = counter(txn.get(&keys.grouped_count(), true).await?);
     let waiting = counter(txn.get(&keys.waiting(), true).await?);
     let oldest_item_age_ms = crate::oldest::oldest_item_age_ms_in(txn, &keys).await?;
+    let paused = crate::queue_settings::read_in(txn, &keys).await?.paused == Some(true);
     Ok(QueueSummary {
+        paused,
         kind: keys.kind(),
         name: keys.name().clone(),
         depth,

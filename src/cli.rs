@@ -16,7 +16,8 @@
 //! | 2 | usage: unknown command, flag or value |
 //! | 3 | empty: nothing to pop or peek within the wait |
 //!
-//! - [`admin`]: `queues`, `purge`, `delete`, `leases`, `settings`.
+//! - [`admin`]: `queues`, `purge`, `delete`, `leases`, `settings`, `pause`,
+//!   `resume`.
 //! - [`http`]: requests to the daemon, its answers, its errors.
 //! - [`pq`]: `hotq pq ...`, priority queues.
 //! - [`print`]: the text for people.
@@ -86,7 +87,7 @@ pub enum Command {
     /// Priority queues.
     #[command(subcommand)]
     Pq(pq::PqCommand),
-    /// Administration: queues, purge, delete, leases, settings.
+    /// Administration: queues, purge, delete, leases, settings, pause, resume.
     #[command(flatten)]
     Admin(admin::AdminCommand),
     /// Measure pops under contention (see `hotq bench --help`).

@@ -149,6 +149,18 @@ pub async fn state_in<T: Transaction>(
     Ok(value.map(|v| decode_state(&v).unwrap_or(State::Head)))
 }
 
+/// The state stored as `value` under a group's state key (a malformed one
+/// reads as a head, as in [`state_in`]); for listings.
+pub fn state_of_value(value: &[u8]) -> State {
+    decode_state(value).unwrap_or(State::Head)
+}
+
+/// The envelope of the waiting item stored as `value` under a key of
+/// `QueueKeys::grouped_item`; for listings.
+pub fn waiting_item_of_value(value: &[u8]) -> Option<ItemValue> {
+    decode_pending(value).map(|(_, item)| item)
+}
+
 /// A waiting item's value: `1, visible_at_ms, item envelope`.
 fn encode_pending(visible_at_ms: u64, envelope: &[u8]) -> Vec<u8> {
     let mut value = Vec::with_capacity(9 + envelope.len());

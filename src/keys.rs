@@ -425,6 +425,15 @@ impl QueueKeys {
         self.0.groups.range()
     }
 
+    /// The group whose state key (see [`Self::group`]) is `key`.
+    pub fn group_of(&self, key: &[u8]) -> Option<String> {
+        self.0
+            .groups
+            .unpack::<(String,)>(key)
+            .ok()
+            .map(|(group,)| group)
+    }
+
     /// The key of an item of `group` waiting behind the group's head, at
     /// its push `index` with tie-breaker `random`.
     pub fn grouped_item(&self, group: &str, index: u64, random: &[u8]) -> Vec<u8> {

@@ -24,6 +24,7 @@
 //! - [`metrics`]: Prometheus metric names, descriptions, label caps.
 //! - [`config`]: the daemon's configuration (file, environment, flags).
 //! - [`server`]: the daemon: HTTP API, exporter, sampler, graceful shutdown.
+//! - [`console`]: the web console at `/ui`, and the API calls it added.
 //! - [`sqs`]: the Amazon SQS API (AWS JSON 1.0) over the same queues.
 //! - [`cli`]: the `hotq` command line (daemon, client, bench); the binary
 //!   in `main.rs` only calls it.
@@ -35,6 +36,7 @@ pub mod admin;
 pub mod bench;
 pub mod cli;
 pub mod config;
+pub mod console;
 pub mod coordinator;
 pub mod dead_letters;
 pub mod dedup;

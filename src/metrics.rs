@@ -61,6 +61,8 @@ pub const REQUESTS_EXPIRED: &str = "hotq_requests_expired_total";
 pub const RESULTS_REAPED: &str = "hotq_results_reaped_total";
 /// Items held under a lease, by queue (sampled).
 pub const LEASED_ITEMS: &str = "hotq_leased_items";
+/// Gauge: 1 while the queue is paused (takes pushes, hands nothing out), else 0.
+pub const QUEUE_PAUSED: &str = "hotq_queue_paused";
 /// Delayed items not yet visible, by queue (sampled).
 pub const DELAYED_ITEMS: &str = "hotq_delayed_items";
 /// Leases acked, by queue.
@@ -374,6 +376,7 @@ pub fn register_queue(kind: QueueKind, queue: &QueueName) {
 
 /// Counts `count` items of queue `keys` pushed (their commit returned).
 pub fn pushed(keys: &crate::keys::QueueKeys, count: usize) {
+    crate::console::traffic::pushed(keys.kind(), keys.name().as_str(), count as u64);
     metrics::counter!(PUSHED, "queue" => queue_label(keys.name().as_str()), "kind" => kind_label(keys.kind()))
         .increment(count as u64);
 }
@@ -432,6 +435,7 @@ pub fn operation(queue: &str, op: &'static str, outcome: &'static str) {
 
 /// Counts `n` items delivered from `queue` by `path` (`direct`, `staged`).
 pub fn pops(kind: QueueKind, queue: &QueueName, path: &'static str, n: u64) {
+    crate::console::traffic::popped(kind, queue.as_str(), n);
     let kind = kind_label(kind);
     handles::count_queue(queue.as_str(), (POPS, kind, path, ""), n, |queue| {
         let counter =

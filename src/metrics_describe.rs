@@ -100,6 +100,11 @@ pub(super) fn describe() {
         "Items delivered under a lease and not yet acked, nacked or expired (sampled)."
     );
     describe_gauge!(
+        QUEUE_PAUSED,
+        Unit::Count,
+        "1 while the queue is paused: it takes pushes and hands nothing out (sampled)."
+    );
+    describe_gauge!(
         DELAYED_ITEMS,
         Unit::Count,
         "Items pushed or nacked with a delay, not yet visible (sampled)."

@@ -238,6 +238,12 @@ impl<S: Store> PriorityQueue<S> {
     /// into requests, are [`crate::coordinator::Coordinator::pop`].)
     async fn pop_end(&self, end: End) -> Result<Option<Item>, QueueError> {
         let popped = transact(&self.store, self.retry, |txn| async move {
+            if crate::queue_settings::paused_in(&txn, &self.keys)
+                .await
+                .map_err(corrupt_as_store)?
+            {
+                return Ok(None);
+            }
             let Some(item) = self
                 .end_item(&txn, end, false)
                 .await

@@ -132,6 +132,9 @@ impl<S: Store> Queue<S> {
     /// successor is released in the same commit; see [`crate::groups`].)
     pub async fn try_pop_direct(&self) -> Result<DirectPop, QueueError> {
         let txn = self.store.begin()?;
+        if crate::queue_settings::paused_in(&txn, &self.keys).await? {
+            return Ok(DirectPop::Empty);
+        }
         let Some(item) = self.first_item(&txn, false).await? else {
             return Ok(DirectPop::Empty);
         };
@@ -152,6 +155,12 @@ impl<S: Store> Queue<S> {
     /// conflicts into requests, is built on [`Self::try_pop_direct`].)
     pub async fn pop(&self) -> Result<Option<Item>, QueueError> {
         let popped = transact(&self.store, self.retry, |txn| async move {
+            if crate::queue_settings::paused_in(&txn, &self.keys)
+                .await
+                .map_err(corrupt_as_store)?
+            {
+                return Ok(None);
+            }
             let Some(item) = self
                 .first_item(&txn, false)
                 .await

@@ -1,7 +1,8 @@
 //! Per-queue settings kept in the store (`meta/("settings",)` of the queue,
 //! see [`QueueKeys::settings`]), so every daemon on one store applies the
 //! same: max deliveries, default lease, dead-letter target, dedup window,
-//! delivery delay. The TOML configuration holds the defaults
+//! delivery delay, and whether the queue is paused. The TOML configuration
+//! holds the defaults
 //! ([`Defaults`]); a stored value overrides its default for one queue.
 //!
 //! There is no cache: every transaction that needs a setting reads the
@@ -49,6 +50,9 @@ pub struct Stored {
     /// The delay of a push that names no `delay_ms`, in ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivery_delay_ms: Option<u64>,
+    /// True: the queue takes pushes but hands nothing out (see [`paused_in`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<bool>,
 }
 
 /// The defaults (from the TOML configuration) and the bounds a `PUT` is
@@ -98,6 +102,8 @@ pub struct Effective {
     pub dedup_window_ms: u64,
     /// Delay of a push that names none.
     pub delivery_delay_ms: u64,
+    /// True: the queue takes pushes but hands nothing out.
+    pub paused: bool,
 }
 
 impl Stored {
@@ -120,6 +126,7 @@ impl Stored {
             dead_letter_queue,
             dedup_window_ms: self.dedup_window_ms.unwrap_or(defaults.dedup_window_ms),
             delivery_delay_ms: self.delivery_delay_ms.unwrap_or(defaults.delivery_delay_ms),
+            paused: self.paused == Some(true),
         }
     }
 
@@ -190,6 +197,12 @@ pub fn apply_change(
             "default_lease_ms" => next.default_lease_ms = number(defaults.lease_max_ms, 1)?,
             "dedup_window_ms" => next.dedup_window_ms = number(DEDUP_WINDOW_MS_MAX, 1)?,
             "delivery_delay_ms" => next.delivery_delay_ms = number(defaults.delay_max_ms, 0)?,
+            "paused" => match value {
+                // Not paused is the default: stored as nothing.
+                Value::Null | Value::Bool(false) => next.paused = None,
+                Value::Bool(true) => next.paused = Some(true),
+                other => return bad(key, format!("must be true, false or null, got {other}")),
+            },
             "dead_letter_queue" => match value {
                 Value::Null => next.dead_letter_queue = None,
                 Value::String(target) => {
@@ -207,7 +220,7 @@ pub fn apply_change(
             other => {
                 return Err(InvalidSettings(format!(
                     "unknown setting {other:?} (known: max_deliveries, default_lease_ms, \
-                     dead_letter_queue, dedup_window_ms, delivery_delay_ms)"
+                     dead_letter_queue, dedup_window_ms, delivery_delay_ms, paused)"
                 )));
             }
         }
@@ -222,6 +235,22 @@ pub async fn read_in<T: Transaction>(txn: &T, keys: &QueueKeys) -> Result<Stored
     match txn.get(&key, true).await? {
         None => Ok(Stored::default()),
         Some(value) => serde_json::from_slice(&value).map_err(|_| QueueError::Corrupt { key }),
+    }
+}
+
+/// Whether the queue of `keys` is paused, read in `txn` **without**
+/// snapshot: every transaction that hands items out (a direct pop, a
+/// fulfillment round) reads it, so a pause or resume committed while it
+/// runs conflicts with it and it retries. A paused queue hands nothing
+/// out from the pause's commit on; pushes, settles (ack, nack, extend,
+/// expiry) and the timer's reveals go on, since none of them hands out.
+pub async fn paused_in<T: Transaction>(txn: &T, keys: &QueueKeys) -> Result<bool, QueueError> {
+    let key = keys.settings();
+    match txn.get(&key, false).await? {
+        None => Ok(false),
+        Some(value) => serde_json::from_slice::<Stored>(&value)
+            .map(|stored| stored.paused == Some(true))
+            .map_err(|_| QueueError::Corrupt { key }),
     }
 }
 
@@ -272,6 +301,12 @@ pub async fn update_in<T: Transaction>(
         stored.dead_letter_queue.as_deref(),
         next.dead_letter_queue.as_deref(),
     )?;
+    if next.paused != stored.paused {
+        // Fulfillers of a paused queue's waiting pops watch its wake key
+        // (see `staging::fulfill`): a resume serves them at once, on every
+        // daemon.
+        txn.atomic_add(&keys.wake(), 1)?;
+    }
     if next == Stored::default() {
         txn.clear(&key)?;
     } else {

@@ -1,4 +1,5 @@
-//! `hotq queues|purge|delete|leases|settings --json` against the real daemon.
+//! `hotq queues|purge|delete|leases|settings|pause|resume --json`, and
+//! `pause`/`resume`'s text, against the real daemon.
 
 mod common;
 
@@ -58,4 +59,65 @@ async fn admin_subcommands_print_the_daemons_answers() {
     let (_, queues) = hotq(url, &["queues"]).await;
     assert_eq!(queues["queues"], serde_json::json!([]));
     daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_and_resume_change_what_the_queue_hands_out() {
+    let daemon = Daemon::start(|_| {}).await;
+    let url = daemon.url.as_str();
+    let (code, _) = hotq(url, &["push", "cli-p", "a"]).await;
+    assert_eq!(code, 0);
+    let (code, paused) = hotq(url, &["pause", "cli-p"]).await;
+    assert_eq!(code, 0);
+    assert_eq!(
+        paused,
+        serde_json::json!({"queue": "cli-p", "paused": true})
+    );
+    let (_, queues) = hotq(url, &["queues"]).await;
+    assert_eq!(queues["queues"][0]["paused"], true);
+    let (_, stats) = hotq(url, &["stats", "cli-p"]).await;
+    assert_eq!(stats["paused"], true);
+    // Paused: nothing handed out, so `pop` exits 3 (empty).
+    let (code, _) = hotq(url, &["pop", "cli-p"]).await;
+    assert_eq!(code, 3);
+    let (code, resumed) = hotq(url, &["resume", "cli-p"]).await;
+    assert_eq!(code, 0);
+    assert_eq!(resumed["paused"], false);
+    let (code, popped) = hotq(url, &["pop", "cli-p"]).await;
+    assert_eq!(code, 0, "{popped}");
+
+    // Priority queues: `hotq pq pause|resume`, text by default.
+    let (code, _) = hotq(url, &["pq", "push", "cli-pq", "--priority", "1", "x"]).await;
+    assert_eq!(code, 0);
+    assert_eq!(
+        text(url, &["pq", "pause", "cli-pq"]).await,
+        (0, "paused cli-pq\n".into())
+    );
+    let (code, _) = hotq(url, &["pq", "pop", "cli-pq", "--end", "min"]).await;
+    assert_eq!(code, 3);
+    let settings = text(url, &["pq", "settings", "cli-pq"]).await.1;
+    let line = settings.lines().find(|line| line.starts_with("paused "));
+    let words: Vec<&str> = line.unwrap_or_default().split_whitespace().collect();
+    assert_eq!(words, ["paused", "true", "(set)"], "{settings}");
+    assert_eq!(
+        text(url, &["pq", "resume", "cli-pq"]).await,
+        (0, "resumed cli-pq\n".into())
+    );
+    let (code, _) = hotq(url, &["pq", "pop", "cli-pq", "--end", "min"]).await;
+    assert_eq!(code, 0);
+    // An invalid name is the daemon's 400: exit 1, nothing on stdout.
+    assert_eq!(text(url, &["pause", "bad name"]).await, (1, String::new()));
+    daemon.stop().await;
+}
+
+/// Runs `hotq args...` without `--json`: its exit code and stdout.
+async fn text(url: &str, args: &[&str]) -> (i32, String) {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_hotq"))
+        .args(args)
+        .env("HOTQ_URL", url)
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    (output.status.code().unwrap(), stdout)
 }

@@ -1,12 +1,14 @@
-//! `hotq queues`, `purge`, `delete`, `leases`, `settings`: administration
-//! of a running daemon over HTTP (see `crate::server::admin`), for FIFO
-//! queues here and for priority queues under `hotq pq`.
+//! `hotq queues`, `purge`, `delete`, `leases`, `settings`, `pause`,
+//! `resume`: administration of a running daemon over HTTP (see
+//! `crate::server::admin`, `crate::console::api`), for FIFO queues here
+//! and for priority queues under `hotq pq`.
 
 use clap::{Args, Subcommand};
 
 use super::http::{emit, queue_path, segment};
 use super::queue::{QueueArgs, query};
 use super::{ClientArgs, EXIT_OK, print};
+use crate::console::api::PauseAnswer;
 use crate::keys::QueueKind;
 use crate::server::admin::{DeleteAnswer, LeaseList, PurgeAnswer, QueueList};
 use crate::server::settings::SettingsAnswer;
@@ -27,6 +29,13 @@ pub enum AdminCommand {
     Leases(LeasesArgs),
     /// Show a FIFO queue's settings, or change them with `--set`.
     Settings(SettingsArgs),
+    /// Pause a FIFO queue, for every daemon on the store: it takes pushes
+    /// and hands nothing out (pops wait or answer empty); leases still
+    /// settle. Prints `paused QUEUE`.
+    Pause(QueueArgs),
+    /// Resume a paused FIFO queue: pops waiting on it are served at once.
+    /// Prints `resumed QUEUE`.
+    Resume(QueueArgs),
 }
 
 /// `hotq queues`.
@@ -85,6 +94,8 @@ pub async fn run(command: AdminCommand) -> Result<u8, String> {
         AdminCommand::Delete(args) => delete(kind, args).await,
         AdminCommand::Leases(args) => leases(kind, args).await,
         AdminCommand::Settings(args) => settings(kind, args).await,
+        AdminCommand::Pause(args) => set_paused(kind, args, true).await,
+        AdminCommand::Resume(args) => set_paused(kind, args, false).await,
     }
 }
 
@@ -165,6 +176,18 @@ pub async fn settings(kind: QueueKind, args: SettingsArgs) -> Result<u8, String>
         body,
         |answer: &SettingsAnswer| print::settings(answer),
     )
+    .await?;
+    Ok(EXIT_OK)
+}
+
+/// `hotq pause|resume`, `hotq pq pause|resume`.
+pub async fn set_paused(kind: QueueKind, args: QueueArgs, paused: bool) -> Result<u8, String> {
+    let verb = if paused { "pause" } else { "resume" };
+    let path = format!("{}/{verb}", queue_path(kind, &args.queue));
+    let method = reqwest::Method::POST;
+    emit(&args.client, method, &path, None, |answer: &PauseAnswer| {
+        print::paused(answer)
+    })
     .await?;
     Ok(EXIT_OK)
 }

@@ -1,6 +1,6 @@
 //! `hotq pq ...`: priority queues, with every command a FIFO queue has
 //! (pops lease with `--lease-ms`; ack, nack, extend; leases, purge,
-//! delete, settings), sharing the FIFO commands' arguments and output.
+//! delete, settings, pause, resume), sharing the FIFO commands' arguments and output.
 
 use clap::{Args, Subcommand};
 
@@ -39,6 +39,10 @@ pub enum PqCommand {
     Delete(QueueArgs),
     /// Show a priority queue's settings, or change them with `--set`.
     Settings(SettingsArgs),
+    /// Pause a priority queue, as `hotq pause` a FIFO queue.
+    Pause(QueueArgs),
+    /// Resume a paused priority queue, as `hotq resume` a FIFO queue.
+    Resume(QueueArgs),
 }
 
 /// `hotq pq push`.
@@ -122,6 +126,8 @@ pub async fn run(command: PqCommand) -> Result<u8, String> {
         PqCommand::Purge(args) => super::admin::purge(kind, args).await,
         PqCommand::Delete(args) => super::admin::delete(kind, args).await,
         PqCommand::Settings(args) => super::admin::settings(kind, args).await,
+        PqCommand::Pause(args) => super::admin::set_paused(kind, args, true).await,
+        PqCommand::Resume(args) => super::admin::set_paused(kind, args, false).await,
     }
 }
 

@@ -4,6 +4,7 @@
 //! tests and `docs/cli.md` check them without a daemon; `--json` prints
 //! the daemon's JSON instead (see [`super::http::emit`]).
 
+use crate::console::api::PauseAnswer;
 use crate::server::admin::{DeleteAnswer, LeaseList, PurgeAnswer, QueueList};
 use crate::server::items::{AckBatchAnswer, PushAnswer, QueueStats, RedriveAnswer};
 use crate::server::leases::{ExtendAnswer, NackAnswer, NackOutcome};
@@ -59,6 +60,7 @@ pub fn stats(stats: &QueueStats) -> String {
         ("delayed", stats.delayed.to_string()),
         ("oldest", ms(stats.oldest_item_age_ms)),
         ("dead_letter", stats.dead_letter.to_string()),
+        ("paused", stats.paused.to_string()),
     ])
 }
 
@@ -108,6 +110,12 @@ pub fn extended(answer: &ExtendAnswer) -> String {
     format!("lease expires at {} ms\n", answer.lease_expires_at_ms)
 }
 
+/// `hotq pause`, `hotq resume` (and `hotq pq ...`).
+pub fn paused(answer: &PauseAnswer) -> String {
+    let verb = if answer.paused { "paused" } else { "resumed" };
+    format!("{verb} {}\n", answer.queue)
+}
+
 /// `hotq redrive`.
 pub fn redriven(answer: &RedriveAnswer) -> String {
     format!("redriven {}\n", answer.redriven)
@@ -153,6 +161,7 @@ pub fn queues(list: &QueueList) -> String {
                 q.waiting.to_string(),
                 ms(q.oldest_item_age_ms),
                 if q.dead_letter { "yes" } else { "no" }.to_string(),
+                if q.paused { "yes" } else { "no" }.to_string(),
             ]
         })
         .collect();
@@ -165,6 +174,7 @@ pub fn queues(list: &QueueList) -> String {
         "WAITING",
         "OLDEST",
         "DEAD_LETTER",
+        "PAUSED",
     ];
     let mut text = table(&header, &rows);
     if let Some(next) = &list.next {
@@ -240,6 +250,11 @@ pub fn settings(answer: &SettingsAnswer) -> String {
             "delivery_delay_ms",
             effective.delivery_delay_ms.to_string(),
             stored.delivery_delay_ms.is_some(),
+        ),
+        (
+            "paused",
+            effective.paused.to_string(),
+            stored.paused.is_some(),
         ),
     ];
     let mut lines = vec![("queue", answer.queue.clone())];

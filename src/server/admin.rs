@@ -94,6 +94,7 @@ pub async fn list<S: Store>(
                     grouped: queue.grouped,
                     waiting: queue.waiting + memory as i64,
                     oldest_item_age_ms: queue.oldest_item_age_ms,
+                    paused: queue.paused,
                     dead_letter: queue.dead_letter,
                 }
             })

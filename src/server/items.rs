@@ -165,6 +165,8 @@ pub struct QueueStats {
     /// of its first 256 priority levels.
     #[schema(required = true)]
     pub oldest_item_age_ms: Option<u64>,
+    /// True while the queue is paused: it takes pushes, hands nothing out.
+    pub paused: bool,
     /// True for a dead-letter queue: its name ends in `.dead`, or some
     /// queue names it as its `dead_letter_queue` (redrive takes it).
     pub dead_letter: bool,

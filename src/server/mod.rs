@@ -154,7 +154,10 @@ impl std::error::Error for ServeError {}
 /// The API router over `state`.
 pub fn router<S: Store>(state: Arc<AppState<S>>) -> Router {
     let api = Router::new()
-        .route("/v1/queues/{queue}/items", post(push::push_one::<S>))
+        .route(
+            "/v1/queues/{queue}/items",
+            post(push::push_one::<S>).get(crate::console::api::list_items::<S>),
+        )
         .route(
             "/v1/queues/{queue}/items:batch",
             post(push::push_batch::<S>),
@@ -180,7 +183,10 @@ pub fn router<S: Store>(state: Arc<AppState<S>>) -> Router {
             "/v1/queues/{queue}/settings",
             get(settings::get::<S>).put(settings::put::<S>),
         )
-        .route("/v1/pqueues/{queue}/items", post(pqueue::push::<S>))
+        .route(
+            "/v1/pqueues/{queue}/items",
+            post(pqueue::push::<S>).get(crate::console::api::pq_list_items::<S>),
+        )
         .route("/v1/pqueues/{queue}/pop", post(pqueue::pop::<S>))
         .route("/v1/pqueues/{queue}/peek", get(pqueue::peek::<S>))
         .route(
@@ -205,6 +211,7 @@ pub fn router<S: Store>(state: Arc<AppState<S>>) -> Router {
             "/v1/pqueues/{queue}/extend/{receipt}",
             post(pqueue_leases::extend::<S>),
         )
+        .merge(crate::console::api_routes::<S>())
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             gate::<S>,
@@ -218,6 +225,7 @@ pub fn router<S: Store>(state: Arc<AppState<S>>) -> Router {
         root = root.route("/", post(crate::sqs::handle::<S>));
     }
     root.merge(api)
+        .merge(crate::console::ui_routes::<S>())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(state.config.body_max_bytes))

@@ -69,6 +69,18 @@ use crate::store::Store;
         pqueue_leases::ack,
         pqueue_leases::nack,
         pqueue_leases::extend,
+        crate::console::api::list_items,
+        crate::console::api::pq_list_items,
+        crate::console::api::delete_item,
+        crate::console::api::pq_delete_item,
+        crate::console::api::list_groups,
+        crate::console::api::pause,
+        crate::console::api::resume,
+        crate::console::api::pq_pause,
+        crate::console::api::pq_resume,
+        crate::console::api::traffic,
+        crate::console::assets::page,
+        crate::console::assets::asset,
         crate::sqs::handle,
     ),
     components(schemas(
@@ -94,6 +106,14 @@ use crate::store::Store;
         SettingsAnswer,
         Effective,
         Stored,
+        crate::console::api::ItemInfo,
+        crate::console::api::ItemList,
+        crate::console::api::ItemDeleted,
+        crate::console::api::GroupInfo,
+        crate::console::api::GroupList,
+        crate::console::api::PauseAnswer,
+        crate::console::api::Traffic,
+        crate::console::traffic::Counts,
     )),
     modifiers(&BearerToken),
     security((), ("bearer" = [])),
@@ -103,6 +123,7 @@ use crate::store::Store;
         (name = "priority", description = "Priority queues, and the leases of their pops"),
         (name = "admin", description = "Administration: list, purge, delete queues; leases in flight; queue settings"),
         (name = "daemon", description = "The daemon itself"),
+        (name = "console", description = "The web console's page and files (no token: they hold no data)"),
         (name = "sqs", description = "The Amazon SQS API (AWS JSON 1.0) over the same queues; see docs/sqs.md"),
     )
 )]
@@ -126,6 +147,11 @@ impl Modify for BearerToken {
 /// with the contract it enforces (see [`super::openapi_contract`]).
 pub fn spec_for(config: &crate::config::Config) -> String {
     let mut spec = serde_json::to_value(ApiDoc::openapi()).expect("the spec serializes");
+    if !config.sqs.enabled {
+        // Not served (see `super::router`), so not in this daemon's spec.
+        let paths = spec["paths"].as_object_mut().expect("the spec has paths");
+        paths.remove("/");
+    }
     super::openapi_contract::apply(&mut spec, &super::openapi_contract::Limits::of(config));
     serde_json::to_string_pretty(&spec).expect("the spec serializes")
 }

@@ -14,6 +14,9 @@ use serde_json::{Map, Value, json};
 
 use crate::admin::{LEASES_LIMIT_MAX, LIST_LIMIT_MAX};
 use crate::config::Config;
+use crate::console::api::TRAFFIC_QUEUES_MAX;
+use crate::console::assets::ASSETS;
+use crate::console::browse::{GROUPS_LIMIT_MAX, ITEM_ID_HEX_LEN_MAX, ITEMS_LIMIT_MAX};
 use crate::dedup::DEDUP_ID_LEN_MAX;
 use crate::envelope::PAYLOAD_SIZE_MAX;
 use crate::groups::GROUP_KEY_LEN_MAX;
@@ -54,6 +57,29 @@ pub fn queue_name_schema() -> Value {
         "minLength": 1,
         "maxLength": QUEUE_NAME_LEN_MAX + DEAD_LETTER_SUFFIX.len(),
         "pattern": format!("^[A-Za-z0-9_-][A-Za-z0-9._-]{{0,{rest}}}(\\.dead)?$"),
+    })
+}
+
+/// An item id of the console's listings (see `crate::console::browse`):
+/// hex of 1 to `ITEM_ID_HEX_LEN_MAX / 2` bytes.
+fn item_id_schema() -> Value {
+    let bytes_max = ITEM_ID_HEX_LEN_MAX / 2;
+    json!({"type": "string", "pattern": format!("^(?:[0-9A-Fa-f]{{2}}){{1,{bytes_max}}}$")})
+}
+
+/// `GET /v1/traffic`'s `queues`: 1 to `TRAFFIC_QUEUES_MAX` queue names,
+/// comma-separated.
+fn queue_names_schema() -> Value {
+    let name = queue_name_schema();
+    let one = name["pattern"].as_str().expect("a pattern");
+    let one = &one[1..one.len() - 1];
+    let more = TRAFFIC_QUEUES_MAX - 1;
+    let name_max = name["maxLength"].as_u64().expect("a length") as usize;
+    json!({
+        "type": "string",
+        "minLength": 1,
+        "maxLength": TRAFFIC_QUEUES_MAX * (name_max + 1) - 1,
+        "pattern": format!("^{one}(?:,{one}){{0,{more}}}$"),
     })
 }
 
@@ -105,8 +131,15 @@ fn parameter_schema(path: &str, name: &str, limits: &Limits) -> Option<Value> {
         "lease_ms" => integer(1, limits.lease_max_ms),
         "delay_ms" => integer(0, limits.delay_max_ms),
         "limit" if path.ends_with("/leases") => integer(1, LEASES_LIMIT_MAX as u64),
+        "limit" if path.ends_with("/items") => integer(1, ITEMS_LIMIT_MAX as u64),
+        "limit" if path.ends_with("/groups") => integer(1, GROUPS_LIMIT_MAX as u64),
         "limit" => integer(1, LIST_LIMIT_MAX as u64),
         "after" if path.ends_with("/leases") => receipt_schema(),
+        "after" if path.ends_with("/items") => item_id_schema(),
+        "after" if path.ends_with("/groups") => group_schema(),
+        "id" => item_id_schema(),
+        "queues" => queue_names_schema(),
+        "asset" => json!({"type": "string", "enum": ASSETS}),
         "after" => queue_name_schema(),
         "kind" => json!({"type": "string", "enum": ["fifo", "priority"]}),
         "end" => json!({"type": "string", "enum": ["min", "max"]}),
@@ -199,11 +232,13 @@ fn settings_schema(limits: &Limits) -> Value {
         "type": "object",
         "additionalProperties": false,
         "properties": {
-            "max_deliveries": nullable(integer(1, MAX_DELIVERIES_MAX as u64)),
+            // 0: no limit (SQS's maxReceiveCount unset).
+            "max_deliveries": nullable(integer(0, MAX_DELIVERIES_MAX as u64)),
             "default_lease_ms": nullable(integer(1, limits.lease_max_ms)),
             "dead_letter_queue": nullable(queue_name_schema()),
             "dedup_window_ms": nullable(integer(1, DEDUP_WINDOW_MS_MAX)),
             "delivery_delay_ms": nullable(integer(0, limits.delay_max_ms)),
+            "paused": nullable(json!({"type": "boolean"})),
         },
         "description": "Settings to change; null returns one to the default; keys not named \
             are kept. A queue cannot be its own dead_letter_queue (400 invalid_settings).",
@@ -268,8 +303,9 @@ pub fn apply(spec: &mut Value, limits: &Limits) {
     let paths = spec["paths"].as_object_mut().expect("the spec has paths");
     for (path, item) in paths.iter_mut() {
         if path == "/" {
-            // The SQS API: its contract is Amazon's (see `crate::sqs`),
-            // stated by its own annotation.
+            // The SQS API: one operation whose contract is SQS's own (the
+            // action in X-Amz-Target, its input as the AWS reference gives
+            // it, SQS's error shape); see docs/sqs.md and tests/sqs*.
             continue;
         }
         let item = item.as_object_mut().expect("a path item is an object");
@@ -279,7 +315,7 @@ pub fn apply(spec: &mut Value, limits: &Limits) {
             };
             apply_parameters(path, operation, limits);
             apply_body(path, operation, limits);
-            if path.starts_with("/v1/queues") || path.starts_with("/v1/pqueues") {
+            if path.starts_with("/v1/") && path != "/v1/openapi.json" {
                 apply_statuses(operation);
             }
         }

@@ -1,7 +1,7 @@
-//! Samples depth, waiting requests, leased and delayed items and
-//! oldest-item age of queues, at a fixed interval and for a bounded number
-//! of queues per pass, so a scrape never scans a queue and the sampler's
-//! cost does not grow with the number of queues. Each pass takes, within
+//! Samples depth, waiting requests, leased and delayed items, oldest-item
+//! age and the dead-letter and paused flags of queues, at a fixed interval
+//! and for a bounded number of queues per pass, so a scrape never scans a
+//! queue and the sampler's cost does not grow with the number of queues. Each pass takes, within
 //! `metrics_sample_queues_max`:
 //! - the queues the timer just changed (revealed, redelivered: their
 //!   gauges follow at once);
@@ -26,13 +26,14 @@ use super::fifo::queue_stats;
 use crate::keys::{QueueKeys, QueueKind, QueueName, queue_of_key, queues_root_range};
 use crate::metrics::{
     DELAYED_ITEMS, LEASED_ITEMS, OLDEST_ITEM_AGE, OVERFLOW_QUEUE_LABEL, QUEUE_DEAD_LETTER,
-    QUEUE_DEPTH, REQUESTS_WAITING, kind_label, queue_label,
+    QUEUE_DEPTH, QUEUE_PAUSED, REQUESTS_WAITING, kind_label, queue_label,
 };
 use crate::store::{RangeRead, Store, Transaction};
 
 /// Gauges of one queue or label: depth, waiting, oldest age (s), leased,
-/// delayed, and 1 for a dead-letter queue (0 for `_other`, which may mix).
-type Gauges = [f64; 6];
+/// delayed, 1 for a dead-letter queue (0 for `_other`, which may mix), and
+/// paused (a label's: how many of its queues are).
+type Gauges = [f64; 7];
 
 /// Where the rotation through every queue stands.
 pub struct Rotation {
@@ -61,7 +62,7 @@ impl Default for Rotation {
         Rotation {
             kind: QueueKind::Fifo,
             cursor: None,
-            other: [[0.0; 6]; 2],
+            other: [[0.0; 7]; 2],
             other_seen: [false; 2],
             other_published: [false; 2],
         }
@@ -146,17 +147,15 @@ async fn read_gauges<S: Store>(
         .await
         .ok()?;
     let number = |field: &str| stats[field].as_f64().unwrap_or(0.0);
+    let flag = |field: &str| if stats[field] == true { 1.0 } else { 0.0 };
     Some([
         number("depth"),
         number("waiting"),
         number("oldest_item_age_ms") / 1_000.0,
         number("leased"),
         number("delayed"),
-        if stats["dead_letter"] == true {
-            1.0
-        } else {
-            0.0
-        },
+        flag("dead_letter"),
+        flag("paused"),
     ])
 }
 
@@ -168,12 +167,21 @@ fn add(sum: &mut Gauges, gauges: &Gauges) {
     sum[3] += gauges[3];
     sum[4] += gauges[4];
     // `_other` may mix dead-letter and live queues: its flag stays 0.
+    sum[6] += gauges[6];
 }
 
 fn publish(
     kind: QueueKind,
     label: &str,
-    [depth, waiting, oldest_age_s, leased, delayed, dead_letter]: &Gauges,
+    [
+        depth,
+        waiting,
+        oldest_age_s,
+        leased,
+        delayed,
+        dead_letter,
+        paused,
+    ]: &Gauges,
 ) {
     let kind = kind_label(kind);
     let labels = [("queue", label.to_string()), ("kind", kind.to_string())];
@@ -183,6 +191,7 @@ fn publish(
     metrics::gauge!(LEASED_ITEMS, &labels).set(*leased);
     metrics::gauge!(DELAYED_ITEMS, &labels).set(*delayed);
     metrics::gauge!(QUEUE_DEAD_LETTER, &labels).set(*dead_letter);
+    metrics::gauge!(QUEUE_PAUSED, &labels).set(*paused);
 }
 
 /// The rotation's next queue: one range read of limit 1 from the cursor,
@@ -223,7 +232,7 @@ async fn next_queue<S: Store>(
                         rotation.other_published[i] = true;
                     }
                 }
-                rotation.other = [[0.0; 6]; 2];
+                rotation.other = [[0.0; 7]; 2];
                 rotation.other_seen = [false; 2];
                 return None;
             }

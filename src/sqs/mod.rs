@@ -158,7 +158,8 @@ impl<S: Store> Call<'_, S> {
     params(("X-Amz-Target" = String, Header, description = "AmazonSQS.<Action>, e.g. AmazonSQS.SendMessage (docs/sqs.md lists the actions)")),
     request_body(content = Object, content_type = "application/x-amz-json-1.0", description = "The action's input, as the Amazon SQS API reference gives it; signed with SigV4 when credentials are configured"),
     responses((status = 200, description = "The action's output, as the Amazon SQS API reference gives it", content_type = "application/x-amz-json-1.0"),
-        (status = "4XX", description = "An SQS error: {\"__type\": \"com.amazonaws.sqs#<Error>\", \"message\"} with the x-amzn-query-error header; 403 for a refused signature"),
+        (status = 400, description = "An SQS error: {\"__type\": \"com.amazonaws.sqs#<Error>\", \"message\"} with the x-amzn-query-error header (a body over the limit is one too)"),
+        (status = 403, description = "An SQS error: a refused signature (SignatureDoesNotMatch, ...)"),
         (status = "5XX", description = "InternalFailure, or ServiceUnavailable (retry)")))]
 pub async fn handle<S: Store>(
     State(state): State<Arc<AppState<S>>>,

@@ -33,9 +33,10 @@ pub struct Direct {
 
 /// Tries once to take up to `max` items from `end` of the queue: if no
 /// request is waiting (snapshot check), acks `acks`, reads the items
-/// without snapshot, clears them (moving each under a lease when
-/// `lease_ms` > 0) and commits. A conflict is returned, not retried. An
-/// empty queue commits the acks alone (none: nothing to commit).
+/// without snapshot unless the queue is paused, clears them (moving each
+/// under a lease when `lease_ms` > 0) and commits. A conflict is returned,
+/// not retried. An empty (or paused) queue commits the acks alone (none:
+/// nothing to commit).
 pub async fn try_pop<S: Store>(
     store: &S,
     keys: &QueueKeys,
@@ -53,7 +54,14 @@ pub async fn try_pop<S: Store>(
     }
     let now = now_ms();
     let acked = ack_all_in(&txn, keys, acks, now).await?;
-    let mut items = read_end(&txn, keys, end, max.max(1), false).await?;
+    // Paused: nothing to take, though acks still settle. A pop that may
+    // wait joins the line, whose rounds hand nothing out until it resumes.
+    let paused = crate::queue_settings::paused_in(&txn, keys).await?;
+    let mut items = if paused {
+        Vec::new()
+    } else {
+        read_end(&txn, keys, end, max.max(1), false).await?
+    };
     if items.is_empty() && acks.is_empty() {
         return Ok(Direct {
             attempt: Attempt::Done(DirectPop::Empty),

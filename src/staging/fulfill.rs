@@ -256,18 +256,27 @@ impl<T: Transaction> RoundState<'_, '_, T> {
                 .sum::<usize>()
                 .min(self.bounds.batch)
         };
-        let pool = read_pool(
-            self.take.txn,
-            self.take.keys,
-            wanted(End::Front),
-            wanted(End::Back),
-        )
-        .await?;
+        // A paused queue hands nothing out: its round sees no items (pops
+        // that must not wait are answered "empty", the others wait for
+        // the resume).
+        let paused = crate::queue_settings::paused_in(self.take.txn, self.take.keys).await?;
+        let pool = if paused {
+            Pool::nothing()
+        } else {
+            read_pool(
+                self.take.txn,
+                self.take.keys,
+                wanted(End::Front),
+                wanted(End::Back),
+            )
+            .await?
+        };
         debug_assert!(
             crate::groups::heads_are_distinct(&pool.items),
             "one head per group"
         );
         self.pool_is_everything = pool.is_everything;
+        self.paused = paused;
         Ok(pool)
     }
 
@@ -292,6 +301,7 @@ impl<T: Transaction> RoundState<'_, '_, T> {
             counts: self.counts,
             bytes_full: self.bytes_full(),
             pool_is_everything: pool.is_everything,
+            paused: self.paused,
         }
     }
 }

@@ -131,6 +131,8 @@ pub struct Seen {
     pub bytes_full: bool,
     /// The round's read of the items held every visible item.
     pub pool_is_everything: bool,
+    /// The queue is paused: the round read no item.
+    pub paused: bool,
 }
 
 /// What the loop waits on after a round that saw `seen`: requests remain
@@ -140,7 +142,13 @@ pub fn what_next(seen: Seen) -> WaitOn {
     let c = &seen.counts;
     if c.left_items == 0 {
         return if c.unserved > 0 && !seen.bytes_full && seen.pool_is_everything {
-            WaitOn::Depth
+            // A resume bumps the wake key; pushes to a paused queue need
+            // not wake the loop.
+            if seen.paused {
+                WaitOn::Wake
+            } else {
+                WaitOn::Depth
+            }
         } else {
             WaitOn::Now
         };
@@ -205,7 +213,21 @@ mod tests {
             counts,
             bytes_full,
             pool_is_everything,
+            paused: false,
         }
+    }
+
+    #[test]
+    fn a_paused_round_with_pops_left_waits_for_the_resume_not_a_push() {
+        let counts = RoundCounts {
+            unserved: 2,
+            ..RoundCounts::default()
+        };
+        let paused = Seen {
+            paused: true,
+            ..seen(counts, false, true)
+        };
+        assert_eq!(what_next(paused), WaitOn::Wake);
     }
 
     #[test]

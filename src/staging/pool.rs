@@ -18,6 +18,16 @@ pub struct Pool {
     pub is_everything: bool,
 }
 
+impl Pool {
+    /// No item, and that is everything (a paused queue's round).
+    pub fn nothing() -> Pool {
+        Pool {
+            items: VecDeque::new(),
+            is_everything: true,
+        }
+    }
+}
+
 /// Reads (snapshot) the smallest `wanted_front` items and the largest
 /// `wanted_back`, without overlap. Requests take from it in request order,
 /// each from its own end, so when items are scarce the earliest requests

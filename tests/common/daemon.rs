@@ -37,6 +37,12 @@ impl Daemon {
         let mut store_config = EmbeddedConfig::new(path);
         store_config.durability = durability;
         let store = EmbeddedStore::open(store_config).unwrap();
+        Daemon::start_on(store, configure).await
+    }
+
+    /// Starts a daemon on `store`, which another daemon of this process
+    /// may serve too (two daemons on one store, as on one cluster).
+    pub async fn start_on(store: EmbeddedStore, configure: impl FnOnce(&mut Config)) -> Daemon {
         let mut config = Config::default();
         configure(&mut config);
         let api = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -61,6 +61,9 @@ pub(super) struct RoundState<'a, 'm, T: Transaction> {
     pub(super) read_batch_full: bool,
     /// The round's read of the items held every visible item.
     pub(super) pool_is_everything: bool,
+    /// The queue is paused: the round read no item (see
+    /// [`crate::queue_settings`]).
+    pub(super) paused: bool,
     pub(super) handover: Handover,
     pub(super) counts: RoundCounts,
 }
@@ -139,6 +142,7 @@ impl<'a, 'm, T: Transaction> RoundState<'a, 'm, T> {
             own_watch_key: None,
             read_batch_full: batch_full,
             pool_is_everything: false,
+            paused: false,
             handover: Handover {
                 handed,
                 ..Handover::default()

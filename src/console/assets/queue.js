@@ -1,0 +1,272 @@
+// hotq console: one queue's page (see app.js for the helpers it uses).
+"use strict";
+// ---------------------------------------------------------------- queue page
+
+function queuePage(kind, name) {
+  const fifo = kind === "fifo";
+  const dead = name.endsWith(".dead");
+  const base = root(kind) + enc(name);
+  const page = { stats: null, settings: null, dlq: null };
+
+  const tiles = h("div", { class: "tiles", id: "tiles" });
+  const title = h("h1", {}, name);
+  const badges = h("span", { id: "badges" });
+  const actions = h("div", { class: "actions", id: "actions" });
+  const itemsBody = h("tbody", { id: "items" });
+  const itemsCount = h("span", { class: "count" });
+  const itemsMore = h("span", { class: "muted small" });
+  const leasesBody = h("tbody", { id: "leases" });
+  const leasesCount = h("span", { class: "count" });
+  const groupsBody = h("tbody", { id: "groups" });
+  const dlqBody = h("tbody", { id: "dlq-items" });
+  const dlqTitle = h("span", {}, "Dead-letter queue");
+  const dlqPanel = h("div", { class: "panel", id: "dlq-panel", hidden: true });
+  const settingsForm = h("form", { class: "settings", id: "settings" });
+  const sectionError = h("p", { class: "error", id: "queue-error" });
+
+  // A dead-letter queue is FIFO, whatever its origin's kind.
+  const itemHead = (itemsKind, withOrigin) => h("tr", {},
+    h("th", {}, "Id"), h("th", { class: "num" }, "Age"), h("th", { class: "num" }, "Size"),
+    itemsKind === "priority" ? h("th", { class: "num" }, "Priority") : null,
+    h("th", {}, "Payload"), h("th", {}, "Group"), h("th", { class: "num" }, "Deliveries"),
+    withOrigin ? [h("th", {}, "From"), h("th", { class: "num" }, "Died after")] : null,
+    h("th", {}, ""));
+
+  fill($("main"), 
+    h("div", { class: "toolbar" }, title, badges, h("span", { class: "spacer" }), actions),
+    h("div", { class: "notice", id: "notice", hidden: true }),
+    sectionError,
+    tiles,
+    h("div", { class: "panel" },
+      h("h2", {}, "Items", itemsCount, h("span", { class: "spacer" }), itemsMore),
+      h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, itemHead(kind, dead)), itemsBody))),
+    h("div", { class: "grid2" },
+      h("div", {},
+        h("div", { class: "panel" },
+          h("h2", {}, "Leases in flight", leasesCount),
+          h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {},
+            h("th", {}, "Receipt"), h("th", { class: "num" }, "Delivery"), h("th", { class: "num" }, "Expires in"),
+            h("th", { class: "num" }, "Age"), h("th", {}, "Group"), h("th", {}, ""))), leasesBody))),
+        fifo ? h("div", { class: "panel" },
+          h("h2", {}, "Message groups"),
+          h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {},
+            h("th", {}, "Group"), h("th", {}, "Head"), h("th", { class: "num" }, "Waiting"),
+            h("th", { class: "num" }, "Next waiting for"))), groupsBody))) : null),
+      h("div", { class: "panel" }, h("h2", {}, "Settings"), settingsForm)),
+    dlqPanel);
+  setCrumbs([[kind === "priority" ? "priority queues" : "queues", "#/?kind=" + kind], [name]]);
+  dlqPanel.append(
+    h("h2", {}, dlqTitle, h("span", { class: "spacer" }),
+      h("button", { class: "button tiny", id: "dlq-redrive", onclick: () => redrive(page.dlq) }, "Redrive all…")),
+    h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, itemHead("fifo", true)), dlqBody)));
+
+  // ------------------------------------------------------------ actions
+
+  function redrive(queue) {
+    const input = h("input", { type: "number", min: 1, max: 1000, id: "redrive-max", placeholder: "all (up to 1,000)" });
+    return act({
+      title: "Redrive " + queue,
+      text: "Moves dead letters back to the queues they came from, as fresh items. Leave empty for all (at most 1,000 per call).",
+      body: input, ok: "Redrive", focus: input,
+      call: () => api("POST", "/v1/queues/" + enc(queue) + "/redrive" + (input.value ? "?max=" + Number(input.value) : "")),
+      report: (a) => "Redrove " + num(a.redriven) + " item" + (a.redriven === 1 ? "" : "s") + " from " + queue + ".",
+    });
+  }
+
+  function renderActions() {
+    const paused = page.stats && page.stats.paused;
+    fill(actions, 
+      paused
+        ? h("button", { class: "button primary", id: "act-resume", onclick: () => act({
+            title: "Resume " + name, text: "Pops waiting on it are served at once, on every daemon.", ok: "Resume",
+            call: () => api("POST", base + "/resume"), report: () => name + " resumed: it hands items out again." }) }, "Resume")
+        : h("button", { class: "button", id: "act-pause", onclick: () => act({
+            title: "Pause " + name, text: "It keeps taking pushes but hands nothing out (pops wait or answer empty) until resumed; leases in flight still settle.", ok: "Pause",
+            call: () => api("POST", base + "/pause"), report: () => name + " paused: nothing is handed out." }) }, "Pause"),
+      dead ? h("button", { class: "button", id: "act-redrive", onclick: () => redrive(name) }, "Redrive…") : null,
+      h("button", { class: "button danger", id: "act-purge", onclick: () => act({
+        title: "Purge " + name, text: "Drops every visible and delayed item pushed before now. Leased items stay leased.", ok: "Purge", danger: true,
+        call: () => api("POST", base + "/purge"),
+        report: (a) => "Purged " + num(a.purged) + " item" + (a.purged === 1 ? "" : "s") + " (" + num(a.items) + " visible, " + num(a.delayed) + " delayed)" + (a.done ? "." : "; more remain, purge again.") }) }, "Purge…"),
+      h("button", { class: "button danger", id: "act-delete", onclick: () => act({
+        title: "Delete " + name, text: "Deletes the queue and everything it holds: items, delayed items, leases (their receipts stop working), settings.", ok: "Delete queue", danger: true,
+        call: () => api("DELETE", base),
+        report: (a) => "Deleted " + name + ": " + num(a.items) + " items, " + num(a.delayed) + " delayed, " + num(a.leased) + " leased." }) }, "Delete…"));
+  }
+
+  function deleteItem(itemsKind, queue, item) {
+    return act({
+      title: "Delete this item?", text: "Item " + item.id.slice(0, 16) + "… of " + queue + " (" + bytes(item.size) + "). If a worker takes it first, nothing is deleted.",
+      ok: "Delete item", danger: true,
+      call: () => api("DELETE", root(itemsKind) + enc(queue) + "/items/" + item.id),
+      report: () => "Deleted one item from " + queue + ".",
+    });
+  }
+
+  function nack(lease) {
+    return act({
+      title: "Release this lease?", text: "Nacks receipt " + lease.receipt + ": the item goes back to the queue now (or to its dead-letter queue if out of deliveries).",
+      ok: "Release",
+      call: () => api("POST", base + "/nack/" + lease.receipt),
+      report: (a) => "Released: the item " + (a.outcome === "dead_lettered" ? "went to " + (a.dead_letter_queue || "its dead-letter queue") : "is back in " + name) + ".",
+    });
+  }
+
+  // ------------------------------------------------------------ rendering
+
+  function payloadCell(item) {
+    return h("td", { class: "payload" },
+      item.encoding === "hex" ? h("span", { class: "badge hex" }, "hex") : null,
+      item.payload, item.truncated ? h("span", { class: "more" }, " … (" + bytes(item.size) + ")") : null);
+  }
+
+  function itemRow(itemsKind, queue, item, withOrigin) {
+    return h("tr", { dataset: { item: item.id } },
+      h("td", { class: "mono", title: item.id }, shortId(item.id)),
+      h("td", { class: "num " + ageClass(Date.now() - item.enqueued_at_ms) }, age(Date.now() - item.enqueued_at_ms)),
+      h("td", { class: "num" }, bytes(item.size)),
+      itemsKind === "priority" ? h("td", { class: "num" }, num(item.priority)) : null,
+      payloadCell(item),
+      h("td", { class: "mono" }, item.group || ""),
+      numCell(item.deliveries),
+      withOrigin ? [h("td", {}, item.dead_letter_from
+        ? h("a", { href: "#/queue/" + (item.dead_letter_from_priority === null ? "fifo" : "priority") + "/" + enc(item.dead_letter_from) },
+          item.dead_letter_from) : "–"),
+      h("td", { class: "num" }, item.dead_letter_deliveries === null ? "–" : num(item.dead_letter_deliveries) + "×")] : null,
+      h("td", { class: "num" }, h("button", { class: "button tiny danger", title: "delete this item", onclick: () => deleteItem(itemsKind, queue, item) }, "Delete")));
+  }
+
+  function empty(body, columns, text) {
+    fill(body, h("tr", {}, h("td", { colspan: columns, class: "muted" }, text)));
+  }
+
+  function renderStats(stats, r) {
+    const tile = (label, value, col, cls) => h("div", { class: "tile", dataset: { tile: col } },
+      h("div", { class: "label" }, label), h("div", { class: "value " + (cls || "") }, value));
+    fill(tiles, 
+      tile("Depth", num(stats.depth), "depth"), tile("In flight", num(stats.leased), "leased"),
+      tile("Delayed", num(stats.delayed), "delayed"), tile("Grouped", num(stats.grouped), "grouped"),
+      tile("Waiting pops", num(stats.waiting), "waiting"),
+      tile("Oldest", age(stats.oldest_item_age_ms), "oldest", ageClass(stats.oldest_item_age_ms)),
+      tile("Push/s", rate(r ? r.push : null), "push"), tile("Pop/s", rate(r ? r.pop : null), "pop"));
+    fill(badges, 
+      h("span", { class: "badge kind" }, kind === "priority" ? "priority" : "FIFO"),
+      dead ? h("span", { class: "badge dlq" }, "DLQ") : null,
+      stats.paused ? h("span", { class: "badge paused", id: "paused-badge" }, "paused") : null);
+  }
+
+  async function loadItems(itemsKind, queue, body, withOrigin, countEl, moreEl) {
+    const answer = await api("GET", root(itemsKind) + enc(queue) + "/items?limit=50");
+    const columns = 8 + (withOrigin ? 2 : 0) + (itemsKind === "priority" ? 1 : 0);
+    if (!answer.items.length) empty(body, columns, "No visible items.");
+    else fill(body, ...answer.items.map((item) => itemRow(itemsKind, queue, item, withOrigin)));
+    if (countEl) countEl.textContent = answer.items.length ? "first " + answer.items.length : "";
+    if (moreEl) moreEl.textContent = answer.next ? "showing the first 50; leased, delayed and group-waiting items are not listed" : "";
+  }
+
+  async function loadLeases() {
+    const answer = await api("GET", base + "/leases?limit=100");
+    leasesCount.textContent = answer.leases.length ? String(answer.leases.length) + (answer.next ? "+" : "") : "";
+    if (!answer.leases.length) return empty(leasesBody, 6, "No leases in flight.");
+    const now = Date.now();
+    fill(leasesBody, ...answer.leases.map((lease) => h("tr", { dataset: { receipt: lease.receipt } },
+      h("td", { class: "mono", title: lease.receipt }, lease.receipt.slice(0, 14) + "…"),
+      h("td", { class: "num" }, num(lease.delivery_count)),
+      h("td", { class: "num" }, age(lease.lease_expires_at_ms - now)),
+      h("td", { class: "num" }, lease.enqueued_at_ms ? age(now - lease.enqueued_at_ms) : "–"),
+      h("td", { class: "mono" }, lease.group || ""),
+      h("td", { class: "num" }, h("button", { class: "button tiny", onclick: () => nack(lease) }, "Release")))));
+  }
+
+  async function loadGroups() {
+    const answer = await api("GET", base + "/groups?limit=50");
+    if (!answer.groups.length) return empty(groupsBody, 4, "No message groups.");
+    const now = Date.now();
+    fill(groupsBody, ...answer.groups.map((g) => h("tr", {},
+      h("td", { class: "mono" }, g.group),
+      h("td", {}, g.head === "handing_off" ? "handing off" : "out"),
+      h("td", { class: "num" }, (g.waiting >= g.waiting_capped_at ? "≥ " : "") + num(g.waiting)),
+      h("td", { class: "num" }, g.next_enqueued_at_ms ? age(now - g.next_enqueued_at_ms) : "–"))));
+  }
+
+  const SETTINGS = [
+    ["max_deliveries", "Max deliveries", "number"], ["default_lease_ms", "Default lease (ms)", "number"],
+    ["dead_letter_queue", "Dead-letter queue", "text"], ["dedup_window_ms", "Dedup window (ms)", "number"],
+    ["delivery_delay_ms", "Delivery delay (ms)", "number"],
+  ];
+
+  function renderSettings(answer) {
+    const inputs = new Map();
+    const message = h("p", { class: "error", id: "settings-error" });
+    const saved = h("span", { class: "muted small", id: "settings-saved" });
+    fill(settingsForm, ...SETTINGS.flatMap(([key, label, type]) => {
+      const stored = answer.stored[key];
+      const effective = answer.settings[key];
+      const input = h("input", { type, id: "setting-" + key, name: key,
+        value: stored === undefined || stored === null ? "" : stored,
+        placeholder: effective === null || effective === undefined ? "none (default)" : String(effective) + " (default)" });
+      inputs.set(key, input);
+      return [h("label", { for: "setting-" + key }, label), input];
+    }), h("div", { class: "row-buttons" },
+      h("button", { class: "button primary", type: "submit", id: "settings-save" }, "Save"),
+      h("span", { class: "muted small" }, "empty = the daemon's default"), saved), message);
+    settingsForm.onsubmit = async (event) => {
+      event.preventDefault();
+      const change = {};
+      for (const [key, , type] of SETTINGS) {
+        const raw = inputs.get(key).value.trim();
+        const before = answer.stored[key];
+        const value = raw === "" ? null : type === "number" ? Number(raw) : raw;
+        if (value !== (before === undefined ? null : before)) change[key] = value;
+      }
+      message.textContent = "";
+      saved.textContent = "";
+      if (!Object.keys(change).length) { saved.textContent = "nothing changed"; return; }
+      try {
+        const next = await api("PUT", base + "/settings", change);
+        page.settings = next;
+        renderSettings(next);
+        $("settings-saved").textContent = "saved";
+        loadDlq();
+      } catch (e) {
+        message.textContent = e.message; // the API's own validation message
+      }
+    };
+  }
+
+  async function loadDlq() {
+    const target = dead ? null : (page.settings ? page.settings.settings.dead_letter_queue : name + ".dead");
+    page.dlq = target;
+    dlqPanel.hidden = !target;
+    if (!target) return;
+    fill(dlqTitle, "Dead-letter queue ", h("a", { href: "#/queue/fifo/" + enc(target) }, target));
+    await loadItems("fifo", target, dlqBody, true);
+  }
+
+  async function refresh() {
+    try {
+      const [stats, r] = await Promise.all([api("GET", base), rates(kind, [name])]);
+      page.stats = stats;
+      renderStats(stats, r.get(name));
+      renderActions();
+      const loads = [loadItems(kind, name, itemsBody, dead, itemsCount, itemsMore), loadLeases(), loadDlq()];
+      if (fifo) loads.push(loadGroups());
+      await Promise.all(loads);
+      sectionError.textContent = "";
+    } catch (e) {
+      sectionError.textContent = e.message;
+    }
+  }
+
+  async function start() {
+    try {
+      page.settings = await api("GET", base + "/settings");
+      renderSettings(page.settings);
+    } catch (e) {
+      fill(settingsForm, h("p", { class: "error" }, e.message));
+    }
+    await refresh();
+  }
+
+  return { refresh, start };
+}
