@@ -206,7 +206,11 @@ fn spawn_workers(
                         } else {
                             let acked =
                                 client.post(format!("{ack}{receipt}")).send().await.unwrap();
-                            assert_eq!(acked.status(), 204);
+                            // 404 unknown_receipt: a delete between the pop
+                            // and its ack dropped the lease (it counts as
+                            // delivered here, and in `leased` there).
+                            let status = acked.status().as_u16();
+                            assert!(status == 204 || status == 404, "ack answered {status}");
                         }
                     }
                     let mut taken = taken.lock().await;

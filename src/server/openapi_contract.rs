@@ -149,6 +149,12 @@ fn parameter_schema(path: &str, name: &str, limits: &Limits) -> Option<Value> {
         "group" => group_schema(),
         "path" => json!({"type": "string", "enum": ["staged", "direct"]}),
         "hotq-dedup-id" => dedup_id_schema(),
+        // Receipts riding on a pop: at most POP_ACKS_MAX, comma-separated;
+        // a malformed one is answered `invalid` in hotq-acked, not refused.
+        "ack" => json!({
+            "type": "string",
+            "pattern": format!("^[^,]*(,[^,]*){{0,{}}}$", crate::staging::riding::POP_ACKS_MAX - 1),
+        }),
         other => panic!("the spec's contract does not know parameter {other:?} of {path}"),
     })
 }
