@@ -20,7 +20,7 @@
 //!   `resume`.
 //! - [`http`]: requests to the daemon, its answers, its errors.
 //! - [`pq`]: `hotq pq ...`, priority queues.
-//! - [`print`]: the text for people.
+//! - [`print`](mod@print): the text for people.
 //! - [`queue`]: `push`, `pop`, `peek`, `stats`, `ack`, `nack`, `extend`, `redrive`.
 //! - [`serve`]: `hotq serve`.
 
