@@ -27,6 +27,7 @@ const JSON_1_0: &str = "application/x-amz-json-1.0";
 const VISIBILITY_TIMEOUT_S: u64 = LEASE_MS / 1_000;
 
 /// One received message: its body and receipt handle.
+#[derive(Debug)]
 pub(super) struct Received {
     pub(super) body: Vec<u8>,
     pub(super) receipt_handle: String,
