@@ -2,8 +2,10 @@
 //! each pop mode (plain, long poll, leased with an ack per item, leased
 //! long poll, and the recipe's direct pop) delivers exactly N distinct
 //! items and leaves nothing queued or leased, with one worker and with
-//! several, through a bearer token; a drain that falls short exits 1; the
-//! command line takes `--mode` and prints one JSON line per (mode, W).
+//! several, through a bearer token; the `sqs` mode (ReceiveMessage then
+//! DeleteMessage) does the same against a daemon without a token, and is
+//! refused with one; a drain that falls short exits 1; the command line
+//! takes `--mode` and prints one JSON line per (mode, W).
 
 mod common;
 
@@ -79,6 +81,39 @@ async fn every_pop_mode_drains_exactly_n_distinct_items() {
             }
         }
     }
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sqs_mode_drains_exactly_n_distinct_items() {
+    // Unsigned SQS calls: the daemon has no token and no SQS credentials.
+    let daemon = Daemon::start(|_| {}).await;
+    for workers in [1, 4] {
+        let mut sqs = args(&daemon.url, vec![workers], vec![Mode::Sqs]);
+        sqs.token = None;
+        let result = hotq::bench::drain_http(&daemon.url, &sqs, Mode::Sqs, workers)
+            .await
+            .unwrap_or_else(|error| panic!("sqs W={workers}: {error}"));
+        assert!(result.exact, "sqs W={workers}: {result:?}");
+        assert_eq!(
+            (
+                result.mode,
+                result.pops,
+                result.lost,
+                result.dup,
+                result.left
+            ),
+            (Mode::Sqs, ITEMS, 0, 0, Some(0)),
+            "sqs W={workers}"
+        );
+    }
+    // With a token the daemon would answer every unsigned call 403: the
+    // bench says so before preloading anything.
+    let signed = args(&daemon.url, vec![1], vec![Mode::Sqs]);
+    let refused = hotq::bench::drain_http(&daemon.url, &signed, Mode::Sqs, 1)
+        .await
+        .unwrap_err();
+    assert!(refused.contains("token"), "{refused}");
     daemon.stop().await;
 }
 

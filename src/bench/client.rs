@@ -16,9 +16,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty, LengthLimitError, Limited};
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::client::conn::http1::{Builder, SendRequest};
-use hyper::header::{AUTHORIZATION, CONTENT_LENGTH, HOST, HeaderValue};
+use hyper::header::{AUTHORIZATION, CONTENT_LENGTH, HOST, HeaderMap, HeaderValue};
 use hyper::{Method, Request, Uri};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
@@ -205,7 +205,9 @@ impl Endpoint {
 #[derive(Debug)]
 pub struct Connection {
     endpoint: Endpoint,
-    sender: Option<SendRequest<Empty<Bytes>>>,
+    /// Sends whole bodies: an empty one for `/v1` pops and acks, a JSON
+    /// object for SQS calls.
+    sender: Option<SendRequest<Full<Bytes>>>,
     /// Drives the connection's I/O; aborted when the connection is dropped.
     driver: Option<JoinHandle<()>>,
 }
@@ -242,7 +244,21 @@ impl Connection {
     /// within `timeout`. On any error the connection is closed, so the next
     /// request starts clean.
     pub async fn post(&mut self, target: &Uri, timeout: Duration) -> Result<Response, ClientError> {
-        let result = match tokio::time::timeout(timeout, self.exchange(target)).await {
+        self.post_body(target, &HeaderMap::new(), Bytes::new(), timeout)
+            .await
+    }
+
+    /// Sends a `POST` to `target` with `headers` (beside `Host` and the
+    /// endpoint's `Authorization`) and `body`, as [`Connection::post`].
+    pub async fn post_body(
+        &mut self,
+        target: &Uri,
+        headers: &HeaderMap,
+        body: Bytes,
+        timeout: Duration,
+    ) -> Result<Response, ClientError> {
+        let exchanged = self.exchange(target, headers, body);
+        let result = match tokio::time::timeout(timeout, exchanged).await {
             Ok(result) => result,
             Err(_) => Err(timeout_error(timeout)),
         };
@@ -293,7 +309,8 @@ impl Connection {
         Ok(())
     }
 
-    async fn exchange(&mut self, target: &Uri) -> Result<Response, ClientError> {
+    /// The sender, ready for a request (connecting anew if needed).
+    async fn ready(&mut self) -> Result<&mut SendRequest<Full<Bytes>>, ClientError> {
         self.open().await?;
         let ready = self.sender.as_mut().expect("opened above").ready().await;
         if ready.is_err() {
@@ -305,60 +322,80 @@ impl Connection {
             let sender = self.sender.as_mut().expect("opened above");
             sender.ready().await.map_err(ClientError::Http)?;
         }
-        let endpoint = &self.endpoint;
-        let sender = self.sender.as_mut().expect("opened above");
-        let mut request = Request::new(Empty::<Bytes>::new());
+        Ok(self.sender.as_mut().expect("opened above"))
+    }
+
+    async fn exchange(
+        &mut self,
+        target: &Uri,
+        extra_headers: &HeaderMap,
+        body: Bytes,
+    ) -> Result<Response, ClientError> {
+        let mut request = Request::new(Full::new(body));
         *request.method_mut() = Method::POST;
         *request.uri_mut() = target.clone();
         let headers = request.headers_mut();
-        headers.insert(HOST, endpoint.host.clone());
-        if let Some(authorization) = &endpoint.authorization {
+        headers.insert(HOST, self.endpoint.host.clone());
+        if let Some(authorization) = &self.endpoint.authorization {
             headers.insert(AUTHORIZATION, authorization.clone());
         }
-        let response = sender
+        for (name, value) in extra_headers {
+            headers.insert(name, value.clone());
+        }
+        let body_bytes_max = self.endpoint.limits.body_bytes_max;
+        let response = self
+            .ready()
+            .await?
             .send_request(request)
             .await
             .map_err(ClientError::Http)?;
-        let body_bytes_max = endpoint.limits.body_bytes_max;
-        let announced = response
-            .headers()
-            .get(CONTENT_LENGTH)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.parse::<u64>().ok());
-        if announced.is_some_and(|length| length > body_bytes_max as u64) {
-            return Err(ClientError::BodyTooLarge { body_bytes_max });
-        }
-        let status = response.status().as_u16();
-        let header = |name: &str| {
-            response
-                .headers()
-                .get(name)
-                .and_then(|value| value.to_str().ok())
-                .map(str::to_owned)
-        };
-        let (receipt, acked) = (header("hotq-receipt"), header("hotq-acked"));
-        let body = Limited::new(response.into_body(), body_bytes_max)
-            .collect()
-            .await
-            .map_err(|error| {
-                if error.is::<LengthLimitError>() {
-                    return ClientError::BodyTooLarge { body_bytes_max };
-                }
-                match error.downcast::<hyper::Error>() {
-                    Ok(error) => ClientError::Http(*error),
-                    Err(other) => {
-                        unreachable!("Limited yields its body's errors or its own: {other}")
-                    }
-                }
-            })?
-            .to_bytes();
-        Ok(Response {
-            status,
-            receipt,
-            acked,
-            body,
-        })
+        read_response(response, body_bytes_max).await
     }
+}
+
+/// Reads `response` whole, its body bounded by `body_bytes_max`.
+async fn read_response(
+    response: hyper::Response<hyper::body::Incoming>,
+    body_bytes_max: usize,
+) -> Result<Response, ClientError> {
+    let announced = response
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<u64>().ok());
+    if announced.is_some_and(|length| length > body_bytes_max as u64) {
+        return Err(ClientError::BodyTooLarge { body_bytes_max });
+    }
+    let status = response.status().as_u16();
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned)
+    };
+    let (receipt, acked) = (header("hotq-receipt"), header("hotq-acked"));
+    let body = Limited::new(response.into_body(), body_bytes_max)
+        .collect()
+        .await
+        .map_err(|error| {
+            if error.is::<LengthLimitError>() {
+                return ClientError::BodyTooLarge { body_bytes_max };
+            }
+            match error.downcast::<hyper::Error>() {
+                Ok(error) => ClientError::Http(*error),
+                Err(other) => {
+                    unreachable!("Limited yields its body's errors or its own: {other}")
+                }
+            }
+        })?
+        .to_bytes();
+    Ok(Response {
+        status,
+        receipt,
+        acked,
+        body,
+    })
 }
 
 fn timeout_error(timeout: Duration) -> ClientError {

@@ -7,7 +7,8 @@
 //!   conflict with backoff, no staging). Over HTTP (`--url`), each pop mode
 //!   of the API: `plain` (no wait), `longpoll` (`wait_ms`), `leased`
 //!   (`lease_ms`, then an ack per item) and `leased-longpoll`, plus `naive`
-//!   (`path=direct`) and `staged` (the same request as `longpoll`). Checks
+//!   (`path=direct`) and `staged` (the same request as `longpoll`), and
+//!   `sqs`: the SQS API's ReceiveMessage then DeleteMessage ([`sqs`]). Checks
 //!   that exactly N distinct items came out, each once (exit 1 otherwise).
 //! - `ceiling`: the embedded store's durable commits/s, one item per
 //!   commit and 64 items per commit, from W concurrent committers.
@@ -30,6 +31,7 @@ pub mod due;
 mod inproc;
 mod over_http;
 mod report;
+mod sqs;
 mod tombstones;
 
 use clap::{Args, ValueEnum};
@@ -79,6 +81,10 @@ pub enum Mode {
     /// Over HTTP: `POST …/pop?lease_ms=30000&ack=<the previous receipt>`:
     /// the ack rides on the next pop, one request per item.
     LeasedNext,
+    /// Over HTTP, the SQS API (AWS JSON 1.0, unsigned: a daemon without
+    /// a token): ReceiveMessage (1 message, no wait, visibility 30 s),
+    /// then DeleteMessage of its receipt handle. Not in the default modes.
+    Sqs,
 }
 
 impl Mode {
@@ -92,12 +98,16 @@ impl Mode {
             Mode::Leased => "leased",
             Mode::LeasedLongpoll => "leased-longpoll",
             Mode::LeasedNext => "leased-next",
+            Mode::Sqs => "sqs",
         }
     }
 
-    /// Whether each item is acked after its pop.
+    /// Whether each item is acked after its pop (in `sqs`, deleted).
     pub fn leased(self) -> bool {
-        matches!(self, Mode::Leased | Mode::LeasedLongpoll | Mode::LeasedNext)
+        matches!(
+            self,
+            Mode::Leased | Mode::LeasedLongpoll | Mode::LeasedNext | Mode::Sqs
+        )
     }
 
     /// The modes run when `--modes` is not given.
@@ -132,7 +142,8 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',', default_value = "1,8,64,256")]
     pub workers: Vec<usize>,
     /// Pop modes to run, comma-separated (default: staged,naive in
-    /// process; plain,longpoll,leased,leased-longpoll,leased-next over HTTP).
+    /// process; plain,longpoll,leased,leased-longpoll,leased-next over HTTP;
+    /// sqs, the SQS API's receive + delete, over HTTP when asked for).
     #[arg(long, alias = "mode", value_enum, value_delimiter = ',')]
     pub modes: Vec<Mode>,
     /// Coordinator counts to sweep (the `coordinators` scenario; W is

@@ -10,8 +10,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::client::{ClientError, Connection, Endpoint, Limits};
+use super::client::{ClientError, Connection, Endpoint, Limits, Response};
 use super::report::{DrainResult, Tally, payloads};
+use super::sqs::{self, SqsCalls};
 use super::{BenchArgs, Mode, process_cpu_us};
 
 /// A leased pop's lease, as peerbench's `http-leased` target takes it.
@@ -23,10 +24,11 @@ const EMPTY_POLL_PAUSE: Duration = Duration::from_millis(1);
 /// Items per preload request.
 const PRELOAD_BATCH: usize = 1_000;
 
-/// The pop's query string for `mode` (with its leading `?`, or empty).
+/// The pop's query string for `mode` (with its leading `?`, or empty;
+/// `sqs` does not pop through `/v1`).
 pub fn pop_query(mode: Mode, wait_ms: u64) -> String {
     match mode {
-        Mode::Plain => String::new(),
+        Mode::Plain | Mode::Sqs => String::new(),
         Mode::Staged | Mode::Longpoll => format!("?wait_ms={wait_ms}"),
         Mode::Naive => "?path=direct".into(),
         Mode::Leased | Mode::LeasedNext => format!("?lease_ms={LEASE_MS}"),
@@ -45,6 +47,14 @@ pub async fn drain_http(
     mode: Mode,
     workers: usize,
 ) -> Result<DrainResult, String> {
+    if mode == Mode::Sqs && args.token.is_some() {
+        return Err(
+            "the sqs mode sends unsigned SQS requests, which a daemon with a token \
+                    refuses: run it against a loopback daemon without a token or [sqs] \
+                    credentials (and without HOTQ_TOKEN set)"
+                .into(),
+        );
+    }
     let endpoint = Endpoint::resolve(url, args.token.as_deref(), Limits::default())
         .await
         .map_err(|e| e.to_string())?;
@@ -57,38 +67,28 @@ pub async fn drain_http(
     );
     let preloaded = payloads(&run, args.items, args.payload_bytes);
     let stats = Stats::new(url, &run, args.token.as_deref(), timeout)?;
+    // Before the preload, so the queue has its SQS record throughout.
+    let sqs = match mode {
+        Mode::Sqs => Some(SqsCalls::new(
+            &endpoint,
+            sqs::create_queue(&stats.client, url, &run).await?,
+        )?),
+        _ => None,
+    };
     stats.preload(&preloaded, args.groups).await?;
     let worker = Arc::new(Worker {
         endpoint: endpoint.clone(),
         mode,
         pop_path: format!("/v1/queues/{run}/pop{}", pop_query(mode, args.wait_ms)),
         ack_prefix: format!("/v1/queues/{run}/ack/"),
+        sqs,
         timeout,
         items: args.items,
     });
-    let mut connections = Vec::with_capacity(workers);
-    for n in 0..workers {
-        let mut connection = Connection::new(endpoint.clone());
-        connection
-            .connect(CONNECT_TIMEOUT)
-            .await
-            .map_err(|e| format!("connecting worker {n}: {e}"))?;
-        connections.push(connection);
-    }
+    let connections = connect_all(&endpoint, workers).await?;
     let tally = Arc::new(Tally::new(args.items));
     let cpu_before_us = process_cpu_us();
-    let started = Instant::now();
-    let deadline = started + Duration::from_secs(args.deadline_s);
-    let mut tasks = Vec::with_capacity(workers);
-    for connection in connections {
-        let (worker, tally) = (worker.clone(), tally.clone());
-        tasks.push(tokio::spawn(async move {
-            worker.drain(connection, &tally, started, deadline).await
-        }));
-    }
-    for task in tasks {
-        task.await.map_err(|e| e.to_string())??;
-    }
+    run_workers(&worker, connections, &tally, args.deadline_s).await?;
     let cpu_after_us = process_cpu_us();
     let scenario = if args.groups > 0 {
         "http-groups"
@@ -109,6 +109,42 @@ pub async fn drain_http(
     Ok(result)
 }
 
+/// One open connection per worker, all before the clock starts.
+async fn connect_all(endpoint: &Endpoint, workers: usize) -> Result<Vec<Connection>, String> {
+    let mut connections = Vec::with_capacity(workers);
+    for n in 0..workers {
+        let mut connection = Connection::new(endpoint.clone());
+        connection
+            .connect(CONNECT_TIMEOUT)
+            .await
+            .map_err(|e| format!("connecting worker {n}: {e}"))?;
+        connections.push(connection);
+    }
+    Ok(connections)
+}
+
+/// Starts the clock and one task per connection; returns when all ended.
+async fn run_workers(
+    worker: &Arc<Worker>,
+    connections: Vec<Connection>,
+    tally: &Arc<Tally>,
+    deadline_s: u64,
+) -> Result<(), String> {
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(deadline_s);
+    let mut tasks = Vec::with_capacity(connections.len());
+    for connection in connections {
+        let (worker, tally) = (worker.clone(), tally.clone());
+        tasks.push(tokio::spawn(async move {
+            worker.drain(connection, &tally, started, deadline).await
+        }));
+    }
+    for task in tasks {
+        task.await.map_err(|e| e.to_string())??;
+    }
+    Ok(())
+}
+
 /// What every worker of a drain shares.
 struct Worker {
     endpoint: Endpoint,
@@ -117,10 +153,25 @@ struct Worker {
     pop_path: String,
     /// The ack's path, less the receipt.
     ack_prefix: String,
+    /// The SQS calls, in mode `sqs` (which pops and acks through them).
+    sqs: Option<SqsCalls>,
     /// Bound on one request.
     timeout: Duration,
     /// Items in the drain.
     items: usize,
+}
+
+/// What one pop gave.
+enum Popped {
+    /// An item's payload, and its lease's receipt when leased.
+    Item {
+        payload: Vec<u8>,
+        receipt: Option<String>,
+    },
+    /// Nothing: empty while other workers hold items in flight (204, an
+    /// SQS answer without messages), or the recipe's retries ran out
+    /// (`naive`'s 503).
+    Empty,
 }
 
 impl Worker {
@@ -142,47 +193,80 @@ impl Worker {
                 // Past the deadline: the result shows what is missing.
                 break;
             }
-            let target = match carried.take() {
-                Some(receipt) => format!("{}&ack={receipt}", self.pop_path),
-                None => self.pop_path.clone(),
-            };
-            let rode = target.len() > self.pop_path.len();
-            let target = self.endpoint.target(&target).map_err(|e| e.to_string())?;
-            let response = match connection.post(&target, bound).await {
+            let rode = carried.is_some();
+            let response = match self.send_pop(&mut connection, carried.take(), bound).await {
                 Ok(response) => response,
                 Err(ClientError::Timeout { .. }) if Instant::now() >= deadline => break,
                 Err(error) => return Err(format!("pop: {error}")),
             };
-            if rode && response.acked.as_deref() != Some("acked") {
-                return Err(format!("a pop's ack answered {:?}", response.acked));
-            }
-            match response.status {
-                200 => {
-                    carried = self.settle(&mut connection, response.receipt).await?;
-                    tally.record(started, call, response.body.to_vec());
+            match self.popped(&response, rode)? {
+                Popped::Item { payload, receipt } => {
+                    carried = self.settle(&mut connection, receipt).await?;
+                    tally.record(started, call, payload);
                 }
-                // 204: empty while other workers hold items in flight;
-                // 503: the recipe's retries ran out (naive). Again.
-                204 | 503 => {
+                Popped::Empty => {
                     tally.empty_polls.fetch_add(1, Ordering::Relaxed);
                     if !tally.done(self.items) {
                         tokio::time::sleep(EMPTY_POLL_PAUSE).await;
                     }
-                }
-                status => {
-                    let shown = &response.body[..response.body.len().min(200)];
-                    return Err(format!(
-                        "pop answered {status}: {}",
-                        String::from_utf8_lossy(shown)
-                    ));
                 }
             }
         }
         Ok(())
     }
 
-    /// After a leased pop: acks `receipt` now, or returns it to ride on
-    /// the next pop (`leased-next`); nothing for an unleased pop.
+    /// Sends one pop (in `sqs`, a ReceiveMessage), with `carried`'s ack
+    /// riding on it.
+    async fn send_pop(
+        &self,
+        connection: &mut Connection,
+        carried: Option<String>,
+        bound: Duration,
+    ) -> Result<Response, ClientError> {
+        if let Some(sqs) = &self.sqs {
+            return sqs.receive(connection, bound).await;
+        }
+        let target = match carried {
+            Some(receipt) => format!("{}&ack={receipt}", self.pop_path),
+            None => self.pop_path.clone(),
+        };
+        let target = self.endpoint.target(&target)?;
+        connection.post(&target, bound).await
+    }
+
+    /// What a pop's `response` gave; `rode`: an ack rode on it.
+    fn popped(&self, response: &Response, rode: bool) -> Result<Popped, String> {
+        if self.sqs.is_some() {
+            return Ok(match sqs::received(response)? {
+                Some(received) => Popped::Item {
+                    payload: received.body,
+                    receipt: Some(received.receipt_handle),
+                },
+                None => Popped::Empty,
+            });
+        }
+        if rode && response.acked.as_deref() != Some("acked") {
+            return Err(format!("a pop's ack answered {:?}", response.acked));
+        }
+        match response.status {
+            200 => Ok(Popped::Item {
+                payload: response.body.to_vec(),
+                receipt: response.receipt.clone(),
+            }),
+            204 | 503 => Ok(Popped::Empty),
+            status => {
+                let shown = &response.body[..response.body.len().min(200)];
+                Err(format!(
+                    "pop answered {status}: {}",
+                    String::from_utf8_lossy(shown)
+                ))
+            }
+        }
+    }
+
+    /// After a leased pop: acks `receipt` now (in `sqs`, DeleteMessage),
+    /// or returns it to ride on the next pop (`leased-next`); nothing for
+    /// an unleased pop.
     async fn settle(
         &self,
         connection: &mut Connection,
@@ -192,6 +276,10 @@ impl Worker {
             return Ok(None);
         }
         let receipt = receipt.ok_or("a leased pop answered without hotq-receipt")?;
+        if let Some(sqs) = &self.sqs {
+            sqs.delete(connection, &receipt, self.timeout).await?;
+            return Ok(None);
+        }
         if self.mode == Mode::LeasedNext {
             return Ok(Some(receipt));
         }
