@@ -1,9 +1,11 @@
 //! At-least-once delivery across crashes: workers pop with leases over
-//! HTTP and ack each item after "processing" it, while the built daemon is
-//! killed with SIGKILL three times at moments set by the load and
-//! restarted. At the end every pushed item was acked (the store holds none
-//! of them anywhere), no lease is left, and the redeliveries are at most
-//! the items that could have been in flight at the kills.
+//! HTTP and ack each item after "processing" it, with an ack request of
+//! its own or riding on their next pop (`?ack=`), while the built daemon
+//! is killed with SIGKILL three times at moments set by the load and
+//! restarted: items whose ack did not commit come back. At the end every
+//! pushed item was acked (the store holds none of them anywhere), no
+//! lease is left, and the redeliveries are at most the items that could
+//! have been in flight at the kills.
 
 mod common;
 
@@ -26,15 +28,24 @@ const LEASE_MS: u64 = 1_500;
 struct Log {
     /// Deliveries per item.
     deliveries: HashMap<String, u32>,
-    /// Items acked with 204.
+    /// Items acked (204, or `acked` in `hotq-acked`).
     acked: HashSet<String>,
     /// Items whose ack got no answer (the daemon died under it): acked or not.
     ack_unanswered: HashSet<String>,
 }
 
+/// How workers ack.
+#[derive(Clone, Copy)]
+enum Acks {
+    /// An ack request after each item.
+    OwnRequest,
+    /// Each item's receipt riding on the worker's next pop.
+    RidingOnPops,
+}
+
 /// One worker: pop with a lease, ack, repeat; survives the daemon's deaths
 /// by retrying against its current address. Ends when `done` is set.
-async fn worker(url: Arc<RwLock<String>>, log: Arc<Mutex<Log>>, done: Arc<RwLock<bool>>) {
+async fn acking_worker(url: Arc<RwLock<String>>, log: Arc<Mutex<Log>>, done: Arc<RwLock<bool>>) {
     let client = http();
     while !*done.read().unwrap() {
         let base = url.read().unwrap().clone();
@@ -101,8 +112,88 @@ async fn worker(url: Arc<RwLock<String>>, log: Arc<Mutex<Log>>, done: Arc<RwLock
     }
 }
 
+/// One worker: pops with a lease, the previous item's receipt riding on
+/// the next pop; survives the daemon's deaths by retrying against its
+/// current address, the receipt still riding. Ends when `done` is set.
+async fn riding_worker(url: Arc<RwLock<String>>, log: Arc<Mutex<Log>>, done: Arc<RwLock<bool>>) {
+    let client = http();
+    // The receipt riding on the next pop, its item, and whether a pop
+    // carrying it got no answer (it may have been acked then).
+    let mut carried: Option<(String, String, bool)> = None;
+    while !*done.read().unwrap() {
+        let base = url.read().unwrap().clone();
+        let ack = carried
+            .as_ref()
+            .map(|(r, _, _)| format!("&ack={r}"))
+            .unwrap_or_default();
+        let popped = client
+            .post(format!(
+                "{base}/v1/queues/work/pop?lease_ms={LEASE_MS}&wait_ms=200{ack}"
+            ))
+            .send()
+            .await;
+        let Ok(response) = popped else {
+            // The daemon is down: try again at its next address.
+            if let Some((_, _, unanswered)) = carried.as_mut() {
+                *unanswered = true;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            continue;
+        };
+        if !response.status().is_success() {
+            continue;
+        }
+        if let Some((_, item, unanswered)) = carried.take() {
+            let word = response.headers()["hotq-acked"]
+                .to_str()
+                .unwrap()
+                .to_string();
+            let mut log = log.lock().unwrap();
+            match word.as_str() {
+                "acked" => {
+                    log.acked.insert(item);
+                }
+                "unknown_receipt" | "lease_expired" if unanswered => {
+                    log.ack_unanswered.insert(item);
+                }
+                // The lease expired before the ack came (a restart took
+                // longer than the lease): the item is redelivered.
+                "unknown_receipt" | "lease_expired" => {}
+                other => panic!("ack answered {other}"),
+            }
+        }
+        if response.status() != StatusCode::OK {
+            continue;
+        }
+        let receipt = response.headers()["hotq-receipt"]
+            .to_str()
+            .unwrap()
+            .to_string();
+        let Ok(body) = response.text().await else {
+            continue;
+        };
+        *log.lock()
+            .unwrap()
+            .deliveries
+            .entry(body.clone())
+            .or_default() += 1;
+        carried = Some((receipt, body, false));
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leased_pops_lose_nothing_when_the_daemon_is_killed() {
+    kill_drill(Acks::OwnRequest).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acks_riding_on_pops_lose_nothing_when_the_daemon_is_killed() {
+    kill_drill(Acks::RidingOnPops).await;
+}
+
+/// Pushes, runs the workers, kills the daemon `KILLS` times, and checks
+/// the books and the store.
+async fn kill_drill(acks: Acks) {
     let dir = tempfile::tempdir().unwrap();
     let first = tokio::task::spawn_blocking({
         let path = dir.path().to_path_buf();
@@ -131,7 +222,13 @@ async fn leased_pops_lose_nothing_when_the_daemon_is_killed() {
     let log = Arc::new(Mutex::new(Log::default()));
     let done = Arc::new(RwLock::new(false));
     let workers: Vec<_> = (0..WORKERS)
-        .map(|_| tokio::spawn(worker(url.clone(), log.clone(), done.clone())))
+        .map(|_| {
+            let (url, log, done) = (url.clone(), log.clone(), done.clone());
+            match acks {
+                Acks::OwnRequest => tokio::spawn(acking_worker(url, log, done)),
+                Acks::RidingOnPops => tokio::spawn(riding_worker(url, log, done)),
+            }
+        })
         .collect();
 
     let mut running = first;
@@ -234,10 +331,15 @@ async fn leased_pops_lose_nothing_when_the_daemon_is_killed() {
         log.ack_unanswered.len(),
         stale.len()
     );
-    // A worker holds at most one item at a time, so at most one item per
-    // worker was in flight at each kill.
+    // A worker holds at most one item at a time (and, riding, carries at
+    // most one ack), so at most one item (two) per worker was in flight at
+    // each kill.
+    let in_flight = match acks {
+        Acks::OwnRequest => 1,
+        Acks::RidingOnPops => 2,
+    };
     assert!(
-        redeliveries <= KILLS * WORKERS,
+        redeliveries <= in_flight * KILLS * WORKERS,
         "{redeliveries} redeliveries for {KILLS} kills of {WORKERS} workers"
     );
 }

@@ -18,26 +18,11 @@ use crate::item::Item;
 use crate::keys::{QueueKeys, QueueKind};
 use crate::metrics::operation;
 use crate::server::AppState;
+use crate::server::admin::{limit, query};
 use crate::server::error::{ApiError, ApiPath, ErrorBody, outcome, queue_name};
 use crate::store::Store;
 
 const QUEUE_PARAM: &str = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue";
-
-fn query<T>(params: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
-    params
-        .map(|Query(params)| params)
-        .map_err(|e| ApiError::bad_parameter(e.body_text()))
-}
-
-fn limit(limit: Option<usize>, default: usize, max: usize) -> Result<usize, ApiError> {
-    let limit = limit.unwrap_or(default);
-    if limit == 0 || limit > max {
-        return Err(ApiError::bad_parameter(format!(
-            "limit must be 1 to {max}, got {limit}"
-        )));
-    }
-    Ok(limit)
-}
 
 /// The refusal of `value` as the item id `param`.
 fn not_an_id(param: &str, value: &str) -> ApiError {

@@ -36,13 +36,15 @@ pub struct ListParams {
     pub kind: Option<String>,
 }
 
-fn query<T>(params: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
+/// A query string's parameters, or 400 `bad_parameter` saying why not.
+pub(crate) fn query<T>(params: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
     params
         .map(|Query(params)| params)
         .map_err(|e| ApiError::bad_parameter(e.body_text()))
 }
 
-fn limit(limit: Option<usize>, default: usize, max: usize) -> Result<usize, ApiError> {
+/// A page's `limit` (`default` when absent), or 400 past `1..=max`.
+pub(crate) fn limit(limit: Option<usize>, default: usize, max: usize) -> Result<usize, ApiError> {
     let limit = limit.unwrap_or(default);
     if limit == 0 || limit > max {
         return Err(ApiError::bad_parameter(format!(
