@@ -1,7 +1,9 @@
-//! `docs/cli.md`'s session is what the command line prints: every
-//! `$ hotq ...` line of its console block runs against a fresh daemon, in
-//! order, and must print the lines that follow it (`<...>` stands for any
-//! text: a receipt, a time).
+//! `docs/cli.md`'s session, and the README's, are what the command line
+//! prints: every `$ hotq ...` line of the block runs against a fresh
+//! daemon, in order, and must print the lines that follow it (`<...>`
+//! stands for any text: a receipt, a time; a receipt written out in the
+//! doc stands for the one the daemon issued there, in later commands too;
+//! a `# comment` after a command is the doc's, not an argument).
 
 mod common;
 
@@ -9,17 +11,20 @@ use std::process::Stdio;
 
 use common::daemon::Daemon;
 
-/// The session: (arguments, expected stdout lines) per command.
-fn session() -> Vec<(Vec<String>, Vec<String>)> {
-    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/cli.md")).unwrap();
-    let block = doc
-        .split("```console\n")
-        .nth(1)
+/// A doc's session: (arguments, expected stdout lines) per command, from
+/// the first block of `doc` (a path under the crate) opened by `fence`.
+fn session(doc: &str, fence: &str) -> Vec<(Vec<String>, Vec<String>)> {
+    let path = format!("{}/{doc}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(path).unwrap();
+    let block = text
+        .split(fence)
+        .find(|block| block.starts_with("$ hotq "))
         .and_then(|rest| rest.split("```").next())
-        .expect("docs/cli.md has a console block");
+        .unwrap_or_else(|| panic!("{doc} has a {fence:?} block of hotq commands"));
     let mut commands: Vec<(Vec<String>, Vec<String>)> = Vec::new();
     for line in block.lines() {
         if let Some(command) = line.strip_prefix("$ hotq ") {
+            let command = command.split("  #").next().unwrap().trim_end();
             // No quoting in the session: arguments are split at spaces.
             commands.push((command.split(' ').map(str::to_string).collect(), Vec::new()));
         } else {
@@ -28,6 +33,34 @@ fn session() -> Vec<(Vec<String>, Vec<String>)> {
         }
     }
     commands
+}
+
+/// A receipt as the docs write it out: 32 hex digits.
+fn is_receipt(word: &str) -> bool {
+    word.len() == 32 && word.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Whether `line` is `pattern`, with a receipt the doc wrote out standing
+/// for any receipt, remembered in `issued` (doc's → daemon's).
+fn matches_issued(pattern: &str, line: &str, issued: &mut Vec<(String, String)>) -> bool {
+    let split = |text: &str| -> Vec<String> { text.split('\t').map(str::to_string).collect() };
+    let (want, got) = (split(pattern), split(line));
+    if want.len() != got.len() {
+        return matches(pattern, line);
+    }
+    let mut pattern = Vec::with_capacity(want.len());
+    for (want, got) in want.iter().zip(&got) {
+        let first = |text: &str| text.split(' ').next().unwrap_or("").to_string();
+        let (doc, real) = (first(want), first(got));
+        if is_receipt(&doc) && is_receipt(&real) {
+            issued.retain(|(known, _)| *known != doc);
+            issued.push((doc.clone(), real.clone()));
+            pattern.push(want.replacen(&doc, &real, 1));
+        } else {
+            pattern.push(want.clone());
+        }
+    }
+    matches(&pattern.join("\t"), line)
 }
 
 /// Whether `line` is `pattern`, where `<...>` matches any text.
@@ -50,10 +83,27 @@ fn matches(pattern: &str, line: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_documented_session_prints_what_the_doc_says() {
+    run_session("docs/cli.md", session("docs/cli.md", "```console\n"), 10).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readmes_session_prints_what_the_readme_says() {
+    run_session("README.md", session("README.md", "```sh\n"), 4).await;
+}
+
+/// Runs `session` against a fresh daemon; `doc` names it in failures.
+async fn run_session(doc: &str, session: Vec<(Vec<String>, Vec<String>)>, commands_min: usize) {
     let daemon = Daemon::start(|_| {}).await;
-    let session = session();
-    assert!(session.len() >= 10, "the session is there");
+    assert!(session.len() >= commands_min, "{doc}'s session is there");
+    let mut issued: Vec<(String, String)> = Vec::new();
     for (args, expected) in session {
+        let args: Vec<String> = args
+            .iter()
+            .map(|arg| {
+                let known = issued.iter().find(|(doc, _)| doc == arg);
+                known.map_or_else(|| arg.clone(), |(_, real)| real.clone())
+            })
+            .collect();
         let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_hotq"))
             .args(&args)
             .env("HOTQ_URL", &daemon.url)
@@ -68,10 +118,10 @@ async fn the_documented_session_prints_what_the_doc_says() {
             && printed
                 .iter()
                 .zip(&expected)
-                .all(|(line, want)| matches(want, line));
+                .all(|(line, want)| matches_issued(want, line, &mut issued));
         assert!(
             all_match,
-            "hotq {}\nprinted:\n{stdout}\ndocs/cli.md says:\n{}\nstderr: {}",
+            "hotq {}\nprinted:\n{stdout}\n{doc} says:\n{}\nstderr: {}",
             args.join(" "),
             expected.join("\n"),
             String::from_utf8_lossy(&output.stderr)
@@ -86,4 +136,28 @@ fn the_wildcard_matches_any_text_and_nothing_else() {
     assert!(matches("<...>\t1\tx", "abc\t1\tx"));
     assert!(!matches("<...>\t1\tx", "abc\t2\tx"));
     assert!(!matches("depth  2", "depth  3"));
+}
+
+#[test]
+fn a_written_out_receipt_stands_for_the_one_issued() {
+    let doc = "8d2e4b7f0a1c49e3b6f5d2a7c8e90f14";
+    let real = "811f42199565f02ab4cc66a5aaa16ecf";
+    let mut issued = Vec::new();
+    assert!(matches_issued(
+        &format!("{doc}\t1\tbuild-6"),
+        &format!("{real}\t1\tbuild-6"),
+        &mut issued
+    ));
+    assert_eq!(issued, [(doc.to_string(), real.to_string())]);
+    assert!(matches_issued(
+        &format!("{doc} acked"),
+        &format!("{real} acked"),
+        &mut issued
+    ));
+    assert!(!matches_issued(
+        &format!("{doc}\t1\tbuild-6"),
+        &format!("{real}\t2\tbuild-6"),
+        &mut issued
+    ));
+    assert!(!matches_issued("nope invalid", "nope acked", &mut issued));
 }
