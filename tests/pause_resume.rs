@@ -247,6 +247,45 @@ async fn leases_in_flight_settle_while_paused() {
     daemon.stop().await;
 }
 
+/// Acks riding on pops of a paused queue settle though the pops take
+/// nothing: on a pop that answers at once (direct) and on one that waits
+/// in the line until its wait ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn acks_riding_on_pops_settle_while_paused() {
+    let daemon = Daemon::start(|_| {}).await;
+    let url = &daemon.url;
+    for payload in ["one", "two", "three"] {
+        push(url, "ride", payload).await;
+    }
+    let (status, leased) = pop(url, "/v1/queues/ride/pop?max=2&lease_ms=60000").await;
+    assert_eq!(status, StatusCode::OK);
+    let receipt = |i: usize| leased[i]["receipt"].as_str().unwrap().to_string();
+    set_paused(url, "queues", "ride", true).await;
+    for (i, wait_ms) in [(0, 0), (1, 300)] {
+        let answer = http()
+            .post(format!(
+                "{url}/v1/queues/ride/pop?lease_ms=60000&wait_ms={wait_ms}&ack={}",
+                receipt(i)
+            ))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            answer.status(),
+            StatusCode::NO_CONTENT,
+            "paused: nothing out"
+        );
+        assert_eq!(answer.headers()["hotq-acked"], "acked", "wait_ms={wait_ms}");
+    }
+    let stats = queue_stats(url, "ride").await;
+    assert_eq!(
+        (stats["depth"].clone(), stats["leased"].clone()),
+        (1.into(), 0.into()),
+        "{stats}"
+    );
+    daemon.stop().await;
+}
+
 /// Two daemons on one store: a pause made through one holds on the other
 /// (direct pops and long-polls in both lines), and a resume made through
 /// the other serves the long-polls waiting in both.
