@@ -97,6 +97,21 @@ async fn names_group_keys_and_dedup_ids_at_their_limits_work_and_one_more_is_ref
     let id = "d".repeat(DEDUP_ID_LEN_MAX + 1);
     let header = Some(("hotq-dedup-id", id.as_str()));
     assert_eq!(push_with(&client, &url, "edge", "", header).await, 400);
+    // A header id is printable ASCII, as the spec says: a tab is refused.
+    let header = Some(("hotq-dedup-id", "a\tb"));
+    assert_eq!(push_with(&client, &url, "edge", "", header).await, 400);
+    let tabbed = client
+        .post(format!("{url}/v1/pqueues/edge/items?priority=1"))
+        .header("hotq-dedup-id", "a\tb")
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        tabbed.status(),
+        400,
+        "priority pushes read the header alike"
+    );
     assert_eq!(
         queue_stats(&url, "edge").await["depth"],
         2,

@@ -46,9 +46,18 @@ fn group_key(raw: String) -> Result<String, ApiError> {
     Ok(raw)
 }
 
+/// A dedup id from the `hotq-dedup-id` header: 1 to 128 printable ASCII
+/// characters, as the spec states (a header may carry tabs and opaque
+/// bytes, which an id written in a header is not meant to hold; a batch's
+/// JSON ids may be any text).
 pub(super) fn dedup_id(raw: &[u8]) -> Result<Vec<u8>, ApiError> {
-    check_id(raw)
-        .map_err(|message| ApiError::new(StatusCode::BAD_REQUEST, "bad_dedup_id", message))?;
+    let refuse = |message| ApiError::new(StatusCode::BAD_REQUEST, "bad_dedup_id", message);
+    check_id(raw).map_err(refuse)?;
+    if let Some(byte) = raw.iter().find(|byte| !(b' '..=b'~').contains(*byte)) {
+        return Err(refuse(format!(
+            "a dedup id in a header is printable ASCII (space to ~), got byte 0x{byte:02x}"
+        )));
+    }
     Ok(raw.to_vec())
 }
 
