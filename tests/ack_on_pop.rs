@@ -12,10 +12,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::daemon::{Daemon, http, queue_stats};
+use common::races::{leased_item, race_side};
 use hotq::coordinator::Coordinator;
 use hotq::envelope::End;
 use hotq::keys::{QueueKeys, QueueName};
-use hotq::lease::{Lease, LeaseError, Receipt};
+use hotq::lease::{LeaseError, Receipt};
 use hotq::queue::Queue;
 use hotq::staging::pop::PopAsk;
 use hotq::staging::{StagingConfig, StagingStats};
@@ -24,40 +25,6 @@ use reqwest::StatusCode;
 
 const ROUNDS: usize = 200;
 const LEASE_MS: u64 = 600_000;
-
-async fn leased_item(
-    coordinator: &Coordinator<EmbeddedStore>,
-    queue: &Queue<EmbeddedStore>,
-    keys: &QueueKeys,
-    round: usize,
-) -> Lease {
-    queue
-        .push(format!("item-{round}").as_bytes())
-        .await
-        .unwrap();
-    let items = coordinator
-        .pop_leased(keys, End::Front, 1, Duration::ZERO, LEASE_MS)
-        .await
-        .unwrap();
-    assert_eq!(items.len(), 1);
-    items[0].lease.unwrap()
-}
-
-/// Runs one side of a race in its own task after a few yields that vary
-/// by round and side, so each side sometimes reads before the other commits.
-fn race_side<T: Send + 'static>(
-    round: usize,
-    side: usize,
-    work: impl std::future::Future<Output = T> + Send + 'static,
-) -> tokio::task::JoinHandle<T> {
-    let yields = (round * 7 + side * 3) % 5;
-    tokio::spawn(async move {
-        for _ in 0..yields {
-            tokio::task::yield_now().await;
-        }
-        work.await
-    })
-}
 
 /// (visible items, leases) of `keys`, from the counters.
 async fn holdings(store: &EmbeddedStore, keys: &QueueKeys) -> (i64, i64) {
@@ -93,7 +60,7 @@ async fn ack_on_pop_races_expiry(staged: bool) {
             // A running fulfiller makes every pop join the line.
             coordinator.ensure_fulfiller(&keys);
         }
-        let lease = leased_item(&coordinator, &queue, &keys, round).await;
+        let lease = leased_item(&coordinator, &queue, &keys, round, LEASE_MS).await;
         let pop = {
             let (coordinator, keys) = (coordinator.clone(), keys.clone());
             race_side(round, 0, async move {

@@ -10,12 +10,10 @@
 
 mod common;
 
-use std::time::Duration;
-
+use common::races::{leased_item, race_side};
 use hotq::coordinator::Coordinator;
-use hotq::envelope::End;
 use hotq::keys::{QueueKeys, QueueName};
-use hotq::lease::{Lease, LeaseError};
+use hotq::lease::LeaseError;
 use hotq::queue::Queue;
 use hotq::staging::StagingConfig;
 use hotq::store::embedded::{Durability, EmbeddedStore};
@@ -45,40 +43,6 @@ async fn expire_leases(
 }
 const LEASE_MS: u64 = 600_000;
 
-async fn leased_item(
-    coordinator: &Coordinator<EmbeddedStore>,
-    queue: &Queue<EmbeddedStore>,
-    keys: &QueueKeys,
-    round: usize,
-) -> Lease {
-    queue
-        .push(format!("item-{round}").as_bytes())
-        .await
-        .unwrap();
-    let items = coordinator
-        .pop_leased(keys, End::Front, 1, Duration::ZERO, LEASE_MS)
-        .await
-        .unwrap();
-    assert_eq!(items.len(), 1);
-    items[0].lease.unwrap()
-}
-
-/// Runs one side of a race in its own task, after a few yields that vary
-/// by round and side, so each side sometimes reads before the other commits.
-fn race_side<T: Send + 'static>(
-    round: usize,
-    side: usize,
-    work: impl std::future::Future<Output = T> + Send + 'static,
-) -> tokio::task::JoinHandle<T> {
-    let yields = (round * 7 + side * 3) % 5;
-    tokio::spawn(async move {
-        for _ in 0..yields {
-            tokio::task::yield_now().await;
-        }
-        work.await
-    })
-}
-
 /// What the queue holds after a round: (visible items, leases); the depth
 /// and leased counters must agree with the scans.
 async fn holdings(store: &EmbeddedStore, keys: &QueueKeys) -> (usize, usize) {
@@ -107,7 +71,7 @@ async fn ack_racing_expiry_has_exactly_one_winner() {
     let queue = Queue::new(store.clone(), name);
     let (mut acked, mut expired) = (0, 0);
     for round in 0..ROUNDS {
-        let lease = leased_item(&coordinator, &queue, &keys, round).await;
+        let lease = leased_item(&coordinator, &queue, &keys, round, LEASE_MS).await;
         let ack = {
             let (coordinator, keys) = (coordinator.clone(), keys.clone());
             race_side(round, 0, async move {
@@ -159,7 +123,7 @@ async fn extend_racing_expiry_has_exactly_one_winner() {
     let queue = Queue::new(store.clone(), name);
     let (mut extended, mut expired) = (0, 0);
     for round in 0..ROUNDS {
-        let lease = leased_item(&coordinator, &queue, &keys, round).await;
+        let lease = leased_item(&coordinator, &queue, &keys, round, LEASE_MS).await;
         let extend = {
             let (coordinator, keys) = (coordinator.clone(), keys.clone());
             race_side(round, 0, async move {

@@ -7,6 +7,7 @@ pub mod daemon;
 pub mod exposition;
 pub mod process;
 pub mod prom;
+pub mod races;
 
 use hotq::store::embedded::{Durability, EmbeddedConfig, EmbeddedStore};
 
