@@ -2,7 +2,7 @@
 //! `#[utoipa::path]` annotations and served at `GET /v1/openapi.json`.
 //!
 //! A handler added to the router must be listed in [`ApiDoc`]'s `paths`:
-//! `tests/openapi_spec.rs` fails on any route missing from the spec (or any
+//! `tests/it/openapi_spec.rs` fails on any route missing from the spec (or any
 //! path of the spec the daemon does not serve).
 
 use std::sync::Arc;

@@ -8,7 +8,7 @@
 //! It works on the spec as JSON, by parameter name: one name means one
 //! thing across the API (`queue`, `receipt`, `lease_ms`, ...), so a new
 //! route gets its parameters' contract without a line here.
-//! `tests/openapi_spec.rs` fails on a parameter this does not know.
+//! `tests/it/openapi_spec.rs` fails on a parameter this does not know.
 
 use serde_json::{Map, Value, json};
 

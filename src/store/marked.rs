@@ -18,7 +18,7 @@
 //! - it exists only on FoundationDB, so the embedded backend and the tests
 //!   on this machine (which has no cluster) could never exercise it, while
 //!   this adapter is backend-neutral code that runs, fault-injected, in
-//!   `tests/unknown_commit_outcome.rs`.
+//!   `tests/it/unknown_commit_outcome.rs`.
 //!
 //! # The mechanism
 //!

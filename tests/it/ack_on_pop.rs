@@ -5,13 +5,14 @@
 //! whose acks ride on their staged pops lose and duplicate nothing and
 //! leave no lease behind.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::daemon::{Daemon, http, queue_stats};
+use common::client::Client;
+use common::daemon::{Daemon, http};
 use common::races::{leased_item, race_side};
 use hotq::coordinator::Coordinator;
 use hotq::envelope::End;
@@ -133,30 +134,6 @@ async fn an_ack_on_a_pop_in_line_racing_expiry_has_exactly_one_winner() {
     ack_on_pop_races_expiry(true).await;
 }
 
-/// Pops one leased item of `queue` over HTTP; returns its receipt.
-async fn leased_receipt(client: &reqwest::Client, url: &str, queue: &str) -> String {
-    let response = client
-        .post(format!("{url}/v1/queues/{queue}/pop?lease_ms=60000"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::OK);
-    response.headers()["hotq-receipt"]
-        .to_str()
-        .unwrap()
-        .to_string()
-}
-
-async fn push(client: &reqwest::Client, url: &str, queue: &str, body: &str) {
-    let response = client
-        .post(format!("{url}/v1/queues/{queue}/items"))
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
-    assert!(response.status().is_success());
-}
-
 /// A mix of a good receipt, an unknown one, an expired one, one of another
 /// queue and a malformed one gets its outcomes in order, with the pop's
 /// answer: a 200 with the next item, then a 204 with the queue empty.
@@ -165,15 +142,17 @@ async fn push(client: &reqwest::Client, url: &str, queue: &str, body: &str) {
 async fn outcomes_come_back_in_order_on_a_200_and_on_a_204() {
     let daemon = Daemon::start(|_| {}).await;
     let (client, url) = (http(), daemon.url.clone());
+    let api = Client::new(&url);
     for n in 0..5 {
-        push(&client, &url, "mix", &format!("item-{n}")).await;
+        api.push("mix", format!("item-{n}")).await;
     }
-    push(&client, &url, "other", "x").await;
-    let foreign = leased_receipt(&client, &url, "other").await;
-    let good = [
-        leased_receipt(&client, &url, "mix").await,
-        leased_receipt(&client, &url, "mix").await,
-    ];
+    api.push("other", "x").await;
+    let receipt = |queue: &'static str| {
+        let api = api.clone();
+        async move { api.pop_leased(queue, 60_000).await.unwrap().receipt }
+    };
+    let foreign = receipt("other").await;
+    let good = [receipt("mix").await, receipt("mix").await];
     // A lease of 1 ms is past its expiry at once; the timer may or may not
     // have returned it yet, so either word is right for it.
     let expiring = {
@@ -230,8 +209,8 @@ async fn outcomes_come_back_in_order_on_a_200_and_on_a_204() {
         "the expired lease to be swept",
         Duration::from_secs(30),
         || {
-            let url = url.clone();
-            async move { queue_stats(&url, "mix").await["leased"] == 2 }
+            let api = api.clone();
+            async move { api.stats("mix").await.leased == 2 }
         },
     )
     .await;
@@ -258,11 +237,8 @@ async fn outcomes_come_back_in_order_on_a_200_and_on_a_204() {
     );
     let too_many = vec![unknown.as_str(); 1_001];
     assert_eq!(pop(too_many, false).await.status(), StatusCode::BAD_REQUEST);
-    let stats = queue_stats(&url, "mix").await;
-    assert_eq!(
-        (stats["depth"].as_i64(), stats["leased"].as_i64()),
-        (Some(0), Some(0))
-    );
+    let stats = api.stats("mix").await;
+    assert_eq!((stats.depth, stats.leased), (0, 0), "{stats}");
     daemon.stop().await;
 }
 
@@ -310,6 +286,14 @@ async fn worker(url: String, log: Arc<Mutex<HashMap<String, u32>>>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixty_four_workers_with_acks_on_their_pops_lose_and_duplicate_nothing() {
+    if !common::alone::here(
+        module_path!(),
+        "sixty_four_workers_with_acks_on_their_pops_lose_and_duplicate_nothing",
+    )
+    .await
+    {
+        return;
+    }
     let daemon = Daemon::start(|_| {}).await;
     let client = http();
     for chunk in (0..ITEMS).collect::<Vec<_>>().chunks(500) {
@@ -336,9 +320,9 @@ async fn sixty_four_workers_with_acks_on_their_pops_lose_and_duplicate_nothing()
     let log = log.lock().unwrap().clone();
     assert_eq!(log.len(), ITEMS, "every item delivered");
     assert!(log.values().all(|&n| n == 1), "no item delivered twice");
-    let stats = queue_stats(&daemon.url, "many").await;
-    assert_eq!(stats["depth"], 0, "{stats}");
-    assert_eq!(stats["leased"], 0, "no lease left: {stats}");
+    let stats = Client::new(&daemon.url).stats("many").await;
+    assert_eq!(stats.depth, 0, "{stats}");
+    assert_eq!(stats.leased, 0, "no lease left: {stats}");
     let staged = common::daemon::staged_pops(&daemon.metrics_url).await;
     assert!(staged > 0.0, "some pops were served in line");
     daemon.stop().await;
@@ -351,8 +335,9 @@ async fn sixty_four_workers_with_acks_on_their_pops_lose_and_duplicate_nothing()
 async fn a_pop_of_many_carries_the_receipts_of_the_previous_batch() {
     let daemon = Daemon::start(|_| {}).await;
     let (client, url) = (http(), daemon.url.clone());
+    let api = Client::new(&url);
     for n in 0..15 {
-        push(&client, &url, "batches", &format!("item-{n}")).await;
+        api.push("batches", format!("item-{n}")).await;
     }
     let mut carried: Vec<String> = Vec::new();
     let mut delivered = 0;
@@ -383,10 +368,7 @@ async fn a_pop_of_many_carries_the_receipts_of_the_previous_batch() {
             .collect();
     }
     assert_eq!(delivered, 15);
-    let stats = queue_stats(&url, "batches").await;
-    assert_eq!(
-        (stats["depth"].as_i64(), stats["leased"].as_i64()),
-        (Some(0), Some(0))
-    );
+    let stats = api.stats("batches").await;
+    assert_eq!((stats.depth, stats.leased), (0, 0), "{stats}");
     daemon.stop().await;
 }

@@ -8,7 +8,7 @@
 //! lease is far from expired for it), so both sides really contend on the
 //! store in every round.
 
-mod common;
+use crate::common;
 
 use common::races::{leased_item, race_side};
 use hotq::coordinator::Coordinator;

@@ -1,7 +1,7 @@
 //! `hotq queues|purge|delete|leases|settings|pause|resume --json`, and
 //! `pause`/`resume`'s text, against the real daemon.
 
-mod common;
+use crate::common;
 
 use common::daemon::Daemon;
 use serde_json::Value;

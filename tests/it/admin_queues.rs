@@ -2,7 +2,7 @@
 //! listing, leases in flight, and purge and delete while workers pop —
 //! every item pushed is delivered once or dropped once, never both.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -7,7 +7,7 @@
 //! refused with one; a drain that falls short exits 1; the command line
 //! takes `--mode` and prints one JSON line per (mode, W).
 
-mod common;
+use crate::common;
 
 use common::daemon::Daemon;
 use hotq::bench::{BenchArgs, Mode, Scenario};

@@ -2,12 +2,13 @@
 //! formats, JSON output, readable errors, the cause of a failed
 //! connection; and the daemon's JSON error for a non-UTF-8 queue name.
 
-mod common;
+use crate::common;
 
 use std::process::{Output, Stdio};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use common::client::Client;
 use common::daemon::{Daemon, http};
 use reqwest::StatusCode;
 use serde_json::Value;
@@ -148,12 +149,8 @@ async fn push_takes_a_group_and_a_dedup_id() {
     let url = &daemon.url;
     let pushed = hotq(url, &["push", "cli-groups", "--group", "c:1", "a", "b"]).await;
     assert!(pushed.status.success(), "{}", stderr(&pushed));
-    let stats = common::daemon::queue_stats(url, "cli-groups").await;
-    assert_eq!(
-        (&stats["depth"], &stats["grouped"]),
-        (&Value::from(1), &Value::from(1)),
-        "{stats}"
-    );
+    let stats = Client::new(url).stats("cli-groups").await;
+    assert_eq!((stats.depth, stats.grouped), (1, 1), "{stats}");
     let json = hotq(url, &["pop", "cli-groups", "--json"]).await;
     let popped: Vec<Value> = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(popped[0]["group"], "c:1");
@@ -164,8 +161,8 @@ async fn push_takes_a_group_and_a_dedup_id() {
         let once = hotq(url, &["push", "cli-dedup", "--dedup-id", "order-42", "x"]).await;
         assert!(once.status.success(), "{}", stderr(&once));
     }
-    let stats = common::daemon::queue_stats(url, "cli-dedup").await;
-    assert_eq!(stats["depth"], 1, "{stats}");
+    let stats = Client::new(url).stats("cli-dedup").await;
+    assert_eq!(stats.depth, 1, "{stats}");
     let two = hotq(url, &["push", "cli-dedup", "--dedup-id", "x", "a", "b"]).await;
     assert!(!two.status.success());
     daemon.stop().await;

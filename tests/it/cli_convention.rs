@@ -4,7 +4,7 @@
 //! every path, and priority queues with every command FIFO queues have.
 //! Also the daemon's request log line at `debug`.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Output, Stdio};

@@ -5,7 +5,7 @@
 //! doc stands for the one the daemon issued there, in later commands too;
 //! a `# comment` after a command is the doc's, not an argument).
 
-mod common;
+use crate::common;
 
 use std::process::Stdio;
 

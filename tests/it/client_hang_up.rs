@@ -5,10 +5,11 @@
 //! and items pushed afterwards must stay in the queue. A client that stays
 //! connected still gets an answer to each pipelined request.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
+use common::client::Client;
 use common::daemon::{Daemon, http};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -35,35 +36,14 @@ async fn start(requests_in_memory: bool) -> Daemon {
     .await
 }
 
-async fn stats(url: &str, queue: &str) -> Value {
-    http()
-        .get(format!("{url}/v1/queues/{queue}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
-
 /// Waits until `queue` has `count` waiting pops.
 async fn until_waiting(url: &str, queue: &str, count: i64) {
     common::eventually(
         &format!("{count} waiting pops on {queue}"),
         BOUND,
-        || async { stats(url, queue).await["waiting"].as_i64() == Some(count) },
+        || async { Client::new(url).stats(queue).await.waiting == count },
     )
     .await;
-}
-
-async fn push(url: &str, queue: &str, body: String) {
-    let response = http()
-        .post(format!("{url}/v1/queues/{queue}/items"))
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), reqwest::StatusCode::CREATED);
 }
 
 /// How a client leaves after its pop and its extra bytes.
@@ -100,12 +80,12 @@ async fn hang_ups_take_nothing(requests_in_memory: bool, extra: &str, leave: Lea
     // The daemon noticed every hang-up: no pop is left to take an item.
     until_waiting(url, queue, 0).await;
     for i in 0..CLIENTS {
-        push(url, queue, format!("item-{i}")).await;
+        Client::new(url).push(queue, format!("item-{i}")).await;
     }
-    let after = stats(url, queue).await;
+    let after = Client::new(url).stats(queue).await;
     assert_eq!(
-        (after["depth"].as_i64(), after["waiting"].as_i64()),
-        (Some(CLIENTS as i64), Some(0)),
+        (after.depth, after.waiting),
+        (CLIENTS as i64, 0),
         "an item was taken for a client that had hung up: {after}"
     );
     for i in 0..CLIENTS {
@@ -205,7 +185,7 @@ async fn pipelined_pair_answered(requests_in_memory: bool) {
     let pair = format!("{}{stats_request}", pop_request(queue));
     stream.write_all(pair.as_bytes()).await.unwrap();
     until_waiting(url, queue, 1).await;
-    push(url, queue, "for-the-pipeliner".to_string()).await;
+    Client::new(url).push(queue, "for-the-pipeliner").await;
     let responses = read_responses(&mut stream, 2).await;
     assert_eq!(responses[0].status, 200);
     assert_eq!(responses[0].body, b"for-the-pipeliner");
@@ -254,7 +234,7 @@ async fn pipelined_large_push_served(requests_in_memory: bool) {
         write.write_all(pipelined_push.as_bytes()).await.unwrap();
         write
     });
-    push(url, queue, "first".to_string()).await;
+    Client::new(url).push(queue, "first").await;
     let responses = read_responses(&mut read, 2).await;
     let _write = writer.await.unwrap();
     assert_eq!(
@@ -267,7 +247,7 @@ async fn pipelined_large_push_served(requests_in_memory: bool) {
         "{}",
         String::from_utf8_lossy(&responses[1].body)
     );
-    assert_eq!(stats(url, queue).await["depth"].as_i64(), Some(4));
+    assert_eq!(Client::new(url).stats(queue).await.depth, 4);
     daemon.stop().await;
 }
 

@@ -1,10 +1,10 @@
-//! The cluster suite (`tests/common/cluster_suite.rs`) on the embedded
+//! The cluster suite (`tests/it/common/cluster_suite.rs`) on the embedded
 //! store behind [`Marked`], the same adapter the daemon puts in front of
 //! FoundationDB: runs always, so CI proves the suite itself, and the store
 //! conformance suite through the adapter, which must keep every rule of
 //! the contract.
 
-mod common;
+use crate::common;
 
 use hotq::store::embedded::{Durability, EmbeddedStore};
 use hotq::store::marked::Marked;

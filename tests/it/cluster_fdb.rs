@@ -1,11 +1,11 @@
-//! The cluster suite (`tests/common/cluster_suite.rs`) on FoundationDB,
+//! The cluster suite (`tests/it/common/cluster_suite.rs`) on FoundationDB,
 //! through [`open_for_daemon`] exactly as the daemon opens it, and the
 //! store conformance suite through the same marker adapter. Runs when
 //! built with `--features fdb` and `FDB_CLUSTER_FILE` names a cluster
 //! file; every test prints that it skipped, and why, otherwise.
 #![cfg(feature = "fdb")]
 
-mod common;
+use crate::common;
 
 use hotq::store::fdb::{FdbStore, cluster_file_from_env, open_for_daemon};
 use hotq::store::marked::Marked;

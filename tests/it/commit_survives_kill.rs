@@ -3,7 +3,7 @@
 //! returns, and is killed mid-stream; every reported write must be readable
 //! after reopening.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -63,7 +63,7 @@ fn kill_mid_stream_then_reopen(durability: &str) {
     let dir = tempfile::tempdir().unwrap();
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
-            "child_commit_writer",
+            common::alone::test_name(module_path!(), "child_commit_writer").as_str(),
             "--exact",
             "--nocapture",
             "--test-threads=1",

@@ -1,12 +1,12 @@
 //! The store conformance suite on the embedded backend (fjall on disk, `sync`).
 
-mod common;
+use crate::common;
 
 use hotq::store::embedded::Durability;
 
 // The temporary directory outlives the store: fjall keeps working in it
 // until every handle is gone, and the OS reclaims it with the process.
-conformance_tests!({
+crate::conformance_tests!({
     let (store, dir) = common::embedded_store(Durability::Sync);
     std::mem::forget(dir);
     Some(store)

@@ -3,7 +3,7 @@
 //! plainly that it skipped otherwise.
 #![cfg(feature = "fdb")]
 
-mod common;
+use crate::common;
 
 use hotq::store::fdb::{FdbStore, cluster_file_from_env};
 
@@ -19,4 +19,4 @@ fn cluster() -> Option<FdbStore> {
     }
 }
 
-conformance_tests!(cluster());
+crate::conformance_tests!(cluster());

@@ -4,9 +4,10 @@
 //! traffic counts; and the console's page served without the token while
 //! its data is not.
 
-mod common;
+use crate::common;
 
-use common::daemon::{Daemon, http, queue_stats};
+use common::client::Client;
+use common::daemon::{Daemon, http};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -21,25 +22,15 @@ async fn get(url: String) -> (StatusCode, Value) {
     call(reqwest::Method::GET, url, Vec::new()).await
 }
 
-async fn push(url: &str, queue: &str, payload: &[u8]) {
-    let (status, body) = call(
-        reqwest::Method::POST,
-        format!("{url}/v1/queues/{queue}/items"),
-        payload.to_vec(),
-    )
-    .await;
-    assert_eq!(status, StatusCode::CREATED, "{body}");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn items_are_listed_in_order_without_being_taken() {
     let daemon = Daemon::start(|_| {}).await;
     let url = &daemon.url;
     let long_text = "é".repeat(400); // 800 bytes of UTF-8
-    push(url, "browse", b"plain text").await;
-    push(url, "browse", &[0xff, 0xfe, 0x00]).await;
-    push(url, "browse", long_text.as_bytes()).await;
-    push(url, "browse", &[0xab; 300]).await;
+    Client::new(url).push("browse", b"plain text").await;
+    Client::new(url).push("browse", &[0xff, 0xfe, 0x00]).await;
+    Client::new(url).push("browse", long_text.as_bytes()).await;
+    Client::new(url).push("browse", &[0xab; 300]).await;
 
     let (status, page) = get(format!("{url}/v1/queues/browse/items?limit=2")).await;
     assert_eq!(status, StatusCode::OK, "{page}");
@@ -82,7 +73,7 @@ async fn items_are_listed_in_order_without_being_taken() {
     );
     assert_eq!(rest[1]["truncated"], true);
     assert_eq!(
-        queue_stats(url, "browse").await["depth"],
+        Client::new(url).stats("browse").await.depth,
         4,
         "nothing taken"
     );
@@ -116,7 +107,7 @@ async fn one_item_is_deleted_exactly_once() {
     let daemon = Daemon::start(|_| {}).await;
     let url = &daemon.url;
     for payload in ["keep-1", "drop", "keep-2"] {
-        push(url, "del", payload.as_bytes()).await;
+        Client::new(url).push("del", payload.as_bytes()).await;
     }
     let (_, page) = get(format!("{url}/v1/queues/del/items")).await;
     let id = page["items"][1]["id"].as_str().unwrap().to_string();
@@ -133,7 +124,7 @@ async fn one_item_is_deleted_exactly_once() {
     let (status, body) = delete().await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(body["error"]["code"], "item_not_found");
-    assert_eq!(queue_stats(url, "del").await["depth"], 2);
+    assert_eq!(Client::new(url).stats("del").await.depth, 2);
     // A popped item is no longer there to delete: the pop won.
     let (_, page) = get(format!("{url}/v1/queues/del/items")).await;
     let first = page["items"][0]["id"].as_str().unwrap().to_string();

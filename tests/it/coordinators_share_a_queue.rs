@@ -5,7 +5,7 @@
 //! store is returned by the others' reapers; a small one is not starved by
 //! a big one.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};

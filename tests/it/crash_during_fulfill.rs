@@ -7,7 +7,7 @@
 //! pop is at-most-once across a crash). Run with staged pops waiting as
 //! memory requests (the default) and as stored requests.
 
-mod common;
+use crate::common;
 
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Write};
@@ -110,7 +110,7 @@ fn kill_9_mid_load(in_memory: bool) {
     let dir = tempfile::tempdir().unwrap();
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
-            "child_crash_load",
+            common::alone::test_name(module_path!(), "child_crash_load").as_str(),
             "--exact",
             "--nocapture",
             "--test-threads=1",

@@ -12,7 +12,7 @@
 //!
 //! Prints the table expression → ok / empty / error.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 
@@ -218,6 +218,14 @@ fn without_threshold(expr: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_dashboard_and_alert_expression_evaluates_with_data() {
+    if !common::alone::here(
+        module_path!(),
+        "every_dashboard_and_alert_expression_evaluates_with_data",
+    )
+    .await
+    {
+        return;
+    }
     let Some(binary) = common::prom::tool("prometheus") else {
         return;
     };

@@ -2,10 +2,11 @@
 //! with one id store one item; an id stops counting after the window, and
 //! the timer clears it.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
+use common::client::Client;
 use common::daemon::{Daemon, http};
 use hotq::keys::{QueueKeys, QueueName};
 use serde_json::Value;
@@ -23,18 +24,6 @@ async fn push(client: &reqwest::Client, url: &str, id: &str, body: &str) -> (u16
         .unwrap();
     let status = response.status().as_u16();
     (status, response.json().await.unwrap())
-}
-
-async fn depth(client: &reqwest::Client, base: &str, queue: &str) -> i64 {
-    let stats: Value = client
-        .get(format!("{base}/v1/queues/{queue}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    stats["depth"].as_i64().unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -69,7 +58,7 @@ async fn racing_pushes_with_one_id_store_one_item() {
             "round {round}: exactly one racer stores its item"
         );
     }
-    assert_eq!(depth(&client, &daemon.url, "dedup").await, ROUNDS as i64);
+    assert_eq!(Client::new(&daemon.url).depth("dedup").await, ROUNDS as i64);
     // Each round's item is there once: pop them all.
     let mut rounds_seen = std::collections::BTreeSet::new();
     loop {
@@ -91,6 +80,14 @@ async fn racing_pushes_with_one_id_store_one_item() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_leaves_out_ids_seen_before_or_earlier_in_it() {
+    if !common::alone::here(
+        module_path!(),
+        "a_batch_leaves_out_ids_seen_before_or_earlier_in_it",
+    )
+    .await
+    {
+        return;
+    }
     let daemon = Daemon::start(|_| {}).await;
     let client = http();
     let url = format!("{}/v1/queues/batched/items", daemon.url);
@@ -111,7 +108,7 @@ async fn a_batch_leaves_out_ids_seen_before_or_earlier_in_it() {
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["pushed"], 2);
     assert_eq!(body["duplicates"], serde_json::json!([0, 2]));
-    assert_eq!(depth(&client, &daemon.url, "batched").await, 3);
+    assert_eq!(Client::new(&daemon.url).depth("batched").await, 3);
     for bad in [
         serde_json::json!([{"item": "YQ==", "dedup_id": ""}]),
         serde_json::json!([{"item": "YQ==", "dedup_id": "x".repeat(129)}]),
@@ -125,7 +122,7 @@ async fn a_batch_leaves_out_ids_seen_before_or_earlier_in_it() {
             .unwrap();
         assert_eq!(response.status(), 400, "{bad}");
     }
-    assert_eq!(depth(&client, &daemon.url, "batched").await, 3);
+    assert_eq!(Client::new(&daemon.url).depth("batched").await, 3);
     // Stored items are counted as pushed, duplicates are not.
     let metrics = client
         .get(&daemon.metrics_url)
@@ -175,7 +172,7 @@ async fn after_the_window_an_id_is_new_and_expired_ids_are_cleared() {
         accepted >= Duration::from_millis(WINDOW_MS),
         "accepted after {accepted:?}"
     );
-    assert_eq!(depth(&client, &daemon.url, "windowed").await, 2);
+    assert_eq!(Client::new(&daemon.url).depth("windowed").await, 2);
 
     // Ids nobody pushes again are cleared by the timer once expired.
     for i in 0..20 {

@@ -3,8 +3,6 @@
 //! Every committed set is popped, dropped by a guarded clear that saw it,
 //! or still there.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

@@ -5,7 +5,7 @@
 //! every wait and `max`, and a DELETE every few hundred ms; then a drain.
 //! The books must balance: pushed = delivered + dropped + left.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

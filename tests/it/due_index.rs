@@ -3,7 +3,7 @@
 //! other (before, a sweep visited every registered queue, up to 100,000,
 //! and stranded the rest).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -7,7 +7,7 @@
 //! newer and older than them. Every read is checked against a model: the
 //! committed state when the transaction began plus its own writes.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

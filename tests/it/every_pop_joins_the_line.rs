@@ -4,7 +4,7 @@
 //! lease from the fulfill commit, and nothing is lost or duplicated when
 //! 256 clients mix every mode.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -13,44 +13,34 @@ use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use common::client::Client;
 use common::daemon::{Daemon, http};
 use tokio::sync::Mutex;
 
 /// Bound on one load, far above what it takes on a loaded 2-core machine.
 const LOAD_BOUND: Duration = Duration::from_secs(240);
-
-async fn push_all(client: &reqwest::Client, url: &str, queue: &str, items: &[String]) {
-    for chunk in items.chunks(500) {
-        let body: Vec<String> = chunk.iter().map(|i| BASE64.encode(i)).collect();
-        let answer = client
-            .post(format!("{url}/v1/queues/{queue}/items:batch"))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(answer.status(), 201);
-    }
-}
-
-async fn stats(client: &reqwest::Client, url: &str, queue: &str) -> serde_json::Value {
-    client
-        .get(format!("{url}/v1/queues/{queue}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
+/// Items per batch push.
+const BATCH: usize = 500;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plain_pops_on_a_contended_queue_answer_empty_only_when_nothing_is_visible() {
+    if !common::alone::here(
+        module_path!(),
+        "plain_pops_on_a_contended_queue_answer_empty_only_when_nothing_is_visible",
+    )
+    .await
+    {
+        return;
+    }
     const ITEMS: usize = 3_000;
     const WORKERS: usize = 64;
     let daemon = Daemon::start(|_| {}).await;
     let client = http();
     let items: Vec<String> = (0..ITEMS).map(|n| format!("item-{n:05}")).collect();
-    push_all(&client, &daemon.url, "plain", &items).await;
+    let api = Client::new(&daemon.url);
+    for chunk in items.chunks(BATCH) {
+        api.push_batch("plain", chunk).await;
+    }
 
     // No pushes from here on: depth only falls, so a stats read after a 204
     // that still shows items proves the 204 was answered while they were
@@ -77,9 +67,7 @@ async fn plain_pops_on_a_contended_queue_answer_empty_only_when_nothing_is_visib
                             .push(String::from_utf8(body.to_vec()).unwrap());
                     }
                     204 => {
-                        let depth = stats(&client, &url, "plain").await["depth"]
-                            .as_u64()
-                            .unwrap();
+                        let depth = Client::new(&url).depth("plain").await;
                         if depth > 0 {
                             false_empties.fetch_add(1, Ordering::SeqCst);
                         }
@@ -210,6 +198,14 @@ async fn pop_once(client: &reqwest::Client, url: &str, mode: Mode) -> Vec<String
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_fifty_six_pops_mixing_every_mode_lose_and_duplicate_nothing() {
+    if !common::alone::here(
+        module_path!(),
+        "two_hundred_fifty_six_pops_mixing_every_mode_lose_and_duplicate_nothing",
+    )
+    .await
+    {
+        return;
+    }
     const ITEMS: usize = 6_000;
     const WORKERS: usize = 256;
     let daemon = Daemon::start(|_| {}).await;
@@ -218,7 +214,10 @@ async fn two_hundred_fifty_six_pops_mixing_every_mode_lose_and_duplicate_nothing
     // Half before the load, half while it runs: pops meet a non-empty
     // queue and an emptied one that fills again.
     let (first, second) = items.split_at(ITEMS / 2);
-    push_all(&client, &daemon.url, "mixed", first).await;
+    let api = Client::new(&daemon.url);
+    for chunk in first.chunks(BATCH) {
+        api.push_batch("mixed", chunk).await;
+    }
 
     let delivered: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
     let count = Arc::new(AtomicUsize::new(0));
@@ -238,7 +237,9 @@ async fn two_hundred_fifty_six_pops_mixing_every_mode_lose_and_duplicate_nothing
             }
         }));
     }
-    push_all(&client, &daemon.url, "mixed", second).await;
+    for chunk in second.chunks(BATCH) {
+        api.push_batch("mixed", chunk).await;
+    }
     tokio::time::timeout(LOAD_BOUND, async {
         for worker in workers {
             worker.await.unwrap();
@@ -253,10 +254,10 @@ async fn two_hundred_fifty_six_pops_mixing_every_mode_lose_and_duplicate_nothing
     let mut got: Vec<String> = delivered.into_keys().collect();
     got.sort();
     assert_eq!(got, items, "every item delivered");
-    let stats = stats(&client, &daemon.url, "mixed").await;
+    let stats = api.stats("mixed").await;
     assert_eq!(
-        (stats["depth"].as_u64(), stats["leased"].as_u64()),
-        (Some(0), Some(0)),
+        (stats.depth, stats.leased),
+        (0, 0),
         "nothing left queued or leased: {stats}"
     );
     assert!(

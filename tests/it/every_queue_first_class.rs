@@ -3,7 +3,7 @@
 //! a FIFO queue has (oldest item age, purge, delete, settings, leases); a
 //! deleted queue's series leave the exporter.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -34,6 +34,9 @@ async fn pop_json(base: &str, path: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_named_dead_letter_queue_is_one_by_role() {
+    if !common::alone::here(module_path!(), "a_named_dead_letter_queue_is_one_by_role").await {
+        return;
+    }
     let daemon = Daemon::start(|config| config.metrics_sample_interval_ms = 20).await;
     let base = daemon.url.clone();
     let client = http();
@@ -162,6 +165,14 @@ async fn a_redrive_sends_an_origin_less_item_to_the_only_origin() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_priority_queue_reports_its_oldest_item_not_its_front() {
+    if !common::alone::here(
+        module_path!(),
+        "a_priority_queue_reports_its_oldest_item_not_its_front",
+    )
+    .await
+    {
+        return;
+    }
     let daemon = Daemon::start(|config| config.metrics_sample_interval_ms = 20).await;
     let (base, client) = (daemon.url.clone(), http());
     let (_, stats) = send(client.get(format!("{base}/v1/pqueues/tasks"))).await;
@@ -269,6 +280,14 @@ async fn a_priority_queue_has_settings_leases_purge_and_delete() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_queue_leaves_the_exporter_until_used_again() {
+    if !common::alone::here(
+        module_path!(),
+        "a_deleted_queue_leaves_the_exporter_until_used_again",
+    )
+    .await
+    {
+        return;
+    }
     let daemon = Daemon::start(|config| config.metrics_sample_interval_ms = 20).await;
     let (base, client) = (daemon.url.clone(), http());
     let metrics = daemon.metrics_url.clone();

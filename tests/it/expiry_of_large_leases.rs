@@ -2,7 +2,7 @@
 //! the store's 10 MB limit (batches are bounded by bytes as well as rows),
 //! so 200 leases of 60 kB that expired together all go back.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! The FIFO recipe on the embedded store: order, isolation between named
 //! queues, conflict-free pushes, and peek/len agreeing with pops.
 
-mod common;
+use crate::common;
 
 use hotq::envelope::PAYLOAD_SIZE_MAX;
 use hotq::keys::QueueName;

@@ -1,27 +1,17 @@
 //! The disk's limit, visible: how many transactions each fsync carried and
 //! how long fsyncs took, exported from start-up (issue #14, part 3).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
+use common::client::Client;
 use common::daemon::{Daemon, http};
 use common::exposition::{HISTOGRAM_SUFFIXES, Sample, exported, matching, parse, scrape, total};
 use hotq::metrics;
-use reqwest::StatusCode;
 use serde_json::Value;
 
 const EVENT_BOUND: Duration = Duration::from_secs(60);
-
-async fn push(client: &reqwest::Client, url: &str, queue: &str, payload: &str) {
-    let response = client
-        .post(format!("{url}/v1/queues/{queue}/items"))
-        .body(payload.to_string())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::CREATED, "push to {queue}");
-}
 
 /// The `le` bounds of histogram `name`'s buckets in a scrape, `+Inf` left out.
 fn bucket_bounds(samples: &[Sample], name: &str) -> Vec<f64> {
@@ -86,7 +76,9 @@ async fn fsync_histograms_count_each_fsync_and_what_it_carried() {
         );
         // One at a time: each push's commit is a group of its own.
         for n in 0..PUSHES {
-            push(&client, &daemon.url, "fsync-carried", &format!("item-{n}")).await;
+            Client::new(&daemon.url)
+                .push("fsync-carried", format!("item-{n}"))
+                .await;
         }
         let (after, groups_after) = quiet_scrape(&client, &daemon).await;
         let delta = |name: &str| total(&after, name, &[]) - total(&before, name, &[]);

@@ -9,7 +9,7 @@
 //! transactions that write the hand-off marker report `MaybeCommitted`,
 //! after committing or instead of committing.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,7 +1,7 @@
 //! The HTTP API against a real daemon on 127.0.0.1:0: the happy paths, a
 //! table of bad inputs that must change nothing, long polls.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::time::Duration;

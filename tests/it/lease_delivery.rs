@@ -2,10 +2,11 @@
 //! redelivery after a worker dies, the dead-letter queue and its re-drive,
 //! delayed items, and the errors for receipts that cannot be acted on.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
+use common::client::Client;
 use common::daemon::{Daemon, http};
 use hotq::envelope::{End, now_ms};
 use hotq::keys::{QueueKeys, QueueName};
@@ -66,27 +67,6 @@ async fn post(url: String) -> Response {
     http().post(url).send().await.unwrap()
 }
 
-async fn push(url: &str, queue: &str, body: &str) {
-    let response = http()
-        .post(format!("{url}/v1/queues/{queue}/items"))
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::CREATED);
-}
-
-async fn stats(url: &str, queue: &str) -> Value {
-    http()
-        .get(format!("{url}/v1/queues/{queue}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
-
 async fn error_code(response: Response) -> (StatusCode, String) {
     let status = response.status();
     let body: Value = response.json().await.unwrap();
@@ -97,16 +77,13 @@ async fn error_code(response: Response) -> (StatusCode, String) {
 async fn a_worker_that_never_acks_sees_its_item_redelivered_with_count_2() {
     let daemon = Daemon::start(|_| {}).await;
     let url = &daemon.url;
-    push(url, "jobs", "job-1").await;
+    Client::new(url).push("jobs", "job-1").await;
 
     let first = pop_leased(url, "jobs", 200, 0).await.unwrap();
     assert_eq!((first.body.as_str(), first.delivery_count), ("job-1", 1));
     assert_eq!(first.receipt.len(), 32);
-    let during = stats(url, "jobs").await;
-    assert_eq!(
-        (during["depth"].as_i64(), during["leased"].as_i64()),
-        (Some(0), Some(1))
-    );
+    let during = Client::new(url).stats("jobs").await;
+    assert_eq!((during.depth, during.leased), (0, 1));
 
     // The worker "dies": it never acks. A long poll gets the redelivery.
     let second = pop_leased(url, "jobs", 60_000, 30_000).await.unwrap();
@@ -127,11 +104,8 @@ async fn a_worker_that_never_acks_sees_its_item_redelivered_with_count_2() {
     assert_eq!(ack.status(), StatusCode::NO_CONTENT);
     let again = post(format!("{url}/v1/queues/jobs/ack/{}", second.receipt)).await;
     assert_eq!(again.status(), StatusCode::NOT_FOUND, "an ack acts once");
-    let after = stats(url, "jobs").await;
-    assert_eq!(
-        (after["depth"].as_i64(), after["leased"].as_i64()),
-        (Some(0), Some(0))
-    );
+    let after = Client::new(url).stats("jobs").await;
+    assert_eq!((after.depth, after.leased), (0, 0));
     daemon.stop().await;
 }
 
@@ -146,7 +120,7 @@ async fn an_item_nacked_max_deliveries_times_lands_in_the_dead_letter_queue() {
     .await;
     let url = &daemon.url;
     for (queue, max_deliveries) in [("poison", 5), ("picky", 2)] {
-        push(url, queue, "bad-input").await;
+        Client::new(url).push(queue, "bad-input").await;
         for delivery in 1..=max_deliveries {
             let item = pop_leased(url, queue, 60_000, 0).await.unwrap();
             assert_eq!(item.delivery_count, delivery);
@@ -166,7 +140,7 @@ async fn an_item_nacked_max_deliveries_times_lands_in_the_dead_letter_queue() {
             "{queue}: out of deliveries, not back in the queue"
         );
         let dead = format!("{queue}.dead");
-        assert_eq!(stats(url, &dead).await["depth"], 1);
+        assert_eq!(Client::new(url).stats(&dead).await.depth, 1);
         let peek = http()
             .get(format!("{url}/v1/queues/{dead}/peek"))
             .send()
@@ -191,7 +165,7 @@ async fn an_item_nacked_max_deliveries_times_lands_in_the_dead_letter_queue() {
             .await
             .unwrap();
         assert_eq!(redriven["redriven"], 1);
-        assert_eq!(stats(url, &dead).await["depth"], 0);
+        assert_eq!(Client::new(url).stats(&dead).await.depth, 0);
         let item = pop_leased(url, queue, 60_000, 0).await.unwrap();
         assert_eq!((item.body.as_str(), item.delivery_count), ("bad-input", 1));
         let ack = post(format!("{url}/v1/queues/{queue}/ack/{}", item.receipt)).await;
@@ -214,11 +188,8 @@ async fn delayed_pushes_and_nacks_stay_invisible_until_due() {
         .await
         .unwrap();
     let visible_at_ms = pushed["visible_at_ms"].as_u64().unwrap();
-    let now = stats(url, "later").await;
-    assert_eq!(
-        (now["depth"].as_i64(), now["delayed"].as_i64()),
-        (Some(0), Some(1))
-    );
+    let now = Client::new(url).stats("later").await;
+    assert_eq!((now.depth, now.delayed), (0, 1));
     let first = pop_leased(url, "later", 60_000, 30_000).await.unwrap();
     assert!(now_ms() >= visible_at_ms, "not visible before its time");
     assert_eq!((first.body.as_str(), first.delivery_count), ("delayed", 1));
@@ -267,7 +238,7 @@ async fn extend_keeps_the_lease_and_max_returns_objects() {
     let daemon = Daemon::start(|_| {}).await;
     let url = &daemon.url;
     for body in ["a", "b", "c"] {
-        push(url, "batch", body).await;
+        Client::new(url).push("batch", body).await;
     }
     let response = post(format!("{url}/v1/queues/batch/pop?max=3&lease_ms=200")).await;
     assert_eq!(response.status(), StatusCode::OK);
@@ -302,7 +273,7 @@ async fn extend_keeps_the_lease_and_max_returns_objects() {
         let ack = post(format!("{url}/v1/queues/batch/ack/{receipt}")).await;
         assert_eq!(ack.status(), StatusCode::NO_CONTENT);
     }
-    assert_eq!(stats(url, "batch").await["leased"], 0);
+    assert_eq!(Client::new(url).stats("batch").await.leased, 0);
     daemon.stop().await;
 }
 
@@ -313,7 +284,7 @@ async fn receipts_that_cannot_be_acted_on_get_clear_errors() {
     let daemon = Daemon::start(|config| config.staging.reap_interval_ms = 600_000).await;
     let url = &daemon.url;
     let keys = QueueKeys::new(&QueueName::new("errs").unwrap());
-    push(url, "errs", "x").await;
+    Client::new(url).push("errs", "x").await;
     let items = try_pop(&daemon.store, &keys, (End::Front, 1, 1), &[])
         .await
         .unwrap()
@@ -439,10 +410,7 @@ async fn receipts_that_cannot_be_acted_on_get_clear_errors() {
     }
     // None of it changed anything: the expired lease is still there, and
     // nothing else was written.
-    let after = stats(url, "errs").await;
-    assert_eq!(
-        (after["depth"].as_i64(), after["leased"].as_i64()),
-        (Some(0), Some(1))
-    );
+    let after = Client::new(url).stats("errs").await;
+    assert_eq!((after.depth, after.leased), (0, 1));
     daemon.stop().await;
 }

@@ -4,7 +4,7 @@
 //! its lease is gone, its delivery is not counted (nobody saw it), and the
 //! depth, waiting and leased counters stay exact.
 
-mod common;
+use crate::common;
 
 use hotq::envelope::{End, RequestValue, now_ms};
 use hotq::keys::{QueueKeys, QueueName};

@@ -4,28 +4,18 @@
 //! changed while workers pop and settle; queue listings while queues come
 //! and go. Each over HTTP against the real daemon.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use common::daemon::{Daemon, http, queue_stats};
+use common::client::Client;
+use common::daemon::{Daemon, http};
 use hotq::dedup::DEDUP_ID_LEN_MAX;
 use hotq::groups::GROUP_KEY_LEN_MAX;
 use hotq::keys::QUEUE_NAME_LEN_MAX;
 use serde_json::{Value, json};
-
-async fn push(client: &reqwest::Client, url: &str, queue: &str, body: &str) -> (u16, Value) {
-    let answer = client
-        .post(format!("{url}/v1/queues/{queue}/items"))
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
-    let status = answer.status().as_u16();
-    (status, answer.json().await.unwrap_or(Value::Null))
-}
 
 async fn push_with(
     client: &reqwest::Client,
@@ -77,10 +67,10 @@ async fn names_group_keys_and_dedup_ids_at_their_limits_work_and_one_more_is_ref
     let daemon = Daemon::start(|_| {}).await;
     let (client, url) = (http(), daemon.url.clone());
     let longest = "q".repeat(QUEUE_NAME_LEN_MAX);
-    assert_eq!(push(&client, &url, &longest, "a").await.0, 201);
+    assert_eq!(Client::new(&url).try_push(&longest, "a").await.0, 201);
     assert_eq!(lease(&client, &url, &longest).await.unwrap().0, "a");
     let too_long = "q".repeat(QUEUE_NAME_LEN_MAX + 1);
-    let (status, body) = push(&client, &url, &too_long, "a").await;
+    let (status, body) = Client::new(&url).try_push(&too_long, "a").await;
     assert_eq!(status, 400, "{body}");
     assert_eq!(body["error"]["code"], "invalid_queue_name");
 
@@ -113,7 +103,7 @@ async fn names_group_keys_and_dedup_ids_at_their_limits_work_and_one_more_is_ref
         "priority pushes read the header alike"
     );
     assert_eq!(
-        queue_stats(&url, "edge").await["depth"],
+        Client::new(&url).stats("edge").await.depth,
         2,
         "only the stored ones"
     );
@@ -143,7 +133,7 @@ async fn dedup_ids_outlive_a_purge_not_a_delete() {
         .unwrap();
     assert_eq!(deleted.status(), 200);
     assert_eq!(push_with(&client, &url, "orders", "", header).await, 201);
-    assert_eq!(queue_stats(&url, "orders").await["depth"], 1);
+    assert_eq!(Client::new(&url).stats("orders").await.depth, 1);
     daemon.stop().await;
 }
 
@@ -161,7 +151,7 @@ async fn a_deleted_dead_letter_target_takes_the_next_dead_letter() {
             .send()
     };
     for body in ["first", "second"] {
-        assert_eq!(push(&client, &url, "gy", body).await.0, 201);
+        assert_eq!(Client::new(&url).try_push("gy", body).await.0, 201);
         let (popped, receipt) = lease(&client, &url, "gy").await.unwrap();
         assert_eq!(popped, body);
         let nacked: Value = nack(receipt).await.unwrap().json().await.unwrap();
@@ -175,7 +165,7 @@ async fn a_deleted_dead_letter_target_takes_the_next_dead_letter() {
             assert_eq!(deleted["items"], 1, "{deleted}");
         }
     }
-    assert_eq!(queue_stats(&url, "graveyard").await["depth"], 1);
+    assert_eq!(Client::new(&url).stats("graveyard").await.depth, 1);
     let redriven = client
         .post(format!("{url}/v1/queues/graveyard/redrive"))
         .send()
@@ -249,11 +239,8 @@ async fn settings_changes_racing_pops_and_settles_lose_nothing() {
     let distinct: HashSet<&String> = delivered.iter().collect();
     assert_eq!(delivered.len(), ITEMS, "each delivered once");
     assert_eq!(distinct.len(), ITEMS);
-    let stats = queue_stats(&url, "busy").await;
-    assert_eq!(
-        (stats["depth"].clone(), stats["leased"].clone()),
-        (0.into(), 0.into())
-    );
+    let stats = Client::new(&url).stats("busy").await;
+    assert_eq!((stats.depth, stats.leased), (0, 0), "{stats}");
     daemon.stop().await;
 }
 
@@ -266,7 +253,10 @@ async fn queue_listings_while_queues_come_and_go_page_in_order() {
     let (client, url) = (http(), daemon.url.clone());
     for i in 0..30 {
         assert_eq!(
-            push(&client, &url, &format!("stay-{i:02}"), "x").await.0,
+            Client::new(&url)
+                .try_push(&format!("stay-{i:02}"), "x")
+                .await
+                .0,
             201
         );
     }
@@ -278,7 +268,7 @@ async fn queue_listings_while_queues_come_and_go_page_in_order() {
             while !stop.load(Ordering::Relaxed) {
                 i += 1;
                 let queue = format!("churn-{:02}", i % 40);
-                push(&client, &url, &queue, "x").await;
+                Client::new(&url).try_push(&queue, "x").await;
                 let gone = client
                     .delete(format!("{url}/v1/queues/{queue}"))
                     .send()

@@ -9,7 +9,7 @@
 //! when B's pops are); B's round collects them for its pops in line order
 //! and gives back what nobody waits for, in the same commit.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

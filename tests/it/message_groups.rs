@@ -4,7 +4,7 @@
 //! leases (acks, nacks, expiries) and with plain pops whose callers hang
 //! up; the 400s; what stats and purge say about items behind group heads.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -13,6 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use common::client::Client;
 use common::daemon::{Daemon, http};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -58,10 +59,6 @@ async fn push_groups(url: &str, queue: &str, groups: usize, per_group: usize) {
 fn parse(body: &str) -> (usize, usize) {
     let (group, seq) = body.trim_start_matches('g').split_once('-').unwrap();
     (group.parse().unwrap(), seq.parse().unwrap())
-}
-
-async fn stats(url: &str, queue: &str) -> Value {
-    common::daemon::queue_stats(url, queue).await
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,10 +183,10 @@ async fn leased_workers_keep_each_group_in_order_and_one_out_while_groups_run_in
     let url = daemon.url.clone();
     let queue = "grouped-leased";
     push_groups(&url, queue, GROUPS, PER_GROUP).await;
-    let stats_before = stats(&url, queue).await;
-    assert_eq!(stats_before["depth"], GROUPS as i64, "{stats_before}");
+    let stats_before = Client::new(&url).stats(queue).await;
+    assert_eq!(stats_before.depth, GROUPS as i64, "{stats_before}");
     assert_eq!(
-        stats_before["grouped"],
+        stats_before.grouped,
         (GROUPS * (PER_GROUP - 1)) as i64,
         "{stats_before}"
     );
@@ -273,10 +270,12 @@ async fn leased_workers_keep_each_group_in_order_and_one_out_while_groups_run_in
         deliveries.len()
     );
 
-    let after = stats(&url, queue).await;
-    for field in ["depth", "leased", "delayed", "grouped"] {
-        assert_eq!(after[field], 0, "{field}: {after}");
-    }
+    let after = Client::new(&url).stats(queue).await;
+    assert_eq!(
+        (after.depth, after.leased, after.delayed, after.grouped),
+        (0, 0, 0, 0),
+        "{after}"
+    );
     daemon.stop().await;
 }
 
@@ -315,7 +314,7 @@ async fn plain_pops_with_hang_ups(requests_in_memory: bool) {
         hanging.push(stream);
     }
     common::eventually("the hanging pops wait", BOUND, || async {
-        stats(&url, queue).await["waiting"].as_i64() == Some(HANG_UPS as i64)
+        Client::new(&url).stats(queue).await.waiting == HANG_UPS as i64
     })
     .await;
     let pushing = {
@@ -379,8 +378,8 @@ async fn plain_pops_with_hang_ups(requests_in_memory: bool) {
         }
     }
     common::eventually("the queue is empty", BOUND, || async {
-        let after = stats(&url, queue).await;
-        after["depth"] == 0 && after["grouped"] == 0 && after["waiting"] == 0
+        let after = Client::new(&url).stats(queue).await;
+        after.depth == 0 && after.grouped == 0 && after.waiting == 0
     })
     .await;
     // Informational: how many items went back from callers who hung up.
@@ -423,11 +422,8 @@ async fn groups_on_priority_queues_and_invalid_keys_are_refused() {
         .await
         .unwrap();
     refused(response, "bad_group").await;
-    let after = stats(url, "q").await;
-    assert_eq!(
-        (after["depth"].as_i64(), after["grouped"].as_i64()),
-        (Some(0), Some(0))
-    );
+    let after = Client::new(url).stats("q").await;
+    assert_eq!((after.depth, after.grouped), (0, 0));
     daemon.stop().await;
 }
 
@@ -464,10 +460,10 @@ async fn purge_drops_waiting_items_and_a_leased_head_still_holds_its_group() {
     for body in ["b0", "b1", "b2"] {
         push("b", body).await;
     }
-    let before = stats(url, queue).await;
+    let before = Client::new(url).stats(queue).await;
     assert_eq!(
-        (&before["depth"], &before["leased"], &before["grouped"]),
-        (&json!(1), &json!(1), &json!(4)),
+        (before.depth, before.leased, before.grouped),
+        (1, 1, 4),
         "{before}"
     );
     let purged: Value = http()
@@ -479,21 +475,17 @@ async fn purge_drops_waiting_items_and_a_leased_head_still_holds_its_group() {
         .await
         .unwrap();
     assert_eq!(purged["purged"], 5, "{purged}");
-    let after = stats(url, queue).await;
+    let after = Client::new(url).stats(queue).await;
     assert_eq!(
-        (&after["depth"], &after["leased"], &after["grouped"]),
-        (&json!(0), &json!(1), &json!(0)),
+        (after.depth, after.leased, after.grouped),
+        (0, 1, 0),
         "{after}"
     );
     // b lost its head: a push to it is visible at once; a's head is out.
     push("b", "b3").await;
     push("a", "a3").await;
-    let after = stats(url, queue).await;
-    assert_eq!(
-        (&after["depth"], &after["grouped"]),
-        (&json!(1), &json!(1)),
-        "{after}"
-    );
+    let after = Client::new(url).stats(queue).await;
+    assert_eq!((after.depth, after.grouped), (1, 1), "{after}");
     let ack = http()
         .post(format!("{url}/v1/queues/{queue}/ack/{receipt}"))
         .send()
@@ -525,11 +517,7 @@ async fn purge_drops_waiting_items_and_a_leased_head_still_holds_its_group() {
         .unwrap();
     assert_eq!(deleted.status(), StatusCode::OK);
     push("c", "c3").await;
-    let after = stats(url, queue).await;
-    assert_eq!(
-        (&after["depth"], &after["grouped"]),
-        (&json!(1), &json!(0)),
-        "{after}"
-    );
+    let after = Client::new(url).stats(queue).await;
+    assert_eq!((after.depth, after.grouped), (1, 0), "{after}");
     daemon.stop().await;
 }

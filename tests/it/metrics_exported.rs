@@ -2,18 +2,17 @@
 //! scrape, and every series the Grafana dashboard queries is exported.
 //!
 //! The metrics recorder is process-global, so the tests that drive a
-//! daemon take turns (`SERIAL`) and compare counters without a queue label
-//! against a scrape taken before their load.
+//! daemon run alone in a process (`common::alone`) and compare counters
+//! without a queue label against a scrape taken before their load.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeSet, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD as BASE64;
+use common::client::Client;
 use common::daemon::{Daemon, http};
 use common::exposition::{
     HISTOGRAM_SUFFIXES, Sample, exported, parse, parse_line, scrape, total, value,
@@ -23,9 +22,6 @@ use hotq::keys::{QueueKeys, QueueName};
 use hotq::metrics;
 use reqwest::StatusCode;
 use serde_json::Value;
-
-/// Daemon tests take turns: they share one recorder.
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Generous bound for anything the daemon does on its own (sampler, reaper).
 const EVENT_BOUND: Duration = Duration::from_secs(60);
@@ -180,50 +176,7 @@ fn base_name(series: &str) -> &str {
 }
 
 // ---------------------------------------------------------------------------
-// HTTP helpers
-
-fn batch_body(payloads: &[String]) -> Vec<u8> {
-    let encoded: Vec<String> = payloads.iter().map(|p| BASE64.encode(p)).collect();
-    serde_json::to_vec(&encoded).unwrap()
-}
-
-async fn push(client: &reqwest::Client, url: &str, queue: &str, payload: &str) {
-    let response = client
-        .post(format!("{url}/v1/queues/{queue}/items"))
-        .body(payload.to_string())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::CREATED, "push to {queue}");
-}
-
-/// One pop: the item's payload, or `None` on 204.
-async fn pop(client: &reqwest::Client, url: &str, queue: &str, wait_ms: u64) -> Option<String> {
-    let response = client
-        .post(format!("{url}/v1/queues/{queue}/pop?wait_ms={wait_ms}"))
-        .send()
-        .await
-        .unwrap();
-    match response.status() {
-        StatusCode::OK => Some(response.text().await.unwrap()),
-        StatusCode::NO_CONTENT => None,
-        other => panic!(
-            "pop from {queue}: {other}: {}",
-            response.text().await.unwrap()
-        ),
-    }
-}
-
-async fn queue_stats(client: &reqwest::Client, url: &str, queue: &str) -> Value {
-    client
-        .get(format!("{url}/v1/queues/{queue}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
+// Scrapes
 
 /// Waits until a scrape satisfies `condition`.
 async fn scrape_until(
@@ -244,13 +197,15 @@ async fn scrape_until(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn contention_shows_in_the_scrape() {
+    if !common::alone::here(module_path!(), "contention_shows_in_the_scrape").await {
+        return;
+    }
     const QUEUE: &str = "contended";
     const ITEMS: usize = 2_000;
     const PUSHERS: usize = 2;
     const POPPERS: usize = 32;
     const BATCH: usize = 10;
 
-    let _turn = SERIAL.lock().await;
     // Stored requests: a daemon's memory requests (the default) never race
     // its fulfiller, so direct-pop conflicts show only with stored
     // requests, or with pops from several processes.
@@ -260,17 +215,18 @@ async fn contention_shows_in_the_scrape() {
     })
     .await;
     let client = http();
+    let api = Client::new(&daemon.url);
     let before = parse(&scrape(&client, &daemon.metrics_url).await);
 
     let delivered = Arc::new(Mutex::new(HashSet::with_capacity(ITEMS)));
     let count = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
     for _ in 0..POPPERS {
-        let (client, url) = (client.clone(), daemon.url.clone());
+        let api = api.clone();
         let (delivered, count) = (delivered.clone(), count.clone());
         tasks.push(tokio::spawn(async move {
             while count.load(Ordering::SeqCst) < ITEMS {
-                if let Some(payload) = pop(&client, &url, QUEUE, 300).await {
+                if let Some(payload) = api.pop(QUEUE, 300).await {
                     let fresh = delivered.lock().unwrap().insert(payload.clone());
                     assert!(fresh, "{payload} delivered twice");
                     count.fetch_add(1, Ordering::SeqCst);
@@ -279,18 +235,12 @@ async fn contention_shows_in_the_scrape() {
         }));
     }
     for pusher in 0..PUSHERS {
-        let (client, url) = (client.clone(), daemon.url.clone());
+        let api = api.clone();
         tasks.push(tokio::spawn(async move {
             let numbers: Vec<usize> = (0..ITEMS / PUSHERS).collect();
             for chunk in numbers.chunks(BATCH) {
                 let payloads: Vec<String> = chunk.iter().map(|n| format!("{pusher}-{n}")).collect();
-                let response = client
-                    .post(format!("{url}/v1/queues/{QUEUE}/items:batch"))
-                    .body(batch_body(&payloads))
-                    .send()
-                    .await
-                    .unwrap();
-                assert_eq!(response.status(), StatusCode::CREATED);
+                api.push_batch(QUEUE, &payloads).await;
             }
         }));
     }
@@ -315,8 +265,8 @@ async fn contention_shows_in_the_scrape() {
         },
     )
     .await;
-    let stats = queue_stats(&client, &daemon.url, QUEUE).await;
-    assert_eq!(stats["depth"], 0, "{stats}");
+    let stats = api.stats(QUEUE).await;
+    assert_eq!(stats.depth, 0, "{stats}");
 
     let text = scrape(&client, &daemon.metrics_url).await;
     let after = parse(&text);
@@ -371,6 +321,9 @@ async fn contention_shows_in_the_scrape() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_dashboard_series_is_exported() {
+    if !common::alone::here(module_path!(), "every_dashboard_series_is_exported").await {
+        return;
+    }
     let dashboard = dashboard();
     let series = series_names(&dashboard_queries(&dashboard));
     assert!(
@@ -390,7 +343,6 @@ async fn every_dashboard_series_is_exported() {
         .collect();
     assert!(unused.is_empty(), "no dashboard panel shows {unused:?}");
 
-    let _turn = SERIAL.lock().await;
     let daemon = Daemon::start(|config| {
         config.metrics_sample_interval_ms = 50;
         config.staging.result_grace_ms = 100;
@@ -403,6 +355,7 @@ async fn every_dashboard_series_is_exported() {
     .await;
     let client = http();
     let (url, metrics_url) = (daemon.url.as_str(), daemon.metrics_url.as_str());
+    let api = Client::new(url);
 
     // Leases: an ack, a nack, an expiry that redelivers, a second nack
     // that dead-letters (max_deliveries is 2), and a delayed push.
@@ -423,9 +376,9 @@ async fn every_dashboard_series_is_exported() {
                 .to_string()
         }
     };
-    push(&client, url, "dash-lease", "ack").await;
-    push(&client, url, "dash-lease", "poison").await;
-    push(&client, url, "dash-lease", "expires").await;
+    api.push("dash-lease", "ack").await;
+    api.push("dash-lease", "poison").await;
+    api.push("dash-lease", "expires").await;
     for op in ["ack", "nack", "nack"] {
         let receipt = leased_pop(60_000).await;
         let response = client
@@ -454,23 +407,20 @@ async fn every_dashboard_series_is_exported() {
     .await;
 
     // Normal traffic: a push and a direct pop.
-    push(&client, url, "dash-traffic", "direct").await;
-    assert_eq!(
-        pop(&client, url, "dash-traffic", 0).await.as_deref(),
-        Some("direct")
-    );
+    api.push("dash-traffic", "direct").await;
+    assert_eq!(api.pop("dash-traffic", 0).await.as_deref(), Some("direct"));
 
     // A staged pop: the request is registered before the item arrives.
     let waiting_pop = {
-        let (client, url) = (client.clone(), url.to_string());
-        tokio::spawn(async move { pop(&client, &url, "dash-traffic", 30_000).await })
+        let api = api.clone();
+        tokio::spawn(async move { api.pop("dash-traffic", 30_000).await })
     };
     common::eventually("the long poll's request is registered", EVENT_BOUND, || {
-        let client = client.clone();
-        async move { queue_stats(&client, url, "dash-traffic").await["waiting"] == 1 }
+        let api = api.clone();
+        async move { api.stats("dash-traffic").await.waiting == 1 }
     })
     .await;
-    push(&client, url, "dash-traffic", "staged").await;
+    api.push("dash-traffic", "staged").await;
     assert_eq!(waiting_pop.await.unwrap().as_deref(), Some("staged"));
     let staged = [("queue", "dash-traffic"), ("path", "staged")];
     scrape_until(&client, metrics_url, "a staged pop and its batch", |s| {
@@ -481,20 +431,14 @@ async fn every_dashboard_series_is_exported() {
 
     // A conflict: bursts of concurrent pops on a short queue.
     common::eventually("a commit conflict", EVENT_BOUND, || {
-        let client = client.clone();
+        let (client, api) = (client.clone(), api.clone());
         async move {
             let payloads: Vec<String> = (0..32).map(|n| format!("burst-{n}")).collect();
-            let response = client
-                .post(format!("{url}/v1/queues/dash-burst/items:batch"))
-                .body(batch_body(&payloads))
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(response.status(), StatusCode::CREATED);
+            api.push_batch("dash-burst", &payloads).await;
             let pops: Vec<_> = (0..32)
                 .map(|_| {
-                    let (client, url) = (client.clone(), url.to_string());
-                    tokio::spawn(async move { pop(&client, &url, "dash-burst", 0).await })
+                    let api = api.clone();
+                    tokio::spawn(async move { api.pop("dash-burst", 0).await })
                 })
                 .collect();
             for task in pops {
@@ -522,7 +466,7 @@ async fn every_dashboard_series_is_exported() {
 
     // A reaped result: a dead requester is served (it is first in line,
     // the HTTP pop behind it started the fulfiller) and never collects.
-    push(&client, url, "dash-reap", "stranded").await;
+    api.push("dash-reap", "stranded").await;
     let reap = QueueKeys::new(&QueueName::new("dash-reap").unwrap());
     let _dead = hotq::staging::requester::register(
         &daemon.store,
@@ -532,7 +476,7 @@ async fn every_dashboard_series_is_exported() {
     .await
     .unwrap();
     assert_eq!(
-        pop(&client, url, "dash-reap", 300).await,
+        api.pop("dash-reap", 300).await,
         None,
         "the item went to the dead requester queued first"
     );

@@ -2,11 +2,11 @@
 //! `metrics_queue_labels_max` distinct queues, everything is counted under
 //! `queue="_other"`.
 //!
-//! Alone in its test binary on purpose: the metrics recorder is
-//! process-global and the first daemon's label cap wins, so this file's
-//! daemon must be the first (and only) one.
+//! Alone in its process on purpose (`common::alone`): the metrics
+//! recorder is process-global and the first daemon's label cap wins, so
+//! this test's daemon must be the first (and only) one.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -64,6 +64,14 @@ async fn scrape(client: &reqwest::Client, url: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn ten_thousand_queue_names_keep_the_exporter_bounded() {
+    if !common::alone::here(
+        module_path!(),
+        "ten_thousand_queue_names_keep_the_exporter_bounded",
+    )
+    .await
+    {
+        return;
+    }
     let daemon = Daemon::start(|config| {
         config.metrics_queue_labels_max = LABELS_MAX;
         config.metrics_sample_interval_ms = 50;

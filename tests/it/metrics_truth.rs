@@ -1,23 +1,35 @@
-//! Metrics that tell the truth (issue 17, part 4), on a real daemon:
-//! invalid queue names never take label slots; a FIFO queue and a priority
-//! queue of one name get distinct series; a queue's counters exist at 0
-//! from its first use; a long poll that times out counts as an expired
-//! request in both request modes; a pop's service time leaves out the time
-//! it waited with its queue empty, which has a metric of its own; process
-//! and build metrics are exported.
+//! Metrics that tell the truth, on a real daemon.
 //!
-//! One test function: the recorder (and its label cap) is process-global.
+//! Counters and labels (issue 17, part 4): invalid queue names never take
+//! label slots; a FIFO queue and a priority queue of one name get distinct
+//! series; a queue's counters exist at 0 from its first use; a long poll
+//! that times out counts as an expired request in both request modes; a
+//! pop's service time leaves out the time it waited with its queue empty,
+//! which has a metric of its own; process and build metrics are exported.
+//!
+//! Sampled gauges follow the store at any number of queues: a queue that
+//! left the set this daemon served recently is still re-sampled (the timer
+//! changing it, and a rotation through every queue), and `_other` sums
+//! every queue past the label cap, not only those that happened to be
+//! sampled.
+//!
+//! Each test runs alone in a process (`common::alone`): the recorder (and
+//! its label cap, the first daemon's) is process-global.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use common::daemon::{Daemon, http};
-use hotq::metrics;
+use hotq::metrics::{self, DELAYED_ITEMS, OVERFLOW_QUEUE_LABEL, QUEUE_DEPTH};
 use reqwest::StatusCode;
 
+/// The label cap of the counters' daemon: past it, `_other`.
 const LABELS_MAX: usize = 4;
+/// The label cap of the gauges' daemon, and the queues it serves past it.
+const GAUGE_LABELS_MAX: usize = 10;
+const OTHERS: usize = 60;
 const EVENT_BOUND: Duration = Duration::from_secs(60);
 /// How long the long poll below idles on its empty queue before the push.
 const IDLE: Duration = Duration::from_millis(400);
@@ -122,7 +134,10 @@ async fn a_long_poll_that_times_out_is_an_expired_request(requests_in_memory: bo
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn metrics_tell_the_truth() {
+async fn counters_and_labels_tell_the_truth() {
+    if !common::alone::here(module_path!(), "counters_and_labels_tell_the_truth").await {
+        return;
+    }
     let daemon = Daemon::start(|config| config.metrics_queue_labels_max = LABELS_MAX).await;
 
     // Invalid names are refused and counted without a label slot of their own.
@@ -243,4 +258,91 @@ async fn metrics_tell_the_truth() {
 
     a_long_poll_that_times_out_is_an_expired_request(true, "expire-mem").await;
     a_long_poll_that_times_out_is_an_expired_request(false, "expire-stored").await;
+}
+
+/// The value of `name{queue="queue",kind="fifo"}` in a scrape, if exported.
+fn gauge(text: &str, name: &str, queue: &str) -> Option<f64> {
+    value(text, name, &[("queue", queue), ("kind", "fifo")])
+}
+
+/// The sum of every labelled sample of `name` in a scrape.
+fn total(text: &str, name: &str) -> f64 {
+    samples(text)
+        .into_iter()
+        .filter(|(n, l, _)| n == name && !l.is_empty())
+        .map(|(_, _, v)| v)
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn gauges_follow_a_queue_the_daemon_stopped_serving_and_other_sums_all() {
+    let name = "gauges_follow_a_queue_the_daemon_stopped_serving_and_other_sums_all";
+    if !common::alone::here(module_path!(), name).await {
+        return;
+    }
+    let daemon = Daemon::start(|config| {
+        config.metrics_queue_labels_max = GAUGE_LABELS_MAX;
+        config.metrics_sample_interval_ms = 50;
+        // Fewer than the queues below: `stale` leaves the recently served set.
+        config.metrics_sample_queues_max = 8;
+    })
+    .await;
+    let client = http();
+    let push = |queue: String, query: &'static str| {
+        let (client, url) = (client.clone(), daemon.url.clone());
+        async move {
+            let response = client
+                .post(format!("{url}/v1/queues/{queue}/items{query}"))
+                .body("item")
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status(), StatusCode::CREATED);
+        }
+    };
+    push("stale".into(), "?delay_ms=1500").await;
+    let scrape = || async {
+        client
+            .get(&daemon.metrics_url)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    };
+    common::eventually(
+        "the delayed item is sampled",
+        Duration::from_secs(60),
+        || async { gauge(&scrape().await, DELAYED_ITEMS, "stale") == Some(1.0) },
+    )
+    .await;
+    for n in 0..OTHERS {
+        push(format!("other-{n:03}"), "").await;
+    }
+    // Once visible, the item shows: depth 1, delayed 0, whatever else was served since.
+    common::eventually(
+        "stale's gauges follow its reveal",
+        Duration::from_secs(60),
+        || async {
+            let text = scrape().await;
+            gauge(&text, QUEUE_DEPTH, "stale") == Some(1.0)
+                && gauge(&text, DELAYED_ITEMS, "stale") == Some(0.0)
+        },
+    )
+    .await;
+    // Every queue holds one item: over all labels, `_other` included, the
+    // depths add up to all of them.
+    let queues = (OTHERS + 1) as f64;
+    common::eventually(
+        "the depth gauges sum every queue",
+        Duration::from_secs(60),
+        || async {
+            let text = scrape().await;
+            gauge(&text, QUEUE_DEPTH, OVERFLOW_QUEUE_LABEL).is_some()
+                && total(&text, QUEUE_DEPTH) == queues
+        },
+    )
+    .await;
+    daemon.stop().await;
 }

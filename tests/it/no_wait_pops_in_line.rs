@@ -5,7 +5,7 @@
 //! saying so; and one whose bound ran out while items were visible
 //! answered "empty" too.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

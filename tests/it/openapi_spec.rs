@@ -3,7 +3,7 @@
 //! error shape (and the answers' shapes) the spec declares are what the
 //! daemon sends.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -185,7 +185,7 @@ async fn the_spec_lists_exactly_the_routes_and_the_error_shape_the_daemon_serves
         for (method, operation) in item.as_object().unwrap() {
             for (status, answer) in operation["responses"].as_object().unwrap() {
                 // The SQS API (POST /) answers SQS's error shape, in its own
-                // content type (docs/sqs.md; tests/sqs_protocol.rs).
+                // content type (docs/sqs.md; tests/it/sqs_protocol.rs).
                 if path == "/" {
                     assert!(
                         answer["description"].as_str().unwrap().contains("SQS")

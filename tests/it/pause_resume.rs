@@ -5,27 +5,18 @@
 //! are served once it resumes; and two daemons on one store both obey a
 //! pause made through either.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
-use common::daemon::{Daemon, http, queue_stats};
+use common::client::Client;
+use common::daemon::{Daemon, http};
 use common::eventually;
 use reqwest::StatusCode;
 use serde_json::Value;
 
 /// Generous bound on anything awaited.
 const BOUND: Duration = Duration::from_secs(60);
-
-async fn push(url: &str, queue: &str, payload: &str) {
-    let response = http()
-        .post(format!("{url}/v1/queues/{queue}/items"))
-        .body(payload.to_string())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::CREATED);
-}
 
 async fn post(url: &str, path: &str) -> (StatusCode, Value) {
     let response = http().post(format!("{url}{path}")).send().await.unwrap();
@@ -57,7 +48,7 @@ async fn set_paused(url: &str, root: &str, queue: &str, paused: bool) {
 /// Waits until daemon `url` has at least `n` pops of `queue` waiting.
 async fn until_waiting(url: &str, queue: &str, n: i64) {
     eventually(&format!("{n} pops waiting on {queue}"), BOUND, || async {
-        queue_stats(url, queue).await["waiting"].as_i64().unwrap() >= n
+        Client::new(url).stats(queue).await.waiting >= n
     })
     .await;
 }
@@ -112,19 +103,16 @@ async fn paused_queue_hands_nothing_out(requests_in_memory: bool) {
     .await;
     let url = &daemon.url;
     for i in 0..3 {
-        push(url, "jobs", &format!("item-{i}")).await;
+        Client::new(url).push("jobs", format!("item-{i}")).await;
     }
     set_paused(url, "queues", "jobs", true).await;
-    let stats = queue_stats(url, "jobs").await;
-    assert_eq!(
-        (stats["paused"].clone(), stats["depth"].clone()),
-        (Value::Bool(true), 3.into())
-    );
+    let stats = Client::new(url).stats("jobs").await;
+    assert_eq!((stats.paused, stats.depth), (true, 3), "{stats}");
 
     nothing_comes_out(url, "jobs").await;
     // Pushes are taken while paused, and counted.
-    push(url, "jobs", "pushed-while-paused").await;
-    assert_eq!(queue_stats(url, "jobs").await["depth"], 4);
+    Client::new(url).push("jobs", "pushed-while-paused").await;
+    assert_eq!(Client::new(url).stats("jobs").await.depth, 4);
 
     // A long-poll waiting on the paused queue is served on resume.
     let waiting = spawn_pop(url, "/v1/queues/jobs/pop?wait_ms=60000".into());
@@ -132,7 +120,7 @@ async fn paused_queue_hands_nothing_out(requests_in_memory: bool) {
     set_paused(url, "queues", "jobs", false).await;
     let (status, body) = tokio::time::timeout(BOUND, waiting).await.unwrap().unwrap();
     assert_eq!(status, StatusCode::OK, "the long-poll after resume: {body}");
-    assert_eq!(queue_stats(url, "jobs").await["paused"], false);
+    assert!(!Client::new(url).stats("jobs").await.paused);
     // Everything else comes out too, each item once.
     let (status, body) = pop(url, "/v1/queues/jobs/pop?max=10").await;
     assert_eq!(status, StatusCode::OK);
@@ -213,7 +201,7 @@ async fn leases_in_flight_settle_while_paused() {
     let daemon = Daemon::start(|_| {}).await;
     let url = &daemon.url;
     for payload in ["acked", "nacked", "extended"] {
-        push(url, "work", payload).await;
+        Client::new(url).push("work", payload).await;
     }
     let (status, leased) = pop(url, "/v1/queues/work/pop?max=3&lease_ms=60000").await;
     assert_eq!(status, StatusCode::OK);
@@ -230,12 +218,8 @@ async fn leases_in_flight_settle_while_paused() {
     assert!(status.is_success(), "extend while paused: {status} {body}");
     let (status, body) = post(url, &format!("/v1/queues/work/nack/{}", receipt(1))).await;
     assert!(status.is_success(), "nack while paused: {status} {body}");
-    let stats = queue_stats(url, "work").await;
-    assert_eq!(
-        (stats["depth"].clone(), stats["leased"].clone()),
-        (1.into(), 1.into()),
-        "{stats}"
-    );
+    let stats = Client::new(url).stats("work").await;
+    assert_eq!((stats.depth, stats.leased), (1, 1), "{stats}");
     // The nacked item is back, and stays in while paused.
     let (status, _) = pop(url, "/v1/queues/work/pop?lease_ms=1000").await;
     assert_eq!(status, StatusCode::NO_CONTENT);
@@ -255,7 +239,7 @@ async fn acks_riding_on_pops_settle_while_paused() {
     let daemon = Daemon::start(|_| {}).await;
     let url = &daemon.url;
     for payload in ["one", "two", "three"] {
-        push(url, "ride", payload).await;
+        Client::new(url).push("ride", payload).await;
     }
     let (status, leased) = pop(url, "/v1/queues/ride/pop?max=2&lease_ms=60000").await;
     assert_eq!(status, StatusCode::OK);
@@ -277,12 +261,8 @@ async fn acks_riding_on_pops_settle_while_paused() {
         );
         assert_eq!(answer.headers()["hotq-acked"], "acked", "wait_ms={wait_ms}");
     }
-    let stats = queue_stats(url, "ride").await;
-    assert_eq!(
-        (stats["depth"].clone(), stats["leased"].clone()),
-        (1.into(), 0.into()),
-        "{stats}"
-    );
+    let stats = Client::new(url).stats("ride").await;
+    assert_eq!((stats.depth, stats.leased), (1, 0), "{stats}");
     daemon.stop().await;
 }
 
@@ -293,9 +273,9 @@ async fn acks_riding_on_pops_settle_while_paused() {
 async fn two_daemons_on_one_store_both_obey() {
     let a = Daemon::start(|_| {}).await;
     let b = Daemon::start_on(a.store.clone(), |_| {}).await;
-    push(&a.url, "shared", "first").await;
+    Client::new(&a.url).push("shared", "first").await;
     set_paused(&a.url, "queues", "shared", true).await;
-    assert_eq!(queue_stats(&b.url, "shared").await["paused"], true);
+    assert!(Client::new(&b.url).stats("shared").await.paused);
     nothing_comes_out(&b.url, "shared").await;
     nothing_comes_out(&a.url, "shared").await;
 
@@ -305,11 +285,11 @@ async fn two_daemons_on_one_store_both_obey() {
     let on_b = spawn_pop(&b.url, "/v1/queues/shared/pop?wait_ms=60000".into());
     until_waiting(&a.url, "shared", 1).await;
     until_waiting(&b.url, "shared", 1).await;
-    push(&a.url, "shared", "second").await;
-    push(&b.url, "shared", "third").await;
+    Client::new(&a.url).push("shared", "second").await;
+    Client::new(&b.url).push("shared", "third").await;
     let (status, _) = pop(&b.url, "/v1/queues/shared/pop?wait_ms=100").await;
     assert_eq!(status, StatusCode::NO_CONTENT);
-    assert_eq!(queue_stats(&a.url, "shared").await["depth"], 3);
+    assert_eq!(Client::new(&a.url).stats("shared").await.depth, 3);
     assert!(
         !on_a.is_finished() && !on_b.is_finished(),
         "a long-poll was answered while paused"
@@ -325,7 +305,7 @@ async fn two_daemons_on_one_store_both_obey() {
     got.sort();
     got.dedup();
     assert_eq!(got.len(), 2, "each long-poll got its own item");
-    assert_eq!(queue_stats(&a.url, "shared").await["depth"], 1);
+    assert_eq!(Client::new(&a.url).stats("shared").await.depth, 1);
     b.stop().await;
     a.stop().await;
 }
@@ -352,7 +332,7 @@ async fn pause_is_a_setting_and_refuses_bad_values() {
     let (status, body) = put(r#"{"paused": true}"#).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["settings"]["paused"], true, "{body}");
-    assert_eq!(queue_stats(url, "cfg").await["paused"], true);
+    assert!(Client::new(url).stats("cfg").await.paused);
     // Pausing twice is harmless; resume returns it to the default.
     set_paused(url, "queues", "cfg", true).await;
     set_paused(url, "queues", "cfg", false).await;

@@ -3,8 +3,9 @@
 //! raw answer of one item is kept for curl and peerbench. Settles say what
 //! they did; a receipt used with another queue gets its own error.
 
-mod common;
+use crate::common;
 
+use common::client::Client;
 use common::daemon::{Daemon, http};
 use reqwest::StatusCode;
 use serde_json::Value;
@@ -19,16 +20,6 @@ const FIELDS: [&str; 8] = [
     "dead_letter_deliveries",
     "group",
 ];
-
-async fn push(url: &str, queue: &str, body: &str) {
-    let response = http()
-        .post(format!("{url}/v1/queues/{queue}/items"))
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::CREATED);
-}
 
 async fn pop_json(url: &str, query: &str, accept_json: bool) -> Vec<Value> {
     let mut request = http().post(format!("{url}/v1/queues/{query}"));
@@ -59,7 +50,7 @@ async fn every_json_pop_has_one_shape_and_max_1_stays_raw() {
     let daemon = Daemon::start(|_| {}).await;
     let url = &daemon.url;
     for body in ["a", "b", "c", "d", "e"] {
-        push(url, "shape", body).await;
+        Client::new(url).push("shape", body).await;
     }
     // max=1 with Accept: application/json: one object in an array.
     let one = pop_json(url, "shape/pop", true).await;
@@ -114,7 +105,7 @@ async fn a_dead_lettered_item_says_where_it_came_from_in_json() {
     })
     .await;
     let url = &daemon.url;
-    push(url, "once", "poison").await;
+    Client::new(url).push("once", "poison").await;
     let leased = pop_json(url, "once/pop?lease_ms=60000", true).await;
     let receipt = leased[0]["receipt"].as_str().unwrap();
     let nack = http()
@@ -135,7 +126,7 @@ async fn a_dead_lettered_item_says_where_it_came_from_in_json() {
 async fn a_receipt_used_with_another_queue_is_told_apart_from_a_lost_lease() {
     let daemon = Daemon::start(|_| {}).await;
     let url = &daemon.url;
-    push(url, "left", "x").await;
+    Client::new(url).push("left", "x").await;
     let leased = pop_json(url, "left/pop?lease_ms=60000", true).await;
     let receipt = leased[0]["receipt"].as_str().unwrap();
     for op in ["ack", "nack", "extend"] {
@@ -161,12 +152,7 @@ async fn a_receipt_used_with_another_queue_is_told_apart_from_a_lost_lease() {
     }
     // The lease is untouched: it acks on its own queue, once.
     for expected in [StatusCode::NO_CONTENT, StatusCode::NOT_FOUND] {
-        let ack = http()
-            .post(format!("{url}/v1/queues/left/ack/{receipt}"))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(ack.status(), expected);
+        assert_eq!(Client::new(url).ack("left", receipt).await, expected);
     }
     daemon.stop().await;
 }

@@ -10,7 +10,7 @@
 //! equal the number pushed; a round is repeated on a fresh queue until at
 //! least one put-back happened, so the race was exercised.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -19,7 +19,8 @@ use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use common::daemon::{Daemon, http, metric_sum, queue_stats};
+use common::client::Client;
+use common::daemon::{Daemon, http, metric_sum};
 use tokio::sync::Mutex;
 
 const ITEMS: usize = 3_000;
@@ -29,10 +30,6 @@ const ROUNDS_MAX: usize = 10;
 
 async fn counter(metrics_url: &str, name: &str, queue: &str) -> f64 {
     metric_sum(metrics_url, name, &[&format!("queue=\"{queue}\"")]).await
-}
-
-async fn depth(url: &str, queue: &str) -> u64 {
-    queue_stats(url, queue).await["depth"].as_u64().unwrap()
 }
 
 /// One round on `queue`: returns the put-backs it caused.
@@ -108,7 +105,7 @@ async fn round(daemon: &Daemon, queue: &str) -> f64 {
     // from a caller that left is out of the depth but not yet delivered).
     let metrics_url = daemon.metrics_url.clone();
     common::eventually("the queue drains", Duration::from_secs(120), || async {
-        depth(&url, queue).await == 0
+        Client::new(&url).depth(queue).await == 0
             && counter(&metrics_url, "hotq_pops_total", queue).await >= ITEMS as f64
     })
     .await;
@@ -117,7 +114,7 @@ async fn round(daemon: &Daemon, queue: &str) -> f64 {
         worker.await.unwrap();
     }
     // Every item left the queue once; the counter says so exactly.
-    assert_eq!(depth(&url, queue).await, 0);
+    assert_eq!(Client::new(&url).depth(queue).await, 0);
     let pops = counter(&daemon.metrics_url, "hotq_pops_total", queue).await;
     assert_eq!(
         pops, ITEMS as f64,
@@ -140,6 +137,14 @@ async fn round(daemon: &Daemon, queue: &str) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn pops_total_counts_each_item_once_when_callers_leave_mid_hand_off() {
+    if !common::alone::here(
+        module_path!(),
+        "pops_total_counts_each_item_once_when_callers_leave_mid_hand_off",
+    )
+    .await
+    {
+        return;
+    }
     let daemon = Daemon::start(|_| {}).await;
     let mut put_backs = 0.0;
     for round_index in 0..ROUNDS_MAX {

@@ -1,7 +1,7 @@
 //! Priority queues lease over HTTP as FIFO queues do: pop with `lease_ms`,
 //! ack, nack, extend, and expiry returns the item under its priority.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -73,6 +73,9 @@ async fn settle(client: &reqwest::Client, base: &str, q: &str, what: &str, recei
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn priority_pops_lease_and_settle_over_http() {
+    if !common::alone::here(module_path!(), "priority_pops_lease_and_settle_over_http").await {
+        return;
+    }
     let daemon = Daemon::start(|config| config.staging.reap_interval_ms = 20).await;
     let (client, base) = (http(), daemon.url.clone());
     for (body, priority) in [("five", 5), ("one", 1), ("three", 3)] {

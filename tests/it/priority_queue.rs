@@ -3,7 +3,7 @@
 //! pushes, peeks that neither change the queue nor conflict, and bad input
 //! refused whole.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -5,7 +5,7 @@
 //! in request order; with requests in memory (the default) and in the
 //! store.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};

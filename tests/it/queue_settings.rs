@@ -2,7 +2,7 @@
 //! what was stored, at once (no cache to go stale); over HTTP they are read,
 //! changed, refused when invalid, and applied to pops and pushes.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -2,8 +2,9 @@
 //! a re-drive moves its items in commits bounded by bytes. 150 items of
 //! 98 kB once made the default re-drive fail with `batch_too_large`.
 
-mod common;
+use crate::common;
 
+use common::client::Client;
 use common::daemon::{Daemon, http};
 use reqwest::StatusCode;
 use serde_json::Value;
@@ -16,18 +17,6 @@ fn item(i: usize) -> Vec<u8> {
     let mut bytes = format!("item-{i:04}-").into_bytes();
     bytes.resize(ITEM_BYTES, b'a' + (i % 26) as u8);
     bytes
-}
-
-async fn depth(url: &str, queue: &str) -> i64 {
-    let stats: Value = http()
-        .get(format!("{url}/v1/queues/{queue}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    stats["depth"].as_i64().expect("a depth")
 }
 
 async fn redrive(url: &str, query: &str) -> Value {
@@ -69,7 +58,7 @@ async fn dead_letter_large_items(url: &str) {
             .unwrap();
         assert_eq!(response.status(), StatusCode::CREATED);
     }
-    assert_eq!(depth(url, "big.dead").await, ITEMS as i64);
+    assert_eq!(Client::new(url).depth("big.dead").await, ITEMS as i64);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -79,10 +68,10 @@ async fn a_default_redrive_moves_every_large_item() {
     dead_letter_large_items(url).await;
     // 150 × 98 kB is 14.7 MB: more than one transaction may write.
     assert_eq!(redrive(url, "").await["redriven"], ITEMS);
-    assert_eq!(depth(url, "big.dead").await, 0);
-    assert_eq!(depth(url, "big").await, ITEMS as i64);
+    assert_eq!(Client::new(url).depth("big.dead").await, 0);
+    assert_eq!(Client::new(url).depth("big").await, ITEMS as i64);
     pop_in_order(url, 0, ITEMS).await;
-    assert_eq!(depth(url, "big").await, 0);
+    assert_eq!(Client::new(url).depth("big").await, 0);
     daemon.stop().await;
 }
 
@@ -93,10 +82,13 @@ async fn a_redrive_stops_at_max_across_its_commits() {
     dead_letter_large_items(url).await;
     // 120 items (11.8 MB) take more than one commit; the 121st stays.
     assert_eq!(redrive(url, "?max=120").await["redriven"], 120);
-    assert_eq!(depth(url, "big.dead").await, (ITEMS - 120) as i64);
-    assert_eq!(depth(url, "big").await, 120);
+    assert_eq!(
+        Client::new(url).depth("big.dead").await,
+        (ITEMS - 120) as i64
+    );
+    assert_eq!(Client::new(url).depth("big").await, 120);
     assert_eq!(redrive(url, "").await["redriven"], ITEMS - 120);
-    assert_eq!(depth(url, "big.dead").await, 0);
+    assert_eq!(Client::new(url).depth("big.dead").await, 0);
     pop_in_order(url, 0, ITEMS).await;
     daemon.stop().await;
 }

@@ -1,7 +1,7 @@
 //! Settles are batched: concurrent acks of a queue share commits, and a
 //! batch answers each receipt's own outcome.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

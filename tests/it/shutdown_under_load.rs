@@ -3,7 +3,7 @@
 //! stranded in requests or results), and after a restart every pushed item
 //! was either delivered or is still there.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};

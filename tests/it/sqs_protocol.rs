@@ -3,7 +3,7 @@
 //! SQS envelope as a `/v1` consumer sees it (boto3, the AWS CLI and Celery
 //! run in tests/sqs/).
 
-mod common;
+use crate::common;
 
 use common::daemon::{Daemon, http};
 use serde_json::{Value, json};

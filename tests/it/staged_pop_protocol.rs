@@ -3,7 +3,7 @@
 //! each with staged pops waiting as memory requests (the default) and as
 //! stored requests.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! Staged pops under real contention on the embedded store (on disk, `sync`):
 //! every item delivered exactly once, and the staged path really ran.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -117,7 +117,7 @@ async fn one_coordinator(requests_in_memory: bool) {
     // here registers without a direct attempt: under this load nearly every
     // pop is staged, and direct attempts (and their conflicts) are rare.
     // (Conflicting direct pops are exercised with wait_ms=0 bursts in
-    // tests/metrics_exported.rs, and across processes below.)
+    // tests/it/metrics_exported.rs, and across processes below.)
     assert_eq!(
         StagingStats::get(&stats.direct_pops) + StagingStats::get(&stats.staged_pops),
         ITEMS as u64,

@@ -11,7 +11,7 @@
 //! restart on a copy of the directory with room must hold every batch
 //! acknowledged before the failure, and no batch in part.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;

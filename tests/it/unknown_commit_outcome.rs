@@ -10,7 +10,7 @@
 //! committing *yet* (the transaction is kept and committed by the test
 //! afterwards, as a proxy that delivers a commit late would).
 
-mod common;
+use crate::common;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};

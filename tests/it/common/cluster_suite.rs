@@ -1,8 +1,8 @@
 //! The tests that matter when several daemons share one cluster, written
 //! once over the generic [`Store`]: K coordinators in one process, each
 //! with its own line, fulfiller and timer, exactly as K daemons would run.
-//! `tests/cluster_embedded.rs` runs them on the embedded store (always, so
-//! the suite itself is proven), `tests/cluster_fdb.rs` on FoundationDB when
+//! `tests/it/cluster_embedded.rs` runs them on the embedded store (always, so
+//! the suite itself is proven), `tests/it/cluster_fdb.rs` on FoundationDB when
 //! `FDB_CLUSTER_FILE` names a cluster.
 //!
 //! The cases: exactly-once with 4 coordinators × 64 waiters on one push

@@ -89,11 +89,6 @@ pub async fn get_json(url: &str) -> serde_json::Value {
     http().get(url).send().await.unwrap().json().await.unwrap()
 }
 
-/// `GET /v1/queues/{queue}`: the FIFO queue's stats.
-pub async fn queue_stats(url: &str, queue: &str) -> serde_json::Value {
-    get_json(&format!("{url}/v1/queues/{queue}")).await
-}
-
 /// Sum of the samples of metric `name` whose labels contain every one of
 /// `labels` (`queue="q"`, …), over its other labels.
 pub async fn metric_sum(metrics_url: &str, name: &str, labels: &[&str]) -> f64 {

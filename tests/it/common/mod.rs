@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests.
-#![allow(dead_code)]
 
+pub mod alone;
+pub mod client;
 pub mod cluster_suite;
 pub mod conformance;
 pub mod daemon;

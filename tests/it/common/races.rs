@@ -1,7 +1,7 @@
 //! Forcing a race between two commits: an item under a lease to race on,
 //! and each side of the race in its own task after a few yields that vary
 //! by round and side, so each side sometimes reads before the other
-//! commits (tests/ack_races_expiry.rs, tests/ack_on_pop.rs).
+//! commits (tests/it/ack_races_expiry.rs, tests/it/ack_on_pop.rs).
 
 use std::time::Duration;
 

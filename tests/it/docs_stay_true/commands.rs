@@ -12,8 +12,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::Report;
-use crate::links::{read_doc, shown};
+use super::Report;
+use super::links::{read_doc, shown};
 
 /// One `hotq …` command line the docs show.
 #[derive(Debug)]

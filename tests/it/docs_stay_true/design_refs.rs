@@ -7,8 +7,8 @@ use std::collections::HashSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::Report;
-use crate::links::{read_doc, shown};
+use super::Report;
+use super::links::{read_doc, shown};
 
 /// How the code cites a section: this, then the section number.
 const CITATION: &str = "design.md §";

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::fs;
 use std::path::{Component, Path, PathBuf};
 
-use crate::Report;
-use crate::markdown::{self, Doc};
+use super::Report;
+use super::markdown::{self, Doc};
 
 /// Checks every link of `files` (Markdown files under `root`).
 pub fn check_links(root: &Path, files: &[PathBuf]) -> Report {
@@ -69,7 +69,7 @@ fn check_link(
 
 /// Checks that every inline code span of `files` that names a path in the
 /// repository (its first part is a top-level directory, such as
-/// `src/queue.rs` or `tests/common/`) names one that exists, and that none
+/// `src/queue.rs` or `tests/it/common/`) names one that exists, and that none
 /// names a path above the repository (`../…`).
 pub fn check_code_paths(root: &Path, files: &[PathBuf]) -> Report {
     let top = top_level_dirs(root);
