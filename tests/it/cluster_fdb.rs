@@ -5,8 +5,6 @@
 //! file; every test prints that it skipped, and why, otherwise.
 #![cfg(feature = "fdb")]
 
-use crate::common;
-
 use hotq::store::fdb::{FdbStore, cluster_file_from_env, open_for_daemon};
 use hotq::store::marked::Marked;
 
