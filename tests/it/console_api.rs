@@ -223,6 +223,11 @@ async fn deleting_a_group_head_releases_the_next_and_groups_are_listed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn priority_items_are_listed_with_their_priority_and_traffic_is_counted() {
+    // The traffic tally is the process's, by queue name: alone in one.
+    let name = "priority_items_are_listed_with_their_priority_and_traffic_is_counted";
+    if !common::alone::here(module_path!(), name).await {
+        return;
+    }
     let daemon = Daemon::start(|_| {}).await;
     let url = &daemon.url;
     for priority in [7, -2] {

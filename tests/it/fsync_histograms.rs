@@ -1,5 +1,8 @@
 //! The disk's limit, visible: how many transactions each fsync carried and
 //! how long fsyncs took, exported from start-up (issue #14, part 3).
+//!
+//! The fsync counts are the process's (every embedded store's), so the
+//! test that counts them runs alone in a process (`common::alone`).
 
 use crate::common;
 
@@ -46,6 +49,14 @@ async fn quiet_scrape(client: &reqwest::Client, daemon: &Daemon) -> (Vec<Sample>
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fsync_histograms_count_each_fsync_and_what_it_carried() {
+    if !common::alone::here(
+        module_path!(),
+        "fsync_histograms_count_each_fsync_and_what_it_carried",
+    )
+    .await
+    {
+        return;
+    }
     const PUSHES: usize = 20;
     let group_count = format!("{}_count", metrics::STORE_COMMIT_GROUP_SIZE);
     let group_sum = format!("{}_sum", metrics::STORE_COMMIT_GROUP_SIZE);

@@ -283,8 +283,25 @@ async fn receipts_that_cannot_be_acted_on_get_clear_errors() {
     // stays expired-but-unreturned long enough to be acked late.
     let daemon = Daemon::start(|config| config.staging.reap_interval_ms = 600_000).await;
     let url = &daemon.url;
+    // The timer's first sweep reads every due entry, so it must be over
+    // before the lease is written: a delayed item this daemon scheduled
+    // has come out. From then on nothing wakes the timer for 600 s.
+    let probe = http()
+        .post(format!("{url}/v1/queues/errs-probe/items?delay_ms=1"))
+        .body("probe")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(probe.status(), StatusCode::CREATED);
+    let api = Client::new(url);
+    common::eventually(
+        "the timer's first sweep",
+        Duration::from_secs(60),
+        || async { api.depth("errs-probe").await == 1 },
+    )
+    .await;
     let keys = QueueKeys::new(&QueueName::new("errs").unwrap());
-    Client::new(url).push("errs", "x").await;
+    api.push("errs", "x").await;
     let items = try_pop(&daemon.store, &keys, (End::Front, 1, 1), &[])
         .await
         .unwrap()
@@ -410,7 +427,7 @@ async fn receipts_that_cannot_be_acted_on_get_clear_errors() {
     }
     // None of it changed anything: the expired lease is still there, and
     // nothing else was written.
-    let after = Client::new(url).stats("errs").await;
-    assert_eq!((after.depth, after.leased), (0, 1));
+    let after = api.stats("errs").await;
+    assert_eq!((after.depth, after.leased), (0, 1), "{after}");
     daemon.stop().await;
 }

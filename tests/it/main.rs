@@ -8,10 +8,11 @@
 //! name as the filter.
 //!
 //! Tests share this process, so none sets a process environment variable,
-//! and in-process daemons share one metrics recorder (process-global, its
-//! queue-label cap set by the first daemon, its counters summed over every
-//! daemon): a test that reads the daemon's metrics runs alone in a child
-//! process of this binary (`common::alone`).
+//! and in-process daemons share what the crate keeps per process: the
+//! metrics recorder (its queue-label cap set by the first daemon, its
+//! counters summed over every daemon) and the console's traffic tally. A
+//! test that reads either runs alone in a child process of this binary
+//! (`common::alone`).
 
 #[macro_use]
 mod common;

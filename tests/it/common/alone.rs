@@ -1,9 +1,9 @@
 //! A test that must have its process to itself runs in a child process of
 //! this test binary. The metrics recorder is process-global: installed
 //! once, with the first daemon's queue-label cap, and summing every
-//! daemon's counters. A test that sets its own cap, or compares counters
-//! without a queue label, would see the other tests' daemons if it shared
-//! the process.
+//! daemon's counters (a queue's too, when two tests name the same queue).
+//! So is the console's traffic tally. A test that reads them would see
+//! the other tests' daemons if it shared the process.
 //!
 //! The test starts `if !common::alone::here(module_path!(), "its_name").await { return; }`:
 //! in the test run, that runs the child and checks it passed exactly one
