@@ -13,7 +13,7 @@ use std::time::Duration;
 
 /// Set on the child only: the test it runs.
 const ALONE_ENV: &str = "HOTQ_TEST_ALONE";
-/// How long the child may take (the slowest such test takes seconds).
+/// How long the child may take (far above the slowest such test).
 const CHILD_BOUND: Duration = Duration::from_secs(600);
 
 /// The name this binary's harness knows test `name` of `module` (a
