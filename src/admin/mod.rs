@@ -366,11 +366,17 @@ async fn drain_for_delete<S: Store>(
         let (count, _) = drop_delayed(store, keys, passes).await?;
         dropped.delayed += count;
     }
+    // Pushes to a group whose head is out (leased, dropped with its lease,
+    // or mid hand-off) waited behind it meanwhile: dropped again last, so
+    // the final clear, which looks for them, finds none if pushes pause.
+    let (count, _) = drop_waiting(store, keys, None, passes).await?;
+    dropped.items += count;
     Ok(())
 }
 
 /// In one transaction that read-conflicts on the queue's whole subspace:
-/// if it holds no item, lease or delayed item, clears it (and the queue's
+/// if it holds no item (visible or waiting behind a group head), lease or
+/// delayed item, clears it (and the queue's
 /// registry entry) and returns the uncollected results dropped; `None`
 /// when something is back (the caller drains it and tries again).
 async fn clear_rest<S: Store>(store: &S, keys: &QueueKeys) -> Result<Option<u64>, QueueError> {
@@ -385,8 +391,15 @@ async fn clear_rest<S: Store>(store: &S, keys: &QueueKeys) -> Result<Option<u64>
         let leases = txn
             .get_range(RangeRead::new(&receipts_begin, &receipts_end, 1).snapshot())
             .await?;
+        // Items waiting behind group heads are not in `items`: a head out
+        // under a lease or mid hand-off keeps its group's pushes waiting
+        // there, and the clear below would drop them uncounted.
+        let (grouped_begin, grouped_end) = keys.grouped_all_range();
+        let waiting = txn
+            .get_range(RangeRead::new(&grouped_begin, &grouped_end, 1).snapshot())
+            .await?;
         let delayed = decode_counter(txn.get(&keys.delayed_count(), true).await?.as_deref());
-        if !items.is_empty() || !leases.is_empty() || delayed > 0 {
+        if !items.is_empty() || !leases.is_empty() || !waiting.is_empty() || delayed > 0 {
             return Ok(None);
         }
         let (results_begin, results_end) = keys.results_range();
