@@ -10,7 +10,8 @@
 //! length, default 3,000), `HOTQ_RACE_UNPACED` (pushers do not pause),
 //! `HOTQ_RACE_BATCH_MAX` (the fulfiller's batch), `HOTQ_RACE_STORED`
 //! (stored requests instead of the memory line), `HOTQ_RACE_BUFFERED`
-//! (buffered durability), `HOTQ_RACE_DAEMONS` (daemons on the one store,
+//! (buffered durability), `HOTQ_RACE_GROUPS` (pushes name one of that many
+//! message groups), `HOTQ_RACE_DAEMONS` (daemons on the one store,
 //! default 1), `HOTQ_RACE_MEMTABLE` (fjall's memtable size in
 //! bytes: a small one flushes throughout the race).
 
@@ -87,9 +88,14 @@ async fn pusher(run: Arc<Run>, id: usize) {
         let batch = 1 + (n as usize % 5);
         let payloads: Vec<String> = (0..batch).map(|i| format!("{tag}-p{id}-{n}-{i}")).collect();
         let sent = run.ms();
+        let groups = env_u64("HOTQ_RACE_GROUPS", 0);
+        let query = match groups {
+            0 => String::new(),
+            groups => format!("?group=g{}", rand::random::<u64>() % groups),
+        };
         let request = if batch == 1 {
             let request = client
-                .post(format!("{}/v1/queues/{QUEUE}/items", run.url(id)))
+                .post(format!("{}/v1/queues/{QUEUE}/items{query}", run.url(id)))
                 .body(payloads[0].clone());
             if n.is_multiple_of(2) {
                 request.header("hotq-dedup-id", payloads[0].clone())
@@ -106,7 +112,10 @@ async fn pusher(run: Arc<Run>, id: usize) {
                 })
                 .collect();
             client
-                .post(format!("{}/v1/queues/{QUEUE}/items:batch", run.url(id)))
+                .post(format!(
+                    "{}/v1/queues/{QUEUE}/items:batch{query}",
+                    run.url(id)
+                ))
                 .json(&items)
         };
         let answer = request.send().await.unwrap();
@@ -189,22 +198,33 @@ async fn delete(run: Arc<Run>) {
         .push((sent, answered, status, dropped));
 }
 
-/// Pops everything visible at `url` (no wait) and returns the payloads.
+/// Pops everything at `url` and returns the payloads: until a pop finds
+/// nothing and the queue counts no visible item and none waiting behind a
+/// group head (a grouped item is promoted once its head reached its
+/// caller, a moment after that pop answered).
 async fn drain(url: &str) -> Vec<String> {
     let client = http();
     let mut left = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let answer = client
-            .post(format!("{url}/v1/queues/{QUEUE}/pop?max=100"))
+            .post(format!("{url}/v1/queues/{QUEUE}/pop?max=100&wait_ms=100"))
             .header("accept", "application/json")
             .send()
             .await
             .unwrap();
-        if answer.status() == 204 {
+        if answer.status() == 200 {
+            left.extend(payloads_of(answer).await);
+            continue;
+        }
+        assert_eq!(answer.status(), 204);
+        let stats = common::daemon::get_json(&format!("{url}/v1/queues/{QUEUE}")).await;
+        // A deleted queue has no stats (404): nothing in it either.
+        let count = |field: &str| stats[field].as_i64().unwrap_or(0);
+        if count("depth") == 0 && count("grouped") == 0 {
             return left;
         }
-        assert_eq!(answer.status(), 200);
-        left.extend(payloads_of(answer).await);
+        assert!(Instant::now() < deadline, "drained within 60 s: {stats}");
     }
 }
 
