@@ -176,34 +176,36 @@ async fn thousand_receipt_batch_acks_racing_expiries_settle_each_item_once() {
         .await
         .expect("every item acked within 300 s");
 
-    let books = books.lock().unwrap();
-    eprintln!("outcomes: {:?}", books.outcomes);
-    assert_eq!(books.fates.len(), ITEMS, "every item was delivered");
-    for (payload, fate) in &books.fates {
-        assert_eq!(
-            fate.acked.len(),
-            1,
-            "{payload} acked once: {:?}",
-            fate.acked
+    {
+        let books = books.lock().unwrap();
+        eprintln!("outcomes: {:?}", books.outcomes);
+        assert_eq!(books.fates.len(), ITEMS, "every item was delivered");
+        for (payload, fate) in &books.fates {
+            assert_eq!(
+                fate.acked.len(),
+                1,
+                "{payload} acked once: {:?}",
+                fate.acked
+            );
+            assert_eq!(
+                fate.acked.first(),
+                fate.receipts.last(),
+                "{payload} acked by the receipt of its last delivery"
+            );
+        }
+        assert!(
+            books.after_ack.is_empty(),
+            "delivered after an ack said acked: {:?}",
+            books.after_ack
         );
-        assert_eq!(
-            fate.acked.first(),
-            fate.receipts.last(),
-            "{payload} acked by the receipt of its last delivery"
+        assert!(
+            books.outcomes.get("lease_expired").copied().unwrap_or(0)
+                + books.outcomes.get("unknown_receipt").copied().unwrap_or(0)
+                > 0,
+            "some acks raced an expiry: {:?}",
+            books.outcomes
         );
     }
-    assert!(
-        books.after_ack.is_empty(),
-        "delivered after an ack said acked: {:?}",
-        books.after_ack
-    );
-    assert!(
-        books.outcomes.get("lease_expired").copied().unwrap_or(0)
-            + books.outcomes.get("unknown_receipt").copied().unwrap_or(0)
-            > 0,
-        "some acks raced an expiry: {:?}",
-        books.outcomes
-    );
     let stats = common::daemon::get_json(&format!("{}/v1/queues/{QUEUE}", daemon.url)).await;
     assert_eq!(stats["depth"], 0, "{stats}");
     assert_eq!(stats["leased"], 0, "{stats}");
