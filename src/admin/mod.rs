@@ -91,30 +91,45 @@ const CLEAR_REST_RETRY: RetryPolicy = RetryPolicy {
 
 /// Drops up to [`PURGE_BATCH_MAX`] visible items below `end` from the
 /// back; returns how many.
+///
+/// A conflict means pops took some of the items read, and pops take from
+/// the front: on a short queue under pops a full batch reads the very items
+/// they take, and lost every race to their quicker commits (one DELETE
+/// retried for 76 s). So each retry reads half as many items from the back,
+/// down to one, which leaves the front to the pops.
 async fn purge_batch<S: Store>(store: &S, keys: &QueueKeys, end: &[u8]) -> Result<u64, QueueError> {
-    let dropped = transact(store, ADMIN_RETRY, |txn| async move {
-        let begin = keys.items_range().0;
-        let rows = txn
-            .get_range(
-                RangeRead::new(&begin, end, PURGE_BATCH_MAX)
-                    .reverse()
-                    .snapshot(),
-            )
-            .await?;
-        for row in &rows {
-            // Conflicts with a pop (direct or fulfiller) that took it.
-            txn.add_read_conflict_key(&row.key)?;
-            txn.clear(&row.key)?;
-        }
-        txn.atomic_add(&keys.depth(), -(rows.len() as i64))?;
-        if keys.kind() == QueueKind::Fifo {
-            let values = rows.iter().map(|row| decode_item(&row.value));
-            crate::groups::dropped_in(&txn, keys, values, now_ms()).await?;
-        }
-        Ok(rows.len() as u64)
+    let attempts = std::sync::atomic::AtomicU32::new(0);
+    let dropped = transact(store, ADMIN_RETRY, |txn| {
+        let attempt = attempts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let limit = PURGE_BATCH_MAX.checked_shr(attempt).unwrap_or(0).max(1);
+        purge_batch_in(txn, keys, end, limit)
     })
     .await?;
     Ok(dropped)
+}
+
+/// In `txn`: drops up to `limit` visible items below `end` from the back.
+async fn purge_batch_in<T: Transaction>(
+    txn: T,
+    keys: &QueueKeys,
+    end: &[u8],
+    limit: usize,
+) -> Result<u64, StoreError> {
+    let begin = keys.items_range().0;
+    let rows = txn
+        .get_range(RangeRead::new(&begin, end, limit).reverse().snapshot())
+        .await?;
+    for row in &rows {
+        // Conflicts with a pop (direct or fulfiller) that took it.
+        txn.add_read_conflict_key(&row.key)?;
+        txn.clear(&row.key)?;
+    }
+    txn.atomic_add(&keys.depth(), -(rows.len() as i64))?;
+    if keys.kind() == QueueKind::Fifo {
+        let values = rows.iter().map(|row| decode_item(&row.value));
+        crate::groups::dropped_in(&txn, keys, values, now_ms()).await?;
+    }
+    Ok(rows.len() as u64)
 }
 
 /// Where a purge stops: a FIFO queue's items pushed before it began (the
@@ -351,11 +366,17 @@ async fn drain_for_delete<S: Store>(
         let (count, _) = drop_delayed(store, keys, passes).await?;
         dropped.delayed += count;
     }
+    // Pushes to a group whose head is out (leased, dropped with its lease,
+    // or mid hand-off) waited behind it meanwhile: dropped again last, so
+    // the final clear, which looks for them, finds none if pushes pause.
+    let (count, _) = drop_waiting(store, keys, None, passes).await?;
+    dropped.items += count;
     Ok(())
 }
 
 /// In one transaction that read-conflicts on the queue's whole subspace:
-/// if it holds no item, lease or delayed item, clears it (and the queue's
+/// if it holds no item (visible or waiting behind a group head), lease or
+/// delayed item, clears it (and the queue's
 /// registry entry) and returns the uncollected results dropped; `None`
 /// when something is back (the caller drains it and tries again).
 async fn clear_rest<S: Store>(store: &S, keys: &QueueKeys) -> Result<Option<u64>, QueueError> {
@@ -370,14 +391,22 @@ async fn clear_rest<S: Store>(store: &S, keys: &QueueKeys) -> Result<Option<u64>
         let leases = txn
             .get_range(RangeRead::new(&receipts_begin, &receipts_end, 1).snapshot())
             .await?;
+        // Items waiting behind group heads are not in `items`: a head out
+        // under a lease or mid hand-off keeps its group's pushes waiting
+        // there, and the clear below would drop them uncounted.
+        let (grouped_begin, grouped_end) = keys.grouped_all_range();
+        let waiting = txn
+            .get_range(RangeRead::new(&grouped_begin, &grouped_end, 1).snapshot())
+            .await?;
         let delayed = decode_counter(txn.get(&keys.delayed_count(), true).await?.as_deref());
-        if !items.is_empty() || !leases.is_empty() || delayed > 0 {
+        if !items.is_empty() || !leases.is_empty() || !waiting.is_empty() || delayed > 0 {
             return Ok(None);
         }
         let (results_begin, results_end) = keys.results_range();
         let results = txn
             .get_range(RangeRead::new(&results_begin, &results_end, PURGE_BATCH_MAX).snapshot())
             .await?;
+        crate::jitter::pause("clear_rest");
         txn.clear_range(&begin, &end)?;
         txn.clear(&keys.registry_key())?;
         Ok(Some(results.len() as u64))

@@ -190,8 +190,15 @@ impl EmbeddedStore {
             .cache_size(config.cache_bytes)
             .open()
             .map_err(io)?;
+        let memtable_bytes = config.memtable_bytes;
         let data = db
-            .keyspace("data", KeyspaceCreateOptions::default)
+            .keyspace("data", || {
+                let options = KeyspaceCreateOptions::default();
+                match memtable_bytes {
+                    Some(bytes) => options.max_memtable_size(bytes),
+                    None => options,
+                }
+            })
             .map_err(io)?;
         let age_max = Duration::from_millis(TRANSACTION_AGE_MAX_MS);
         let shared = Arc::new(Shared {
