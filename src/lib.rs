@@ -43,7 +43,6 @@ pub mod dedup;
 pub mod envelope;
 pub mod groups;
 pub mod item;
-pub mod jitter;
 pub mod keys;
 pub mod lease;
 pub mod metrics;

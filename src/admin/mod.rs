@@ -406,7 +406,6 @@ async fn clear_rest<S: Store>(store: &S, keys: &QueueKeys) -> Result<Option<u64>
         let results = txn
             .get_range(RangeRead::new(&results_begin, &results_end, PURGE_BATCH_MAX).snapshot())
             .await?;
-        crate::jitter::pause("clear_rest");
         txn.clear_range(&begin, &end)?;
         txn.clear(&keys.registry_key())?;
         Ok(Some(results.len() as u64))

@@ -234,7 +234,6 @@ impl<S: Store> Pops<S> {
             },
         )
         .await;
-        crate::jitter::pause("handoff");
         // Settled whatever the outcome: a claimed memory request must
         // not outlive its transaction.
         self.hand_over_round(keys, claims, &mut outcome).await;

@@ -104,7 +104,6 @@ fn commit_group(shared: &Shared, mut group: Vec<CommitRequest>) {
         .filter(|(request, outcome)| outcome.is_ok() && !request.writes.is_empty())
         .zip(&fresh)
         .map(|((request, _), fresh)| (request, fresh.as_slice()));
-    crate::jitter::pause("resolved");
     let written = match version {
         Some(version) => write_group(shared, version, accepted),
         None => Ok(BTreeMap::new()),
@@ -232,7 +231,6 @@ fn write_group<'a>(
         }
         Ok(values)
     });
-    crate::jitter::pause("written");
     let mut visibility = shared.visibility.lock().expect("visibility lock");
     assert!(version > visibility.published, "group versions only grow");
     visibility.published = version;

@@ -222,7 +222,6 @@ impl EmbeddedTxn {
             committed.by_ref(),
         );
         let observed_empty = committed.finish();
-        crate::jitter::pause("observe");
         if !observed_empty.is_empty() {
             let mut resolver = shared.resolver.lock().expect("resolver lock");
             for (begin, end) in observed_empty {
@@ -261,7 +260,6 @@ impl Transaction for EmbeddedTxn {
         // The overlay is copied out of the lock so the scan holds none.
         let overlay = self.with_pending(|pending| Ok(clone_overlay(&pending.writes, &range)))?;
         let rows = self.read_committed(&range, &overlay)?;
-        crate::jitter::pause("read");
         if !range.snapshot {
             let (begin, end) = range.conflict_range(&rows);
             self.with_pending(|pending| Self::add_read_range(pending, begin, end))?;
@@ -342,7 +340,6 @@ impl Transaction for EmbeddedTxn {
             // Read-only: serializable at its read version, nothing to resolve.
             return Ok(());
         }
-        crate::jitter::pause("submit");
         self.check_age()?;
         let atomic_bases = self.atomic_bases(&pending.writes)?;
         let submitted = Instant::now();
