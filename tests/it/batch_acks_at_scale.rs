@@ -9,7 +9,7 @@
 //! item came back after an ack said `acked`; nothing is left in the queue
 //! or under a lease.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

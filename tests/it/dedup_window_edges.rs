@@ -7,7 +7,7 @@
 //! exactly one item. A dead-lettered item redriven back is not a push: it
 //! returns whatever its id says, and its id still counts for new pushes.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

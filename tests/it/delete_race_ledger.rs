@@ -15,7 +15,7 @@
 //! default 1), `HOTQ_RACE_MEMTABLE` (fjall's memtable size in
 //! bytes: a small one flushes throughout the race).
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -10,7 +10,7 @@
 //! the final check did not look for, and the clear took it uncounted
 //! (issue #24, found by reading).
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -8,7 +8,7 @@
 //! and one DELETE took 76 s (more than two minutes on a loaded machine),
 //! though the deadline is checked between batches.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

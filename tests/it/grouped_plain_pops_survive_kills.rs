@@ -10,7 +10,7 @@
 //! before an earlier item of its group, and the only items missing are
 //! those of pops that got no answer (plain pops are at most once).
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};

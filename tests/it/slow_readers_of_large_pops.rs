@@ -9,7 +9,7 @@
 //! expire; a plain pop hung up mid-body loses at most its own answer
 //! (plain pops are at most once) and nothing else.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
