@@ -1,7 +1,7 @@
 //! The coordinator: one process's share of the work over one store, all
 //! stopped by one shutdown signal: staged pops (the protocol lives in
 //! [`crate::staging`]), settling leases, the reaper, and the timer that
-//! returns expired leases and reveals delayed items.
+//! returns expired leases and reveals delayed items (see [`crate::due`]).
 //!
 //! Several coordinators may share one store (two daemons on one cluster):
 //! their fulfillers then conflict on the keys they both consume, and the
@@ -213,7 +213,7 @@ impl<S: Store> Coordinator<S> {
         let mut shutdown = self.inner.shutdown.subscribe();
         let interval = Duration::from_millis(self.config().reap_interval_ms.max(1));
         loop {
-            match crate::lease::migrate::migrate(&self.inner.store, now_ms()).await {
+            match crate::due::migrate::migrate(&self.inner.store, now_ms()).await {
                 Ok(_) => return,
                 Err(error) => {
                     tracing::warn!(%error, "moving old leases into the due index failed; retrying")
@@ -278,7 +278,7 @@ impl<S: Store> Coordinator<S> {
 
     /// Returns every lease expired at `now_ms`, reveals every delayed item
     /// due and reaps the queues due a look, in every queue, reading only
-    /// what is due (see [`crate::lease::due`]). Returns the earliest time
+    /// what is due (see [`crate::due`]). Returns the earliest time
     /// something else comes due (`now_ms` when a bound left work undone).
     pub async fn sweep_due(&self, now_ms: u64) -> Result<Option<u64>, QueueError> {
         self.sweep_due_until(now_ms, u64::MAX).await
@@ -291,7 +291,7 @@ impl<S: Store> Coordinator<S> {
         now_ms: u64,
         horizon_ms: u64,
     ) -> Result<Option<u64>, QueueError> {
-        let (_, next) = crate::lease::timer::run_round(
+        let (_, next) = crate::due::timer::run_round(
             &self.inner.store,
             &self.config().delivery,
             &self.inner.stats,

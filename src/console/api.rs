@@ -14,9 +14,9 @@ use serde::{Deserialize, Serialize};
 
 use super::browse::{self, GROUPS_LIMIT_MAX, ITEM_ID_HEX_LEN_MAX, ITEMS_LIMIT_MAX};
 use super::preview::Preview;
-use crate::item::Item;
 use crate::keys::{QueueKeys, QueueKind};
 use crate::metrics::operation;
+use crate::queue::item::Item;
 use crate::server::AppState;
 use crate::server::admin::{limit, query};
 use crate::server::error::{ApiError, ApiPath, ErrorBody, outcome, queue_name};
@@ -310,7 +310,7 @@ pub async fn list_groups<S: Store>(
         let params = query(params)?;
         let limit = limit(params.limit, 50, GROUPS_LIMIT_MAX)?;
         if let Some(after) = params.after.as_deref() {
-            crate::groups::check_key(after)
+            crate::queue::groups::check_key(after)
                 .map_err(|why| ApiError::bad_parameter(format!("after: {why}")))?;
         }
         let (page, more) =
@@ -408,7 +408,7 @@ async fn set_paused<S: Store>(
         let keys = QueueKeys::of_kind(kind, &queue_name(&queue)?);
         let change = BTreeMap::from([("paused".to_string(), serde_json::Value::Bool(paused))]);
         let stored =
-            crate::queue_settings::update(&state.store, &keys, &change, &state.settings_defaults)
+            crate::queue::settings::update(&state.store, &keys, &change, &state.settings_defaults)
                 .await?
                 .map_err(|invalid| {
                     ApiError::new(

@@ -1,7 +1,24 @@
-//! The timer over the store-wide due index (see [`crate::keys`]): every
-//! lease, delayed item and reap appointment of every queue is keyed by the
-//! time it is due, so one range read from the index's start finds all that
-//! is due, and the first key says when to look next. A sweep's work is the
+//! The store-wide due index and its timer. Every lease, delayed item,
+//! dedup expiry, group hand-off and reap appointment of every queue is an
+//! entry keyed by the time it is due (the key layout is
+//! [`crate::keys::due_entry`], in `keys/due_index.rs`). Read in this order:
+//!
+//! 1. this module: a sweep ([`sweep`], [`sweep_until`]) consumes what is
+//!    due, in rounds ([`round`](mod@round)) of disjoint stretches committed
+//!    together, counted by a tally (`tally.rs`);
+//! 2. [`timer`]: one round of the coordinator's timer, a sweep then the
+//!    reaps that came due ([`crate::staging::reap`]); the coordinator's loop
+//!    only decides when to run it;
+//! 3. [`migrate`]: the one-time move of leases and delayed items from the
+//!    layout before the due index.
+//!
+//! Who writes entries: a leased pop ([`crate::lease::lease_in`]), a nack
+//! with a delay and a delayed push, a dedup push ([`crate::queue::dedup`]),
+//! a group head popped without a lease ([`crate::queue::groups`]), a stored
+//! request (a reap appointment).
+//!
+//! Because entries are keyed by due time first, one range read from the
+//! index's start finds all that is due in every queue, and the first key says when to look next. A sweep's work is the
 //! entries due, never the number of queues: a queue with nothing due is
 //! not read at all.
 //!
@@ -11,8 +28,10 @@
 //! against expiry keeps exactly one winner with no extra key to keep in
 //! step), and nothing can leave an index entry behind its item.
 
+pub mod migrate;
 mod round;
 mod tally;
+pub mod timer;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,8 +43,8 @@ use crate::metrics;
 use crate::queue::{QueueError, append_in};
 use crate::store::{KeyValue, RangeRead, Store, StoreError, Transaction, cut_at_bytes};
 
-use super::DeliveryPolicy;
-use super::settle::{Returned, return_held};
+use crate::lease::DeliveryPolicy;
+use crate::lease::settle::{Returned, return_held};
 use futures_util::future::join_all;
 use round::start_round;
 use tally::Tally;
@@ -338,11 +357,12 @@ async fn consume<T: Transaction>(
         txn.add_read_conflict_key(key)?;
         txn.clear(key)?;
         if entry.what == DueWhat::Dedup {
-            crate::dedup::expire_in(txn, &keys, &entry.id, entry.due_ms).await?;
+            crate::queue::dedup::expire_in(txn, &keys, &entry.id, entry.due_ms).await?;
             continue;
         }
         if entry.what == DueWhat::Group {
-            crate::groups::handoff_due_in(txn, &keys, &entry.id, entry.due_ms, now_ms).await?;
+            crate::queue::groups::handoff_due_in(txn, &keys, &entry.id, entry.due_ms, now_ms)
+                .await?;
             continue;
         }
         let Some(held) = decode_held(value) else {

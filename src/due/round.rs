@@ -13,10 +13,10 @@ use crate::metrics;
 use crate::queue::QueueError;
 use crate::store::{RangeRead, Store, StoreError, Transaction, key_after};
 
-use super::super::DeliveryPolicy;
 use super::{
     DUE_BATCH_BYTES_MAX, DUE_BATCH_MAX, DUE_ROUND_BYTES_MAX, Pass, consume, due_rows, stats,
 };
+use crate::lease::DeliveryPolicy;
 
 /// Splits the due rows of `[begin, end)`, read in one snapshot, into at
 /// most `chunks_max` disjoint stretches `[first key, next stretch's first

@@ -1,5 +1,5 @@
 //! One round of the coordinator's timer: a sweep of the due index (see
-//! [`super::due`]), then the queues whose reap appointments came (see
+//! [`super`]), then the queues whose reap appointments came (see
 //! [`crate::staging::reap::reap_due`]), counted in the coordinator's stats
 //! and in Prometheus. The coordinator's loop only decides when to run it.
 
@@ -10,8 +10,8 @@ use crate::staging::StagingStats;
 use crate::staging::reap::reap_due;
 use crate::store::Store;
 
-use super::DeliveryPolicy;
-use super::due::{Sweep, sweep_until};
+use super::{Sweep, sweep_until};
+use crate::lease::DeliveryPolicy;
 
 /// When a queue's reap failed, its appointments are tried again this much later.
 const REAP_FAILED_RETRY_MS: u64 = 1_000;

@@ -4,7 +4,7 @@
 //! - item: `1, enqueued_at_ms, payload` for an item never delivered under a
 //!   lease; else `2, enqueued_at_ms, deliveries (u32), dead-letter origin`
 //!   (`len (u8), queue name, deliveries at death (u32)`; `len` 0 for
-//!   none), `payload`; an item of a message group (see `crate::groups`) is
+//!   none), `payload`; an item of a message group (see `crate::queue::groups`) is
 //!   version 3: version 2's fields, then `len (u8), group key`, then
 //!   `payload` (items without a group never take the longer form).
 //! - request: `1, deadline_ms, end, lease_ms` (`lease_ms` 0: no lease;
@@ -94,7 +94,7 @@ pub struct ItemValue {
     pub deliveries: u32,
     /// Set for an item in a dead-letter queue.
     pub dead_letter: Option<DeadLetter>,
-    /// The message group it belongs to (see `crate::groups`).
+    /// The message group it belongs to (see `crate::queue::groups`).
     pub group: Option<String>,
     /// The item's bytes.
     pub payload: Vec<u8>,
@@ -173,7 +173,7 @@ fn encode_item_parts(
         None => value.push(0),
     }
     if let Some(group) = group {
-        // Group keys are at most 128 bytes (see `crate::groups::check_key`).
+        // Group keys are at most 128 bytes (see `crate::queue::groups::check_key`).
         let len = u8::try_from(group.len()).expect("group keys fit a u8 length");
         assert!(len > 0, "a group key is never empty");
         value.push(len);
@@ -453,5 +453,4 @@ fn read_keyed(mut reader: Reader<'_>) -> Option<(Vec<u8>, ItemValue)> {
 }
 
 #[cfg(test)]
-#[path = "envelope_tests.rs"]
 mod tests;

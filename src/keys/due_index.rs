@@ -18,10 +18,10 @@ pub enum DueWhat {
     Lease,
     /// The queue's stored requests or results may pass their deadline.
     Reap,
-    /// A push's deduplication id stops counting (see `crate::dedup`).
+    /// A push's deduplication id stops counting (see `crate::queue::dedup`).
     Dedup,
     /// A group head popped without a lease is taken as delivered, if its
-    /// hand-off has not ended by then (see `crate::groups`).
+    /// hand-off has not ended by then (see `crate::queue::groups`).
     Group,
 }
 

@@ -14,7 +14,7 @@
 //! | `results`  | `(requester,)`          | result envelope               |
 //! | `receipts` | `(receipt,)`            | the lease's `expires_at_ms`    |
 //! | `meta`     | `("depth",)`, `("waiting",)`, `("leased",)`, `("delayed",)`, `("grouped",)`, `("wake",)` | counters (atomic add) |
-//! | `group`    | `(group,)`              | group state: the group has a head out of `grouped` (see `crate::groups`) |
+//! | `group`    | `(group,)`              | group state: the group has a head out of `grouped` (see `crate::queue::groups`) |
 //! | `grouped`  | `(group, index, random)` | pending grouped item: visible-at ms and item envelope |
 //!
 //! Leases and delayed items live in one store-wide **due index**,
@@ -32,17 +32,14 @@
 //! per item, and consuming it is one clear that every racing settle reads).
 //! Binaries before the due index kept leases and delayed items under
 //! `(queue, "leases"|"delayed", due_ms, id)`; [`QueueKeys::legacy_ranges`]
-//! names them for the one-time move (see [`crate::lease::migrate`]).
+//! names them for the one-time move (see [`crate::due::migrate`]).
 
 use std::sync::Arc;
 
 use foundationdb_tuple::{Bytes, Subspace};
 
-#[path = "keys_due.rs"]
 mod due_index;
-#[path = "keys_layout.rs"]
 mod layout;
-#[path = "keys_name.rs"]
 mod name;
 
 use layout::Layout;
@@ -129,7 +126,7 @@ fn dead_letter_roles() -> Subspace {
 
 /// The entry saying queue `origin` of `kind` names `target` as its
 /// dead-letter queue: `("hotq-dlq", target, kind, origin)`, empty value
-/// (see `crate::dead_letters`).
+/// (see `crate::queue::dead_letters`).
 pub fn dead_letter_role_key(target: &QueueName, kind: QueueKind, origin: &QueueName) -> Vec<u8> {
     dead_letter_roles().pack(&(target.as_str(), kind.tag(), origin.as_str()))
 }
@@ -155,7 +152,7 @@ pub fn dead_letter_role_origin(key: &[u8]) -> Option<(QueueKind, QueueName)> {
 }
 
 /// The subspaces of one queue. Cheap to clone: every clone shares one
-/// packed layout (see `keys_layout.rs`).
+/// packed layout (see `keys/layout.rs`).
 #[derive(Debug, Clone)]
 pub struct QueueKeys(Arc<Layout>);
 
@@ -377,7 +374,7 @@ impl QueueKeys {
     }
 
     /// The hand-off marker of fulfiller `fulfiller` (see
-    /// [`crate::staging::fulfill::LocalHandoff`]).
+    /// [`crate::staging::round::fulfill::LocalHandoff`]).
     pub fn handoff_marker(&self, fulfiller: u64) -> Vec<u8> {
         self.0.meta.pack(&("handoff", fulfiller))
     }
@@ -394,7 +391,7 @@ impl QueueKeys {
         self.0.meta.subspace(&("dedup",)).range()
     }
 
-    /// The key of the queue's stored settings (see `crate::queue_settings`).
+    /// The key of the queue's stored settings (see `crate::queue::settings`).
     pub fn settings(&self) -> Vec<u8> {
         self.0.meta.pack(&("settings",))
     }
@@ -415,7 +412,7 @@ impl QueueKeys {
             .range()
     }
 
-    /// The state key of message group `group` (see `crate::groups`).
+    /// The state key of message group `group` (see `crate::queue::groups`).
     pub fn group(&self, group: &str) -> Vec<u8> {
         self.0.groups.pack(&(group,))
     }
@@ -480,5 +477,4 @@ impl QueueKeys {
 }
 
 #[cfg(test)]
-#[path = "keys_tests.rs"]
 mod tests;

@@ -127,7 +127,7 @@ pub async fn ack_in<T: Transaction>(
     };
     open.clear(txn, keys)?;
     if let Some(group) = &open.held.item.group {
-        crate::groups::leave_in(txn, keys, group, now_ms).await?;
+        crate::queue::groups::leave_in(txn, keys, group, now_ms).await?;
     }
     Ok(Ok(()))
 }
@@ -238,7 +238,7 @@ pub(crate) async fn return_held<T: Transaction>(
     max_deliveries: Option<u32>,
 ) -> Result<Returned, StoreError> {
     // The queue's stored settings override the configured defaults.
-    let stored = crate::queue_settings::read_in(txn, keys)
+    let stored = crate::queue::settings::read_in(txn, keys)
         .await
         .map_err(crate::queue::corrupt_as_store)?;
     // A stored 0 is "no limit" (see `queue_settings::Stored`).
@@ -254,7 +254,7 @@ pub(crate) async fn return_held<T: Transaction>(
         // and in the dead-letter queue (where nothing holds its group) it
         // is an ordinary item.
         if let Some(group) = &held.item.group {
-            crate::groups::leave_in(txn, keys, group, now_ms).await?;
+            crate::queue::groups::leave_in(txn, keys, group, now_ms).await?;
         }
         let item = ItemValue {
             deliveries: 0,

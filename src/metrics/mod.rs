@@ -10,9 +10,7 @@
 //!
 //! - [`process`]: the `process_*` metrics, read from `/proc/self`.
 
-#[path = "metrics_describe.rs"]
 mod describe;
-#[path = "metrics_handles.rs"]
 mod handles;
 pub mod process;
 
@@ -50,7 +48,7 @@ pub const BUILD_INFO: &str = "hotq_build_info";
 pub const ITEM_WAIT: &str = "hotq_item_wait_seconds";
 /// Items in a queue (sampled).
 pub const QUEUE_DEPTH: &str = "hotq_queue_depth";
-/// 1 for a dead-letter queue (by role, see `crate::dead_letters`), 0 for a
+/// 1 for a dead-letter queue (by role, see `crate::queue::dead_letters`), 0 for a
 /// live one (sampled): dashboards and alerts tell the two apart with it.
 pub const QUEUE_DEAD_LETTER: &str = "hotq_queue_dead_letter";
 /// Age of a queue's oldest item (sampled).

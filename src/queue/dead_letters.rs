@@ -75,7 +75,7 @@ pub async fn origins_in<T: Transaction>(
             continue;
         };
         let stored =
-            crate::queue_settings::read_in(txn, &QueueKeys::of_kind(kind, &origin)).await?;
+            crate::queue::settings::read_in(txn, &QueueKeys::of_kind(kind, &origin)).await?;
         if stored.dead_letter_queue.as_deref() == Some(target.as_str()) {
             origins.push((kind, origin));
         }

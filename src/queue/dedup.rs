@@ -19,8 +19,8 @@ use std::collections::BTreeSet;
 
 use crate::envelope::{HeldItem, ItemValue, encode_held, encode_item, now_ms};
 use crate::keys::{DueWhat, QueueKeys};
+use crate::queue::settings::{Defaults, read_in};
 use crate::queue::{QueueError, append_in, check_batch, hold_in};
-use crate::queue_settings::{Defaults, read_in};
 use crate::store::{RetryPolicy, Store, StoreError, Transaction, transact};
 
 /// Longest dedup id, in bytes.
@@ -33,7 +33,7 @@ pub struct PushItem {
     pub payload: Vec<u8>,
     /// Stored only if this id was not stored within the dedup window.
     pub dedup_id: Option<Vec<u8>>,
-    /// Its message group (see [`crate::groups`]); checked by the caller.
+    /// Its message group (see [`crate::queue::groups`]); checked by the caller.
     pub group: Option<String>,
 }
 
@@ -81,7 +81,7 @@ pub async fn push<S: Store>(
         }
         if let Some(group) = &item.group {
             assert!(
-                crate::groups::check_key(group).is_ok(),
+                crate::queue::groups::check_key(group).is_ok(),
                 "group keys are checked by the caller"
             );
         }
@@ -119,14 +119,14 @@ pub async fn push<S: Store>(
         } else if stored.iter().any(|item| item.group.is_some()) {
             // Only a push naming a group takes this path: ungrouped pushes
             // read and write what they always did.
-            let new: Vec<crate::groups::NewItem<'_>> = stored
+            let new: Vec<crate::queue::groups::NewItem<'_>> = stored
                 .iter()
-                .map(|item| crate::groups::NewItem {
+                .map(|item| crate::queue::groups::NewItem {
                     group: item.group.as_deref(),
                     payload: &item.payload,
                 })
                 .collect();
-            visible_at_ms = crate::groups::push_in(&txn, keys, &new, now, delay_ms).await?;
+            visible_at_ms = crate::queue::groups::push_in(&txn, keys, &new, now, delay_ms).await?;
         } else if delay_ms == 0 {
             let values: Vec<Vec<u8>> = stored
                 .iter()

@@ -24,7 +24,7 @@ use crate::store::{
     RangeRead, RetryPolicy, Store, StoreError, Transaction, decode_counter, decode_mark, transact,
 };
 
-pub use crate::item::{Item, PUSH_BATCH_MAX, QueueError, hold_in};
+use super::item::{Item, PUSH_BATCH_MAX, QueueError, hold_in};
 
 /// The outcome of one direct-pop attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,10 +129,10 @@ impl<S: Store> Queue<S> {
 
     /// One direct-pop attempt: the first item, cleared in our commit. (A
     /// library pop hands the item straight to its caller: a grouped item's
-    /// successor is released in the same commit; see [`crate::groups`].)
+    /// successor is released in the same commit; see [`crate::queue::groups`].)
     pub async fn try_pop_direct(&self) -> Result<DirectPop, QueueError> {
         let txn = self.store.begin()?;
-        if crate::queue_settings::paused_in(&txn, &self.keys).await? {
+        if crate::queue::settings::paused_in(&txn, &self.keys).await? {
             return Ok(DirectPop::Empty);
         }
         let Some(item) = self.first_item(&txn, false).await? else {
@@ -141,7 +141,7 @@ impl<S: Store> Queue<S> {
         txn.clear(&item.key)?;
         txn.atomic_add(&self.keys.depth(), -1)?;
         if let Some(group) = &item.group {
-            crate::groups::leave_in(&txn, &self.keys, group, now_ms()).await?;
+            crate::queue::groups::leave_in(&txn, &self.keys, group, now_ms()).await?;
         }
         match txn.commit().await {
             Ok(()) => Ok(DirectPop::Popped(item)),
@@ -155,7 +155,7 @@ impl<S: Store> Queue<S> {
     /// conflicts into requests, is built on [`Self::try_pop_direct`].)
     pub async fn pop(&self) -> Result<Option<Item>, QueueError> {
         let popped = transact(&self.store, self.retry, |txn| async move {
-            if crate::queue_settings::paused_in(&txn, &self.keys)
+            if crate::queue::settings::paused_in(&txn, &self.keys)
                 .await
                 .map_err(corrupt_as_store)?
             {
@@ -171,7 +171,7 @@ impl<S: Store> Queue<S> {
             txn.clear(&item.key)?;
             txn.atomic_add(&self.keys.depth(), -1)?;
             if let Some(group) = &item.group {
-                crate::groups::leave_in(&txn, &self.keys, group, now_ms()).await?;
+                crate::queue::groups::leave_in(&txn, &self.keys, group, now_ms()).await?;
             }
             Ok(Some(item))
         })

@@ -1,6 +1,6 @@
 //! An item as a queue hands it out, the errors of queue operations, and
-//! how a delayed item is held: below every recipe ([`crate::queue`],
-//! [`crate::groups`], [`crate::lease`]), so each can use them without
+//! how a delayed item is held: below every recipe ([`crate::queue::fifo`],
+//! [`crate::queue::groups`], [`crate::lease`]), so each can use them without
 //! importing the others.
 
 use std::fmt;
@@ -28,7 +28,7 @@ pub struct Item {
     pub deliveries: u32,
     /// Where a dead-lettered item came from.
     pub dead_letter: Option<DeadLetter>,
-    /// Its message group (see [`crate::groups`]).
+    /// Its message group (see [`crate::queue::groups`]).
     pub group: Option<String>,
     /// The lease it is held under, when popped with one.
     pub lease: Option<Lease>,

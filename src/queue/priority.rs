@@ -101,7 +101,7 @@ impl<S: Store> PriorityQueue<S> {
         &self,
         items: &[(i64, P)],
         delay_ms: Option<u64>,
-        defaults: &crate::queue_settings::Defaults,
+        defaults: &crate::queue::settings::Defaults,
     ) -> Result<Option<u64>, QueueError> {
         check_batch(items.iter().map(|(_, payload)| payload.as_ref()))?;
         let enqueued_at_ms = now_ms();
@@ -116,7 +116,7 @@ impl<S: Store> PriorityQueue<S> {
                 let delay_ms = match delay_ms {
                     Some(delay_ms) => delay_ms,
                     None => {
-                        crate::queue_settings::read_in(&txn, &self.keys)
+                        crate::queue::settings::read_in(&txn, &self.keys)
                             .await
                             .map_err(corrupt_as_store)?
                             .effective(&self.name, defaults)
@@ -154,12 +154,12 @@ impl<S: Store> PriorityQueue<S> {
                 encode_held(&HeldItem { item_key, item })
             })
             .collect();
-        crate::item::hold_in(txn, &self.keys, &held, visible_at_ms)
+        crate::queue::item::hold_in(txn, &self.keys, &held, visible_at_ms)
     }
 
     /// Adds one item at `priority`, delayed as [`Self::push_batch_delayed`]
     /// says, unless a push with dedup id `id` was stored within the queue's
-    /// dedup window (as for FIFO queues, see [`crate::dedup`]): then nothing
+    /// dedup window (as for FIFO queues, see [`crate::queue::dedup`]): then nothing
     /// is written and the answer says it was a duplicate.
     pub async fn push_deduplicated(
         &self,
@@ -167,11 +167,11 @@ impl<S: Store> PriorityQueue<S> {
         priority: i64,
         delay_ms: Option<u64>,
         id: &[u8],
-        defaults: &crate::queue_settings::Defaults,
+        defaults: &crate::queue::settings::Defaults,
     ) -> Result<Deduplicated, QueueError> {
         check_batch(std::iter::once(payload))?;
         assert!(
-            crate::dedup::check_id(id).is_ok(),
+            crate::queue::dedup::check_id(id).is_ok(),
             "dedup ids are checked by the caller"
         );
         let enqueued_at_ms = now_ms();
@@ -181,13 +181,13 @@ impl<S: Store> PriorityQueue<S> {
         let pushed = transact(&self.store, RetryPolicy::default(), |txn| {
             let values = &values;
             async move {
-                let settings = crate::queue_settings::read_in(&txn, &self.keys)
+                let settings = crate::queue::settings::read_in(&txn, &self.keys)
                     .await
                     .map_err(corrupt_as_store)?
                     .effective(&self.name, defaults);
                 let now = now_ms();
                 let window_ms = settings.dedup_window_ms;
-                if !crate::dedup::claim_in(&txn, &self.keys, id, now, window_ms).await? {
+                if !crate::queue::dedup::claim_in(&txn, &self.keys, id, now, window_ms).await? {
                     return Ok(Deduplicated::Duplicate);
                 }
                 let delay_ms = delay_ms.unwrap_or(settings.delivery_delay_ms);
@@ -238,7 +238,7 @@ impl<S: Store> PriorityQueue<S> {
     /// into requests, are [`crate::coordinator::Coordinator::pop`].)
     async fn pop_end(&self, end: End) -> Result<Option<Item>, QueueError> {
         let popped = transact(&self.store, self.retry, |txn| async move {
-            if crate::queue_settings::paused_in(&txn, &self.keys)
+            if crate::queue::settings::paused_in(&txn, &self.keys)
                 .await
                 .map_err(corrupt_as_store)?
             {

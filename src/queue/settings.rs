@@ -295,7 +295,7 @@ pub async fn update_in<T: Transaction>(
         Ok(next) => next,
         Err(invalid) => return Ok(Err(invalid)),
     };
-    crate::dead_letters::note_target_in(
+    crate::queue::dead_letters::note_target_in(
         txn,
         keys,
         stored.dead_letter_queue.as_deref(),

@@ -1,4 +1,4 @@
-//! Administration over HTTP (see [`crate::admin`]): `GET /v1/queues`,
+//! Administration over HTTP (see [`crate::queue::admin`]): `GET /v1/queues`,
 //! `POST /v1/queues/{queue}/purge`, `DELETE /v1/queues/{queue}`,
 //! `GET /v1/queues/{queue}/leases`.
 
@@ -16,10 +16,10 @@ use super::error::{ApiError, ApiPath, ErrorBody, ErrorDetail};
 use super::fifo::{outcome, queue_name};
 use super::items::QueueStats;
 use super::leases::queue_mismatch;
-use crate::admin::{self, LEASES_LIMIT_MAX, LIST_LIMIT_MAX};
 use crate::keys::{QueueKeys, QueueKind};
 use crate::lease::Receipt;
 use crate::metrics::operation;
+use crate::queue::admin::{self, LEASES_LIMIT_MAX, LIST_LIMIT_MAX};
 use crate::store::Store;
 
 /// Query of a listing: `limit` (default 20, at most 100), `after` (the

@@ -249,8 +249,8 @@ pub async fn queue_stats<S: Store>(
     let leased = decode_counter(txn.get(&keys.leased(), true).await?.as_deref());
     let delayed = decode_counter(txn.get(&keys.delayed_count(), true).await?.as_deref());
     let grouped = decode_counter(txn.get(&keys.grouped_count(), true).await?.as_deref());
-    let oldest_age_ms = crate::oldest::oldest_item_age_ms_in(&txn, keys).await?;
-    let paused = crate::queue_settings::read_in(&txn, keys).await?.paused == Some(true);
+    let oldest_age_ms = crate::queue::oldest::oldest_item_age_ms_in(&txn, keys).await?;
+    let paused = crate::queue::settings::read_in(&txn, keys).await?.paused == Some(true);
     let stats = QueueStats {
         queue: keys.name().as_str().to_string(),
         depth,
@@ -260,7 +260,7 @@ pub async fn queue_stats<S: Store>(
         grouped,
         oldest_item_age_ms: oldest_age_ms,
         paused,
-        dead_letter: crate::dead_letters::is_dead_letter_queue_in(&txn, keys).await?,
+        dead_letter: crate::queue::dead_letters::is_dead_letter_queue_in(&txn, keys).await?,
     };
     Ok(serde_json::to_value(stats).expect("stats serialize"))
 }

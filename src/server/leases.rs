@@ -16,13 +16,13 @@ use super::AppState;
 use super::error::{ApiError, ApiPath, ErrorBody};
 use super::fifo::{body_bytes, check_delay_ms, check_lease_ms, outcome, queue_name};
 use super::items::{AckBatchAnswer, AckResult, RedriveAnswer};
-use crate::dead_letters::is_dead_letter_queue_in;
 use crate::keys::{QueueKeys, QueueKind};
 use crate::lease::redrive::{REDRIVE_BATCH_MAX, redrive as redrive_items};
 use crate::lease::settle::Returned;
 use crate::lease::settler::{SettleOp, Settled};
 use crate::lease::{LeaseError, Receipt};
 use crate::metrics::{self, operation};
+use crate::queue::dead_letters::is_dead_letter_queue_in;
 use crate::store::Store;
 
 impl From<LeaseError> for ApiError {
@@ -376,7 +376,7 @@ pub struct RedriveParams {
 
 /// `POST /v1/queues/{queue}/redrive?max=`: 200 `{"redriven": n}`;
 /// moves up to `max` items from the front of a dead-letter queue (by role:
-/// see [`crate::dead_letters`]) back to the queues they came from, as
+/// see [`crate::queue::dead_letters`]) back to the queues they came from, as
 /// fresh items. 409 `not_dead_letter_queue` for any other queue.
 #[utoipa::path(post, path = "/v1/queues/{queue}/redrive", tag = "leases",
     params(("queue" = String, Path, description = "A dead-letter queue: its name ends in .dead, or some queue names it as its dead_letter_queue"), RedriveParams),

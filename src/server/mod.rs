@@ -69,7 +69,7 @@ pub struct AppState<S: Store> {
     /// Whether the store answers, as the store watcher last saw it.
     pub store_health: store_watch::StoreHealth,
     /// The defaults of queue settings (from `config`).
-    pub settings_defaults: crate::queue_settings::Defaults,
+    pub settings_defaults: crate::queue::settings::Defaults,
     /// Queues' default leases, shared by every pop handler so a plain pop
     /// does not read the settings key each time (bounded, short-lived).
     pub default_leases: settings::DefaultLeases,

@@ -1,5 +1,5 @@
 //! Acks riding on a pop over HTTP: `POST …/pop?ack=R1,R2,…` acks the
-//! receipts, then pops as any pop (see [`crate::staging::riding`]); the
+//! receipts, then pops as any pop (see [`crate::staging::round::riding`]); the
 //! answer, 200 or 204, carries `hotq-acked: <outcome>,…`, one outcome per
 //! receipt in the order given, in the batch ack's words. A receipt that
 //! fails is its outcome; it never fails the pop.
@@ -15,7 +15,7 @@ use crate::metrics;
 use crate::queue::Item;
 use crate::staging::line::AckOutcome;
 use crate::staging::pop::PopAsk;
-use crate::staging::riding::POP_ACKS_MAX;
+use crate::staging::round::riding::POP_ACKS_MAX;
 use crate::store::Store;
 
 /// The header of a pop's ack outcomes.

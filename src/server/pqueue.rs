@@ -22,7 +22,7 @@ use super::push::{DEDUP_ID_HEADER, dedup_id};
 use crate::envelope::End;
 use crate::keys::{QueueKeys, QueueKind};
 use crate::metrics::operation;
-use crate::priority::{Deduplicated, PriorityQueue};
+use crate::queue::priority::{Deduplicated, PriorityQueue};
 use crate::staging::pop::PopAsk;
 use crate::store::Store;
 

@@ -1,5 +1,5 @@
 //! `POST /v1/queues/{queue}/items` and `items:batch`: pushes to FIFO
-//! queues, delayed or not, deduplicated by id or not (see [`crate::dedup`]).
+//! queues, delayed or not, deduplicated by id or not (see [`crate::queue::dedup`]).
 
 use std::sync::Arc;
 
@@ -17,10 +17,10 @@ use super::AppState;
 use super::error::{ApiError, ApiPath, ErrorBody};
 use super::fifo::{body_bytes, check_delay_ms, check_item, outcome, queue_name};
 use super::items::PushAnswer;
-use crate::dedup::{PushItem, check_id, push};
 use crate::keys::{QueueKeys, QueueKind, QueueName};
 use crate::metrics::operation;
 use crate::queue::PUSH_BATCH_MAX;
+use crate::queue::dedup::{PushItem, check_id, push};
 use crate::store::Store;
 
 /// Header carrying a push's dedup id.
@@ -41,7 +41,7 @@ pub struct PushParams {
 }
 
 fn group_key(raw: String) -> Result<String, ApiError> {
-    crate::groups::check_key(&raw)
+    crate::queue::groups::check_key(&raw)
         .map_err(|message| ApiError::new(StatusCode::BAD_REQUEST, "bad_group", message))?;
     Ok(raw)
 }

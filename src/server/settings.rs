@@ -1,5 +1,5 @@
 //! `GET/PUT /v1/queues/{queue}/settings`: a FIFO queue's settings, kept in
-//! the store (see [`crate::queue_settings`]).
+//! the store (see [`crate::queue::settings`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -21,7 +21,7 @@ use super::error::{body_bytes, outcome, queue_name};
 use crate::keys::{QueueKeys, QueueKind, QueueName};
 use crate::metrics::operation;
 use crate::queue::QueueError;
-use crate::queue_settings::{Effective, Stored, read, update};
+use crate::queue::settings::{Effective, Stored, read, update};
 use crate::store::Store;
 
 /// The answer to a settings read or change.

@@ -22,7 +22,7 @@
 //! key `results/(requester, item key)` (leased in the same commit if the
 //! class is) and the count lowered (the request cleared at 0) in one
 //! commit; the owner's next round collects the results
-//! ([`super::line_results`]).
+//! ([`super::line::results`]).
 //!
 //! The count is kept exact without extra conflicts: whoever serves a
 //! request lowers its count by the items it took in the commit that takes
@@ -35,7 +35,7 @@
 //! raising an old request, so lines take turns.
 //!
 //! A line whose fulfiller stops at shutdown withdraws its requests and
-//! gives back its results ([`super::line_results::withdraw_line`]); one
+//! gives back its results ([`super::line::results::withdraw_line`]); one
 //! that dies leaves them to be taken over, to expire and to the reaper.
 //!
 //! The `waiting` counter counts pops: a counted request adds its count.

@@ -12,11 +12,11 @@ use crate::keys::QueueKeys;
 use crate::metrics;
 use crate::queue::{Item, QueueError};
 use crate::staging::StagingStats;
-use crate::staging::fulfill::Fulfilled;
-use crate::staging::fulfilled::Handover;
 use crate::staging::line::{Answered, Claims, LocalId, LocalWaiter};
 use crate::staging::pops::Pops;
 use crate::staging::requester::restore_items;
+use crate::staging::round::fulfill::Fulfilled;
+use crate::staging::round::fulfilled::Handover;
 use crate::store::Store;
 
 impl<S: Store> Pops<S> {

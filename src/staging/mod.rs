@@ -6,27 +6,31 @@
 //!    first item, clear it, commit). Once the queue is contended every
 //!    pop — no wait, long-poll, leased, several items, either end — waits
 //!    in the queue's line instead of racing the fulfiller.
-//! 2. [`line`](mod@line): the line. Two levels: pops waiting in this process queue
-//!    in memory (no write per pop); when this process's fulfiller cannot
-//!    serve them (its round lost a conflict, or other processes' requests
-//!    stand ahead) the line stands in the store's request subspace as
-//!    [`counted`] requests (one key for many pops), which fix its place
-//!    in request order: its own rounds serve them from the items left
-//!    for them, and any process's fulfiller takes over one its owner
-//!    does not serve ([`takeover`]). A plain stored request
-//!    ([`requester`]: register, await its result on a watch, withdraw with
-//!    a read conflict) is one pop, for `requests_in_memory = false`.
-//! 3. [`fulfill`]: one round: in one transaction, snapshot-read a batch of
-//!    requests (`round_requests.rs`) and items ([`pool`]), add a read
-//!    conflict on each one consumed, clear items and requests (or lower a
-//!    counted request's count), write leases and stored results, collect
-//!    this line's results ([`line_results`]); given and returned as in
-//!    [`fulfilled`]. A pop that must not wait is answered "empty" only by
-//!    a round whose read found nothing visible. [`fulfiller`]: the loop of
-//!    rounds per queue, waiting on the wake key, a push, a pop joining the
-//!    line, another process serving this line's counted request, or a
-//!    request left to another line turning stale; an unknown commit
-//!    outcome is resolved by its [`marker`].
+//! 2. [`line`](mod@line): the line (`line/`). Two levels: pops waiting in
+//!    this process queue in memory (no write per pop); when this process's
+//!    fulfiller cannot serve them (its round lost a conflict, or other
+//!    processes' requests stand ahead) the line stands in the store's
+//!    request subspace as [`counted`] requests (one key for many pops),
+//!    which fix its place in request order: its own rounds serve them from
+//!    the items left for them ([`line::results`]), and any process's
+//!    fulfiller takes over one its owner does not serve ([`takeover`]). A
+//!    plain stored request ([`requester`]: register, await its result on a
+//!    watch, withdraw with a read conflict) is one pop, for
+//!    `requests_in_memory = false`.
+//! 3. [`round`]: a fulfill round and its loop (`round/`).
+//!    [`round::fulfill`]: one round: in one transaction, snapshot-read a
+//!    batch of requests (`round/requests.rs`) and items ([`round::pool`]),
+//!    add a read conflict on each one consumed, clear items and requests
+//!    (or lower a counted request's count), write leases and stored
+//!    results, collect this line's results; given and returned as in
+//!    [`round::fulfilled`]. A pop that must not wait is answered "empty"
+//!    only by a round whose read found nothing visible.
+//!    [`round::fulfiller`]: the loop of rounds per queue, waiting on the
+//!    wake key, a push, a pop joining the line, another process serving
+//!    this line's counted request, or a request left to another line
+//!    turning stale; an unknown commit outcome is resolved by its
+//!    [`marker`]. Acks that ride on a pop commit in its round
+//!    ([`round::riding`]).
 //! 4. [`handoff`]: the hand-off and the give-back. Once a round's commit is
 //!    durable its items go to their pops in memory; items whose pop has
 //!    gone (its caller hung up, its wait ended) go back to their original
@@ -44,21 +48,20 @@
 
 pub mod counted;
 pub mod direct;
-pub mod fulfill;
-pub mod fulfilled;
-pub mod fulfiller;
 pub mod handoff;
 pub mod line;
-pub mod line_results;
 pub mod marker;
-pub mod pool;
 pub mod pop;
 pub mod pops;
 pub mod reap;
 pub mod requester;
-pub mod riding;
-mod round_requests;
+pub mod round;
 pub mod takeover;
+
+// The round's parts moved to `round`; this path is kept for the
+// integration tests.
+#[doc(hidden)]
+pub use round::fulfill;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -1,7 +1,7 @@
 //! A pop, from its caller's side: the direct attempt on an uncontended
 //! queue, else a wait in the queue's line (in this process's memory, or as
 //! a stored request), until the fulfiller hands it items (see
-//! [`super::fulfiller`] and [`super::handoff`]).
+//! [`super::round::fulfiller`] and [`super::handoff`]).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -19,7 +19,7 @@ use crate::staging::handoff::{Finishing, InLine, record_delivery};
 use crate::staging::line::{AckOutcome, LineRequest, LocalWaiter, SharedAcks};
 use crate::staging::pops::Pops;
 use crate::staging::requester::{WithdrawOnDrop, await_result, deadline_after, register_with};
-use crate::staging::riding::{ack_alone, outcomes_after_line, riding};
+use crate::staging::round::riding::{ack_alone, outcomes_after_line, riding};
 use crate::store::Store;
 
 impl<S: Store> Pops<S> {
@@ -75,7 +75,7 @@ impl<S: Store> Pops<S> {
     }
 
     /// [`Self::pop_leased`] with `acks` riding on it (see
-    /// [`super::riding`]): the receipts are acked, then the pop proceeds;
+    /// [`super::round::riding`]): the receipts are acked, then the pop proceeds;
     /// their outcomes come back in order with the items. A receipt that
     /// fails is its outcome, never the pop's error.
     pub async fn pop_acking(
@@ -115,7 +115,7 @@ impl<S: Store> Pops<S> {
         };
         let items = Finishing::new(self, keys, gone, Box::pin(attempts)).await?;
         // No await since the pop completed: these items reached the caller.
-        crate::groups::deliver_soon(&self.inner.store, keys, &items);
+        crate::queue::groups::deliver_soon(&self.inner.store, keys, &items);
         let acked = std::mem::take(&mut *acked.lock().expect("ack outcomes lock"));
         Ok(Popped { items, acked })
     }
@@ -155,7 +155,7 @@ impl<S: Store> Pops<S> {
         };
         // Here only while its caller polls: dropped, it never gets here.
         record_delivery(keys, "staged", started, &items);
-        crate::groups::deliver_soon(&self.inner.store, keys, &items);
+        crate::queue::groups::deliver_soon(&self.inner.store, keys, &items);
         Ok(Popped { items, acked })
     }
 

@@ -371,7 +371,7 @@ pub(crate) async fn restore_in<T: Transaction>(
 ) -> Result<Result<(), QueueError>, StoreError> {
     match &item.lease {
         None => {
-            crate::groups::give_back_in(txn, keys, &item.key, &item.value()).await?;
+            crate::queue::groups::give_back_in(txn, keys, &item.key, &item.value()).await?;
             Ok(Ok(()))
         }
         Some(lease) => Ok(release_in(txn, keys, &lease.receipt)

@@ -405,5 +405,4 @@ fn timeout_error(timeout: Duration) -> ClientError {
 }
 
 #[cfg(test)]
-#[path = "client_tests.rs"]
 mod tests;

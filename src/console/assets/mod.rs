@@ -5,12 +5,12 @@ use axum::response::{IntoResponse, Response};
 
 use crate::server::error::{ApiError, ApiPath, ErrorBody};
 
-const INDEX_HTML: &str = include_str!("assets/index.html");
-const APP_JS: &str = include_str!("assets/app.js");
-const OVERVIEW_JS: &str = include_str!("assets/overview.js");
-const QUEUE_JS: &str = include_str!("assets/queue.js");
-const STYLE_CSS: &str = include_str!("assets/style.css");
-const ICON_SVG: &str = include_str!("assets/icon.svg");
+const INDEX_HTML: &str = include_str!("index.html");
+const APP_JS: &str = include_str!("app.js");
+const OVERVIEW_JS: &str = include_str!("overview.js");
+const QUEUE_JS: &str = include_str!("queue.js");
+const STYLE_CSS: &str = include_str!("style.css");
+const ICON_SVG: &str = include_str!("icon.svg");
 
 /// The page may run only its own script and style, and call only this
 /// origin: a payload shown in it can never load or run anything.

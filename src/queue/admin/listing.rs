@@ -30,11 +30,11 @@ pub struct QueueSummary {
     pub grouped: i64,
     /// Stored requests waiting.
     pub waiting: i64,
-    /// Age of the oldest visible item (see [`crate::oldest`]).
+    /// Age of the oldest visible item (see [`crate::queue::oldest`]).
     pub oldest_item_age_ms: Option<u64>,
-    /// The queue is paused (see [`crate::queue_settings::paused_in`]).
+    /// The queue is paused (see [`crate::queue::settings::paused_in`]).
     pub paused: bool,
-    /// A dead-letter queue (see [`crate::dead_letters`]).
+    /// A dead-letter queue (see [`crate::queue::dead_letters`]).
     pub dead_letter: bool,
 }
 
@@ -89,8 +89,8 @@ async fn summary<T: Transaction>(txn: &T, keys: QueueKeys) -> Result<QueueSummar
     let delayed = counter(txn.get(&keys.delayed_count(), true).await?);
     let grouped = counter(txn.get(&keys.grouped_count(), true).await?);
     let waiting = counter(txn.get(&keys.waiting(), true).await?);
-    let oldest_item_age_ms = crate::oldest::oldest_item_age_ms_in(txn, &keys).await?;
-    let paused = crate::queue_settings::read_in(txn, &keys).await?.paused == Some(true);
+    let oldest_item_age_ms = crate::queue::oldest::oldest_item_age_ms_in(txn, &keys).await?;
+    let paused = crate::queue::settings::read_in(txn, &keys).await?.paused == Some(true);
     Ok(QueueSummary {
         paused,
         kind: keys.kind(),
@@ -101,7 +101,7 @@ async fn summary<T: Transaction>(txn: &T, keys: QueueKeys) -> Result<QueueSummar
         grouped,
         waiting,
         oldest_item_age_ms,
-        dead_letter: crate::dead_letters::is_dead_letter_queue_in(txn, &keys).await?,
+        dead_letter: crate::queue::dead_letters::is_dead_letter_queue_in(txn, &keys).await?,
     })
 }
 

@@ -16,7 +16,7 @@
 //! transaction that read-conflicts on all of it, so nothing that raced in
 //! survives uncounted.
 //!
-//! Message groups (see [`crate::groups`]): a purge also drops the items
+//! Message groups (see [`crate::queue::groups`]): a purge also drops the items
 //! waiting behind group heads that were pushed before it began; each
 //! visible or delayed head it drops releases its group's next item (one
 //! pushed after the purge began, if any), in the same transaction. A
@@ -109,7 +109,7 @@ async fn purge_batch<S: Store>(store: &S, keys: &QueueKeys, end: &[u8]) -> Resul
         txn.atomic_add(&keys.depth(), -(rows.len() as i64))?;
         if keys.kind() == QueueKind::Fifo {
             let values = rows.iter().map(|row| decode_item(&row.value));
-            crate::groups::dropped_in(&txn, keys, values, now_ms()).await?;
+            crate::queue::groups::dropped_in(&txn, keys, values, now_ms()).await?;
         }
         Ok(rows.len() as u64)
     })
@@ -170,7 +170,7 @@ async fn drop_delayed<S: Store>(
                     heads.push(decode_held(value).map(|held| held.item));
                 }
                 txn.atomic_add(&keys.delayed_count(), -count)?;
-                crate::groups::dropped_in(&txn, keys, heads.into_iter(), now_ms()).await?;
+                crate::queue::groups::dropped_in(&txn, keys, heads.into_iter(), now_ms()).await?;
                 let next = (rows.len() >= DUE_SCAN_BATCH_MAX)
                     .then(|| key_after(&rows.last().expect("a full batch").key));
                 Ok((count as u64, next))
@@ -233,7 +233,8 @@ async fn drop_waiting<S: Store>(
     let mut dropped = 0;
     while *passes < ADMIN_PASSES_MAX {
         *passes += 1;
-        let (count, next) = crate::groups::drop_waiting(store, keys, below_index, &cursor).await?;
+        let (count, next) =
+            crate::queue::groups::drop_waiting(store, keys, below_index, &cursor).await?;
         dropped += count;
         match next {
             Some(next) => cursor = next,

@@ -1,5 +1,5 @@
 //! A plain pop's hand-off of a group's head (see the module doc of
-//! [`crate::groups`]): the pop's commit marks the group in hand-off; the
+//! [`crate::queue::groups`]): the pop's commit marks the group in hand-off; the
 //! successor is released once the item reached its caller, a put-back
 //! makes it the head again, and the timer ends a hand-off whose daemon
 //! died.

@@ -53,8 +53,8 @@ use std::collections::BTreeMap;
 use rand::RngCore;
 
 use crate::envelope::{HeldItem, ItemValue, decode_item, encode_held, encode_item_value};
-use crate::item::{Item, QueueError};
 use crate::keys::{DueWhat, QueueKeys, RANDOM_LEN};
+use crate::queue::item::{Item, QueueError};
 use crate::store::{
     KeyValue, RangeRead, RetryPolicy, Store, StoreError, Transaction, decode_mark, key_after,
     transact,
@@ -266,7 +266,7 @@ pub async fn push_in<T: Transaction>(
     }
     txn.atomic_max(&keys.next_index(), next_index + items.len() as u64)?;
     if !plain_delayed.is_empty() {
-        crate::item::hold_in(txn, keys, &plain_delayed, visible_at_ms)?;
+        crate::queue::item::hold_in(txn, keys, &plain_delayed, visible_at_ms)?;
     }
     add(txn, &keys.depth(), visible)?;
     add(txn, &keys.delayed_count(), delayed)?;
@@ -385,12 +385,10 @@ pub async fn dropped_in<T: Transaction>(
     Ok(())
 }
 
-#[path = "groups_handoff.rs"]
 mod handoff;
 pub use handoff::{
     deliver_soon, delivered, delivered_in, give_back_in, handoff_due_in, handoff_due_ms, handoff_in,
 };
 
 #[cfg(test)]
-#[path = "groups_tests.rs"]
 mod tests;

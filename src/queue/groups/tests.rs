@@ -318,14 +318,10 @@ async fn the_timer_releases_a_group_whose_plain_pop_never_reported() {
     assert!(visible(&store, &keys).await.is_empty());
     let policy = crate::lease::DeliveryPolicy::default();
     let now = crate::envelope::now_ms();
-    crate::lease::due::sweep(&store, &policy, now)
-        .await
-        .unwrap();
+    crate::due::sweep(&store, &policy, now).await.unwrap();
     assert!(visible(&store, &keys).await.is_empty(), "not due yet");
     let later = now + HANDOFF_SLACK_MS + 1_000;
-    crate::lease::due::sweep(&store, &policy, later)
-        .await
-        .unwrap();
+    crate::due::sweep(&store, &policy, later).await.unwrap();
     assert_eq!(visible(&store, &keys).await, ["2"]);
     // A late `delivered` for the first pop changes nothing.
     let handed = vec![("g".to_string(), items[0].key.clone())];
@@ -365,9 +361,7 @@ async fn a_plain_pop_put_back_by_the_line_is_the_head_again() {
     assert_eq!(visible(&store, &keys).await, ["1"]);
     let policy = crate::lease::DeliveryPolicy::default();
     let later = crate::envelope::now_ms() + HANDOFF_SLACK_MS + 1_000;
-    crate::lease::due::sweep(&store, &policy, later)
-        .await
-        .unwrap();
+    crate::due::sweep(&store, &policy, later).await.unwrap();
     assert_eq!(
         visible(&store, &keys).await,
         ["1"],
@@ -387,10 +381,10 @@ async fn a_stored_result_nobody_collected_is_reaped_back_as_the_head() {
     crate::staging::requester::register(&store, &keys, &request)
         .await
         .unwrap();
-    let local = crate::staging::fulfill::LocalHandoff::NONE;
+    let local = crate::staging::round::fulfill::LocalHandoff::NONE;
     let grace_ms = 5_000;
     let fulfilled =
-        crate::staging::fulfill::fulfill_once(&store, &keys, 16, 1 << 20, grace_ms, local)
+        crate::staging::round::fulfill::fulfill_once(&store, &keys, 16, 1 << 20, grace_ms, local)
             .await
             .unwrap();
     assert_eq!(fulfilled.counts.served, 1);
@@ -406,8 +400,6 @@ async fn a_stored_result_nobody_collected_is_reaped_back_as_the_head() {
     assert_eq!(visible(&store, &keys).await, ["1"]);
     let policy = crate::lease::DeliveryPolicy::default();
     let later = handoff_due_ms(now + 60_000, grace_ms) + 1;
-    crate::lease::due::sweep(&store, &policy, later)
-        .await
-        .unwrap();
+    crate::due::sweep(&store, &policy, later).await.unwrap();
     assert_eq!(visible(&store, &keys).await, ["1"], "the hand-off ended");
 }

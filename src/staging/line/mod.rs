@@ -6,7 +6,7 @@
 //!   waits in the process running its queue's fulfiller never writes its
 //!   request to the store. It joins the queue's in-memory request line, in
 //!   arrival order, and the fulfiller serves that line together with the
-//!   request subspace (see [`super::fulfill`]). A staged pop is then one
+//!   request subspace (see [`crate::staging::round::fulfill`]). A staged pop is then one
 //!   commit (the fulfiller's, shared with the whole batch) instead of a
 //!   registration commit plus a share of the fulfillment commit. The
 //!   request needs no durability: it dies with the process, and so does
@@ -32,7 +32,7 @@ use tokio::sync::oneshot;
 use crate::envelope::RequestValue;
 use crate::keys::{QueueKeys, QueueKind, QueueName};
 use crate::queue::Item;
-pub use crate::staging::riding::{AckOutcome, RidingAcks, SharedAcks};
+pub use crate::staging::round::riding::{AckOutcome, RidingAcks, SharedAcks};
 
 /// Longest wait for a hand-off the fulfiller already took.
 const HAND_OFF_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
@@ -452,10 +452,9 @@ impl Drop for LocalWaiter {
 mod claims;
 pub use claims::{Answered, Claims};
 
-#[path = "line_classes.rs"]
 mod classes;
 pub use classes::Waiting;
+pub mod results;
 
 #[cfg(test)]
-#[path = "line_tests.rs"]
 mod tests;

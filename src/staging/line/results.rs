@@ -1,6 +1,6 @@
 //! A line's results in the store: what other processes' fulfillers wrote
 //! for its counted requests when they took them over
-//! ([`super::takeover`]). Its own rounds collect them for its pops in line
+//! ([`crate::staging::takeover`]). Its own rounds collect them for its pops in line
 //! order ([`collect_in`]); when its fulfiller stops, what is left goes back
 //! to the queue ([`withdraw_line`]). Every result is consumed with a read
 //! conflict on its key, so exactly one of the collector, the withdrawal

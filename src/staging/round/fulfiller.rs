@@ -1,8 +1,8 @@
 //! The fulfillment loop of one queue: rounds of [`super::fulfill`], each
 //! serving a batch of the line's pops (and stored requests) in one commit,
-//! then handing the items over ([`super::handoff`]); with nothing to serve
+//! then handing the items over ([`crate::staging::handoff`]); with nothing to serve
 //! it waits on the store's wake key, a push, a pop joining the line, or a
-//! request left to another line turning stale ([`super::takeover`]).
+//! request left to another line turning stale ([`crate::staging::takeover`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,10 +16,10 @@ use crate::metrics;
 use crate::queue::QueueError;
 use crate::staging::StagingStats;
 use crate::staging::counted::{self, LineLevel};
-use crate::staging::fulfill::{Fulfilled, LocalHandoff, fulfill_round};
-use crate::staging::fulfilled::{Carry, Next, RoundCounts};
-use crate::staging::line_results;
+use crate::staging::line::results::withdraw_line;
 use crate::staging::pops::{Fulfiller, Pops};
+use crate::staging::round::fulfill::{Fulfilled, LocalHandoff, fulfill_round};
+use crate::staging::round::fulfilled::{Carry, Next, RoundCounts};
 use crate::staging::takeover::{Left, TakeOver};
 use crate::store::{RangeRead, RetryPolicy, Store, StoreError, Transaction, transact};
 
@@ -82,7 +82,7 @@ impl<S: Store> Pops<S> {
 
     /// Starts the fulfillment loop of `keys`, or wakes the running one
     /// (`wake`: a memory request joined the line; the loop may be idle).
-    pub(super) fn start_or_wake_fulfiller(&self, keys: &QueueKeys, wake: bool) {
+    pub(in crate::staging) fn start_or_wake_fulfiller(&self, keys: &QueueKeys, wake: bool) {
         if *self.inner.shutdown.borrow() {
             return;
         }
@@ -104,7 +104,7 @@ impl<S: Store> Pops<S> {
     }
 
     /// True while the fulfillment loop of `keys` runs in this process.
-    pub(super) fn fulfiller_runs(&self, keys: &QueueKeys) -> bool {
+    pub(in crate::staging) fn fulfiller_runs(&self, keys: &QueueKeys) -> bool {
         let fulfillers = self.inner.fulfillers.lock().expect("fulfiller map lock");
         fulfillers
             .get(&(keys.kind(), keys.name().clone()))
@@ -128,8 +128,7 @@ impl<S: Store> Pops<S> {
         if *self.inner.shutdown.borrow() {
             let (line, batch_max) = (&self.inner.line, self.inner.config.fulfill_batch_max);
             let withdrawn =
-                line_results::withdraw_line(&self.inner.store, &keys, line, &collect, batch_max)
-                    .await;
+                withdraw_line(&self.inner.store, &keys, line, &collect, batch_max).await;
             if let Err(error) = withdrawn {
                 tracing::warn!(queue = %keys.name(), %error, "could not withdraw the line's counted requests; the reaper will");
             }

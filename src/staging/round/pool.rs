@@ -147,8 +147,9 @@ impl<T: Transaction> Round<'_, T> {
             lease_in(self.txn, self.keys, &mut item, request.lease_ms, self.now)?;
         } else if item.group.is_some() {
             // Its group's next item waits until this one is known delivered.
-            let due_ms = crate::groups::handoff_due_ms(request.deadline_ms, self.result_grace_ms);
-            crate::groups::handoff_in(self.txn, self.keys, &item, due_ms)?;
+            let due_ms =
+                crate::queue::groups::handoff_due_ms(request.deadline_ms, self.result_grace_ms);
+            crate::queue::groups::handoff_in(self.txn, self.keys, &item, due_ms)?;
         }
         Ok(Some(item))
     }
@@ -156,7 +157,7 @@ impl<T: Transaction> Round<'_, T> {
     /// Passes over up to `count` items at `request`'s end of `pool`,
     /// leaving them in the queue (no read conflict, nothing written): they
     /// are another line's, whose own round takes them (see
-    /// [`super::takeover`]). Returns how many were passed over.
+    /// [`crate::staging::takeover`]). Returns how many were passed over.
     pub fn leave(&self, pool: &mut VecDeque<Item>, request: &RequestValue, count: usize) -> usize {
         let count = count.min(pool.len());
         match request.end {

@@ -2,7 +2,7 @@
 //! finished are acked, then the pop proceeds, in as few commits as the
 //! path allows. A pop waiting in line carries its acks into its queue's
 //! fulfill round, which acks them in the commit that takes the next items
-//! ([`crate::staging::fulfill`]), or, when the round finds no item, in a
+//! ([`crate::staging::round::fulfill`]), or, when the round finds no item, in a
 //! commit all the same (the acks never wait for items). A direct pop acks
 //! in its own transaction ([`crate::staging::direct`]). Acks a round never
 //! took (the pop left before one committed) are acked here, in a

@@ -1,10 +1,10 @@
 //! One fulfillment transaction: pair waiting requests with items, many at
 //! once, and write each item under its requester's result key (or, for a
 //! requester in this process, hand it over in memory after the commit;
-//! see [`super::line`]). What the round is given and returns is in
+//! see [`crate::staging::line`]). What the round is given and returns is in
 //! [`super::fulfilled`]; how it reads and sorts the request subspace, in
-//! `round_requests.rs`; how it serves each kind of request, in
-//! `fulfill/serve.rs` and `fulfill/sources.rs`.
+//! `round/requests.rs`; how it serves each kind of request, in
+//! [`serve`] and [`sources`].
 //!
 //! [`fulfill_round`] reads as the round's phases, in order: read the
 //! requests, sort them and collect this line's results, settle the acks
@@ -20,15 +20,15 @@
 //!
 //! Two lines of requests are served together: the request subspace, and
 //! the memory requests of pops waiting in this process (see
-//! [`super::line`]). Each line keeps its order; when items are scarce the
+//! [`crate::staging::line`]). Each line keeps its order; when items are scarce the
 //! two take turns, so neither starves the other. In the request subspace,
-//! another process's line stands as counted requests ([`super::counted`]):
+//! another process's line stands as counted requests ([`crate::staging::counted`]):
 //! the round leaves each the items it stands for, to its owner's round,
-//! unless it takes it over ([`super::takeover`]: served with up to its
+//! unless it takes it over ([`crate::staging::takeover`]: served with up to its
 //! count of items under per-item result keys). This process's own counted
 //! requests are served from its memory line in their place in request
 //! order, and the same round collects results other processes wrote for
-//! it ([`super::line_results`]). Behind another process's request, this
+//! it ([`crate::staging::line::results`]). Behind another process's request, this
 //! line's pops not yet in the store join it (a counted request added in
 //! this commit) rather than race for the items behind the requests.
 
@@ -38,12 +38,12 @@ use crate::envelope::{End, RequestValue, now_ms};
 use crate::keys::QueueKeys;
 use crate::queue::{Item, QueueError};
 use crate::staging::counted::LineLevel;
-pub use crate::staging::fulfilled::{Fulfilled, LocalHandoff};
-use crate::staging::fulfilled::{Handover, Next, Seen, WaitOn, what_next};
 use crate::staging::line::MemoryRequest;
 use crate::staging::marker::marker_says_applied;
-use crate::staging::pool::{Pool, read_pool, take_turns};
-use crate::staging::round_requests::Source;
+pub use crate::staging::round::fulfilled::{Fulfilled, LocalHandoff};
+use crate::staging::round::fulfilled::{Handover, Next, Seen, WaitOn, what_next};
+use crate::staging::round::pool::{Pool, read_pool, take_turns};
+use crate::staging::round::requests::Source;
 use crate::store::{KeyValue, RangeRead, Store, Transaction};
 
 mod serve;
@@ -259,7 +259,7 @@ impl<T: Transaction> RoundState<'_, '_, T> {
         // A paused queue hands nothing out: its round sees no items (pops
         // that must not wait are answered "empty", the others wait for
         // the resume).
-        let paused = crate::queue_settings::paused_in(self.take.txn, self.take.keys).await?;
+        let paused = crate::queue::settings::paused_in(self.take.txn, self.take.keys).await?;
         let pool = if paused {
             Pool::nothing()
         } else {
@@ -272,7 +272,7 @@ impl<T: Transaction> RoundState<'_, '_, T> {
             .await?
         };
         debug_assert!(
-            crate::groups::heads_are_distinct(&pool.items),
+            crate::queue::groups::heads_are_distinct(&pool.items),
             "one head per group"
         );
         self.pool_is_everything = pool.is_everything;

@@ -9,12 +9,12 @@ use crate::keys::QueueKeys;
 use crate::lease::Receipt;
 use crate::queue::{Item, QueueError};
 use crate::staging::counted::LineLevel;
-use crate::staging::fulfilled::{Handover, LocalHandoff, RoundCounts};
+use crate::staging::line::results::{Collected, collect_in};
 use crate::staging::line::{LocalId, MemoryRequest};
-use crate::staging::line_results::{Collected, collect_in};
-use crate::staging::pool::Round;
-use crate::staging::riding::ack_all_in;
-use crate::staging::round_requests::{Requests, Source, assign_own, sort_requests};
+use crate::staging::round::fulfilled::{Handover, LocalHandoff, RoundCounts};
+use crate::staging::round::pool::Round;
+use crate::staging::round::requests::{Requests, Source, assign_own, sort_requests};
+use crate::staging::round::riding::ack_all_in;
 use crate::store::{StoreError, Transaction};
 
 use super::{Bounds, Read};
@@ -62,7 +62,7 @@ pub(super) struct RoundState<'a, 'm, T: Transaction> {
     /// The round's read of the items held every visible item.
     pub(super) pool_is_everything: bool,
     /// The queue is paused: the round read no item (see
-    /// [`crate::queue_settings`]).
+    /// [`crate::queue::settings`]).
     pub(super) paused: bool,
     pub(super) handover: Handover,
     pub(super) counts: RoundCounts,

@@ -7,10 +7,10 @@ use std::collections::VecDeque;
 use crate::envelope::{RequestValue, encode_result};
 use crate::queue::{Item, QueueError};
 use crate::staging::counted::{self, LineLevel, OwnLine};
-use crate::staging::fulfilled::{Carry, Fulfilled, Next};
 use crate::staging::line::LocalId;
-use crate::staging::pool::result_of;
 use crate::staging::requester::restore_in;
+use crate::staging::round::fulfilled::{Carry, Fulfilled, Next};
+use crate::staging::round::pool::result_of;
 use crate::store::{StoreError, Transaction};
 
 use super::items_by_seq;

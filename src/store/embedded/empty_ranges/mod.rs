@@ -386,5 +386,4 @@ impl EmptyRanges {
 }
 
 #[cfg(test)]
-#[path = "empty_ranges_tests.rs"]
 mod tests;
