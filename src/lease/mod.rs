@@ -12,7 +12,7 @@
 //!   `extend` (move the expiry out), and the release of a leased item whose
 //!   pop reached nobody (back as if never delivered; used by
 //!   [`crate::staging::requester::restore_items`], withdrawals and the reaper).
-//! - [`settler`]: the settle line: concurrent acks, nacks and extends of a
+//! - [`settler`]: the settle backlog: concurrent acks, nacks and extends of a
 //!   queue share one commit.
 //! - [`redrive`]: a dead-letter queue's items back to where they came from.
 //!

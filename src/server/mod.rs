@@ -388,7 +388,7 @@ fn metrics_router(handle: PrometheusHandle) -> Router {
 }
 
 /// Runs the daemon on `store` until `shutdown` resolves: serves the API on
-/// `api`, metrics on `metrics` (if given), runs fulfillers, the reaper and
+/// `api`, metrics on `metrics` (if given), runs fulfillers, the due index's timer and
 /// the sampler. On shutdown: waiting pops withdraw and answer, the API
 /// stops accepting and drains (bounded by `shutdown_grace_ms`), fulfillers
 /// finish their commit, the store is flushed.
@@ -416,7 +416,7 @@ pub async fn serve<S: Store>(
     // Set when the daemon stops because its store failed: it then exits
     // with an error, so its supervisor restarts it.
     let store_failed = Arc::new(std::sync::OnceLock::<String>::new());
-    let reaper = coordinator.spawn_reaper();
+    let timer = coordinator.spawn_timer();
     let (stop_tx, stop_rx) = watch::channel(false);
     let sampler = tokio::spawn(sampler::run(state.clone(), stop_rx.clone()));
 
@@ -482,7 +482,7 @@ pub async fn serve<S: Store>(
     coordinator.shutdown(grace).await;
     // Both stop at their next check of the signal; a sweep stuck on the
     // store is not waited for past the grace period.
-    let _ = tokio::time::timeout(grace, reaper).await;
+    let _ = tokio::time::timeout(grace, timer).await;
     let _ = tokio::time::timeout(grace, sampler).await;
     if let Some(task) = metrics_task {
         let _ = tokio::time::timeout(grace, task).await;

@@ -52,7 +52,7 @@ impl<S: Store> Pops<S> {
                 }
             }
         }
-        unclaimed.extend(claims.settle(Answered {
+        unclaimed.extend(claims.resolve(Answered {
             served: served_memory,
             emptied,
             acked,
@@ -179,8 +179,8 @@ impl<S: Store> Drop for Finishing<S> {
 
 /// A pop waiting in line in its caller's own task. Dropped mid-wait (an
 /// HTTP client hanging up), it leaves the line; an item already handed to
-/// it goes back. (One its fulfiller has claimed but not yet settled finds
-/// no receiver when it settles, and the fulfiller puts it back.)
+/// it goes back. (One its fulfiller has claimed but not yet resolved finds
+/// no receiver when it is resolved, and the fulfiller puts it back.)
 pub(super) struct InLine<S: Store> {
     pub(super) local: LocalWaiter,
     pops: Pops<S>,

@@ -122,8 +122,8 @@ impl<S: Store> Pops<S> {
 
     /// A pop that joins the line at once (the head is contended here),
     /// its acks riding into the fulfill round. Nothing to finish if the
-    /// caller leaves: no commit is this pop's own, and the line settles
-    /// what its fulfiller took (acks included).
+    /// caller leaves: no commit is this pop's own, and the line's claims, once resolved,
+    /// answer for what its fulfiller took (acks included).
     async fn pop_joining_line(
         &self,
         keys: &QueueKeys,

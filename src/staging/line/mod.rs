@@ -99,12 +99,12 @@ struct Entry {
     slot: Slot,
     /// Acks riding on the pop, if any.
     acks: Option<SharedAcks>,
-    /// Offered to a fulfillment transaction whose outcome is not settled:
-    /// the entry stays until [`LocalWaiters::settle_memory`], so a pop
+    /// Offered to a fulfillment transaction whose outcome is not known yet:
+    /// the entry stays until [`LocalWaiters::resolve_claims`], so a pop
     /// never leaves while an item may be taken for it.
     claimed: bool,
     /// Its pop has stopped waiting (deadline, shutdown, caller gone) while
-    /// claimed: settled unserved, it is removed and its pop told so.
+    /// claimed: resolved unserved, it is removed and its pop told so.
     leaving: bool,
 }
 
@@ -119,7 +119,7 @@ struct QueueWaiters {
 
 /// The requesters waiting in this process. Bounded by the number of pops
 /// waiting here: each removes its own entries when it ends (a claimed
-/// memory request is removed when its fulfillment settles).
+/// memory request is removed when its claim is resolved).
 #[derive(Debug, Default)]
 pub struct LocalWaiters {
     /// Registered requests' ids.
@@ -141,7 +141,7 @@ impl LocalWaiters {
 
     /// How many memory requests of queue `keys` are in this process's line
     /// now (including those whose pop is leaving, until their fulfillment
-    /// settles: an item may still be taken for them).
+    /// is resolved: an item may still be taken for them).
     pub fn memory_waiting(&self, keys: &QueueKeys) -> usize {
         let queues = self.queues.lock().expect("local waiters lock");
         queues
@@ -151,7 +151,7 @@ impl LocalWaiters {
 
     /// Claims the first `max` unclaimed memory requests of queue `keys`,
     /// in arrival order, for one fulfillment transaction. The caller must
-    /// [`Self::settle_memory`] them whatever the transaction's outcome.
+    /// [`Self::resolve_claims`] them whatever the transaction's outcome.
     pub fn claim_memory(&self, keys: &QueueKeys, max: usize) -> Vec<MemoryRequest> {
         let mut queues = self.queues.lock().expect("local waiters lock");
         let Some(queue) = queues.get_mut(&(keys.kind(), keys.name().clone())) else {
@@ -192,7 +192,7 @@ impl LocalWaiters {
     /// line, or, if their pop is leaving, are removed and their pop told
     /// it got nothing. Returns the items nobody took (their pop's task was
     /// dropped), to put back.
-    pub fn settle_memory(
+    pub fn resolve_claims(
         &self,
         keys: &QueueKeys,
         claimed: &[MemoryRequest],
@@ -207,10 +207,10 @@ impl LocalWaiters {
         let mut unclaimed = Vec::new();
         let mut queues = self.queues.lock().expect("local waiters lock");
         let Some(queue) = queues.get_mut(&id) else {
-            // Entries live until settled: a claimed one keeps its queue's.
+            // Entries live until resolved: a claimed one keeps its queue's.
             assert!(
                 claimed.is_empty() && served.is_empty() && emptied.is_empty() && acked.is_empty(),
-                "a claimed memory request vanished before it was settled"
+                "a claimed memory request vanished before it was resolved"
             );
             return unclaimed;
         };
@@ -220,7 +220,7 @@ impl LocalWaiters {
                 .line
                 .get(&seq)
                 .and_then(|entry| entry.acks.as_ref())
-                .expect("a claimed memory request with acks stays until settled");
+                .expect("a claimed memory request with acks stays until resolved");
             let mut acks = acks.lock().expect("riding acks lock");
             assert!(acks.outcomes.is_none(), "a pop's acks are settled once");
             assert_eq!(
@@ -237,7 +237,7 @@ impl LocalWaiters {
             let entry = queue
                 .line
                 .remove(&seq)
-                .expect("a claimed memory request stays until settled");
+                .expect("a claimed memory request stays until resolved");
             assert!(entry.claimed, "an unclaimed memory request was answered");
             assert!(
                 items.len() <= entry.request.max,
@@ -401,8 +401,8 @@ impl LocalWaiter {
 
     /// Stops taking hand-offs. True when one may already be under way:
     /// an item was taken for this waiter, or its memory request is claimed
-    /// by a fulfillment not yet settled. [`Self::receiver`] then gets the
-    /// item, or an error once the fulfillment settles without one.
+    /// by a fulfillment not yet resolved. [`Self::receiver`] then gets the
+    /// item, or an error once the claim is resolved without one.
     pub fn close(&mut self) -> bool {
         if !self.ids.is_empty() {
             let mut slots = self.waiters.slots.lock().expect("local waiters lock");
@@ -416,7 +416,7 @@ impl LocalWaiter {
                 && let Some(entry) = queue.line.get_mut(&seq)
             {
                 if entry.claimed {
-                    // The fulfillment settles it: leaving now could let an
+                    // Its claim's resolution answers it: leaving now could let an
                     // item be taken for a pop that is gone.
                     entry.leaving = true;
                     return true;
@@ -441,7 +441,7 @@ impl Drop for LocalWaiter {
         let mut queues = self.waiters.queues.lock().expect("local waiters lock");
         if let Some(queue) = queues.get_mut(&self.queue) {
             queue.waiting -= 1;
-            // A leaving memory request stays until its fulfillment settles.
+            // A leaving memory request stays until its claim is resolved.
             if queue.waiting == 0 && queue.line.is_empty() {
                 queues.remove(&self.queue);
             }

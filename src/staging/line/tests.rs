@@ -55,16 +55,16 @@ async fn a_hand_off_reaches_its_waiter_once_and_comes_back_when_nobody_waits() {
 }
 
 #[tokio::test]
-async fn a_claimed_pop_dropped_while_its_fulfillment_settles_loses_no_item() {
+async fn a_claimed_pop_dropped_while_its_claim_is_resolved_loses_no_item() {
     // Found in review: the drop of a waiting pop whose request is
-    // claimed, with the settlement landing between its checks.
+    // claimed, with the resolution landing between its checks.
     let waiters = Arc::new(LocalWaiters::default());
     let keys = QueueKeys::new(&QueueName::new("q").unwrap());
     let mut waiter = LocalWaiter::new(waiters.clone(), &keys);
     waiter.enqueue(LineRequest::one(RequestValue::front(u64::MAX)), None);
     let claimed = waiters.claim_memory(&keys, 8);
     assert_eq!(waiter.abandon(), None, "nothing handed yet");
-    let put_back = waiters.settle_memory(
+    let put_back = waiters.resolve_claims(
         &keys,
         &claimed,
         answered(vec![(claimed[0].seq, vec![item(b"a")])], &[]),
@@ -79,7 +79,7 @@ async fn a_claimed_pop_dropped_while_its_fulfillment_settles_loses_no_item() {
 }
 
 #[tokio::test]
-async fn a_memory_request_claimed_by_a_fulfillment_leaves_only_once_it_settles() {
+async fn a_memory_request_claimed_by_a_fulfillment_leaves_only_once_resolved() {
     let waiters = Arc::new(LocalWaiters::default());
     let keys = QueueKeys::new(&QueueName::new("q").unwrap());
     let request = LineRequest::one(RequestValue::front(u64::MAX));
@@ -96,7 +96,7 @@ async fn a_memory_request_claimed_by_a_fulfillment_leaves_only_once_it_settles()
     assert_eq!(third.len(), 1, "claimed ones are not offered twice");
     assert!(
         waiters
-            .settle_memory(&keys, &third, answered(Vec::new(), &[]))
+            .resolve_claims(&keys, &third, answered(Vec::new(), &[]))
             .is_empty()
     );
 
@@ -104,14 +104,14 @@ async fn a_memory_request_claimed_by_a_fulfillment_leaves_only_once_it_settles()
     assert!(!unclaimed.close());
     assert!(
         leaving.close(),
-        "a claimed request leaves through its settlement"
+        "a claimed request leaves through its resolution"
     );
     assert_eq!(
         waiters.memory_waiting(&keys),
         2,
-        "still in the line until settled"
+        "still in the line until resolved"
     );
-    let put_back = waiters.settle_memory(
+    let put_back = waiters.resolve_claims(
         &keys,
         &claimed,
         answered(vec![(claimed[0].seq, vec![item(b"a")])], &[]),
@@ -120,7 +120,7 @@ async fn a_memory_request_claimed_by_a_fulfillment_leaves_only_once_it_settles()
     assert_eq!((&mut served.receiver).await.unwrap(), vec![item(b"a")]);
     assert!(
         (&mut leaving.receiver).await.is_err(),
-        "settled unserved: told nothing came"
+        "resolved unserved: told nothing came"
     );
     assert_eq!(waiters.memory_waiting(&keys), 0);
 
@@ -129,7 +129,7 @@ async fn a_memory_request_claimed_by_a_fulfillment_leaves_only_once_it_settles()
     dropped.enqueue(request, None);
     let claimed = waiters.claim_memory(&keys, 8);
     drop(dropped);
-    let put_back = waiters.settle_memory(
+    let put_back = waiters.resolve_claims(
         &keys,
         &claimed,
         answered(vec![(claimed[0].seq, vec![item(b"b")])], &[]),
@@ -168,7 +168,7 @@ async fn a_pop_that_must_not_wait_is_answered_empty_and_a_pop_of_many_takes_seve
     let claimed = waiters.claim_memory(&keys, 8);
     assert_eq!(claimed[0].line.max, 3);
     let served = vec![(claimed[0].seq, vec![item(b"a"), item(b"b")])];
-    let put_back = waiters.settle_memory(&keys, &claimed, answered(served, &[claimed[1].seq]));
+    let put_back = waiters.resolve_claims(&keys, &claimed, answered(served, &[claimed[1].seq]));
     assert!(put_back.is_empty());
     assert_eq!(
         (&mut many.receiver).await.unwrap(),

@@ -6,7 +6,8 @@
 //!    between them.
 //! 2. [`fulfill`]: one round in one transaction: read the requests
 //!    (`requests.rs`) and the items ([`pool`]), serve each source in
-//!    request order, settle this line's counted requests, commit.
+//!    request order, bring this line's counted requests to its pops still waiting (sync),
+//!    commit.
 //! 3. [`fulfilled`]: what a round is given and what it returns, split by
 //!    who uses it (the hand-off, the loop, the counters).
 //! 4. [`riding`]: acks that ride on a pop and are committed by its round.

@@ -104,7 +104,7 @@ pub fn result_of(item: Item, request: &RequestValue, grace_ms: u64) -> ResultVal
 }
 
 /// Takes items from a round's pool.
-pub struct Round<'a, T: Transaction> {
+pub struct PoolTaker<'a, T: Transaction> {
     /// The round's transaction.
     pub txn: &'a T,
     /// The queue.
@@ -116,11 +116,11 @@ pub struct Round<'a, T: Transaction> {
     /// Most payload bytes the round takes.
     pub bytes_max: usize,
     /// How long past its request's deadline a result is kept (a grouped
-    /// item's hand-off is settled by then, or by the timer).
+    /// item's hand-off has ended by then, or by the timer).
     pub result_grace_ms: u64,
 }
 
-impl<T: Transaction> Round<'_, T> {
+impl<T: Transaction> PoolTaker<'_, T> {
     /// The next item for `request` from its end of `pool`, cleared with a
     /// read conflict on it, and leased from this commit on if the request
     /// is; `None` when the pool or the byte bound is used up.

@@ -9,8 +9,8 @@
 //! [`fulfill_round`] reads as the round's phases, in order: read the
 //! requests, sort them and collect this line's results, settle the acks
 //! riding on this line's pops, plan who is served, read the items, serve
-//! each source, answer the pops that must not wait, settle this line's
-//! requests in the store, decide what to wait on next, commit.
+//! each source, answer the pops that must not wait, sync this line's
+//! counted requests in the store with its pops still waiting, decide what to wait on next, commit.
 //!
 //! Requests and items are read with snapshot (so reading many costs no
 //! conflicts), and a read-conflict key is added on each one consumed: the
@@ -105,7 +105,7 @@ pub async fn fulfill_round<S: Store>(
         state.serve(&mut pool.items, source, request, &line)?;
     }
     state.answer_empty(&plan.live_memory, &pool);
-    state.settle_line(&line, plan.joins_store).await?;
+    state.sync_line(&line, plan.joins_store).await?;
     state.write_counters()?;
     let seen = state.seen(&pool);
     let watch = match what_next(seen) {
@@ -191,7 +191,7 @@ impl<T: Transaction> RoundState<'_, '_, T> {
     /// requests not served yet, taking turns up to the batch.
     ///
     /// Another line stands in the store: this line's pops not yet there
-    /// join it at the back (`OwnLine::settle_in` asks for them in this
+    /// join it at the back (`OwnLine::sync_counts_in` asks for them in this
     /// commit, and the next round serves them in their place) instead of
     /// racing the other lines' rounds for the items behind the requests.
     /// Pops that must not wait never stand in the store: served here. Nor

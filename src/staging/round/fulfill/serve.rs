@@ -12,7 +12,7 @@ use crate::staging::counted::LineLevel;
 use crate::staging::line::results::{Collected, collect_in};
 use crate::staging::line::{LocalId, MemoryRequest};
 use crate::staging::round::fulfilled::{Handover, LocalHandoff, RoundCounts};
-use crate::staging::round::pool::Round;
+use crate::staging::round::pool::PoolTaker;
 use crate::staging::round::requests::{Requests, Source, assign_own, sort_requests};
 use crate::staging::round::riding::ack_all_in;
 use crate::store::{StoreError, Transaction};
@@ -27,7 +27,7 @@ pub const ROUND_ACKS_MAX: usize = 1_024;
 /// One round's state, from its read to its commit.
 pub(super) struct RoundState<'a, 'm, T: Transaction> {
     /// Takes items in the round's transaction.
-    pub(super) take: Round<'a, T>,
+    pub(super) take: PoolTaker<'a, T>,
     pub(super) bounds: Bounds,
     /// True for a registered requester waiting in this process.
     pub(super) is_local: &'m (dyn Fn(&[u8]) -> bool + Sync),
@@ -117,7 +117,7 @@ impl<'a, 'm, T: Transaction> RoundState<'a, 'm, T> {
             .map(|i| (LocalId::Memory(memory[i].seq), Vec::new()))
             .collect();
         Ok(RoundState {
-            take: Round {
+            take: PoolTaker {
                 txn,
                 keys,
                 now,

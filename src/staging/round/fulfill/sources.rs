@@ -1,5 +1,5 @@
 //! How a round serves each source of request (see
-//! [`super::serve::RoundState::serve`]), settles this line's requests in
+//! [`super::serve::RoundState::serve`]), syncs this line's counted requests in
 //! the store, and writes its counters.
 
 use std::collections::VecDeque;
@@ -135,7 +135,7 @@ impl<T: Transaction> RoundState<'_, '_, T> {
     /// (`joins_store`: those not in the store yet join it), notes which
     /// of its requesters to collect from and which request to watch, and
     /// gives back the collected results nobody here waits for.
-    pub(super) async fn settle_line(
+    pub(super) async fn sync_line(
         &mut self,
         line: &LineLevel<'_>,
         joins_store: bool,
@@ -150,7 +150,7 @@ impl<T: Transaction> RoundState<'_, '_, T> {
             joins_store,
             rows_complete: self.rows_read < self.bounds.batch,
         };
-        let kept = own.settle_in(txn, keys).await?;
+        let kept = own.sync_counts_in(txn, keys).await?;
         for requester in kept.requesters {
             if !self.collect_next.contains(&requester) {
                 self.collect_next.push(requester);
