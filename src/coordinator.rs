@@ -395,31 +395,7 @@ impl<S: Store> Coordinator<S> {
 
     /// A snapshot of the stats counters, by name.
     pub fn stats_snapshot(&self) -> Vec<(&'static str, u64)> {
-        let s = &self.inner.stats;
-        [
-            ("direct_pops", &s.direct_pops),
-            ("staged_pops", &s.staged_pops),
-            ("direct_conflicts", &s.direct_conflicts),
-            ("requests_registered", &s.requests_registered),
-            ("memory_requests", &s.memory_requests),
-            ("fulfill_batches", &s.fulfill_batches),
-            ("fulfill_conflicts", &s.fulfill_conflicts),
-            ("requests_expired", &s.requests_expired),
-            ("requests_withdrawn", &s.requests_withdrawn),
-            ("results_reaped", &s.results_reaped),
-            ("leases_expired", &s.leases_expired),
-            ("dead_lettered", &s.dead_lettered),
-            ("delayed_revealed", &s.delayed_revealed),
-            ("local_hand_offs", &s.local_hand_offs),
-            ("local_hand_offs_unclaimed", &s.local_hand_offs_unclaimed),
-            ("line_pops_asked", &s.line_pops_asked),
-            ("line_results_written", &s.line_results_written),
-            ("line_results_collected", &s.line_results_collected),
-            ("acks_on_pops", &s.acks_on_pops),
-        ]
-        .into_iter()
-        .map(|(name, counter)| (name, counter.load(Ordering::Relaxed)))
-        .collect()
+        self.inner.stats.snapshot()
     }
 }
 

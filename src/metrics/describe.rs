@@ -13,7 +13,7 @@ pub(super) fn describe() {
     describe_counter!(
         CONFLICTS,
         Unit::Count,
-        "Commit conflicts by protocol step (direct_pop, fulfill, withdraw, collect, reap, expire, reveal)."
+        "Commit conflicts by protocol step (direct_pop, fulfill, withdraw, collect, reap, expire, settle)."
     );
     describe_counter!(
         PUSHED,

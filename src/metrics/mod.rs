@@ -204,7 +204,10 @@ pub fn install(queue_labels_max: usize) -> PrometheusHandle {
         .clone()
 }
 
-/// Protocol steps that count conflicts (see [`conflict`]).
+/// Protocol steps that count conflicts (see [`conflict`]): every `op`
+/// the code passes, and no other. `expire` is a due-index sweep's round,
+/// whatever it consumed (expired leases, delayed items, dedup ids, group
+/// hand-offs); `settle` is a batch of acks, nacks and extends.
 pub const CONFLICT_OPS: &[&str] = &[
     "direct_pop",
     "fulfill",
@@ -212,7 +215,6 @@ pub const CONFLICT_OPS: &[&str] = &[
     "collect",
     "reap",
     "expire",
-    "reveal",
     "settle",
 ];
 
@@ -405,8 +407,13 @@ pub fn queue_label(queue: &str) -> String {
     OVERFLOW_QUEUE_LABEL.to_string()
 }
 
-/// Counts one conflict at protocol step `op`.
+/// Counts one conflict at protocol step `op` (one of [`CONFLICT_OPS`],
+/// which registers them all at 0).
 pub fn conflict(op: &'static str) {
+    debug_assert!(
+        CONFLICT_OPS.contains(&op),
+        "conflict op {op} is not in CONFLICT_OPS"
+    );
     metrics::counter!(CONFLICTS, "op" => op).increment(1);
 }
 

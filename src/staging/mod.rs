@@ -139,8 +139,6 @@ pub struct StagingStats {
     pub requests_withdrawn: AtomicU64,
     /// Uncollected results returned to their queue.
     pub results_reaped: AtomicU64,
-    /// Withdrawals and collects that conflicted and were retried.
-    pub cancel_conflicts: AtomicU64,
     /// Expired leases whose item went back to its queue.
     pub leases_expired: AtomicU64,
     /// Items moved to a dead-letter queue.
@@ -172,5 +170,56 @@ impl StagingStats {
     /// Reads `counter`.
     pub fn get(counter: &AtomicU64) -> u64 {
         counter.load(Ordering::Relaxed)
+    }
+
+    /// Every counter by name, read now. The destructuring lists every
+    /// field with no `..`, so a counter added to the struct and left out
+    /// here does not compile.
+    pub fn snapshot(&self) -> Vec<(&'static str, u64)> {
+        let StagingStats {
+            direct_pops,
+            staged_pops,
+            direct_conflicts,
+            requests_registered,
+            memory_requests,
+            fulfill_batches,
+            fulfill_conflicts,
+            requests_expired,
+            requests_withdrawn,
+            results_reaped,
+            leases_expired,
+            dead_lettered,
+            delayed_revealed,
+            local_hand_offs,
+            local_hand_offs_unclaimed,
+            line_pops_asked,
+            line_results_written,
+            line_results_collected,
+            acks_on_pops,
+        } = self;
+        [
+            ("direct_pops", direct_pops),
+            ("staged_pops", staged_pops),
+            ("direct_conflicts", direct_conflicts),
+            ("requests_registered", requests_registered),
+            ("memory_requests", memory_requests),
+            ("fulfill_batches", fulfill_batches),
+            ("fulfill_conflicts", fulfill_conflicts),
+            ("requests_expired", requests_expired),
+            ("requests_withdrawn", requests_withdrawn),
+            ("results_reaped", results_reaped),
+            ("leases_expired", leases_expired),
+            ("dead_lettered", dead_lettered),
+            ("delayed_revealed", delayed_revealed),
+            ("local_hand_offs", local_hand_offs),
+            ("local_hand_offs_unclaimed", local_hand_offs_unclaimed),
+            ("line_pops_asked", line_pops_asked),
+            ("line_results_written", line_results_written),
+            ("line_results_collected", line_results_collected),
+            ("acks_on_pops", acks_on_pops),
+        ]
+        .into_iter()
+        .map(|(name, counter)| (name, Self::get(counter)))
+        .collect()
     }
 }
