@@ -151,11 +151,6 @@ impl<S: Store> Coordinator<S> {
         self.inner.pops.ensure_fulfiller(keys)
     }
 
-    /// [`Pops::fulfillers_running`].
-    pub fn fulfillers_running(&self) -> usize {
-        self.inner.pops.fulfillers_running()
-    }
-
     /// [`Pops::memory_waiting`].
     pub fn memory_waiting(&self, keys: &QueueKeys) -> usize {
         self.inner.pops.memory_waiting(keys)
@@ -386,11 +381,6 @@ impl<S: Store> Coordinator<S> {
     pub async fn shutdown(&self, wait: Duration) {
         self.begin_shutdown();
         self.inner.pops.join_fulfillers(wait).await;
-    }
-
-    /// True once [`Self::shutdown`] was called.
-    pub fn is_shutting_down(&self) -> bool {
-        *self.inner.shutdown.borrow()
     }
 
     /// A snapshot of the stats counters, by name.

@@ -48,11 +48,11 @@ pub mod lease;
 pub mod metrics;
 pub mod queue;
 pub mod server;
-pub mod sqs;
+pub(crate) mod sqs;
 pub mod staging;
 pub mod store;
 
 // Paths from before the queue recipes moved into `queue`, kept for the
 // integration tests.
 #[doc(hidden)]
-pub use queue::{admin, dedup, groups, priority, settings as queue_settings};
+pub use queue::{dedup, groups, priority, settings as queue_settings};

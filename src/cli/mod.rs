@@ -24,12 +24,12 @@
 //! - [`queue`]: `push`, `pop`, `peek`, `stats`, `ack`, `nack`, `extend`, `redrive`.
 //! - [`serve`]: `hotq serve`.
 
-pub mod admin;
+pub(crate) mod admin;
 mod http;
-pub mod pq;
-pub mod print;
-pub mod queue;
-pub mod serve;
+pub(crate) mod pq;
+pub(crate) mod print;
+pub(crate) mod queue;
+pub(crate) mod serve;
 
 use std::process::ExitCode;
 

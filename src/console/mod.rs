@@ -16,11 +16,11 @@
 //! obeyed where items are handed out (the direct pop and the fulfillment
 //! round), so every daemon on the store obeys it.
 
-pub mod api;
-pub mod assets;
+pub(crate) mod api;
+pub(crate) mod assets;
 pub mod browse;
-pub mod preview;
-pub mod traffic;
+pub(crate) mod preview;
+pub(crate) mod traffic;
 
 use std::sync::Arc;
 

@@ -31,7 +31,7 @@
 pub mod migrate;
 mod round;
 mod tally;
-pub mod timer;
+pub(crate) mod timer;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};

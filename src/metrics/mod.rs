@@ -12,7 +12,7 @@
 
 mod describe;
 mod handles;
-pub mod process;
+pub(crate) mod process;
 
 use std::collections::{BTreeSet, HashSet};
 use std::sync::{Mutex, OnceLock};

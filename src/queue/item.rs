@@ -7,7 +7,7 @@ use std::fmt;
 
 use rand::RngCore;
 
-use crate::envelope::{DeadLetter, ItemValue, PAYLOAD_SIZE_MAX, encode_item_value};
+use crate::envelope::{DeadLetter, ItemValue, PAYLOAD_SIZE_MAX};
 use crate::keys::{QueueKeys, RANDOM_LEN};
 use crate::lease::receipt::Lease;
 use crate::store::{StoreError, Transaction};
@@ -57,11 +57,6 @@ impl Item {
             group: self.group.clone(),
             payload: self.payload.clone(),
         }
-    }
-
-    /// The encoded envelope as it stood in the queue (what a put-back writes).
-    pub fn stored_value(&self) -> Vec<u8> {
-        encode_item_value(&self.value())
     }
 }
 

@@ -16,13 +16,13 @@
 //! - [`oldest`]: the age of a queue's oldest item.
 //! - [`admin`]: list, purge and delete queues; the leases in flight.
 
-pub mod admin;
-pub mod dead_letters;
+pub(crate) mod admin;
+pub(crate) mod dead_letters;
 pub mod dedup;
-pub mod fifo;
+pub(crate) mod fifo;
 pub mod groups;
-pub mod item;
-pub mod oldest;
+pub(crate) mod item;
+pub(crate) mod oldest;
 pub mod priority;
 pub mod settings;
 

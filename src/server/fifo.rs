@@ -21,11 +21,7 @@ use crate::staging::pop::PopAsk;
 use crate::store::{Store, Transaction, decode_counter};
 
 use super::items::QueueStats;
-pub use super::items::{
-    DEAD_LETTER_DELIVERIES_HEADER, DEAD_LETTER_FROM_HEADER, DELIVERY_COUNT_HEADER,
-    ENQUEUED_AT_HEADER, LEASE_EXPIRES_HEADER, PoppedItem, RECEIPT_HEADER, answers_json,
-    items_response,
-};
+pub use super::items::{PoppedItem, answers_json, items_response};
 
 pub use super::error::{body_bytes, outcome, queue_name};
 

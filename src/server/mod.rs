@@ -19,21 +19,21 @@
 //! - [`sampler`]: depth, waiting, leased, delayed and oldest-age gauges, sampled.
 //! - [`store_watch`]: reports a failed store and ends the daemon after a grace.
 
-pub mod admin;
-pub mod error;
-pub mod fifo;
+pub(crate) mod admin;
+pub(crate) mod error;
+pub(crate) mod fifo;
 pub mod hangup;
-pub mod items;
-pub mod leases;
-pub mod openapi;
-pub mod openapi_contract;
-pub mod pop_acks;
-pub mod pqueue;
-pub mod pqueue_leases;
-pub mod push;
-pub mod sampler;
-pub mod settings;
-pub mod store_watch;
+pub(crate) mod items;
+pub(crate) mod leases;
+pub(crate) mod openapi;
+pub(crate) mod openapi_contract;
+pub(crate) mod pop_acks;
+pub(crate) mod pqueue;
+pub(crate) mod pqueue_leases;
+pub(crate) mod push;
+pub(crate) mod sampler;
+pub(crate) mod settings;
+pub(crate) mod store_watch;
 
 use std::collections::BTreeSet;
 use std::future::Future;

@@ -182,11 +182,6 @@ impl Endpoint {
         })
     }
 
-    /// The resolved address.
-    pub fn address(&self) -> SocketAddr {
-        self.address
-    }
-
     /// The request target for `path_and_query` (which starts with `/`,
     /// after the URL's prefix). Parse once, send many times.
     pub fn target(&self, path_and_query: &str) -> Result<Uri, ClientError> {

@@ -30,9 +30,7 @@
 
 mod listing;
 
-pub use listing::{
-    LEASES_LIMIT_MAX, LIST_LIMIT_MAX, LeaseSummary, QueueSummary, holds_receipt, leases, list,
-};
+pub use listing::{LEASES_LIMIT_MAX, LIST_LIMIT_MAX, LeaseSummary, holds_receipt, leases, list};
 
 use crate::envelope::{decode_held, decode_item, now_ms};
 use crate::keys::{DueWhat, QueueKeys, QueueKind, due_entry, due_range};

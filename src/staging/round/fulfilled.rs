@@ -103,10 +103,6 @@ pub struct Next {
     pub own_watch: Option<Watch>,
     /// Earliest deadline among the unserved requests, in epoch ms.
     pub next_deadline_ms: Option<u64>,
-    /// True when the batch was full: more requests may be waiting.
-    /// (Informational: the loop decides on [`Self::watch`], which is unset
-    /// whenever requests were left while items remained.)
-    pub batch_full: bool,
 }
 
 /// Which key a round's commit watches for the loop's next round.

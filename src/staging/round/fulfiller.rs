@@ -111,15 +111,6 @@ impl<S: Store> Pops<S> {
             .is_some_and(|f| !f.task.is_finished())
     }
 
-    /// Number of fulfillment loops running.
-    pub fn fulfillers_running(&self) -> usize {
-        let fulfillers = self.inner.fulfillers.lock().expect("fulfiller map lock");
-        fulfillers
-            .values()
-            .filter(|f| !f.task.is_finished())
-            .count()
-    }
-
     async fn fulfill_loop(self, keys: QueueKeys, wake: Arc<Notify>) {
         let marker_key = keys.handoff_marker(rand::random());
         let collect = self.fulfill_rounds(&keys, &marker_key, &wake).await;

@@ -15,8 +15,8 @@
 //! After the commit the items go to their pops in [`super::handoff`].
 
 pub mod fulfill;
-pub mod fulfilled;
-pub mod fulfiller;
-pub mod pool;
+pub(crate) mod fulfilled;
+pub(crate) mod fulfiller;
+pub(crate) mod pool;
 mod requests;
-pub mod riding;
+pub(crate) mod riding;

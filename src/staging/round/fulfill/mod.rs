@@ -113,7 +113,7 @@ pub async fn fulfill_round<S: Store>(
         WaitOn::Depth => Some(txn.watch(&keys.depth())?),
         WaitOn::Wake => Some(txn.watch(&keys.wake())?),
     };
-    let mut fulfilled = state.finish(plan.batch_full)?;
+    let mut fulfilled = state.finish()?;
     fulfilled.next.watch = watch;
     commit(store, txn, &local, &fulfilled.handover).await?;
     Ok(fulfilled)
@@ -127,8 +127,6 @@ struct Read<'a> {
     memory: Vec<&'a MemoryRequest>,
     /// When the round reads, in epoch ms.
     now: u64,
-    /// A batch bound was reached by a read.
-    batch_full: bool,
 }
 
 /// Reads (snapshot) the first `batch` rows of the request subspace, and
@@ -152,13 +150,7 @@ async fn read_requests<'a, T: Transaction>(
         .iter()
         .filter(|m| m.line.request.deadline_ms >= now)
         .collect();
-    let batch_full = rows.len() >= batch || local.memory.len() >= batch;
-    Ok(Read {
-        rows,
-        memory,
-        now,
-        batch_full,
-    })
+    Ok(Read { rows, memory, now })
 }
 
 /// A round with nothing to do: commits a watch on the wake key.
@@ -182,8 +174,6 @@ struct Plan {
     live_memory: HashSet<usize>,
     /// This line's pops not yet in the store join it behind the others.
     joins_store: bool,
-    /// A batch bound held requests back: more may be waiting.
-    batch_full: bool,
 }
 
 impl<T: Transaction> RoundState<'_, '_, T> {
@@ -206,7 +196,6 @@ impl<T: Transaction> RoundState<'_, '_, T> {
             .filter(|&i| !joins_store || !self.memory[i].line.stands_in_store())
             .collect();
         let mut stored = std::mem::take(&mut self.sorted.stored);
-        let offered = stored.len() + tail.len();
         let collected = self.counts.collected > 0;
         if collected {
             // A round that collects takes no items: it then conflicts with
@@ -237,8 +226,6 @@ impl<T: Transaction> RoundState<'_, '_, T> {
             }
         }
         Plan {
-            // Requests left for the next round: it must come at once.
-            batch_full: live.len() < offered,
             live,
             live_memory,
             joins_store,

@@ -57,8 +57,6 @@ pub(super) struct RoundState<'a, 'm, T: Transaction> {
     pub(super) left_for: Vec<(Vec<u8>, u32)>,
     /// Where this line's requests stand in the store after the round.
     pub(super) own_watch_key: Option<Vec<u8>>,
-    /// A read bound was reached.
-    pub(super) read_batch_full: bool,
     /// The round's read of the items held every visible item.
     pub(super) pool_is_everything: bool,
     /// The queue is paused: the round read no item (see
@@ -82,12 +80,7 @@ impl<'a, 'm, T: Transaction> RoundState<'a, 'm, T> {
         line: &LineLevel<'_>,
         read: Read<'m>,
     ) -> Result<Self, QueueError> {
-        let Read {
-            rows,
-            memory,
-            now,
-            batch_full,
-        } = read;
+        let Read { rows, memory, now } = read;
         let rows_read = rows.len();
         let mut sorted = sort_requests(txn, keys, rows, now, line.line, local.is_local)?;
         let mut got = vec![None; memory.len()];
@@ -140,7 +133,6 @@ impl<'a, 'm, T: Transaction> RoundState<'a, 'm, T> {
             next_deadline_ms: None,
             left_for: Vec::new(),
             own_watch_key: None,
-            read_batch_full: batch_full,
             pool_is_everything: false,
             paused: false,
             handover: Handover {

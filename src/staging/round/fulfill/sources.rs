@@ -181,7 +181,7 @@ impl<T: Transaction> RoundState<'_, '_, T> {
 
     /// The round's answer (its watch is armed by the caller): each memory
     /// request's items filled in, in service order.
-    pub(super) fn finish(mut self, batch_full: bool) -> Result<Fulfilled, StoreError> {
+    pub(super) fn finish(mut self) -> Result<Fulfilled, StoreError> {
         let own_watch = match self.own_watch_key.take() {
             Some(key) => Some(self.take.txn.watch(&key)?),
             None => None,
@@ -206,7 +206,6 @@ impl<T: Transaction> RoundState<'_, '_, T> {
                 watch: None,
                 own_watch,
                 next_deadline_ms: self.next_deadline_ms,
-                batch_full: batch_full || self.read_batch_full,
             },
         })
     }
