@@ -174,15 +174,17 @@ impl<S: Store> Coordinator<S> {
             };
             total.results += reaped.results;
             total.requests += reaped.requests;
-            let label = metrics::queue_label(keys.name().as_str());
-            let kind_label = metrics::kind_label(keys.kind());
+            let (kind, name) = (keys.kind(), keys.name());
             if reaped.results > 0 {
-                ::metrics::counter!(metrics::RESULTS_REAPED, "queue" => label.clone(), "kind" => kind_label)
-                    .increment(reaped.results as u64);
+                metrics::queue_count(metrics::RESULTS_REAPED, kind, name, reaped.results as u64);
             }
             if reaped.requests > 0 {
-                ::metrics::counter!(metrics::REQUESTS_EXPIRED, "queue" => label, "kind" => kind_label)
-                    .increment(reaped.requests as u64);
+                metrics::queue_count(
+                    metrics::REQUESTS_EXPIRED,
+                    kind,
+                    name,
+                    reaped.requests as u64,
+                );
             }
         }
         let stats = &self.inner.stats;
@@ -311,8 +313,7 @@ impl<S: Store> Coordinator<S> {
             .settler
             .settle(keys, *receipt, SettleOp::Ack)
             .await?;
-        ::metrics::counter!(metrics::ACKS, "queue" => metrics::queue_label(keys.name().as_str()), "kind" => metrics::kind_label(keys.kind()))
-            .increment(1);
+        metrics::queue_count(metrics::ACKS, keys.kind(), keys.name(), 1);
         Ok(())
     }
 
@@ -332,15 +333,12 @@ impl<S: Store> Coordinator<S> {
         let Settled::Nacked(returned) = self.inner.settler.settle(keys, *receipt, op).await? else {
             unreachable!("a nack is answered as a nack")
         };
-        let label = metrics::queue_label(keys.name().as_str());
-        let kind = metrics::kind_label(keys.kind());
-        ::metrics::counter!(metrics::NACKS, "queue" => label.clone(), "kind" => kind).increment(1);
+        metrics::queue_count(metrics::NACKS, keys.kind(), keys.name(), 1);
         match returned {
             Returned::Delayed { visible_at_ms } => self.schedule(visible_at_ms),
             Returned::DeadLettered { .. } => {
                 StagingStats::add(&self.inner.stats.dead_lettered, 1);
-                ::metrics::counter!(metrics::DEAD_LETTERED, "queue" => label, "kind" => kind)
-                    .increment(1);
+                metrics::queue_count(metrics::DEAD_LETTERED, keys.kind(), keys.name(), 1);
             }
             Returned::Requeued => {}
         }

@@ -33,13 +33,11 @@ pub async fn run_round<S: Store>(
     let swept = sweep_until(store, policy, now_ms, horizon_ms).await?;
     for ((kind, name), &count) in &swept.redelivered {
         StagingStats::add(&stats.leases_expired, count as u64);
-        ::metrics::counter!(metrics::REDELIVERIES, "queue" => metrics::queue_label(name.as_str()), "kind" => metrics::kind_label(*kind))
-            .increment(count as u64);
+        metrics::queue_count(metrics::REDELIVERIES, *kind, name, count as u64);
     }
     for ((kind, name), &count) in &swept.dead_lettered {
         StagingStats::add(&stats.dead_lettered, count as u64);
-        ::metrics::counter!(metrics::DEAD_LETTERED, "queue" => metrics::queue_label(name.as_str()), "kind" => metrics::kind_label(*kind))
-            .increment(count as u64);
+        metrics::queue_count(metrics::DEAD_LETTERED, *kind, name, count as u64);
     }
     StagingStats::add(&stats.delayed_revealed, swept.revealed as u64);
     ::metrics::counter!(metrics::DUE_ROWS).increment(swept.rows_read as u64);
@@ -62,17 +60,18 @@ pub async fn run_round<S: Store>(
             let at = at.max(now_ms).saturating_add(1);
             next = Some(next.map_or(at, |n| n.min(at)));
         }
-        let label = metrics::queue_label(name.as_str());
-        let kind_label = metrics::kind_label(*kind);
         if reaped.results > 0 {
             StagingStats::add(&stats.results_reaped, reaped.results as u64);
-            ::metrics::counter!(metrics::RESULTS_REAPED, "queue" => label.clone(), "kind" => kind_label)
-                .increment(reaped.results as u64);
+            metrics::queue_count(metrics::RESULTS_REAPED, *kind, name, reaped.results as u64);
         }
         if reaped.requests > 0 {
             StagingStats::add(&stats.requests_expired, reaped.requests as u64);
-            ::metrics::counter!(metrics::REQUESTS_EXPIRED, "queue" => label, "kind" => kind_label)
-                .increment(reaped.requests as u64);
+            metrics::queue_count(
+                metrics::REQUESTS_EXPIRED,
+                *kind,
+                name,
+                reaped.requests as u64,
+            );
         }
     }
     // A failed reap leaves its appointments due: sweeping again at once

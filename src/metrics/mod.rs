@@ -377,8 +377,19 @@ pub fn register_queue(kind: QueueKind, queue: &QueueName) {
 /// Counts `count` items of queue `keys` pushed (their commit returned).
 pub fn pushed(keys: &crate::keys::QueueKeys, count: usize) {
     crate::console::traffic::pushed(keys.kind(), keys.name().as_str(), count as u64);
-    metrics::counter!(PUSHED, "queue" => queue_label(keys.name().as_str()), "kind" => kind_label(keys.kind()))
-        .increment(count as u64);
+    queue_count(PUSHED, keys.kind(), keys.name(), count as u64);
+}
+
+/// Adds `n` to the counter `name` of queue `queue` of kind `kind` (its
+/// labels are `queue` and `kind` only): the one way to count a
+/// queue-labelled event, through the handles kept for the hot path (see
+/// `handles.rs`), under the queue label cap.
+pub fn queue_count(name: &'static str, kind: QueueKind, queue: &QueueName, n: u64) {
+    let kind = kind_label(kind);
+    handles::count_queue(queue.as_str(), (name, kind, "", ""), n, |queue| {
+        let counter = metrics::counter!(name, "queue" => queue_label(queue), "kind" => kind);
+        (counter, true)
+    });
 }
 
 /// Counts one API response by status.

@@ -191,8 +191,7 @@ pub async fn ack_batch<S: Store>(
             });
         }
         if acked > 0 {
-            ::metrics::counter!(metrics::ACKS, "queue" => metrics::queue_label(keys.name().as_str()), "kind" => metrics::kind_label(keys.kind()))
-                .increment(acked);
+            metrics::queue_count(metrics::ACKS, keys.kind(), keys.name(), acked);
         }
         Ok(Json(AckBatchAnswer { results }).into_response())
     }

@@ -95,8 +95,7 @@ pub async fn pop_with_acks<S: Store>(
         .await?;
     let acked = popped.acked.iter().filter(|o| o.is_ok()).count() as u64;
     if acked > 0 {
-        ::metrics::counter!(metrics::ACKS, "queue" => metrics::queue_label(keys.name().as_str()), "kind" => metrics::kind_label(keys.kind()))
-            .increment(acked);
+        metrics::queue_count(metrics::ACKS, keys.kind(), keys.name(), acked);
     }
     Ok((popped.items, Some(riding.words(keys, &popped.acked))))
 }

@@ -61,8 +61,12 @@ impl<S: Store> Pops<S> {
             StagingStats::add(&stats.local_hand_offs_unclaimed, unclaimed.len() as u64);
             // The memory line's uncollected results, as the reaper's are
             // for stored requests.
-            ::metrics::counter!(metrics::RESULTS_REAPED, "queue" => metrics::queue_label(keys.name().as_str()), "kind" => metrics::kind_label(keys.kind()))
-                .increment(unclaimed.len() as u64);
+            metrics::queue_count(
+                metrics::RESULTS_REAPED,
+                keys.kind(),
+                keys.name(),
+                unclaimed.len() as u64,
+            );
             self.put_back(keys, unclaimed).await;
         }
     }
@@ -70,8 +74,7 @@ impl<S: Store> Pops<S> {
     /// Returns items whose caller went away to their original keys (leased
     pub(super) async fn put_back(&self, keys: &QueueKeys, items: Vec<Item>) {
         let count = items.len();
-        ::metrics::counter!(metrics::PUT_BACKS, "queue" => metrics::queue_label(keys.name().as_str()), "kind" => metrics::kind_label(keys.kind()))
-            .increment(count as u64);
+        metrics::queue_count(metrics::PUT_BACKS, keys.kind(), keys.name(), count as u64);
         let restored = restore_items(&self.inner.store, keys, items).await;
         match restored {
             Ok(()) => {

@@ -415,8 +415,7 @@ impl<S: Store> Pops<S> {
                 if expired && !answers_empty && handed.as_ref().is_none_or(Vec::is_empty) {
                     // Counted as the fulfiller and reaper count stored
                     // requests that reach their deadline unserved.
-                    ::metrics::counter!(metrics::REQUESTS_EXPIRED, "queue" => metrics::queue_label(keys.name().as_str()), "kind" => metrics::kind_label(keys.kind()))
-                        .increment(1);
+                    metrics::queue_count(metrics::REQUESTS_EXPIRED, keys.kind(), keys.name(), 1);
                 }
                 handed
             }

@@ -317,8 +317,12 @@ pub async fn withdraw<S: Store>(
             Err(error) => Err(error),
         };
         if expired && matches!(outcome, Ok(None)) {
-            ::metrics::counter!(crate::metrics::REQUESTS_EXPIRED, "queue" => crate::metrics::queue_label(keys.name().as_str()), "kind" => crate::metrics::kind_label(keys.kind()))
-                .increment(1);
+            crate::metrics::queue_count(
+                crate::metrics::REQUESTS_EXPIRED,
+                keys.kind(),
+                keys.name(),
+                1,
+            );
         }
         match outcome {
             Ok(Some(_)) if restore => return Ok(None),

@@ -259,8 +259,12 @@ impl<S: Store> Pops<S> {
             ::metrics::histogram!(metrics::FULFILL_BATCH_SIZE).record(counts.items as f64);
         }
         if counts.expired > 0 {
-            ::metrics::counter!(metrics::REQUESTS_EXPIRED, "queue" => metrics::queue_label(keys.name().as_str()), "kind" => metrics::kind_label(keys.kind()))
-                .increment(counts.expired as u64);
+            metrics::queue_count(
+                metrics::REQUESTS_EXPIRED,
+                keys.kind(),
+                keys.name(),
+                counts.expired as u64,
+            );
         }
     }
 
