@@ -1,5 +1,6 @@
 //! `/v1/queues/{queue}/...`: FIFO queues over HTTP.
 
+use crate::server::error::{counted, counted_as};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +16,6 @@ use super::error::{ApiError, ApiPath, ErrorBody};
 use super::pop_acks::{Riding, pop_with_acks, with_acked};
 use crate::envelope::{End, PAYLOAD_SIZE_MAX};
 use crate::keys::{QueueKeys, QueueKind};
-use crate::metrics::operation;
 use crate::queue::Queue;
 use crate::staging::pop::PopAsk;
 use crate::store::{Store, Transaction, decode_counter};
@@ -136,7 +136,7 @@ pub async fn pop<S: Store>(
     params: Result<Query<PopParams>, QueryRejection>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let result = async {
+    let result = counted_as(&queue, "pop", pop_outcome, async {
         let name = queue_name(&queue)?;
         let (path, lease_ms, ack) = match &params {
             Ok(Query(params)) => (params.path.clone(), params.lease_ms, params.ack.clone()),
@@ -180,9 +180,8 @@ pub async fn pop<S: Store>(
             }
         };
         Ok(((items, acked), max))
-    }
+    })
     .await;
-    operation(&queue, "pop", pop_outcome(&result));
     result.map(|((items, acked), max)| {
         with_acked(items_response(items, answers_json(&headers, max)), acked)
     })
@@ -219,17 +218,15 @@ pub async fn peek<S: Store>(
     ApiPath(queue): ApiPath<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let result = async {
+    counted(&queue, "peek", async {
         let name = queue_name(&queue)?;
         let item = Queue::new(state.store.clone(), name).peek().await?;
         Ok(items_response(
             item.into_iter().collect(),
             answers_json(&headers, 1),
         ))
-    }
-    .await;
-    operation(&queue, "peek", outcome(&result));
-    result
+    })
+    .await
 }
 
 /// Depth, waiting requests (in the store, and in this daemon's memory
@@ -271,12 +268,10 @@ pub async fn stats<S: Store>(
     State(state): State<Arc<AppState<S>>>,
     ApiPath(queue): ApiPath<String>,
 ) -> Result<Response, ApiError> {
-    let result = async {
+    counted(&queue, "stats", async {
         let name = queue_name(&queue)?;
         let stats = queue_stats(&state, &QueueKeys::new(&name)).await?;
         Ok(Json(stats).into_response())
-    }
-    .await;
-    operation(&queue, "stats", outcome(&result));
-    result
+    })
+    .await
 }
