@@ -8,12 +8,12 @@
 //! loser retries; an item is never handed out twice.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::due::timer::{self, Alarm};
 use crate::envelope::{End, now_ms};
 use crate::keys::QueueKeys;
 use crate::lease::settle::Returned;
@@ -32,13 +32,10 @@ struct Inner<S: Store> {
     /// Counted by pops, the timer and the reaper alike.
     stats: Arc<StagingStats>,
     shutdown: watch::Sender<bool>,
-    /// When the timer next looks, in epoch ms (`u64::MAX` while it sweeps,
-    /// so anything scheduled meanwhile wakes it). Shared with the pops,
-    /// which lower it for the leases they issue.
-    timer_next_ms: Arc<AtomicU64>,
-    /// Wakes the timer for a due time earlier than `timer_next_ms`.
-    timer_wake: Arc<Notify>,
-    /// Settle lines: concurrent acks, nacks and extends share commits.
+    /// When the due index's timer next looks. Shared with the pops, which
+    /// lower it for the leases they issue.
+    alarm: Arc<Alarm>,
+    /// Settle backlogs: concurrent acks, nacks and extends share commits.
     settler: Settler<S>,
 }
 
@@ -62,10 +59,9 @@ impl<S: Store> Coordinator<S> {
     pub fn new(store: S, config: StagingConfig) -> Self {
         let (shutdown, stopped) = watch::channel(false);
         let stats = Arc::new(StagingStats::default());
-        let timer_next_ms = Arc::new(AtomicU64::new(u64::MAX));
-        let timer_wake = Arc::new(Notify::new());
-        let (next_ms, wake) = (timer_next_ms.clone(), timer_wake.clone());
-        let lease_issued = Arc::new(move |due_ms: u64| schedule(&next_ms, &wake, due_ms));
+        let alarm = Arc::new(Alarm::default());
+        let issued = alarm.clone();
+        let lease_issued = Arc::new(move |due_ms: u64| issued.schedule(due_ms));
         let pops = Pops::new(store.clone(), config, stats.clone(), stopped, lease_issued);
         Coordinator {
             inner: Arc::new(Inner {
@@ -74,8 +70,7 @@ impl<S: Store> Coordinator<S> {
                 pops,
                 stats,
                 shutdown,
-                timer_next_ms,
-                timer_wake,
+                alarm,
             }),
         }
     }
@@ -201,7 +196,18 @@ impl<S: Store> Coordinator<S> {
         let migrator = self.clone();
         let timer = self.clone();
         tokio::spawn(async move {
-            tokio::join!(migrator.migrate_loop(), timer.timer_loop());
+            let shutdown = timer.inner.shutdown.subscribe();
+            let inner = &timer.inner;
+            let interval_ms = timer.config().reap_interval_ms;
+            let run = crate::due::timer::run(
+                &inner.store,
+                &timer.config().delivery,
+                &inner.stats,
+                &inner.alarm,
+                interval_ms,
+                shutdown,
+            );
+            tokio::join!(migrator.migrate_loop(), run);
         })
     }
 
@@ -237,48 +243,7 @@ impl<S: Store> Coordinator<S> {
     /// by other processes are found by the timer's own sweeps, at most
     /// `reap_interval_ms` late.
     pub fn schedule(&self, due_ms: u64) {
-        schedule(&self.inner.timer_next_ms, &self.inner.timer_wake, due_ms);
-    }
-
-    /// Bounded: one sweep per due time; between sweeps it sleeps until the
-    /// earliest due time it knows (at most `reap_interval_ms` away), waking
-    /// early only when [`Self::schedule`] lowers that time, and sweeping
-    /// only once it has come.
-    async fn timer_loop(self) {
-        let mut shutdown = self.inner.shutdown.subscribe();
-        let interval_ms = self.config().reap_interval_ms.max(1);
-        let next_ms = &self.inner.timer_next_ms;
-        loop {
-            if *shutdown.borrow() {
-                return;
-            }
-            let now = now_ms();
-            let planned = now.saturating_add(interval_ms);
-            // A lease issued while the sweep runs wakes the timer only if
-            // it is due before the planned next look.
-            next_ms.store(planned, Ordering::Release);
-            let due = match self.sweep_due_until(now, planned).await {
-                Ok(due) => due.unwrap_or(planned).min(planned),
-                Err(error) => {
-                    tracing::warn!(%error, "lease and delay sweep failed");
-                    planned
-                }
-            };
-            let mut next = next_ms.fetch_min(due, Ordering::AcqRel).min(due);
-            loop {
-                let pause = Duration::from_millis(next.saturating_sub(now_ms()));
-                tokio::select! {
-                    _ = tokio::time::sleep(pause) => break,
-                    _ = self.inner.timer_wake.notified() => {
-                        next = next_ms.load(Ordering::Acquire);
-                        if next <= now_ms() {
-                            break;
-                        }
-                    }
-                    _ = shutdown.changed() => return,
-                }
-            }
-        }
+        self.inner.alarm.schedule(due_ms);
     }
 
     /// Returns every lease expired at `now_ms`, reveals every delayed item
@@ -296,7 +261,7 @@ impl<S: Store> Coordinator<S> {
         now_ms: u64,
         horizon_ms: u64,
     ) -> Result<Option<u64>, QueueError> {
-        let (_, next) = crate::due::timer::run_round(
+        let (_, next) = timer::run_round(
             &self.inner.store,
             &self.config().delivery,
             &self.inner.stats,
@@ -384,13 +349,5 @@ impl<S: Store> Coordinator<S> {
     /// A snapshot of the stats counters, by name.
     pub fn stats_snapshot(&self) -> Vec<(&'static str, u64)> {
         self.inner.stats.snapshot()
-    }
-}
-
-/// Lowers the timer's next look to `due_ms`, waking it if that is earlier.
-fn schedule(next_ms: &AtomicU64, wake: &Notify, due_ms: u64) {
-    let next = next_ms.fetch_min(due_ms, Ordering::AcqRel);
-    if due_ms < next {
-        wake.notify_one();
     }
 }

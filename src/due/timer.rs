@@ -1,8 +1,17 @@
-//! One round of the coordinator's timer: a sweep of the due index (see
+//! The due index's timer: [`run`] is its loop, which decides when to look
+//! ([`Alarm`]: the earliest due time it knows, lowered by whoever writes an
+//! earlier one); [`run_round`] is one look: a sweep of the due index (see
 //! [`super`]), then the queues whose reap appointments came (see
 //! [`crate::staging::reap::reap_due`]), counted in the coordinator's stats
-//! and in Prometheus. The coordinator's loop only decides when to run it.
+//! and in Prometheus. The coordinator starts the loop
+//! ([`crate::coordinator::Coordinator::spawn_timer`]).
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::sync::{Notify, watch};
+
+use crate::envelope::now_ms;
 use crate::keys::QueueKeys;
 use crate::metrics;
 use crate::queue::QueueError;
@@ -19,6 +28,81 @@ const REAP_FAILED_RETRY_MS: u64 = 1_000;
 /// work: entries due within it share that round's commits instead of
 /// waking the timer one by one (a backlog is swept again at once).
 const ROUND_GAP_MS: u64 = 10;
+
+/// When the timer next looks, and the way to wake it sooner.
+#[derive(Debug)]
+pub struct Alarm {
+    /// When the timer next looks, in epoch ms (`u64::MAX` while it sweeps,
+    /// so anything scheduled meanwhile wakes it).
+    next_ms: AtomicU64,
+    /// Wakes the timer for a due time earlier than `next_ms`.
+    wake: Notify,
+}
+
+impl Default for Alarm {
+    fn default() -> Self {
+        Alarm {
+            next_ms: AtomicU64::new(u64::MAX),
+            wake: Notify::new(),
+        }
+    }
+}
+
+impl Alarm {
+    /// Lowers the timer's next look to `due_ms`, waking it if that is earlier.
+    pub fn schedule(&self, due_ms: u64) {
+        let next = self.next_ms.fetch_min(due_ms, Ordering::AcqRel);
+        if due_ms < next {
+            self.wake.notify_one();
+        }
+    }
+}
+
+/// The timer's loop, until `shutdown`. Bounded: one sweep per due time;
+/// between sweeps it sleeps until the earliest due time it knows (at most
+/// `interval_ms` away), waking early only when [`Alarm::schedule`] lowers
+/// that time, and sweeping only once it has come.
+pub async fn run<S: Store>(
+    store: &S,
+    policy: &DeliveryPolicy,
+    stats: &StagingStats,
+    alarm: &Alarm,
+    interval_ms: u64,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let interval_ms = interval_ms.max(1);
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        let now = now_ms();
+        let planned = now.saturating_add(interval_ms);
+        // A lease issued while the sweep runs wakes the timer only if
+        // it is due before the planned next look.
+        alarm.next_ms.store(planned, Ordering::Release);
+        let due = match run_round(store, policy, stats, now, planned).await {
+            Ok((_, due)) => due.unwrap_or(planned).min(planned),
+            Err(error) => {
+                tracing::warn!(%error, "lease and delay sweep failed");
+                planned
+            }
+        };
+        let mut next = alarm.next_ms.fetch_min(due, Ordering::AcqRel).min(due);
+        loop {
+            let pause = Duration::from_millis(next.saturating_sub(now_ms()));
+            tokio::select! {
+                _ = tokio::time::sleep(pause) => break,
+                _ = alarm.wake.notified() => {
+                    next = alarm.next_ms.load(Ordering::Acquire);
+                    if next <= now_ms() {
+                        break;
+                    }
+                }
+                _ = shutdown.changed() => return,
+            }
+        }
+    }
+}
 
 /// Consumes everything due at `now_ms` and reaps the queues due a look.
 /// Returns the sweep and when something is next due (`now_ms` when a
