@@ -23,8 +23,9 @@
 //! - [`due`]: the store-wide due index's timer: expired leases back to
 //!   their queue (or dead-lettered), delayed items visible, dedup ids
 //!   cleared, reap appointments handed to the reaper.
-//! - [`coordinator`]: staged pops for callers, a fulfillment loop per queue
-//!   with waiters, the reaper, the due index's timer, shutdown.
+//! - [`coordinator`]: one process's share: pops and settles for callers, a
+//!   fulfillment loop per queue with waiters, the due index's timer (which
+//!   runs the reaper), shutdown.
 //! - [`metrics`]: Prometheus metric names, descriptions, label caps.
 //! - [`config`]: the daemon's configuration (file, environment, flags).
 //! - [`server`]: the daemon: HTTP API, exporter, sampler, graceful shutdown.

@@ -36,7 +36,8 @@
 //!    gone (its caller hung up, its wait ended) go back to their original
 //!    keys; a pop whose caller leaves mid-commit finishes on its own.
 //! 5. [`reap`]: results nobody collected go back, requests nobody serves
-//!    are cleared.
+//!    are cleared, when the due index's timer hands over a queue's reap
+//!    appointment (see [`crate::due`]).
 //!
 //! Exactly-once hand-off: an item leaves `items` in the same commit that
 //! writes it to exactly one result, one pop in line, or one direct popper;
