@@ -109,7 +109,7 @@ impl Default for LeasesSection {
             delay_max_ms: 7 * 24 * 60 * 60 * 1_000,
             queues: HashMap::new(),
             default_lease_ms: None,
-            dedup_window_ms: crate::queue_settings::DEDUP_WINDOW_MS_DEFAULT,
+            dedup_window_ms: crate::queue::settings::DEDUP_WINDOW_MS_DEFAULT,
             delivery_delay_ms: 0,
         }
     }
@@ -299,7 +299,7 @@ impl Config {
                 "staging.lost_race_wait_ms must be at most wait_max_ms".into(),
             ));
         }
-        let window_max = crate::queue_settings::DEDUP_WINDOW_MS_MAX;
+        let window_max = crate::queue::settings::DEDUP_WINDOW_MS_MAX;
         if self.leases.dedup_window_ms == 0 || self.leases.dedup_window_ms > window_max {
             return Err(ConfigError(format!(
                 "leases.dedup_window_ms must be 1 to {window_max}"
@@ -362,9 +362,9 @@ impl Config {
         Ok(())
     }
 
-    /// The defaults of every queue's settings (see [`crate::queue_settings`]).
-    pub fn settings_defaults(&self) -> crate::queue_settings::Defaults {
-        crate::queue_settings::Defaults {
+    /// The defaults of every queue's settings (see [`crate::queue::settings`]).
+    pub fn settings_defaults(&self) -> crate::queue::settings::Defaults {
+        crate::queue::settings::Defaults {
             delivery: self.staging_config().delivery,
             default_lease_ms: self.leases.default_lease_ms,
             dedup_window_ms: self.leases.dedup_window_ms,

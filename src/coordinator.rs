@@ -1,19 +1,19 @@
 //! The coordinator: one process's share of the work over one store, all
 //! stopped by one shutdown signal: staged pops (the protocol lives in
 //! [`crate::staging`]), settling leases, the reaper, and the timer that
-//! returns expired leases and reveals delayed items.
+//! returns expired leases and reveals delayed items (see [`crate::due`]).
 //!
 //! Several coordinators may share one store (two daemons on one cluster):
 //! their fulfillers then conflict on the keys they both consume, and the
 //! loser retries; an item is never handed out twice.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::due::timer::{self, Alarm};
 use crate::envelope::{End, now_ms};
 use crate::keys::QueueKeys;
 use crate::lease::settle::Returned;
@@ -32,13 +32,10 @@ struct Inner<S: Store> {
     /// Counted by pops, the timer and the reaper alike.
     stats: Arc<StagingStats>,
     shutdown: watch::Sender<bool>,
-    /// When the timer next looks, in epoch ms (`u64::MAX` while it sweeps,
-    /// so anything scheduled meanwhile wakes it). Shared with the pops,
-    /// which lower it for the leases they issue.
-    timer_next_ms: Arc<AtomicU64>,
-    /// Wakes the timer for a due time earlier than `timer_next_ms`.
-    timer_wake: Arc<Notify>,
-    /// Settle lines: concurrent acks, nacks and extends share commits.
+    /// When the due index's timer next looks. Shared with the pops, which
+    /// lower it for the leases they issue.
+    alarm: Arc<Alarm>,
+    /// Settle backlogs: concurrent acks, nacks and extends share commits.
     settler: Settler<S>,
 }
 
@@ -57,14 +54,14 @@ impl<S: Store> Clone for Coordinator<S> {
 
 impl<S: Store> Coordinator<S> {
     /// A coordinator over `store`. Fulfillers start on demand; call
-    /// [`Self::spawn_reaper`] to sweep stranded results.
+    /// [`Self::spawn_timer`] to sweep the due index (expired leases,
+    /// delayed items, stranded requests and results).
     pub fn new(store: S, config: StagingConfig) -> Self {
         let (shutdown, stopped) = watch::channel(false);
         let stats = Arc::new(StagingStats::default());
-        let timer_next_ms = Arc::new(AtomicU64::new(u64::MAX));
-        let timer_wake = Arc::new(Notify::new());
-        let (next_ms, wake) = (timer_next_ms.clone(), timer_wake.clone());
-        let lease_issued = Arc::new(move |due_ms: u64| schedule(&next_ms, &wake, due_ms));
+        let alarm = Arc::new(Alarm::default());
+        let issued = alarm.clone();
+        let lease_issued = Arc::new(move |due_ms: u64| issued.schedule(due_ms));
         let pops = Pops::new(store.clone(), config, stats.clone(), stopped, lease_issued);
         Coordinator {
             inner: Arc::new(Inner {
@@ -73,8 +70,7 @@ impl<S: Store> Coordinator<S> {
                 pops,
                 stats,
                 shutdown,
-                timer_next_ms,
-                timer_wake,
+                alarm,
             }),
         }
     }
@@ -150,11 +146,6 @@ impl<S: Store> Coordinator<S> {
         self.inner.pops.ensure_fulfiller(keys)
     }
 
-    /// [`Pops::fulfillers_running`].
-    pub fn fulfillers_running(&self) -> usize {
-        self.inner.pops.fulfillers_running()
-    }
-
     /// [`Pops::memory_waiting`].
     pub fn memory_waiting(&self, keys: &QueueKeys) -> usize {
         self.inner.pops.memory_waiting(keys)
@@ -178,15 +169,17 @@ impl<S: Store> Coordinator<S> {
             };
             total.results += reaped.results;
             total.requests += reaped.requests;
-            let label = metrics::queue_label(keys.name().as_str());
-            let kind_label = metrics::kind_label(keys.kind());
+            let (kind, name) = (keys.kind(), keys.name());
             if reaped.results > 0 {
-                ::metrics::counter!(metrics::RESULTS_REAPED, "queue" => label.clone(), "kind" => kind_label)
-                    .increment(reaped.results as u64);
+                metrics::queue_count(metrics::RESULTS_REAPED, kind, name, reaped.results as u64);
             }
             if reaped.requests > 0 {
-                ::metrics::counter!(metrics::REQUESTS_EXPIRED, "queue" => label, "kind" => kind_label)
-                    .increment(reaped.requests as u64);
+                metrics::queue_count(
+                    metrics::REQUESTS_EXPIRED,
+                    kind,
+                    name,
+                    reaped.requests as u64,
+                );
             }
         }
         let stats = &self.inner.stats;
@@ -195,25 +188,43 @@ impl<S: Store> Coordinator<S> {
         Ok(total)
     }
 
-    /// Runs [`Self::reap_all`] every `reap_interval_ms`, and the timer
-    /// (expired leases, delayed items; see [`Self::sweep_due`]), until
-    /// shutdown. The handle ends when both have stopped.
-    pub fn spawn_reaper(&self) -> JoinHandle<()> {
-        let reaper = self.clone();
+    /// Runs the due index's timer (expired leases, delayed items, the
+    /// reaps that come due; see [`Self::sweep_due`]) until shutdown, and,
+    /// beside it, the one-time move of the layout before the due index into
+    /// it. The handle ends when both have stopped.
+    pub fn spawn_timer(&self) -> JoinHandle<()> {
+        let migrator = self.clone();
         let timer = self.clone();
         tokio::spawn(async move {
-            tokio::join!(reaper.reap_loop(), timer.timer_loop());
+            let shutdown = timer.inner.shutdown.subscribe();
+            let inner = &timer.inner;
+            let interval_ms = timer.config().reap_interval_ms;
+            let run = crate::due::timer::run(
+                &inner.store,
+                &timer.config().delivery,
+                &inner.stats,
+                &inner.alarm,
+                interval_ms,
+                shutdown,
+            );
+            tokio::join!(migrator.migrate_loop(), run);
         })
     }
 
-    /// The reaper follows appointments in the due index, so the timer runs
-    /// it; what is left here is moving data of the layout before the due
-    /// index into it, once, retried until it succeeds or shutdown.
-    async fn reap_loop(self) {
+    /// The old name of [`Self::spawn_timer`], kept while the integration
+    /// tests still call it (they are being moved on another branch).
+    #[doc(hidden)]
+    pub fn spawn_reaper(&self) -> JoinHandle<()> {
+        self.spawn_timer()
+    }
+
+    /// Moves the data of the layout before the due index into it, once,
+    /// retried every `reap_interval_ms` until it succeeds or shutdown.
+    async fn migrate_loop(self) {
         let mut shutdown = self.inner.shutdown.subscribe();
         let interval = Duration::from_millis(self.config().reap_interval_ms.max(1));
         loop {
-            match crate::lease::migrate::migrate(&self.inner.store, now_ms()).await {
+            match crate::due::migrate::migrate(&self.inner.store, now_ms()).await {
                 Ok(_) => return,
                 Err(error) => {
                     tracing::warn!(%error, "moving old leases into the due index failed; retrying")
@@ -232,53 +243,12 @@ impl<S: Store> Coordinator<S> {
     /// by other processes are found by the timer's own sweeps, at most
     /// `reap_interval_ms` late.
     pub fn schedule(&self, due_ms: u64) {
-        schedule(&self.inner.timer_next_ms, &self.inner.timer_wake, due_ms);
-    }
-
-    /// Bounded: one sweep per due time; between sweeps it sleeps until the
-    /// earliest due time it knows (at most `reap_interval_ms` away), waking
-    /// early only when [`Self::schedule`] lowers that time, and sweeping
-    /// only once it has come.
-    async fn timer_loop(self) {
-        let mut shutdown = self.inner.shutdown.subscribe();
-        let interval_ms = self.config().reap_interval_ms.max(1);
-        let next_ms = &self.inner.timer_next_ms;
-        loop {
-            if *shutdown.borrow() {
-                return;
-            }
-            let now = now_ms();
-            let planned = now.saturating_add(interval_ms);
-            // A lease issued while the sweep runs wakes the timer only if
-            // it is due before the planned next look.
-            next_ms.store(planned, Ordering::Release);
-            let due = match self.sweep_due_until(now, planned).await {
-                Ok(due) => due.unwrap_or(planned).min(planned),
-                Err(error) => {
-                    tracing::warn!(%error, "lease and delay sweep failed");
-                    planned
-                }
-            };
-            let mut next = next_ms.fetch_min(due, Ordering::AcqRel).min(due);
-            loop {
-                let pause = Duration::from_millis(next.saturating_sub(now_ms()));
-                tokio::select! {
-                    _ = tokio::time::sleep(pause) => break,
-                    _ = self.inner.timer_wake.notified() => {
-                        next = next_ms.load(Ordering::Acquire);
-                        if next <= now_ms() {
-                            break;
-                        }
-                    }
-                    _ = shutdown.changed() => return,
-                }
-            }
-        }
+        self.inner.alarm.schedule(due_ms);
     }
 
     /// Returns every lease expired at `now_ms`, reveals every delayed item
     /// due and reaps the queues due a look, in every queue, reading only
-    /// what is due (see [`crate::lease::due`]). Returns the earliest time
+    /// what is due (see [`crate::due`]). Returns the earliest time
     /// something else comes due (`now_ms` when a bound left work undone).
     pub async fn sweep_due(&self, now_ms: u64) -> Result<Option<u64>, QueueError> {
         self.sweep_due_until(now_ms, u64::MAX).await
@@ -291,7 +261,7 @@ impl<S: Store> Coordinator<S> {
         now_ms: u64,
         horizon_ms: u64,
     ) -> Result<Option<u64>, QueueError> {
-        let (_, next) = crate::lease::timer::run_round(
+        let (_, next) = timer::run_round(
             &self.inner.store,
             &self.config().delivery,
             &self.inner.stats,
@@ -308,8 +278,7 @@ impl<S: Store> Coordinator<S> {
             .settler
             .settle(keys, *receipt, SettleOp::Ack)
             .await?;
-        ::metrics::counter!(metrics::ACKS, "queue" => metrics::queue_label(keys.name().as_str()), "kind" => metrics::kind_label(keys.kind()))
-            .increment(1);
+        metrics::queue_count(metrics::ACKS, keys.kind(), keys.name(), 1);
         Ok(())
     }
 
@@ -329,15 +298,12 @@ impl<S: Store> Coordinator<S> {
         let Settled::Nacked(returned) = self.inner.settler.settle(keys, *receipt, op).await? else {
             unreachable!("a nack is answered as a nack")
         };
-        let label = metrics::queue_label(keys.name().as_str());
-        let kind = metrics::kind_label(keys.kind());
-        ::metrics::counter!(metrics::NACKS, "queue" => label.clone(), "kind" => kind).increment(1);
+        metrics::queue_count(metrics::NACKS, keys.kind(), keys.name(), 1);
         match returned {
             Returned::Delayed { visible_at_ms } => self.schedule(visible_at_ms),
             Returned::DeadLettered { .. } => {
                 StagingStats::add(&self.inner.stats.dead_lettered, 1);
-                ::metrics::counter!(metrics::DEAD_LETTERED, "queue" => label, "kind" => kind)
-                    .increment(1);
+                metrics::queue_count(metrics::DEAD_LETTERED, keys.kind(), keys.name(), 1);
             }
             Returned::Requeued => {}
         }
@@ -362,7 +328,7 @@ impl<S: Store> Coordinator<S> {
         Ok(expires_at_ms)
     }
 
-    /// The settle lines (their counters show how many settles shared a commit).
+    /// The settle backlogs (their counters show how many settles shared a commit).
     pub fn settler(&self) -> &Settler<S> {
         &self.inner.settler
     }
@@ -380,45 +346,8 @@ impl<S: Store> Coordinator<S> {
         self.inner.pops.join_fulfillers(wait).await;
     }
 
-    /// True once [`Self::shutdown`] was called.
-    pub fn is_shutting_down(&self) -> bool {
-        *self.inner.shutdown.borrow()
-    }
-
     /// A snapshot of the stats counters, by name.
     pub fn stats_snapshot(&self) -> Vec<(&'static str, u64)> {
-        let s = &self.inner.stats;
-        [
-            ("direct_pops", &s.direct_pops),
-            ("staged_pops", &s.staged_pops),
-            ("direct_conflicts", &s.direct_conflicts),
-            ("requests_registered", &s.requests_registered),
-            ("memory_requests", &s.memory_requests),
-            ("fulfill_batches", &s.fulfill_batches),
-            ("fulfill_conflicts", &s.fulfill_conflicts),
-            ("requests_expired", &s.requests_expired),
-            ("requests_withdrawn", &s.requests_withdrawn),
-            ("results_reaped", &s.results_reaped),
-            ("leases_expired", &s.leases_expired),
-            ("dead_lettered", &s.dead_lettered),
-            ("delayed_revealed", &s.delayed_revealed),
-            ("local_hand_offs", &s.local_hand_offs),
-            ("local_hand_offs_unclaimed", &s.local_hand_offs_unclaimed),
-            ("line_pops_asked", &s.line_pops_asked),
-            ("line_results_written", &s.line_results_written),
-            ("line_results_collected", &s.line_results_collected),
-            ("acks_on_pops", &s.acks_on_pops),
-        ]
-        .into_iter()
-        .map(|(name, counter)| (name, counter.load(Ordering::Relaxed)))
-        .collect()
-    }
-}
-
-/// Lowers the timer's next look to `due_ms`, waking it if that is earlier.
-fn schedule(next_ms: &AtomicU64, wake: &Notify, due_ms: u64) {
-    let next = next_ms.fetch_min(due_ms, Ordering::AcqRel);
-    if due_ms < next {
-        wake.notify_one();
+        self.inner.stats.snapshot()
     }
 }

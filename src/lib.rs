@@ -5,22 +5,27 @@
 //! - [`store`]: the store contract (FoundationDB's transactions) and its
 //!   backends: [`store::embedded`] (fjall plus an in-process resolver, the
 //!   default) and `store::fdb` (a FoundationDB cluster, feature `fdb`).
-//! - [`keys`]: the key layout of a queue (tuple-encoded subspaces).
-//! - [`envelope`]: the values stored under item, request and result keys.
-//! - [`item`]: an item as a queue hands it out, queue errors, held items.
-//! - [`queue`]: the FIFO queue recipe over any store.
-//! - [`queue_settings`]: per-queue settings kept in the store.
-//! - [`dedup`]: deduplicated pushes.
-//! - [`groups`]: message groups: in order within a group, one item of a
-//!   group out at a time, groups in parallel.
-//! - [`priority`]: the priority queue recipe over any store.
-//! - [`staging`]: the staged pop protocol: direct pop, register, fulfill,
-//!   await, withdraw, reap.
-//! - [`lease`]: at-least-once delivery: leases, ack, nack, extend,
-//!   redelivery counts, dead letters, delayed items.
-//! - [`admin`]: list, purge and delete queues; leases in flight.
-//! - [`coordinator`]: staged pops for callers, a fulfillment loop per queue
-//!   with waiters, the reaper, the lease and delay timer, shutdown.
+//! - [`keys`]: the key layout of a queue and of the store-wide due index
+//!   (tuple-encoded subspaces).
+//! - [`envelope`]: the values stored under item, request, result and due
+//!   keys.
+//! - [`queue`]: the queue recipes and what they keep: FIFO
+//!   ([`queue::Queue`]), priority, per-queue settings, dedup, message
+//!   groups, dead-letter roles, administration.
+//! - [`staging`]: the staged pop protocol. A pop ([`staging::pop`]) is a
+//!   direct pop or waits in the queue's line ([`staging::line`](mod@staging::line));
+//!   a fulfill round ([`staging::round`]) serves the line in one
+//!   transaction; the hand-off and the give-back ([`staging::handoff`])
+//!   deliver the items after the commit.
+//! - [`lease`]: at-least-once delivery: a leased pop's item goes to the due
+//!   index ([`lease::lease_in`]); ack, nack and extend ([`lease::settle`],
+//!   batched by [`lease::settler`]); redrive from a dead-letter queue.
+//! - [`due`]: the store-wide due index's timer: expired leases back to
+//!   their queue (or dead-lettered), delayed items visible, dedup ids
+//!   cleared, reap appointments handed to the reaper.
+//! - [`coordinator`]: one process's share: pops and settles for callers, a
+//!   fulfillment loop per queue with waiters, the due index's timer (which
+//!   runs the reaper), shutdown.
 //! - [`metrics`]: Prometheus metric names, descriptions, label caps.
 //! - [`config`]: the daemon's configuration (file, environment, flags).
 //! - [`server`]: the daemon: HTTP API, exporter, sampler, graceful shutdown.
@@ -32,25 +37,23 @@
 
 #![warn(missing_docs)]
 
-pub mod admin;
 pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod console;
 pub mod coordinator;
-pub mod dead_letters;
-pub mod dedup;
+pub mod due;
 pub mod envelope;
-pub mod groups;
-pub mod item;
 pub mod keys;
 pub mod lease;
 pub mod metrics;
-pub mod oldest;
-pub mod priority;
 pub mod queue;
-pub mod queue_settings;
 pub mod server;
-pub mod sqs;
+pub(crate) mod sqs;
 pub mod staging;
 pub mod store;
+
+// Paths from before the queue recipes moved into `queue`, kept for the
+// integration tests.
+#[doc(hidden)]
+pub use queue::{dedup, groups, priority, settings as queue_settings};

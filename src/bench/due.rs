@@ -62,7 +62,7 @@ pub async fn run(store: &EmbeddedStore, args: &BenchArgs) -> Result<(), String> 
     let setup_s = setup_started.elapsed().as_secs_f64();
     let config = StagingConfig::default();
     let coordinator = Coordinator::new(store.clone(), config);
-    let timer = coordinator.spawn_reaper();
+    let timer = coordinator.spawn_timer();
     let stats = due::stats();
     let consumed_before = stats.consumed.load(Ordering::Relaxed);
 

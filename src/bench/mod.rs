@@ -25,9 +25,9 @@
 //! each drain reports how much it took (`client_cpu_us_per_pop`).
 
 mod ceiling;
-pub mod client;
-pub mod coordinators;
-pub mod due;
+pub(crate) mod client;
+pub(crate) mod coordinators;
+pub(crate) mod due;
 mod inproc;
 mod over_http;
 mod report;

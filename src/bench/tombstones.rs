@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use crate::envelope::End;
 use crate::keys::QueueName;
-use crate::priority::PriorityQueue;
+use crate::queue::priority::PriorityQueue;
 use crate::queue::{Item, PUSH_BATCH_MAX, Queue};
 use crate::staging::direct::try_pop;
 use crate::staging::requester::restore_items;

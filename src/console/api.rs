@@ -2,6 +2,7 @@
 //! the OpenAPI spec): browse a queue's items and groups, delete one item,
 //! pause and resume a queue, and this daemon's push and pop counts.
 
+use crate::server::error::counted;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -14,12 +15,11 @@ use serde::{Deserialize, Serialize};
 
 use super::browse::{self, GROUPS_LIMIT_MAX, ITEM_ID_HEX_LEN_MAX, ITEMS_LIMIT_MAX};
 use super::preview::Preview;
-use crate::item::Item;
 use crate::keys::{QueueKeys, QueueKind};
-use crate::metrics::operation;
+use crate::queue::item::Item;
 use crate::server::AppState;
 use crate::server::admin::{limit, query};
-use crate::server::error::{ApiError, ApiPath, ErrorBody, outcome, queue_name};
+use crate::server::error::{ApiError, ApiPath, ErrorBody, queue_name};
 use crate::store::Store;
 
 const QUEUE_PARAM: &str = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue";
@@ -157,7 +157,7 @@ async fn items_of<S: Store>(
     params: Result<Query<ItemsParams>, QueryRejection>,
     kind: QueueKind,
 ) -> Result<Response, ApiError> {
-    let result = async {
+    counted(&queue, op_label(kind, "items", "pq_items"), async {
         let keys = QueueKeys::of_kind(kind, &queue_name(&queue)?);
         let params = query(params)?;
         let limit = limit(params.limit, 50, ITEMS_LIMIT_MAX)?;
@@ -169,14 +169,8 @@ async fn items_of<S: Store>(
         let items: Vec<ItemInfo> = page.iter().map(|item| ItemInfo::of(&keys, item)).collect();
         let next = more.then(|| items.last().expect("a full page").id.clone());
         Ok(Json(ItemList { items, next }).into_response())
-    }
-    .await;
-    operation(
-        &queue,
-        op_label(kind, "items", "pq_items"),
-        outcome(&result),
-    );
-    result
+    })
+    .await
 }
 
 /// The answer to an item's delete.
@@ -224,7 +218,7 @@ async fn delete_item_of<S: Store>(
     ApiPath((queue, id)): ApiPath<(String, String)>,
     kind: QueueKind,
 ) -> Result<Response, ApiError> {
-    let result = async {
+    counted(&queue, op_label(kind, "delete_item", "pq_delete_item"), async {
         let keys = QueueKeys::of_kind(kind, &queue_name(&queue)?);
         let key = browse::item_key(&keys, &id).ok_or_else(|| not_an_id("id", &id))?;
         let deleted = if browse::is_item_key(&keys, &key) {
@@ -244,14 +238,8 @@ async fn delete_item_of<S: Store>(
                 format!("no visible item {id} in {queue}: it was popped or deleted, or is leased or delayed"),
             )),
         }
-    }
-    .await;
-    operation(
-        &queue,
-        op_label(kind, "delete_item", "pq_delete_item"),
-        outcome(&result),
-    );
-    result
+    })
+    .await
 }
 
 /// Query of a group listing: `limit` (default 50, at most 100), `after`.
@@ -305,12 +293,12 @@ pub async fn list_groups<S: Store>(
     ApiPath(queue): ApiPath<String>,
     params: Result<Query<GroupsParams>, QueryRejection>,
 ) -> Result<Response, ApiError> {
-    let result = async {
+    counted(&queue, "groups", async {
         let keys = QueueKeys::new(&queue_name(&queue)?);
         let params = query(params)?;
         let limit = limit(params.limit, 50, GROUPS_LIMIT_MAX)?;
         if let Some(after) = params.after.as_deref() {
-            crate::groups::check_key(after)
+            crate::queue::groups::check_key(after)
                 .map_err(|why| ApiError::bad_parameter(format!("after: {why}")))?;
         }
         let (page, more) =
@@ -332,10 +320,8 @@ pub async fn list_groups<S: Store>(
             .collect();
         let next = more.then(|| groups.last().expect("a full page").group.clone());
         Ok(Json(GroupList { groups, next }).into_response())
-    }
-    .await;
-    operation(&queue, "groups", outcome(&result));
-    result
+    })
+    .await
 }
 
 /// The answer to a pause or resume.
@@ -404,11 +390,11 @@ async fn set_paused<S: Store>(
     paused: bool,
     op: &'static str,
 ) -> Result<Response, ApiError> {
-    let result = async {
+    counted(&queue, op, async {
         let keys = QueueKeys::of_kind(kind, &queue_name(&queue)?);
         let change = BTreeMap::from([("paused".to_string(), serde_json::Value::Bool(paused))]);
         let stored =
-            crate::queue_settings::update(&state.store, &keys, &change, &state.settings_defaults)
+            crate::queue::settings::update(&state.store, &keys, &change, &state.settings_defaults)
                 .await?
                 .map_err(|invalid| {
                     ApiError::new(
@@ -422,10 +408,8 @@ async fn set_paused<S: Store>(
             paused: stored.paused == Some(true),
         })
         .into_response())
-    }
-    .await;
-    operation(&queue, op, outcome(&result));
-    result
+    })
+    .await
 }
 
 /// Query of `GET /v1/traffic`: `kind` and `queues` (comma-separated, at

@@ -15,8 +15,8 @@
 //! not found. This is also what the OpenAPI spec can state exactly.
 
 use crate::envelope::{decode_item, now_ms};
-use crate::item::{Item, QueueError};
 use crate::keys::QueueKeys;
+use crate::queue::item::{Item, QueueError};
 use crate::store::{RangeRead, RetryPolicy, Store, Transaction, key_after, transact};
 
 /// Most hex digits of an item id: twice the longest key suffix an item
@@ -128,7 +128,7 @@ pub async fn delete_item<S: Store>(
         };
         txn.clear(key)?;
         txn.atomic_add(&keys.depth(), -1)?;
-        crate::groups::dropped_in(&txn, keys, std::iter::once(Some(item.clone())), now_ms())
+        crate::queue::groups::dropped_in(&txn, keys, std::iter::once(Some(item.clone())), now_ms())
             .await?;
         Ok(Some(Ok(Item::from_value(key.to_vec(), item))))
     })
@@ -142,7 +142,7 @@ pub struct GroupSummary {
     /// The group key.
     pub group: String,
     /// True while its head was popped without a lease and is being handed
-    /// over (see [`crate::groups::State::HandOff`]); false while the head
+    /// over (see [`crate::queue::groups::State::HandOff`]); false while the head
     /// is visible, delayed, leased or in a stored result.
     pub handing_off: bool,
     /// Items waiting behind the head, counted up to
@@ -186,13 +186,13 @@ pub async fn groups<S: Store>(
             .await?;
         let next_enqueued_at_ms = waiting
             .first()
-            .and_then(|row| crate::groups::waiting_item_of_value(&row.value))
+            .and_then(|row| crate::queue::groups::waiting_item_of_value(&row.value))
             .map(|item| item.enqueued_at_ms);
         page.push(GroupSummary {
             group,
             handing_off: matches!(
-                crate::groups::state_of_value(&row.value),
-                crate::groups::State::HandOff { .. }
+                crate::queue::groups::state_of_value(&row.value),
+                crate::queue::groups::State::HandOff { .. }
             ),
             waiting: waiting.len(),
             next_enqueued_at_ms,

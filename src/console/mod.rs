@@ -12,15 +12,15 @@
 //! - [`preview`]: a payload as a listing shows it.
 //! - [`traffic`]: this daemon's push and pop counts, for rates.
 //!
-//! Pausing itself is a queue setting ([`crate::queue_settings::paused_in`]),
+//! Pausing itself is a queue setting ([`crate::queue::settings::paused_in`]),
 //! obeyed where items are handed out (the direct pop and the fulfillment
 //! round), so every daemon on the store obeys it.
 
-pub mod api;
-pub mod assets;
+pub(crate) mod api;
+pub(crate) mod assets;
 pub mod browse;
-pub mod preview;
-pub mod traffic;
+pub(crate) mod preview;
+pub(crate) mod traffic;
 
 use std::sync::Arc;
 

@@ -12,28 +12,29 @@
 //!   `extend` (move the expiry out), and the release of a leased item whose
 //!   pop reached nobody (back as if never delivered; used by
 //!   [`crate::staging::requester::restore_items`], withdrawals and the reaper).
-//! - [`due`]: the coordinator's timer: expired leases go back to the
-//!   item's original key with their delivery counted, or to the dead-letter
-//!   queue after `max_deliveries`; delayed items become visible when due;
-//!   reap appointments are handed to the reaper.
-//! - [`settler`]: the settle line: concurrent acks, nacks and extends of a
+//! - [`settler`]: the settle backlog: concurrent acks, nacks and extends of a
 //!   queue share one commit.
-//! - [`migrate`]: moves leases and delayed items of the layout before the
-//!   due index into it, once.
 //! - [`redrive`]: a dead-letter queue's items back to where they came from.
+//!
+//! The other half of a lease's life is in [`crate::due`]: the timer over
+//! the due index returns an expired lease's item to its original key with
+//! its delivery counted, or to the dead-letter queue after
+//! `max_deliveries`.
 //!
 //! Every transaction that consumes a lease or a delayed item reads its key
 //! without snapshot (or adds a read-conflict on it), so an ack racing the
 //! timer, or a nack racing an extend, has exactly one winner: the other
 //! conflicts, re-reads, and finds the receipt gone.
 
-pub mod due;
-pub mod migrate;
 pub mod receipt;
 pub mod redrive;
 pub mod settle;
 pub mod settler;
-pub mod timer;
+
+// The due index and its timer moved to `crate::due`; these paths are kept
+// for the integration tests.
+#[doc(hidden)]
+pub use crate::due::{self, migrate};
 
 use std::collections::HashMap;
 use std::fmt;

@@ -24,7 +24,7 @@ pub const REDRIVE_PASS_BYTES_MAX: usize = 4 * 1024 * 1024;
 /// Moves up to `max` items from the front of the dead-letter queue `dead`
 /// to the tails of the queues they came from (an item pushed straight into
 /// the dead-letter queue goes to its default origin, see
-/// [`crate::dead_letters::default_origin_in`]; with none, the re-drive
+/// [`crate::queue::dead_letters::default_origin_in`]; with none, the re-drive
 /// stops at that item and leaves it), in commits of at most [`REDRIVE_PASS_ITEMS_MAX`]
 /// items and [`REDRIVE_PASS_BYTES_MAX`] bytes. Returns how many moved. A
 /// commit's read conflicts cover the items it moves, so a concurrent pop of
@@ -36,10 +36,10 @@ pub async fn redrive<S: Store>(
     max: usize,
 ) -> Result<usize, QueueError> {
     // Which queues are dead-letter queues is the caller's check (by role,
-    // see `crate::dead_letters`); this only needs where origin-less items go.
+    // see `crate::queue::dead_letters`); this only needs where origin-less items go.
     let default_origin = {
         let txn = store.begin()?;
-        crate::dead_letters::default_origin_in(&txn, dead).await?
+        crate::queue::dead_letters::default_origin_in(&txn, dead).await?
     };
     let dead_keys = QueueKeys::new(dead);
     let max = max.clamp(1, REDRIVE_BATCH_MAX);
@@ -117,7 +117,7 @@ async fn redrive_pass<S: Store>(
                         .iter()
                         .map(|value| (priority, value.clone()))
                         .collect();
-                    crate::priority::append_in(&txn, &keys, &values).await?;
+                    crate::queue::priority::append_in(&txn, &keys, &values).await?;
                 }
             }
         }

@@ -4,7 +4,7 @@
 use crate::envelope::{HeldItem, ItemValue, decode_held, encode_held, encode_item_value, now_ms};
 use crate::keys::QueueKeys;
 use crate::queue::{QueueError, append_in};
-use crate::store::{RetryPolicy, Store, StoreError, Transaction, transact};
+use crate::store::{StoreError, Transaction};
 
 use super::{LeaseError, Receipt};
 
@@ -83,38 +83,8 @@ impl Open {
     }
 }
 
-/// Settling transactions consume a lease: after "maybe committed" the first
-/// run may have taken it, and a second would report a wrong outcome.
-const SETTLE_RETRY: RetryPolicy = RetryPolicy {
-    attempts_max: 100,
-    backoff_initial_ms: 1,
-    backoff_max_ms: 50,
-    retry_maybe_committed: false,
-};
-
-async fn settle<S, R, F, Fut>(store: &S, body: F) -> Result<R, LeaseError>
-where
-    S: Store,
-    F: Fn(S::Txn) -> Fut,
-    Fut: std::future::Future<Output = Result<Result<R, LeaseError>, StoreError>>,
-{
-    transact(store, SETTLE_RETRY, body).await?
-}
-
-/// Acks the lease: the item is done and deleted.
-pub async fn ack<S: Store>(
-    store: &S,
-    keys: &QueueKeys,
-    receipt: &Receipt,
-) -> Result<(), LeaseError> {
-    settle(store, |txn| async move {
-        ack_in(&txn, keys, receipt, now_ms()).await
-    })
-    .await
-}
-
-/// [`ack`] in `txn`, as of `now_ms`. Inner error: this receipt's outcome;
-/// outer: the transaction failed.
+/// Acks the lease in `txn`, as of `now_ms`: the item is done and deleted.
+/// Inner error: this receipt's outcome; outer: the transaction failed.
 pub async fn ack_in<T: Transaction>(
     txn: &T,
     keys: &QueueKeys,
@@ -127,25 +97,13 @@ pub async fn ack_in<T: Transaction>(
     };
     open.clear(txn, keys)?;
     if let Some(group) = &open.held.item.group {
-        crate::groups::leave_in(txn, keys, group, now_ms).await?;
+        crate::queue::groups::leave_in(txn, keys, group, now_ms).await?;
     }
     Ok(Ok(()))
 }
 
-/// Moves the lease's expiry to `lease_ms` from now; returns the new expiry.
-pub async fn extend<S: Store>(
-    store: &S,
-    keys: &QueueKeys,
-    receipt: &Receipt,
-    lease_ms: u64,
-) -> Result<u64, LeaseError> {
-    settle(store, |txn| async move {
-        extend_in(&txn, keys, receipt, lease_ms, now_ms()).await
-    })
-    .await
-}
-
-/// [`extend`] in `txn`, as of `now_ms`.
+/// Moves the lease's expiry in `txn` to `lease_ms` after `now_ms`;
+/// returns the new expiry.
 pub async fn extend_in<T: Transaction>(
     txn: &T,
     keys: &QueueKeys,
@@ -168,23 +126,9 @@ pub async fn extend_in<T: Transaction>(
     Ok(Ok(expires_at_ms))
 }
 
-/// Nacks the lease: the item goes back now (`delay_ms` 0) or after
-/// `delay_ms`, or to the dead-letter queue once it has had
-/// `max_deliveries` (`None`: no limit).
-pub async fn nack<S: Store>(
-    store: &S,
-    keys: &QueueKeys,
-    receipt: &Receipt,
-    delay_ms: u64,
-    max_deliveries: Option<u32>,
-) -> Result<Returned, LeaseError> {
-    settle(store, |txn| async move {
-        nack_in(&txn, keys, receipt, delay_ms, max_deliveries, now_ms()).await
-    })
-    .await
-}
-
-/// [`nack`] in `txn`, as of `now_ms`.
+/// Nacks the lease in `txn`, as of `now_ms`: the item goes back now
+/// (`delay_ms` 0) or after `delay_ms`, or to the dead-letter queue once it
+/// has had `max_deliveries` (`None`: no limit).
 pub async fn nack_in<T: Transaction>(
     txn: &T,
     keys: &QueueKeys,
@@ -238,7 +182,7 @@ pub(crate) async fn return_held<T: Transaction>(
     max_deliveries: Option<u32>,
 ) -> Result<Returned, StoreError> {
     // The queue's stored settings override the configured defaults.
-    let stored = crate::queue_settings::read_in(txn, keys)
+    let stored = crate::queue::settings::read_in(txn, keys)
         .await
         .map_err(crate::queue::corrupt_as_store)?;
     // A stored 0 is "no limit" (see `queue_settings::Stored`).
@@ -254,7 +198,7 @@ pub(crate) async fn return_held<T: Transaction>(
         // and in the dead-letter queue (where nothing holds its group) it
         // is an ordinary item.
         if let Some(group) = &held.item.group {
-            crate::groups::leave_in(txn, keys, group, now_ms).await?;
+            crate::queue::groups::leave_in(txn, keys, group, now_ms).await?;
         }
         let item = ItemValue {
             deliveries: 0,

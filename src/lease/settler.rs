@@ -1,8 +1,8 @@
-//! The settle line: concurrent acks, nacks and extends of one queue share
+//! The settle backlog: concurrent acks, nacks and extends of one queue share
 //! one transaction, as pops share the fulfiller's (docs/design.md §4.1, "Settle").
 //!
-//! A settle joins its queue's line in memory; a settler task (one per
-//! queue with settles pending, gone when the line is empty) takes up to
+//! A settle joins its queue's backlog in memory; a settler task (one per
+//! queue with settles pending, gone when the backlog is empty) takes up to
 //! [`SETTLE_BATCH_MAX`] of them, runs them in one transaction, commits, and
 //! answers each. Each receipt's reads are not snapshot, so a settle racing
 //! the timer or another daemon's settle of the same lease still has
@@ -33,9 +33,9 @@ pub const SETTLE_BATCH_MAX: usize = 256;
 /// Most nacks and extends one transaction takes: each writes its item
 /// (up to 100 kB) again, and a commit should stay under ~10 MB.
 pub const SETTLE_MOVES_MAX: usize = 64;
-/// Most settles waiting in one queue's line; past it a settle runs in a
+/// Most settles waiting in one queue's backlog; past it a settle runs in a
 /// transaction of its own (memory stays bounded, nothing is refused).
-pub const SETTLE_LINE_MAX: usize = 10_000;
+pub const SETTLE_BACKLOG_MAX: usize = 10_000;
 /// Attempts of one batch before a conflict splits it in two (so one
 /// contended receipt cannot keep the others from committing).
 const CONFLICTS_BEFORE_SPLIT: u32 = 2;
@@ -83,13 +83,13 @@ struct Pending {
 }
 
 #[derive(Default)]
-struct Line {
+struct Backlog {
     pending: VecDeque<Pending>,
-    /// A settler task serves this line.
+    /// A settler task serves this backlog.
     running: bool,
 }
 
-/// Counters of the settle line's work.
+/// Counters of the settle backlog's work.
 #[derive(Debug, Default)]
 pub struct SettleStats {
     /// Settles answered from a committed transaction.
@@ -100,21 +100,21 @@ pub struct SettleStats {
     pub conflicts: AtomicU64,
 }
 
-type Lines = Mutex<HashMap<(QueueKind, QueueName), Line>>;
+type Backlogs = Mutex<HashMap<(QueueKind, QueueName), Backlog>>;
 
-/// Settle lines of every queue over one store.
+/// Settle backlogs of every queue over one store.
 pub struct Settler<S: Store> {
     store: S,
-    lines: Arc<Lines>,
+    backlogs: Arc<Backlogs>,
     stats: Arc<SettleStats>,
 }
 
 impl<S: Store> Settler<S> {
-    /// Lines over `store`; settler tasks start on demand.
+    /// Backlogs over `store`; settler tasks start on demand.
     pub fn new(store: S) -> Self {
         Settler {
             store,
-            lines: Arc::default(),
+            backlogs: Arc::default(),
             stats: Arc::default(),
         }
     }
@@ -148,8 +148,8 @@ impl<S: Store> Settler<S> {
         let mut overflow = Vec::new();
         {
             let id = (keys.kind(), keys.name().clone());
-            let mut lines = self.lines.lock().expect("settle lines lock");
-            let line = lines.entry(id.clone()).or_default();
+            let mut backlogs = self.backlogs.lock().expect("settle backlogs lock");
+            let backlog = backlogs.entry(id.clone()).or_default();
             for (receipt, op) in settles {
                 if let SettleOp::Extend { lease_ms } = op {
                     assert!(lease_ms > 0, "a lease lasts at least a millisecond");
@@ -157,19 +157,19 @@ impl<S: Store> Settler<S> {
                 let (reply, answer) = oneshot::channel();
                 answers.push(answer);
                 let pending = Pending { receipt, op, reply };
-                if line.pending.len() >= SETTLE_LINE_MAX {
+                if backlog.pending.len() >= SETTLE_BACKLOG_MAX {
                     overflow.push(pending);
                 } else {
-                    line.pending.push_back(pending);
+                    backlog.pending.push_back(pending);
                 }
             }
-            if !line.running && !line.pending.is_empty() {
-                line.running = true;
+            if !backlog.running && !backlog.pending.is_empty() {
+                backlog.running = true;
                 tokio::spawn(self.task(keys).run());
             }
         }
         if !overflow.is_empty() {
-            // Past the line, in the caller's task: a caller leaving
+            // Past the backlog, in the caller's task: a caller leaving
             // mid-commit leaves these outcomes unknown to it, as an
             // unbatched settle always could; each commit is atomic.
             let task = self.task(keys);
@@ -188,7 +188,7 @@ impl<S: Store> Settler<S> {
     fn task(&self, keys: &QueueKeys) -> Task<S> {
         Task {
             store: self.store.clone(),
-            lines: self.lines.clone(),
+            backlogs: self.backlogs.clone(),
             stats: self.stats.clone(),
             keys: keys.clone(),
             id: (keys.kind(), keys.name().clone()),
@@ -196,7 +196,7 @@ impl<S: Store> Settler<S> {
     }
 }
 
-/// Settles past a full line, in batches within the line's bounds.
+/// Settles past a full backlog, in batches within the backlog's bounds.
 fn overflow_chunks(mut pending: Vec<Pending>) -> Vec<Vec<Pending>> {
     let mut chunks = Vec::new();
     while !pending.is_empty() {
@@ -209,29 +209,29 @@ fn overflow_chunks(mut pending: Vec<Pending>) -> Vec<Vec<Pending>> {
 /// One queue's settler.
 struct Task<S: Store> {
     store: S,
-    lines: Arc<Lines>,
+    backlogs: Arc<Backlogs>,
     stats: Arc<SettleStats>,
     keys: QueueKeys,
     id: (QueueKind, QueueName),
 }
 
 impl<S: Store> Task<S> {
-    /// Serves the line until it is empty (bounded: each turn takes at
-    /// least one settle, and callers add at most [`SETTLE_LINE_MAX`]).
+    /// Serves the backlog until it is empty (bounded: each turn takes at
+    /// least one settle, and callers add at most [`SETTLE_BACKLOG_MAX`]).
     async fn run(self) {
         loop {
             let batch: Vec<Pending> = {
-                let mut lines = self.lines.lock().expect("settle lines lock");
-                let Some(line) = lines.get_mut(&self.id) else {
+                let mut backlogs = self.backlogs.lock().expect("settle backlogs lock");
+                let Some(backlog) = backlogs.get_mut(&self.id) else {
                     return;
                 };
-                if line.pending.is_empty() {
-                    line.running = false;
-                    lines.remove(&self.id);
+                if backlog.pending.is_empty() {
+                    backlog.running = false;
+                    backlogs.remove(&self.id);
                     return;
                 }
                 let mut moves = 0;
-                let take = line
+                let take = backlog
                     .pending
                     .iter()
                     .take(SETTLE_BATCH_MAX)
@@ -240,7 +240,7 @@ impl<S: Store> Task<S> {
                         moves <= SETTLE_MOVES_MAX
                     })
                     .count();
-                line.pending.drain(..take.max(1)).collect()
+                backlog.pending.drain(..take.max(1)).collect()
             };
             self.run_batches(batch).await;
         }

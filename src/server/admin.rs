@@ -1,7 +1,8 @@
-//! Administration over HTTP (see [`crate::admin`]): `GET /v1/queues`,
+//! Administration over HTTP (see [`crate::queue::admin`]): `GET /v1/queues`,
 //! `POST /v1/queues/{queue}/purge`, `DELETE /v1/queues/{queue}`,
 //! `GET /v1/queues/{queue}/leases`.
 
+use crate::server::error::counted;
 use std::sync::Arc;
 
 use axum::Json;
@@ -16,10 +17,10 @@ use super::error::{ApiError, ApiPath, ErrorBody, ErrorDetail};
 use super::fifo::{outcome, queue_name};
 use super::items::QueueStats;
 use super::leases::queue_mismatch;
-use crate::admin::{self, LEASES_LIMIT_MAX, LIST_LIMIT_MAX};
 use crate::keys::{QueueKeys, QueueKind};
 use crate::lease::Receipt;
 use crate::metrics::operation;
+use crate::queue::admin::{self, LEASES_LIMIT_MAX, LIST_LIMIT_MAX};
 use crate::store::Store;
 
 /// Query of a listing: `limit` (default 20, at most 100), `after` (the
@@ -211,7 +212,7 @@ async fn purge_of<S: Store>(
     kind: QueueKind,
     queue: &str,
 ) -> Result<Response, ApiError> {
-    let result = async {
+    counted(queue, op_name(kind, "purge"), async {
         let keys = QueueKeys::of_kind(kind, &queue_name(queue)?);
         let dropped = admin::purge(&state.store, &keys).await?;
         Ok(Json(PurgeAnswer {
@@ -223,10 +224,8 @@ async fn purge_of<S: Store>(
             done: dropped.done,
         })
         .into_response())
-    }
-    .await;
-    operation(queue, op_name(kind, "purge"), outcome(&result));
-    result
+    })
+    .await
 }
 
 /// The operation label of `op` on a queue of `kind` (priority ops are `pq_*`).
@@ -359,7 +358,7 @@ async fn leases_of<S: Store>(
     queue: &str,
     params: Result<Query<LeasesParams>, QueryRejection>,
 ) -> Result<Response, ApiError> {
-    let result = async {
+    counted(queue, op_name(kind, "leases"), async {
         let keys = QueueKeys::of_kind(kind, &queue_name(queue)?);
         let params = query(params)?;
         let limit = limit(params.limit, 100, LEASES_LIMIT_MAX)?;
@@ -379,10 +378,8 @@ async fn leases_of<S: Store>(
         let (page, next) = admin::leases(&state.store, &keys, after.as_ref(), limit).await?;
         let leases: Vec<LeaseInfo> = page.iter().map(LeaseInfo::from).collect();
         Ok(Json(LeaseList { leases, next }).into_response())
-    }
-    .await;
-    operation(queue, op_name(kind, "leases"), outcome(&result));
-    result
+    })
+    .await
 }
 
 impl From<&admin::LeaseSummary> for LeaseInfo {

@@ -211,3 +211,27 @@ pub fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError
 pub fn outcome<T>(result: &Result<T, ApiError>) -> &'static str {
     if result.is_ok() { "ok" } else { "error" }
 }
+
+/// Runs a handler's `body` and counts it as operation `op` on `queue`,
+/// "ok" or "error" (see [`crate::metrics::operation`]): the handlers'
+/// one way to count themselves.
+pub async fn counted<T>(
+    queue: &str,
+    op: &'static str,
+    body: impl Future<Output = Result<T, ApiError>>,
+) -> Result<T, ApiError> {
+    counted_as(queue, op, outcome, body).await
+}
+
+/// [`counted`], with the outcome label given by `outcome_of` (a pop's
+/// "empty").
+pub async fn counted_as<T>(
+    queue: &str,
+    op: &'static str,
+    outcome_of: fn(&Result<T, ApiError>) -> &'static str,
+    body: impl Future<Output = Result<T, ApiError>>,
+) -> Result<T, ApiError> {
+    let result = body.await;
+    crate::metrics::operation(queue, op, outcome_of(&result));
+    result
+}

@@ -1,5 +1,6 @@
 //! `/v1/queues/{queue}/...`: FIFO queues over HTTP.
 
+use crate::server::error::{counted, counted_as};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,17 +16,12 @@ use super::error::{ApiError, ApiPath, ErrorBody};
 use super::pop_acks::{Riding, pop_with_acks, with_acked};
 use crate::envelope::{End, PAYLOAD_SIZE_MAX};
 use crate::keys::{QueueKeys, QueueKind};
-use crate::metrics::operation;
 use crate::queue::Queue;
 use crate::staging::pop::PopAsk;
 use crate::store::{Store, Transaction, decode_counter};
 
 use super::items::QueueStats;
-pub use super::items::{
-    DEAD_LETTER_DELIVERIES_HEADER, DEAD_LETTER_FROM_HEADER, DELIVERY_COUNT_HEADER,
-    ENQUEUED_AT_HEADER, LEASE_EXPIRES_HEADER, PoppedItem, RECEIPT_HEADER, answers_json,
-    items_response,
-};
+pub use super::items::{PoppedItem, answers_json, items_response};
 
 pub use super::error::{body_bytes, outcome, queue_name};
 
@@ -140,7 +136,7 @@ pub async fn pop<S: Store>(
     params: Result<Query<PopParams>, QueryRejection>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let result = async {
+    let result = counted_as(&queue, "pop", pop_outcome, async {
         let name = queue_name(&queue)?;
         let (path, lease_ms, ack) = match &params {
             Ok(Query(params)) => (params.path.clone(), params.lease_ms, params.ack.clone()),
@@ -184,9 +180,8 @@ pub async fn pop<S: Store>(
             }
         };
         Ok(((items, acked), max))
-    }
+    })
     .await;
-    operation(&queue, "pop", pop_outcome(&result));
     result.map(|((items, acked), max)| {
         with_acked(items_response(items, answers_json(&headers, max)), acked)
     })
@@ -223,17 +218,15 @@ pub async fn peek<S: Store>(
     ApiPath(queue): ApiPath<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let result = async {
+    counted(&queue, "peek", async {
         let name = queue_name(&queue)?;
         let item = Queue::new(state.store.clone(), name).peek().await?;
         Ok(items_response(
             item.into_iter().collect(),
             answers_json(&headers, 1),
         ))
-    }
-    .await;
-    operation(&queue, "peek", outcome(&result));
-    result
+    })
+    .await
 }
 
 /// Depth, waiting requests (in the store, and in this daemon's memory
@@ -249,8 +242,8 @@ pub async fn queue_stats<S: Store>(
     let leased = decode_counter(txn.get(&keys.leased(), true).await?.as_deref());
     let delayed = decode_counter(txn.get(&keys.delayed_count(), true).await?.as_deref());
     let grouped = decode_counter(txn.get(&keys.grouped_count(), true).await?.as_deref());
-    let oldest_age_ms = crate::oldest::oldest_item_age_ms_in(&txn, keys).await?;
-    let paused = crate::queue_settings::read_in(&txn, keys).await?.paused == Some(true);
+    let oldest_age_ms = crate::queue::oldest::oldest_item_age_ms_in(&txn, keys).await?;
+    let paused = crate::queue::settings::read_in(&txn, keys).await?.paused == Some(true);
     let stats = QueueStats {
         queue: keys.name().as_str().to_string(),
         depth,
@@ -260,7 +253,7 @@ pub async fn queue_stats<S: Store>(
         grouped,
         oldest_item_age_ms: oldest_age_ms,
         paused,
-        dead_letter: crate::dead_letters::is_dead_letter_queue_in(&txn, keys).await?,
+        dead_letter: crate::queue::dead_letters::is_dead_letter_queue_in(&txn, keys).await?,
     };
     Ok(serde_json::to_value(stats).expect("stats serialize"))
 }
@@ -275,12 +268,10 @@ pub async fn stats<S: Store>(
     State(state): State<Arc<AppState<S>>>,
     ApiPath(queue): ApiPath<String>,
 ) -> Result<Response, ApiError> {
-    let result = async {
+    counted(&queue, "stats", async {
         let name = queue_name(&queue)?;
         let stats = queue_stats(&state, &QueueKeys::new(&name)).await?;
         Ok(Json(stats).into_response())
-    }
-    .await;
-    operation(&queue, "stats", outcome(&result));
-    result
+    })
+    .await
 }

@@ -2,6 +2,7 @@
 //! `/v1/queues/{queue}/ack`, and `/v1/queues/{queue}/redrive`: leases and
 //! dead letters over HTTP.
 
+use crate::server::error::counted;
 use std::sync::Arc;
 
 use axum::Json;
@@ -14,15 +15,15 @@ use serde::{Deserialize, Serialize};
 
 use super::AppState;
 use super::error::{ApiError, ApiPath, ErrorBody};
-use super::fifo::{body_bytes, check_delay_ms, check_lease_ms, outcome, queue_name};
+use super::fifo::{body_bytes, check_delay_ms, check_lease_ms, queue_name};
 use super::items::{AckBatchAnswer, AckResult, RedriveAnswer};
-use crate::dead_letters::is_dead_letter_queue_in;
 use crate::keys::{QueueKeys, QueueKind};
 use crate::lease::redrive::{REDRIVE_BATCH_MAX, redrive as redrive_items};
 use crate::lease::settle::Returned;
 use crate::lease::settler::{SettleOp, Settled};
 use crate::lease::{LeaseError, Receipt};
-use crate::metrics::{self, operation};
+use crate::metrics::{self};
+use crate::queue::dead_letters::is_dead_letter_queue_in;
 use crate::store::Store;
 
 impl From<LeaseError> for ApiError {
@@ -103,7 +104,7 @@ pub(super) async fn ack_of<S: Store>(
     raw: &str,
     op: &'static str,
 ) -> Result<Response, ApiError> {
-    let result = async {
+    counted(queue, op, async {
         let keys = QueueKeys::of_kind(kind, &queue_name(queue)?);
         let receipt = receipt(raw)?;
         state
@@ -112,10 +113,8 @@ pub(super) async fn ack_of<S: Store>(
             .await
             .map_err(|e| settle_error(e, &receipt, &keys))?;
         Ok(StatusCode::NO_CONTENT.into_response())
-    }
-    .await;
-    operation(queue, op, outcome(&result));
-    result
+    })
+    .await
 }
 
 /// Most receipts one batch ack names.
@@ -137,7 +136,7 @@ pub async fn ack_batch<S: Store>(
     ApiPath(queue): ApiPath<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let result = async {
+    counted(&queue, "ack_batch", async {
         let keys = QueueKeys::new(&queue_name(&queue)?);
         let raw: Vec<String> = serde_json::from_slice(&body_bytes(body)?).map_err(|e| {
             ApiError::new(
@@ -191,14 +190,11 @@ pub async fn ack_batch<S: Store>(
             });
         }
         if acked > 0 {
-            ::metrics::counter!(metrics::ACKS, "queue" => metrics::queue_label(keys.name().as_str()), "kind" => metrics::kind_label(keys.kind()))
-                .increment(acked);
+            metrics::queue_count(metrics::ACKS, keys.kind(), keys.name(), acked);
         }
         Ok(Json(AckBatchAnswer { results }).into_response())
-    }
-    .await;
-    operation(&queue, "ack_batch", outcome(&result));
-    result
+    })
+    .await
 }
 
 /// Query of a nack.
@@ -238,7 +234,7 @@ pub(super) async fn nack_of<S: Store>(
     params: Result<Query<NackParams>, QueryRejection>,
     op: &'static str,
 ) -> Result<Response, ApiError> {
-    let result = async {
+    counted(queue, op, async {
         let keys = QueueKeys::of_kind(kind, &queue_name(queue)?);
         let delay_ms = check_delay_ms(state, query(params)?.delay_ms)?;
         let receipt = receipt(raw)?;
@@ -248,10 +244,8 @@ pub(super) async fn nack_of<S: Store>(
             .await
             .map_err(|e| settle_error(e, &receipt, &keys))?;
         Ok(Json(NackAnswer::from(returned)).into_response())
-    }
-    .await;
-    operation(queue, op, outcome(&result));
-    result
+    })
+    .await
 }
 
 /// Where a nacked item went.
@@ -343,7 +337,7 @@ pub(super) async fn extend_of<S: Store>(
     params: Result<Query<ExtendParams>, QueryRejection>,
     op: &'static str,
 ) -> Result<Response, ApiError> {
-    let result = async {
+    counted(queue, op, async {
         let keys = QueueKeys::of_kind(kind, &queue_name(queue)?);
         let lease_ms = query(params)?
             .lease_ms
@@ -359,10 +353,8 @@ pub(super) async fn extend_of<S: Store>(
             lease_expires_at_ms,
         })
         .into_response())
-    }
-    .await;
-    operation(queue, op, outcome(&result));
-    result
+    })
+    .await
 }
 
 /// Query of a re-drive.
@@ -376,7 +368,7 @@ pub struct RedriveParams {
 
 /// `POST /v1/queues/{queue}/redrive?max=`: 200 `{"redriven": n}`;
 /// moves up to `max` items from the front of a dead-letter queue (by role:
-/// see [`crate::dead_letters`]) back to the queues they came from, as
+/// see [`crate::queue::dead_letters`]) back to the queues they came from, as
 /// fresh items. 409 `not_dead_letter_queue` for any other queue.
 #[utoipa::path(post, path = "/v1/queues/{queue}/redrive", tag = "leases",
     params(("queue" = String, Path, description = "A dead-letter queue: its name ends in .dead, or some queue names it as its dead_letter_queue"), RedriveParams),
@@ -389,7 +381,7 @@ pub async fn redrive<S: Store>(
     ApiPath(queue): ApiPath<String>,
     params: Result<Query<RedriveParams>, QueryRejection>,
 ) -> Result<Response, ApiError> {
-    let result = async {
+    counted(&queue, "redrive", async {
         let name = queue_name(&queue)?;
         let max = query(params)?.max.unwrap_or(REDRIVE_BATCH_MAX);
         if max == 0 || max > REDRIVE_BATCH_MAX {
@@ -412,8 +404,6 @@ pub async fn redrive<S: Store>(
         }
         let moved = redrive_items(&state.store, &name, max).await?;
         Ok(Json(RedriveAnswer { redriven: moved }).into_response())
-    }
-    .await;
-    operation(&queue, "redrive", outcome(&result));
-    result
+    })
+    .await
 }

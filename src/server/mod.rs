@@ -19,21 +19,21 @@
 //! - [`sampler`]: depth, waiting, leased, delayed and oldest-age gauges, sampled.
 //! - [`store_watch`]: reports a failed store and ends the daemon after a grace.
 
-pub mod admin;
-pub mod error;
-pub mod fifo;
+pub(crate) mod admin;
+pub(crate) mod error;
+pub(crate) mod fifo;
 pub mod hangup;
-pub mod items;
-pub mod leases;
-pub mod openapi;
-pub mod openapi_contract;
-pub mod pop_acks;
-pub mod pqueue;
-pub mod pqueue_leases;
-pub mod push;
-pub mod sampler;
-pub mod settings;
-pub mod store_watch;
+pub(crate) mod items;
+pub(crate) mod leases;
+pub(crate) mod openapi;
+pub(crate) mod openapi_contract;
+pub(crate) mod pop_acks;
+pub(crate) mod pqueue;
+pub(crate) mod pqueue_leases;
+pub(crate) mod push;
+pub(crate) mod sampler;
+pub(crate) mod settings;
+pub(crate) mod store_watch;
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -69,7 +69,7 @@ pub struct AppState<S: Store> {
     /// Whether the store answers, as the store watcher last saw it.
     pub store_health: store_watch::StoreHealth,
     /// The defaults of queue settings (from `config`).
-    pub settings_defaults: crate::queue_settings::Defaults,
+    pub settings_defaults: crate::queue::settings::Defaults,
     /// Queues' default leases, shared by every pop handler so a plain pop
     /// does not read the settings key each time (bounded, short-lived).
     pub default_leases: settings::DefaultLeases,
@@ -388,7 +388,7 @@ fn metrics_router(handle: PrometheusHandle) -> Router {
 }
 
 /// Runs the daemon on `store` until `shutdown` resolves: serves the API on
-/// `api`, metrics on `metrics` (if given), runs fulfillers, the reaper and
+/// `api`, metrics on `metrics` (if given), runs fulfillers, the due index's timer and
 /// the sampler. On shutdown: waiting pops withdraw and answer, the API
 /// stops accepting and drains (bounded by `shutdown_grace_ms`), fulfillers
 /// finish their commit, the store is flushed.
@@ -416,7 +416,7 @@ pub async fn serve<S: Store>(
     // Set when the daemon stops because its store failed: it then exits
     // with an error, so its supervisor restarts it.
     let store_failed = Arc::new(std::sync::OnceLock::<String>::new());
-    let reaper = coordinator.spawn_reaper();
+    let timer = coordinator.spawn_timer();
     let (stop_tx, stop_rx) = watch::channel(false);
     let sampler = tokio::spawn(sampler::run(state.clone(), stop_rx.clone()));
 
@@ -482,7 +482,7 @@ pub async fn serve<S: Store>(
     coordinator.shutdown(grace).await;
     // Both stop at their next check of the signal; a sweep stuck on the
     // store is not waited for past the grace period.
-    let _ = tokio::time::timeout(grace, reaper).await;
+    let _ = tokio::time::timeout(grace, timer).await;
     let _ = tokio::time::timeout(grace, sampler).await;
     if let Some(task) = metrics_task {
         let _ = tokio::time::timeout(grace, task).await;

@@ -22,7 +22,7 @@ use super::leases::{ExtendAnswer, NackAnswer, NackOutcome};
 use super::push::{BatchItem, BatchObject};
 use super::settings::SettingsAnswer;
 use super::{admin, fifo, leases, pqueue, pqueue_leases, push, settings};
-use crate::queue_settings::{Effective, Stored};
+use crate::queue::settings::{Effective, Stored};
 use crate::store::Store;
 
 /// The spec. Paths name the handlers; schemas are the answer types the

@@ -12,18 +12,18 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::admin::{LEASES_LIMIT_MAX, LIST_LIMIT_MAX};
 use crate::config::Config;
 use crate::console::api::TRAFFIC_QUEUES_MAX;
 use crate::console::assets::ASSETS;
 use crate::console::browse::{GROUPS_LIMIT_MAX, ITEM_ID_HEX_LEN_MAX, ITEMS_LIMIT_MAX};
-use crate::dedup::DEDUP_ID_LEN_MAX;
 use crate::envelope::PAYLOAD_SIZE_MAX;
-use crate::groups::GROUP_KEY_LEN_MAX;
 use crate::keys::{DEAD_LETTER_SUFFIX, QUEUE_NAME_LEN_MAX};
 use crate::lease::redrive::REDRIVE_BATCH_MAX;
 use crate::queue::PUSH_BATCH_MAX;
-use crate::queue_settings::{DEDUP_WINDOW_MS_MAX, MAX_DELIVERIES_MAX};
+use crate::queue::admin::{LEASES_LIMIT_MAX, LIST_LIMIT_MAX};
+use crate::queue::dedup::DEDUP_ID_LEN_MAX;
+use crate::queue::groups::GROUP_KEY_LEN_MAX;
+use crate::queue::settings::{DEDUP_WINDOW_MS_MAX, MAX_DELIVERIES_MAX};
 use crate::server::leases::ACK_BATCH_MAX;
 
 /// The limits of the running configuration that the spec states.
@@ -153,7 +153,7 @@ fn parameter_schema(path: &str, name: &str, limits: &Limits) -> Option<Value> {
         // a malformed one is answered `invalid` in hotq-acked, not refused.
         "ack" => json!({
             "type": "string",
-            "pattern": format!("^[^,]*(,[^,]*){{0,{}}}$", crate::staging::riding::POP_ACKS_MAX - 1),
+            "pattern": format!("^[^,]*(,[^,]*){{0,{}}}$", crate::staging::round::riding::POP_ACKS_MAX - 1),
         }),
         other => panic!("the spec's contract does not know parameter {other:?} of {path}"),
     })
@@ -231,7 +231,7 @@ fn body_schema(path: &str, limits: &Limits) -> Option<(&'static str, Value)> {
 }
 
 /// A settings change: each key sets its setting, null returns it to the
-/// default (see `crate::queue_settings::apply_change`).
+/// default (see `crate::queue::settings::apply_change`).
 fn settings_schema(limits: &Limits) -> Value {
     let nullable = |schema: Value| json!({"anyOf": [schema, {"type": "null"}]});
     json!({

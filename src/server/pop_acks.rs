@@ -1,5 +1,5 @@
 //! Acks riding on a pop over HTTP: `POST …/pop?ack=R1,R2,…` acks the
-//! receipts, then pops as any pop (see [`crate::staging::riding`]); the
+//! receipts, then pops as any pop (see [`crate::staging::round::riding`]); the
 //! answer, 200 or 204, carries `hotq-acked: <outcome>,…`, one outcome per
 //! receipt in the order given, in the batch ack's words. A receipt that
 //! fails is its outcome; it never fails the pop.
@@ -15,7 +15,7 @@ use crate::metrics;
 use crate::queue::Item;
 use crate::staging::line::AckOutcome;
 use crate::staging::pop::PopAsk;
-use crate::staging::riding::POP_ACKS_MAX;
+use crate::staging::round::riding::POP_ACKS_MAX;
 use crate::store::Store;
 
 /// The header of a pop's ack outcomes.
@@ -95,8 +95,7 @@ pub async fn pop_with_acks<S: Store>(
         .await?;
     let acked = popped.acked.iter().filter(|o| o.is_ok()).count() as u64;
     if acked > 0 {
-        ::metrics::counter!(metrics::ACKS, "queue" => metrics::queue_label(keys.name().as_str()), "kind" => metrics::kind_label(keys.kind()))
-            .increment(acked);
+        metrics::queue_count(metrics::ACKS, keys.kind(), keys.name(), acked);
     }
     Ok((popped.items, Some(riding.words(keys, &popped.acked))))
 }

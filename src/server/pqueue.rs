@@ -1,5 +1,6 @@
 //! `/v1/pqueues/{queue}/...`: priority queues over HTTP.
 
+use crate::server::error::{counted, counted_as};
 use std::sync::Arc;
 
 use axum::Json;
@@ -14,15 +15,14 @@ use super::AppState;
 use super::error::{ApiError, ApiPath, ErrorBody};
 use super::fifo::{
     PopParams, answers_json, body_bytes, check_delay_ms, check_item, check_lease_ms,
-    items_response, outcome, pop_limits, pop_outcome, queue_name, queue_stats,
+    items_response, pop_limits, pop_outcome, queue_name, queue_stats,
 };
 use super::items::{PoppedItem, PushAnswer, QueueStats};
 use super::pop_acks::{Riding, pop_with_acks, with_acked};
 use super::push::{DEDUP_ID_HEADER, dedup_id};
 use crate::envelope::End;
 use crate::keys::{QueueKeys, QueueKind};
-use crate::metrics::operation;
-use crate::priority::{Deduplicated, PriorityQueue};
+use crate::queue::priority::{Deduplicated, PriorityQueue};
 use crate::staging::pop::PopAsk;
 use crate::store::Store;
 
@@ -132,7 +132,7 @@ pub async fn push<S: Store>(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let result = async {
+    counted(&queue, "pq_push", async {
         let name = queue_name(&queue)?;
         let (priority, delay_ms) = push_params(&state, params)?;
         let dedup_id = headers
@@ -175,10 +175,8 @@ pub async fn push<S: Store>(
             StatusCode::CREATED
         };
         Ok((status, Json(answer)).into_response())
-    }
-    .await;
-    operation(&queue, "pq_push", outcome(&result));
-    result
+    })
+    .await
 }
 
 /// `POST /v1/pqueues/{queue}/pop?end=min|max&wait_ms=&max=&lease_ms=`:
@@ -207,7 +205,7 @@ pub async fn pop<S: Store>(
     params: Result<Query<EndParams>, QueryRejection>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let result = async {
+    let result = counted_as(&queue, "pq_pop", pop_outcome, async {
         let name = queue_name(&queue)?;
         let Query(params) = params.map_err(|e| ApiError::bad_parameter(e.body_text()))?;
         let end = parse_end(params.end.as_deref())?;
@@ -238,9 +236,8 @@ pub async fn pop<S: Store>(
             lease_ms,
         };
         Ok((pop_with_acks(&state, &keys, pop, riding).await?, max))
-    }
+    })
     .await;
-    operation(&queue, "pq_pop", pop_outcome(&result));
     result.map(|((items, acked), max)| {
         with_acked(items_response(items, answers_json(&headers, max)), acked)
     })
@@ -268,7 +265,7 @@ pub async fn peek<S: Store>(
     params: Result<Query<EndParams>, QueryRejection>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let result = async {
+    counted(&queue, "pq_peek", async {
         let name = queue_name(&queue)?;
         let Query(params) = params.map_err(|e| ApiError::bad_parameter(e.body_text()))?;
         let end = parse_end(params.end.as_deref())?;
@@ -281,10 +278,8 @@ pub async fn peek<S: Store>(
             item.into_iter().collect(),
             answers_json(&headers, 1),
         ))
-    }
-    .await;
-    operation(&queue, "pq_peek", outcome(&result));
-    result
+    })
+    .await
 }
 
 /// `GET /v1/pqueues/{queue}`: JSON stats.

@@ -1,6 +1,7 @@
 //! `POST /v1/queues/{queue}/items` and `items:batch`: pushes to FIFO
-//! queues, delayed or not, deduplicated by id or not (see [`crate::dedup`]).
+//! queues, delayed or not, deduplicated by id or not (see [`crate::queue::dedup`]).
 
+use crate::server::error::counted;
 use std::sync::Arc;
 
 use axum::Json;
@@ -15,12 +16,11 @@ use serde::Deserialize;
 
 use super::AppState;
 use super::error::{ApiError, ApiPath, ErrorBody};
-use super::fifo::{body_bytes, check_delay_ms, check_item, outcome, queue_name};
+use super::fifo::{body_bytes, check_delay_ms, check_item, queue_name};
 use super::items::PushAnswer;
-use crate::dedup::{PushItem, check_id, push};
 use crate::keys::{QueueKeys, QueueKind, QueueName};
-use crate::metrics::operation;
 use crate::queue::PUSH_BATCH_MAX;
+use crate::queue::dedup::{PushItem, check_id, push};
 use crate::store::Store;
 
 /// Header carrying a push's dedup id.
@@ -41,7 +41,7 @@ pub struct PushParams {
 }
 
 fn group_key(raw: String) -> Result<String, ApiError> {
-    crate::groups::check_key(&raw)
+    crate::queue::groups::check_key(&raw)
         .map_err(|message| ApiError::new(StatusCode::BAD_REQUEST, "bad_group", message))?;
     Ok(raw)
 }
@@ -79,7 +79,7 @@ pub async fn push_one<S: Store>(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let result = async {
+    counted(&queue, "push", async {
         let name = queue_name(&queue)?;
         let (delay_ms, group) = push_params(&state, params)?;
         let dedup_id = headers
@@ -94,10 +94,8 @@ pub async fn push_one<S: Store>(
             group,
         };
         push_items(&state, name, &[item], delay_ms).await
-    }
-    .await;
-    operation(&queue, "push", outcome(&result));
-    result
+    })
+    .await
 }
 
 /// `POST /v1/queues/{queue}/items:batch?delay_ms=`: a JSON array of
@@ -116,7 +114,7 @@ pub async fn push_batch<S: Store>(
     params: Result<Query<PushParams>, QueryRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let result = async {
+    counted(&queue, "push_batch", async {
         let name = queue_name(&queue)?;
         let (delay_ms, group) = push_params(&state, params)?;
         let mut items = decode_batch(&body_bytes(body)?)?;
@@ -126,10 +124,8 @@ pub async fn push_batch<S: Store>(
             }
         }
         push_items(&state, name, &items, delay_ms).await
-    }
-    .await;
-    operation(&queue, "push_batch", outcome(&result));
-    result
+    })
+    .await
 }
 
 /// The push's delay and group, checked.

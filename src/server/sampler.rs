@@ -86,7 +86,7 @@ pub async fn run<S: Store>(state: Arc<AppState<S>>, mut stop: watch::Receiver<bo
 pub async fn sample_once<S: Store>(state: &AppState<S>, rotation: &mut Rotation) {
     let budget = state.config.metrics_sample_queues_max.max(4);
     let mut sampled: BTreeSet<(QueueKind, QueueName)> = BTreeSet::new();
-    for queue in crate::lease::due::take_touched(budget / 4) {
+    for queue in crate::due::take_touched(budget / 4) {
         sample_labelled(state, &queue, &mut sampled).await;
     }
     let known: Vec<_> = state

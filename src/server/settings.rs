@@ -1,6 +1,7 @@
 //! `GET/PUT /v1/queues/{queue}/settings`: a FIFO queue's settings, kept in
-//! the store (see [`crate::queue_settings`]).
+//! the store (see [`crate::queue::settings`]).
 
+use crate::server::error::counted;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -17,11 +18,10 @@ use serde_json::Value;
 use super::AppState;
 use super::admin::op_name;
 use super::error::{ApiError, ApiPath, ErrorBody};
-use super::error::{body_bytes, outcome, queue_name};
+use super::error::{body_bytes, queue_name};
 use crate::keys::{QueueKeys, QueueKind, QueueName};
-use crate::metrics::operation;
 use crate::queue::QueueError;
-use crate::queue_settings::{Effective, Stored, read, update};
+use crate::queue::settings::{Effective, Stored, read, update};
 use crate::store::Store;
 
 /// The answer to a settings read or change.
@@ -77,14 +77,12 @@ async fn get_of<S: Store>(
     kind: QueueKind,
     queue: &str,
 ) -> Result<Response, ApiError> {
-    let result = async {
+    counted(queue, op_name(kind, "settings_get"), async {
         let name = queue_name(queue)?;
         let stored = read(&state.store, &QueueKeys::of_kind(kind, &name)).await?;
         Ok(answer(state, &name, &stored))
-    }
-    .await;
-    operation(queue, op_name(kind, "settings_get"), outcome(&result));
-    result
+    })
+    .await
 }
 
 /// `PUT /v1/queues/{queue}/settings` with a JSON object: each key sets its
@@ -128,7 +126,7 @@ async fn put_of<S: Store>(
     queue: &str,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let result = async {
+    counted(queue, op_name(kind, "settings_put"), async {
         let name = queue_name(queue)?;
         let change: BTreeMap<String, Value> =
             serde_json::from_slice(&body_bytes(body)?).map_err(|e| {
@@ -152,10 +150,8 @@ async fn put_of<S: Store>(
                 invalid.to_string(),
             )),
         }
-    }
-    .await;
-    operation(queue, op_name(kind, "settings_put"), outcome(&result));
-    result
+    })
+    .await
 }
 
 /// How long a daemon answers a pop's default lease from memory: a change

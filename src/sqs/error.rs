@@ -173,15 +173,6 @@ impl SqsError {
         )
     }
 
-    /// `UnsupportedOperation`.
-    pub fn unsupported(message: impl Into<String>) -> SqsError {
-        sender(
-            "UnsupportedOperation",
-            "AWS.SimpleQueueService.UnsupportedOperation",
-            message.into(),
-        )
-    }
-
     /// `InvalidAction`: a target this endpoint does not serve.
     pub fn unknown_action(target: &str) -> SqsError {
         sender(

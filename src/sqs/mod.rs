@@ -7,7 +7,7 @@
 //! | a queue (`{base}/{account}/{name}`) | the FIFO queue `/v1/queues/{name}` shows, plus an SQS record under its `meta` ([`queues`]) |
 //! | `VisibilityTimeout`, `DelaySeconds`, `RedrivePolicy` | the queue's settings in the store: `default_lease_ms`, `delivery_delay_ms`, `max_deliveries` and `dead_letter_queue` (no policy: `max_deliveries` 0, never dead-lettered) |
 //! | ReceiveMessage | a leased pop through the coordinator, as `/v1/queues/{q}/pop?lease_ms=` (a contended queue stages it in the line; `WaitTimeSeconds` is its wait) |
-//! | DeleteMessage, ChangeMessageVisibility | ack; extend (0: nack, visible now), through the settle line |
+//! | DeleteMessage, ChangeMessageVisibility | ack; extend (0: nack, visible now), through the settle backlog |
 //! | `ReceiptHandle` | the lease's receipt (a fresh one each receive; `/v1` acks take it too) |
 //! | `ApproximateReceiveCount` | the lease's delivery count |
 //! | `.fifo` queues | message groups (`MessageGroupId`) and dedup ids (`MessageDeduplicationId`, or the body's SHA-256) |

@@ -17,7 +17,7 @@ use super::queues::{self, Record, SqsQueue};
 use super::{Call, int_member, required_string, string_list, string_member};
 use crate::envelope::now_ms;
 use crate::keys::{QueueKeys, QueueName};
-use crate::queue_settings::{apply_change, read_in, update_in};
+use crate::queue::settings::{apply_change, read_in, update_in};
 use crate::store::{RetryPolicy, Store, StoreError, Transaction, decode_counter, transact};
 
 /// Most queues ListQueues answers at once.
@@ -192,7 +192,7 @@ pub async fn list_queues<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError
 /// DeleteQueue: drops the queue and everything in it, as `DELETE /v1/queues/{q}`.
 pub async fn delete_queue<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
     let queue = queues::load_url(&call.state.store, call.config(), &call.input).await?;
-    let dropped = crate::admin::delete(&call.state.store, &queue.keys).await?;
+    let dropped = crate::queue::admin::delete(&call.state.store, &queue.keys).await?;
     if !dropped.done {
         return Err(SqsError::service(
             axum::http::StatusCode::SERVICE_UNAVAILABLE,
@@ -208,7 +208,7 @@ pub async fn delete_queue<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsErro
 /// PurgeQueue: drops visible and delayed messages; messages in flight stay.
 pub async fn purge_queue<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
     let queue = queues::load_url(&call.state.store, call.config(), &call.input).await?;
-    let dropped = crate::admin::purge(&call.state.store, &queue.keys).await?;
+    let dropped = crate::queue::admin::purge(&call.state.store, &queue.keys).await?;
     if !dropped.done {
         return Err(SqsError::service(
             axum::http::StatusCode::SERVICE_UNAVAILABLE,

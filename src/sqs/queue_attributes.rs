@@ -21,7 +21,7 @@ use super::SqsSection;
 use super::error::SqsError;
 use super::message::body_size_max;
 use super::queues::{Record, SqsQueue, arn_of, name_of_arn};
-use crate::queue_settings::{Defaults, MAX_DELIVERIES_MAX, Stored};
+use crate::queue::settings::{Defaults, MAX_DELIVERIES_MAX, Stored};
 
 /// Attributes hotq refuses, and why.
 const REFUSED: &[(&str, &str)] = &[

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::SqsSection;
 use super::error::SqsError;
 use crate::keys::{QueueKeys, QueueKind, QueueName, queues_root_range};
-use crate::queue_settings::{Stored, read_in};
+use crate::queue::settings::{Stored, read_in};
 use crate::store::{RangeRead, Store, StoreError, Transaction};
 
 /// SQS's default visibility timeout, in seconds.

@@ -31,9 +31,9 @@ use super::queues::{self, SqsQueue, VISIBILITY_TIMEOUT_DEFAULT_S};
 use super::send::{batch_entries, failure};
 use super::{Call, int_member, required_string, string_list};
 use crate::envelope::{End, now_ms};
-use crate::item::Item;
 use crate::keys::QueueKind;
 use crate::lease::{LeaseError, Receipt};
+use crate::queue::item::Item;
 use crate::store::Store;
 
 /// Longest visibility timeout, in seconds (12 hours).

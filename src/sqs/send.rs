@@ -1,5 +1,5 @@
 //! SendMessage and SendMessageBatch: pushes through hotq's deduplicated
-//! push ([`crate::dedup::push`]), the same commit path as
+//! push ([`crate::queue::dedup::push`]), the same commit path as
 //! `POST /v1/queues/{q}/items`. A FIFO message's `MessageGroupId` becomes
 //! the item's message group ([`message::group_key`]) and its dedup id (or
 //! the body's SHA-256, with `ContentBasedDeduplication`) the push's dedup
@@ -20,9 +20,9 @@ use super::error::SqsError;
 use super::message::{self, Header, body_size_max};
 use super::queues::{self, SqsQueue};
 use super::{Call, int_member, required_string, string_member};
-use crate::dedup::PushItem;
 use crate::envelope::{PAYLOAD_SIZE_MAX, now_ms};
 use crate::keys::QueueKind;
+use crate::queue::dedup::PushItem;
 use crate::store::Store;
 
 /// Most entries in one batch.
@@ -285,7 +285,7 @@ async fn push<S: Store>(
     state.note_queue(QueueKind::Fifo, queue.keys.name());
     let items: Vec<PushItem> = prepared.iter().map(|p| p.item.clone()).collect();
     let delay_ms = prepared.first().and_then(|p| p.delay_ms);
-    let pushed = crate::dedup::push(
+    let pushed = crate::queue::dedup::push(
         &state.store,
         &queue.keys,
         &items,

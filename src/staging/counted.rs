@@ -8,7 +8,7 @@
 //! `requests/(index, requester)`, standing for `count` of its pops of one
 //! class (end and lease), where `requester` is the process's line id and
 //! the class. Behind another process's request, a line's pops not yet in
-//! the store always join it at the back ([`OwnLine::settle_in`], in the
+//! the store always join it at the back ([`OwnLine::sync_counts_in`], in the
 //! round's commit) instead of racing for the items behind the requests.
 //!
 //! Stored requests are served in request order, each from the items left
@@ -22,7 +22,7 @@
 //! key `results/(requester, item key)` (leased in the same commit if the
 //! class is) and the count lowered (the request cleared at 0) in one
 //! commit; the owner's next round collects the results
-//! ([`super::line_results`]).
+//! ([`super::line::results`]).
 //!
 //! The count is kept exact without extra conflicts: whoever serves a
 //! request lowers its count by the items it took in the commit that takes
@@ -35,7 +35,7 @@
 //! raising an old request, so lines take turns.
 //!
 //! A line whose fulfiller stops at shutdown withdraws its requests and
-//! gives back its results ([`super::line_results::withdraw_line`]); one
+//! gives back its results ([`super::line::results::withdraw_line`]); one
 //! that dies leaves them to be taken over, to expire and to the reaper.
 //!
 //! The `waiting` counter counts pops: a counted request adds its count.
@@ -50,12 +50,12 @@ use crate::store::{RangeRead, Store, StoreError, Transaction, decode_mark};
 /// Bytes of a line id (one per process's pop protocol).
 pub const LINE_ID_LEN: usize = 16;
 /// Bytes of a counted request's requester: line id, end, lease_ms.
-const REQUESTER_LEN: usize = LINE_ID_LEN + 1 + 8;
+const COUNTED_REQUESTER_LEN: usize = LINE_ID_LEN + 1 + 8;
 
 /// The requester of line `line`'s counted requests of one class.
 pub fn requester(line: &[u8], end: End, lease_ms: u64) -> Vec<u8> {
     assert_eq!(line.len(), LINE_ID_LEN, "a line id");
-    let mut id = Vec::with_capacity(REQUESTER_LEN);
+    let mut id = Vec::with_capacity(COUNTED_REQUESTER_LEN);
     id.extend_from_slice(line);
     id.push(match end {
         End::Front => 0,
@@ -67,12 +67,12 @@ pub fn requester(line: &[u8], end: End, lease_ms: u64) -> Vec<u8> {
 
 /// True when `requester` is one of line `line`'s counted requesters.
 pub fn is_own(line: &[u8], requester: &[u8]) -> bool {
-    !line.is_empty() && requester.len() == REQUESTER_LEN && requester.starts_with(line)
+    !line.is_empty() && requester.len() == COUNTED_REQUESTER_LEN && requester.starts_with(line)
 }
 
 /// The end and lease of a counted requester's pops; `None` if it is not one.
 pub fn class_of(requester: &[u8]) -> Option<(End, u64)> {
-    if requester.len() != REQUESTER_LEN {
+    if requester.len() != COUNTED_REQUESTER_LEN {
         return None;
     }
     let end = match requester[LINE_ID_LEN] {
@@ -215,7 +215,7 @@ pub async fn ask<S: Store>(
         .await?;
     if rows.len() >= batch {
         // This line's requests may stand past what was read: asking now
-        // could ask twice for the same pops (see `OwnLine::settle_in`).
+        // could ask twice for the same pops (see `OwnLine::sync_counts_in`).
         return Ok(asked);
     }
     for class in waiting {
@@ -272,7 +272,7 @@ pub struct OwnLine<'a> {
     pub rows_complete: bool,
 }
 
-/// What [`OwnLine::settle_in`] left in the store.
+/// What [`OwnLine::sync_counts_in`] left in the store.
 #[derive(Debug, Default)]
 pub struct Kept {
     /// This line's requesters with a request alive.
@@ -290,7 +290,7 @@ impl OwnLine<'_> {
     /// few while another process's request stands in the store: one is
     /// added at the back for the rest (none is needed otherwise: this
     /// line's own next round serves them first).
-    pub async fn settle_in<T: Transaction>(
+    pub async fn sync_counts_in<T: Transaction>(
         &self,
         txn: &T,
         keys: &QueueKeys,

@@ -1,12 +1,12 @@
 //! One direct-pop attempt, at either end of a queue, with the acks riding
-//! on it (see [`super::riding`]) in the same transaction.
+//! on it (see [`super::round::riding`]) in the same transaction.
 
 use crate::envelope::{End, now_ms};
 use crate::keys::QueueKeys;
 use crate::lease::{Receipt, lease_in};
 use crate::queue::{DirectPop, Item, QueueError, read_end};
 use crate::staging::line::AckOutcome;
-use crate::staging::riding::ack_all_in;
+use crate::staging::round::riding::ack_all_in;
 use crate::store::{Store, StoreError, Transaction, decode_counter};
 
 /// Why a direct pop was not even tried.
@@ -56,7 +56,7 @@ pub async fn try_pop<S: Store>(
     let acked = ack_all_in(&txn, keys, acks, now).await?;
     // Paused: nothing to take, though acks still settle. A pop that may
     // wait joins the line, whose rounds hand nothing out until it resumes.
-    let paused = crate::queue_settings::paused_in(&txn, keys).await?;
+    let paused = crate::queue::settings::paused_in(&txn, keys).await?;
     let mut items = if paused {
         Vec::new()
     } else {
@@ -70,7 +70,7 @@ pub async fn try_pop<S: Store>(
         });
     }
     debug_assert!(
-        crate::groups::heads_are_distinct(&items),
+        crate::queue::groups::heads_are_distinct(&items),
         "one head per group"
     );
     take_in(&txn, keys, &mut items, lease_ms, now)?;
@@ -111,8 +111,8 @@ fn take_in<T: Transaction>(
             lease_in(txn, keys, item, lease_ms, now)?;
         } else if item.group.is_some() {
             // Its successor waits until the pop has reached its caller.
-            let due_ms = now.saturating_add(crate::groups::HANDOFF_SLACK_MS);
-            crate::groups::handoff_in(txn, keys, item, due_ms)?;
+            let due_ms = now.saturating_add(crate::queue::groups::HANDOFF_SLACK_MS);
+            crate::queue::groups::handoff_in(txn, keys, item, due_ms)?;
         }
     }
     if !items.is_empty() {

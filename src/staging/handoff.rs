@@ -12,11 +12,11 @@ use crate::keys::QueueKeys;
 use crate::metrics;
 use crate::queue::{Item, QueueError};
 use crate::staging::StagingStats;
-use crate::staging::fulfill::Fulfilled;
-use crate::staging::fulfilled::Handover;
 use crate::staging::line::{Answered, Claims, LocalId, LocalWaiter};
 use crate::staging::pops::Pops;
 use crate::staging::requester::restore_items;
+use crate::staging::round::fulfill::Fulfilled;
+use crate::staging::round::fulfilled::Handover;
 use crate::store::Store;
 
 impl<S: Store> Pops<S> {
@@ -52,7 +52,7 @@ impl<S: Store> Pops<S> {
                 }
             }
         }
-        unclaimed.extend(claims.settle(Answered {
+        unclaimed.extend(claims.resolve(Answered {
             served: served_memory,
             emptied,
             acked,
@@ -61,8 +61,12 @@ impl<S: Store> Pops<S> {
             StagingStats::add(&stats.local_hand_offs_unclaimed, unclaimed.len() as u64);
             // The memory line's uncollected results, as the reaper's are
             // for stored requests.
-            ::metrics::counter!(metrics::RESULTS_REAPED, "queue" => metrics::queue_label(keys.name().as_str()), "kind" => metrics::kind_label(keys.kind()))
-                .increment(unclaimed.len() as u64);
+            metrics::queue_count(
+                metrics::RESULTS_REAPED,
+                keys.kind(),
+                keys.name(),
+                unclaimed.len() as u64,
+            );
             self.put_back(keys, unclaimed).await;
         }
     }
@@ -70,8 +74,7 @@ impl<S: Store> Pops<S> {
     /// Returns items whose caller went away to their original keys (leased
     pub(super) async fn put_back(&self, keys: &QueueKeys, items: Vec<Item>) {
         let count = items.len();
-        ::metrics::counter!(metrics::PUT_BACKS, "queue" => metrics::queue_label(keys.name().as_str()), "kind" => metrics::kind_label(keys.kind()))
-            .increment(count as u64);
+        metrics::queue_count(metrics::PUT_BACKS, keys.kind(), keys.name(), count as u64);
         let restored = restore_items(&self.inner.store, keys, items).await;
         match restored {
             Ok(()) => {
@@ -179,8 +182,8 @@ impl<S: Store> Drop for Finishing<S> {
 
 /// A pop waiting in line in its caller's own task. Dropped mid-wait (an
 /// HTTP client hanging up), it leaves the line; an item already handed to
-/// it goes back. (One its fulfiller has claimed but not yet settled finds
-/// no receiver when it settles, and the fulfiller puts it back.)
+/// it goes back. (One its fulfiller has claimed but not yet resolved finds
+/// no receiver when it is resolved, and the fulfiller puts it back.)
 pub(super) struct InLine<S: Store> {
     pub(super) local: LocalWaiter,
     pops: Pops<S>,

@@ -6,33 +6,38 @@
 //!    first item, clear it, commit). Once the queue is contended every
 //!    pop — no wait, long-poll, leased, several items, either end — waits
 //!    in the queue's line instead of racing the fulfiller.
-//! 2. [`line`](mod@line): the line. Two levels: pops waiting in this process queue
-//!    in memory (no write per pop); when this process's fulfiller cannot
-//!    serve them (its round lost a conflict, or other processes' requests
-//!    stand ahead) the line stands in the store's request subspace as
-//!    [`counted`] requests (one key for many pops), which fix its place
-//!    in request order: its own rounds serve them from the items left
-//!    for them, and any process's fulfiller takes over one its owner
-//!    does not serve ([`takeover`]). A plain stored request
-//!    ([`requester`]: register, await its result on a watch, withdraw with
-//!    a read conflict) is one pop, for `requests_in_memory = false`.
-//! 3. [`fulfill`]: one round: in one transaction, snapshot-read a batch of
-//!    requests (`round_requests.rs`) and items ([`pool`]), add a read
-//!    conflict on each one consumed, clear items and requests (or lower a
-//!    counted request's count), write leases and stored results, collect
-//!    this line's results ([`line_results`]); given and returned as in
-//!    [`fulfilled`]. A pop that must not wait is answered "empty" only by
-//!    a round whose read found nothing visible. [`fulfiller`]: the loop of
-//!    rounds per queue, waiting on the wake key, a push, a pop joining the
-//!    line, another process serving this line's counted request, or a
-//!    request left to another line turning stale; an unknown commit
-//!    outcome is resolved by its [`marker`].
+//! 2. [`line`](mod@line): the line (`line/`). Two levels: pops waiting in
+//!    this process queue in memory (no write per pop); when this process's
+//!    fulfiller cannot serve them (its round lost a conflict, or other
+//!    processes' requests stand ahead) the line stands in the store's
+//!    request subspace as [`counted`] requests (one key for many pops),
+//!    which fix its place in request order: its own rounds serve them from
+//!    the items left for them ([`line::results`]), and any process's
+//!    fulfiller takes over one its owner does not serve ([`takeover`]). A
+//!    plain stored request ([`requester`]: register, await its result on a
+//!    watch, withdraw with a read conflict) is one pop, for
+//!    `requests_in_memory = false`.
+//! 3. [`round`]: a fulfill round and its loop (`round/`).
+//!    [`round::fulfill`]: one round: in one transaction, snapshot-read a
+//!    batch of requests (`round/requests.rs`) and items ([`round::pool`]),
+//!    add a read conflict on each one consumed, clear items and requests
+//!    (or lower a counted request's count), write leases and stored
+//!    results, collect this line's results; given and returned as in
+//!    [`round::fulfilled`]. A pop that must not wait is answered "empty"
+//!    only by a round whose read found nothing visible.
+//!    [`round::fulfiller`]: the loop of rounds per queue, waiting on the
+//!    wake key, a push, a pop joining the line, another process serving
+//!    this line's counted request, or a request left to another line
+//!    turning stale; an unknown commit outcome is resolved by its
+//!    [`marker`]. Acks that ride on a pop commit in its round
+//!    ([`round::riding`]).
 //! 4. [`handoff`]: the hand-off and the give-back. Once a round's commit is
 //!    durable its items go to their pops in memory; items whose pop has
 //!    gone (its caller hung up, its wait ended) go back to their original
 //!    keys; a pop whose caller leaves mid-commit finishes on its own.
 //! 5. [`reap`]: results nobody collected go back, requests nobody serves
-//!    are cleared.
+//!    are cleared, when the due index's timer hands over a queue's reap
+//!    appointment (see [`crate::due`]).
 //!
 //! Exactly-once hand-off: an item leaves `items` in the same commit that
 //! writes it to exactly one result, one pop in line, or one direct popper;
@@ -44,21 +49,20 @@
 
 pub mod counted;
 pub mod direct;
-pub mod fulfill;
-pub mod fulfilled;
-pub mod fulfiller;
 pub mod handoff;
 pub mod line;
-pub mod line_results;
 pub mod marker;
-pub mod pool;
 pub mod pop;
 pub mod pops;
 pub mod reap;
 pub mod requester;
-pub mod riding;
-mod round_requests;
+pub mod round;
 pub mod takeover;
+
+// The round's parts moved to `round`; this path is kept for the
+// integration tests.
+#[doc(hidden)]
+pub use round::fulfill;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -136,8 +140,6 @@ pub struct StagingStats {
     pub requests_withdrawn: AtomicU64,
     /// Uncollected results returned to their queue.
     pub results_reaped: AtomicU64,
-    /// Withdrawals and collects that conflicted and were retried.
-    pub cancel_conflicts: AtomicU64,
     /// Expired leases whose item went back to its queue.
     pub leases_expired: AtomicU64,
     /// Items moved to a dead-letter queue.
@@ -169,5 +171,56 @@ impl StagingStats {
     /// Reads `counter`.
     pub fn get(counter: &AtomicU64) -> u64 {
         counter.load(Ordering::Relaxed)
+    }
+
+    /// Every counter by name, read now. The destructuring lists every
+    /// field with no `..`, so a counter added to the struct and left out
+    /// here does not compile.
+    pub fn snapshot(&self) -> Vec<(&'static str, u64)> {
+        let StagingStats {
+            direct_pops,
+            staged_pops,
+            direct_conflicts,
+            requests_registered,
+            memory_requests,
+            fulfill_batches,
+            fulfill_conflicts,
+            requests_expired,
+            requests_withdrawn,
+            results_reaped,
+            leases_expired,
+            dead_lettered,
+            delayed_revealed,
+            local_hand_offs,
+            local_hand_offs_unclaimed,
+            line_pops_asked,
+            line_results_written,
+            line_results_collected,
+            acks_on_pops,
+        } = self;
+        [
+            ("direct_pops", direct_pops),
+            ("staged_pops", staged_pops),
+            ("direct_conflicts", direct_conflicts),
+            ("requests_registered", requests_registered),
+            ("memory_requests", memory_requests),
+            ("fulfill_batches", fulfill_batches),
+            ("fulfill_conflicts", fulfill_conflicts),
+            ("requests_expired", requests_expired),
+            ("requests_withdrawn", requests_withdrawn),
+            ("results_reaped", results_reaped),
+            ("leases_expired", leases_expired),
+            ("dead_lettered", dead_lettered),
+            ("delayed_revealed", delayed_revealed),
+            ("local_hand_offs", local_hand_offs),
+            ("local_hand_offs_unclaimed", local_hand_offs_unclaimed),
+            ("line_pops_asked", line_pops_asked),
+            ("line_results_written", line_results_written),
+            ("line_results_collected", line_results_collected),
+            ("acks_on_pops", acks_on_pops),
+        ]
+        .into_iter()
+        .map(|(name, counter)| (name, Self::get(counter)))
+        .collect()
     }
 }

@@ -1,7 +1,7 @@
 //! A pop, from its caller's side: the direct attempt on an uncontended
 //! queue, else a wait in the queue's line (in this process's memory, or as
 //! a stored request), until the fulfiller hands it items (see
-//! [`super::fulfiller`] and [`super::handoff`]).
+//! [`super::round::fulfiller`] and [`super::handoff`]).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -19,7 +19,7 @@ use crate::staging::handoff::{Finishing, InLine, record_delivery};
 use crate::staging::line::{AckOutcome, LineRequest, LocalWaiter, SharedAcks};
 use crate::staging::pops::Pops;
 use crate::staging::requester::{WithdrawOnDrop, await_result, deadline_after, register_with};
-use crate::staging::riding::{ack_alone, outcomes_after_line, riding};
+use crate::staging::round::riding::{ack_alone, outcomes_after_line, riding};
 use crate::store::Store;
 
 impl<S: Store> Pops<S> {
@@ -75,7 +75,7 @@ impl<S: Store> Pops<S> {
     }
 
     /// [`Self::pop_leased`] with `acks` riding on it (see
-    /// [`super::riding`]): the receipts are acked, then the pop proceeds;
+    /// [`super::round::riding`]): the receipts are acked, then the pop proceeds;
     /// their outcomes come back in order with the items. A receipt that
     /// fails is its outcome, never the pop's error.
     pub async fn pop_acking(
@@ -115,15 +115,15 @@ impl<S: Store> Pops<S> {
         };
         let items = Finishing::new(self, keys, gone, Box::pin(attempts)).await?;
         // No await since the pop completed: these items reached the caller.
-        crate::groups::deliver_soon(&self.inner.store, keys, &items);
+        crate::queue::groups::deliver_soon(&self.inner.store, keys, &items);
         let acked = std::mem::take(&mut *acked.lock().expect("ack outcomes lock"));
         Ok(Popped { items, acked })
     }
 
     /// A pop that joins the line at once (the head is contended here),
     /// its acks riding into the fulfill round. Nothing to finish if the
-    /// caller leaves: no commit is this pop's own, and the line settles
-    /// what its fulfiller took (acks included).
+    /// caller leaves: no commit is this pop's own, and the line's claims, once resolved,
+    /// answer for what its fulfiller took (acks included).
     async fn pop_joining_line(
         &self,
         keys: &QueueKeys,
@@ -155,7 +155,7 @@ impl<S: Store> Pops<S> {
         };
         // Here only while its caller polls: dropped, it never gets here.
         record_delivery(keys, "staged", started, &items);
-        crate::groups::deliver_soon(&self.inner.store, keys, &items);
+        crate::queue::groups::deliver_soon(&self.inner.store, keys, &items);
         Ok(Popped { items, acked })
     }
 
@@ -415,8 +415,7 @@ impl<S: Store> Pops<S> {
                 if expired && !answers_empty && handed.as_ref().is_none_or(Vec::is_empty) {
                     // Counted as the fulfiller and reaper count stored
                     // requests that reach their deadline unserved.
-                    ::metrics::counter!(metrics::REQUESTS_EXPIRED, "queue" => metrics::queue_label(keys.name().as_str()), "kind" => metrics::kind_label(keys.kind()))
-                        .increment(1);
+                    metrics::queue_count(metrics::REQUESTS_EXPIRED, keys.kind(), keys.name(), 1);
                 }
                 handed
             }

@@ -1,6 +1,6 @@
 //! The state of one process's pop protocol: its queues' lines and their
 //! fulfillment loops over one store. The protocol itself reads in order in
-//! [`super::pop`], [`super::fulfill`], [`super::fulfiller`] and
+//! [`super::pop`], [`super::round::fulfill`], [`super::round::fulfiller`] and
 //! [`super::handoff`].
 
 use std::collections::HashMap;

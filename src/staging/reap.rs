@@ -191,7 +191,8 @@ async fn reap_pass<S: Store>(
         txn.clear(&key)?;
         match result.lease {
             None => {
-                crate::groups::give_back_in(&txn, keys, &result.item_key, &result.item).await?;
+                crate::queue::groups::give_back_in(&txn, keys, &result.item_key, &result.item)
+                    .await?;
                 reaped.results += 1;
             }
             // A leased item is held by its lease as well: released in this

@@ -95,7 +95,7 @@ async fn try_register<S: Store>(
 }
 
 /// What one collect attempt found.
-enum Collected {
+enum CollectOutcome {
     Item(Item),
     /// No result yet; wait on this new watch.
     Rewatch(Watch),
@@ -106,7 +106,7 @@ async fn collect_or_rewatch<S: Store>(
     store: &S,
     keys: &QueueKeys,
     result_key: &[u8],
-) -> Result<Collected, QueueError> {
+) -> Result<CollectOutcome, QueueError> {
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -121,13 +121,13 @@ async fn collect_or_rewatch<S: Store>(
             }
         }
         .await;
-        let outcome: Result<Collected, StoreError> = match outcome {
+        let outcome: Result<CollectOutcome, StoreError> = match outcome {
             Ok(Some(value)) => match txn.commit().await {
-                Ok(()) => return decode(keys, result_key, &value).map(Collected::Item),
+                Ok(()) => return decode(keys, result_key, &value).map(CollectOutcome::Item),
                 Err(error) => Err(error),
             },
             Ok(None) => match txn.watch(result_key) {
-                Ok(watch) => txn.commit().await.map(|()| Collected::Rewatch(watch)),
+                Ok(watch) => txn.commit().await.map(|()| CollectOutcome::Rewatch(watch)),
                 Err(error) => Err(error),
             },
             Err(error) => Err(error),
@@ -205,10 +205,10 @@ pub async fn await_result<S: Store>(
             tokio::time::sleep_until(deadline.min(Instant::now() + pause)).await;
         }
         match collect_or_rewatch(store, keys, &registration.result_key).await {
-            Ok(Collected::Item(item)) => {
-                return settle_local(store, keys, local, Ok(Some(item))).await;
+            Ok(CollectOutcome::Item(item)) => {
+                return end_local_wait(store, keys, local, Ok(Some(item))).await;
             }
-            Ok(Collected::Rewatch(watch)) => registration.watch = watch,
+            Ok(CollectOutcome::Rewatch(watch)) => registration.watch = watch,
             Err(error) => {
                 failed = Some(error);
                 break;
@@ -228,7 +228,7 @@ pub async fn await_result<S: Store>(
             .await
         }
     };
-    settle_local(store, keys, local, outcome).await
+    end_local_wait(store, keys, local, outcome).await
 }
 
 /// The item handed to a registered request: one (a stored request stands
@@ -243,7 +243,7 @@ fn one_item(items: Vec<Item>) -> Option<Item> {
 /// the item follows at once and is the answer, even when `found` is an
 /// error; an item found in the store as well (a second request of ours,
 /// from a retried registration, served by another process) goes back.
-async fn settle_local<S: Store>(
+async fn end_local_wait<S: Store>(
     store: &S,
     keys: &QueueKeys,
     local: Option<&mut LocalWaiter>,
@@ -317,8 +317,12 @@ pub async fn withdraw<S: Store>(
             Err(error) => Err(error),
         };
         if expired && matches!(outcome, Ok(None)) {
-            ::metrics::counter!(crate::metrics::REQUESTS_EXPIRED, "queue" => crate::metrics::queue_label(keys.name().as_str()), "kind" => crate::metrics::kind_label(keys.kind()))
-                .increment(1);
+            crate::metrics::queue_count(
+                crate::metrics::REQUESTS_EXPIRED,
+                keys.kind(),
+                keys.name(),
+                1,
+            );
         }
         match outcome {
             Ok(Some(_)) if restore => return Ok(None),
@@ -371,7 +375,7 @@ pub(crate) async fn restore_in<T: Transaction>(
 ) -> Result<Result<(), QueueError>, StoreError> {
     match &item.lease {
         None => {
-            crate::groups::give_back_in(txn, keys, &item.key, &item.value()).await?;
+            crate::queue::groups::give_back_in(txn, keys, &item.key, &item.value()).await?;
             Ok(Ok(()))
         }
         Some(lease) => Ok(release_in(txn, keys, &lease.receipt)

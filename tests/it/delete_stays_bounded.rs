@@ -84,7 +84,7 @@ async fn a_delete_under_unpaused_pushers_and_poppers_answers_within_its_bound() 
         tokio::time::sleep(Duration::from_millis(300)).await;
         deletes.push(tokio::spawn(timed_delete(daemon.url.clone())));
     }
-    let bound = Duration::from_millis(hotq::admin::DELETE_WAIT_MS_MAX + SLACK_MS);
+    let bound = Duration::from_millis(hotq::queue::DELETE_WAIT_MS_MAX + SLACK_MS);
     let mut longest = Duration::ZERO;
     for delete in deletes {
         // Awaited with a bound of its own, so a DELETE stuck for minutes
@@ -104,7 +104,7 @@ async fn a_delete_under_unpaused_pushers_and_poppers_answers_within_its_bound() 
     assert!(
         longest <= bound,
         "a DELETE took {longest:?}, past its bound of {} ms and {SLACK_MS} ms of slack",
-        hotq::admin::DELETE_WAIT_MS_MAX
+        hotq::queue::DELETE_WAIT_MS_MAX
     );
     daemon.stop().await;
 }

@@ -30,7 +30,6 @@ mod client_hang_up;
 mod cluster_embedded;
 mod cluster_fdb;
 mod commit_survives_kill;
-mod common;
 mod conformance_embedded;
 mod conformance_fdb;
 mod console_api;

@@ -1,6 +1,6 @@
 //! A fulfillment round's claim on memory requests of its line: claimed
-//! together, settled together once the round's outcome is known (see
-//! [`LocalWaiters::settle_memory`]), with the acks riding on them.
+//! together, resolved together once the round's outcome is known (see
+//! [`LocalWaiters::resolve_claims`]), with the acks riding on them.
 
 use std::sync::Arc;
 
@@ -11,15 +11,15 @@ use crate::queue::Item;
 use crate::staging::line::{AckOutcome, MemoryRequest};
 
 impl LocalWaiters {
-    /// [`Self::claim_memory`], as a guard that settles the claims unserved
-    /// if dropped unsettled (a fulfiller's task ending mid-round), so no
+    /// [`Self::claim_memory`], as a guard that resolves the claims unserved
+    /// if dropped unresolved (a fulfiller's task ending mid-round), so no
     /// entry stays claimed, and its pop waiting, for good.
     pub fn claim(self: &Arc<Self>, keys: &QueueKeys, max: usize) -> Claims {
         Claims {
             requests: self.claim_memory(keys, max),
             waiters: self.clone(),
             keys: keys.clone(),
-            settled: false,
+            resolved: false,
         }
     }
 }
@@ -42,7 +42,7 @@ pub struct Claims {
     waiters: Arc<LocalWaiters>,
     keys: QueueKeys,
     requests: Vec<MemoryRequest>,
-    settled: bool,
+    resolved: bool,
 }
 
 impl Claims {
@@ -70,23 +70,23 @@ impl Claims {
         acks
     }
 
-    /// [`LocalWaiters::settle_memory`] for these claims.
-    pub fn settle(mut self, answered: Answered) -> Vec<Item> {
-        self.settled = true;
+    /// [`LocalWaiters::resolve_claims`] for these claims.
+    pub fn resolve(mut self, answered: Answered) -> Vec<Item> {
+        self.resolved = true;
         self.waiters
-            .settle_memory(&self.keys, &self.requests, answered)
+            .resolve_claims(&self.keys, &self.requests, answered)
     }
 }
 
 impl Drop for Claims {
     fn drop(&mut self) {
-        if !self.settled {
+        if !self.resolved {
             // Nothing was handed over: no item left the store for them
             // that anyone here knows of (the transaction's outcome is lost
             // with the task, as a crash's would be).
             let unclaimed =
                 self.waiters
-                    .settle_memory(&self.keys, &self.requests, Answered::default());
+                    .resolve_claims(&self.keys, &self.requests, Answered::default());
             debug_assert!(unclaimed.is_empty());
         }
     }

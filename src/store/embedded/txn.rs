@@ -120,11 +120,6 @@ impl EmbeddedTxn {
         })
     }
 
-    /// The read version: groups at or after it are not visible.
-    pub fn read_version(&self) -> u64 {
-        self.inner.read_version
-    }
-
     fn check_age(&self) -> Result<(), StoreError> {
         if self.inner.began.elapsed() > self.inner.shared.age_max {
             return Err(StoreError::TooOld);

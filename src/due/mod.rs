@@ -1,0 +1,465 @@
+//! The store-wide due index and its timer. Every lease, delayed item,
+//! dedup expiry, group hand-off and reap appointment of every queue is an
+//! entry keyed by the time it is due (the key layout is
+//! [`crate::keys::due_entry`], in `keys/due_index.rs`). Read in this order:
+//!
+//! 1. this module: a sweep ([`sweep`], [`sweep_until`]) consumes what is
+//!    due, in rounds ([`round`](mod@round)) of disjoint stretches committed
+//!    together, counted by a tally (`tally.rs`);
+//! 2. [`timer`]: one round of the coordinator's timer, a sweep then the
+//!    reaps that came due ([`crate::staging::reap`]); the coordinator's loop
+//!    only decides when to run it;
+//! 3. [`migrate`]: the one-time move of leases and delayed items from the
+//!    layout before the due index.
+//!
+//! Who writes entries: a leased pop ([`crate::lease::lease_in`]), a nack
+//! with a delay and a delayed push, a dedup push ([`crate::queue::dedup`]),
+//! a group head popped without a lease ([`crate::queue::groups`]), a stored
+//! request (a reap appointment).
+//!
+//! Because entries are keyed by due time first, one range read from the
+//! index's start finds all that is due in every queue, and the first key says when to look next. A sweep's work is the
+//! entries due, never the number of queues: a queue with nothing due is
+//! not read at all.
+//!
+//! Why the entries themselves are keyed by due time (rather than a second
+//! index key next to a per-queue lease): a lease is then one row plus its
+//! receipt, the timer consumes exactly the row every settle reads (so ack
+//! against expiry keeps exactly one winner with no extra key to keep in
+//! step), and nothing can leave an index entry behind its item.
+
+pub mod migrate;
+mod round;
+mod tally;
+pub(crate) mod timer;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::envelope::{decode_held, encode_item_value};
+use crate::keys::{DueWhat, QueueKeys, QueueKind, QueueName, due_entry, due_range, due_until};
+use crate::metrics;
+use crate::queue::{QueueError, append_in};
+use crate::store::{KeyValue, RangeRead, Store, StoreError, Transaction, cut_at_bytes};
+
+use crate::lease::DeliveryPolicy;
+use crate::lease::settle::{Returned, return_held};
+use futures_util::future::join_all;
+use round::start_round;
+use tally::Tally;
+
+/// Most due entries one transaction consumes.
+pub const DUE_BATCH_MAX: usize = 256;
+/// Most key and value bytes one transaction consumes (a commit should stay
+/// near 10 MB at most, and every moved item is written once more). At
+/// least one row is always taken, and a row is at most 100 kB.
+pub const DUE_BATCH_BYTES_MAX: usize = 4 * 1024 * 1024;
+/// Most transactions one sweep runs (the rest waits for the next sweep,
+/// which comes at once when work was left).
+const DUE_PASSES_MAX: usize = 64;
+/// Most transactions one round of a sweep commits together (they share
+/// the store's fsyncs; more would only lengthen the round).
+const DUE_CHUNKS_MAX: usize = 16;
+/// Most key and value bytes one round reads to plan its chunks (a sweep
+/// reads at most `DUE_PASSES_MAX * DUE_BATCH_MAX` rows in all).
+const DUE_ROUND_BYTES_MAX: usize = 16 * 1024 * 1024;
+/// Most queues one sweep reaps (the others' appointments stay due, and the
+/// sweep says `more`: the next comes at once).
+pub const REAP_QUEUES_MAX: usize = 256;
+/// Most queues remembered as changed by the timer for the sampler.
+const TOUCHED_MAX: usize = 1_024;
+/// Lateness buckets: [`LATENESS_FINE_MS`] wide up to
+/// [`LATENESS_FINE_UNTIL_MS`], then [`LATENESS_COARSE_MS`] wide; the last
+/// counts everything later (a backlog's lateness is then still told apart
+/// from a few seconds').
+const LATENESS_FINE_MS: u64 = 5;
+const LATENESS_FINE_UNTIL_MS: u64 = 10_000;
+const LATENESS_COARSE_MS: u64 = 1_000;
+const LATENESS_FINE_BUCKETS: usize = (LATENESS_FINE_UNTIL_MS / LATENESS_FINE_MS) as usize;
+const LATENESS_BUCKETS: usize = LATENESS_FINE_BUCKETS + 600 + 1;
+
+fn lateness_bucket(lateness_ms: u64) -> usize {
+    let bucket = if lateness_ms < LATENESS_FINE_UNTIL_MS {
+        (lateness_ms / LATENESS_FINE_MS) as usize
+    } else {
+        LATENESS_FINE_BUCKETS
+            + ((lateness_ms - LATENESS_FINE_UNTIL_MS) / LATENESS_COARSE_MS) as usize
+    };
+    bucket.min(LATENESS_BUCKETS - 1)
+}
+
+/// The upper edge of `bucket`, in ms.
+fn lateness_bucket_edge_ms(bucket: usize) -> u64 {
+    if bucket < LATENESS_FINE_BUCKETS {
+        (bucket as u64 + 1) * LATENESS_FINE_MS
+    } else {
+        LATENESS_FINE_UNTIL_MS + (bucket - LATENESS_FINE_BUCKETS + 1) as u64 * LATENESS_COARSE_MS
+    }
+}
+
+/// What one sweep did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Sweep {
+    /// Due entries read (consumed or, for reap appointments, handed on).
+    pub rows_read: usize,
+    /// Distinct queues that had something due.
+    pub queues_visited: usize,
+    /// Expired leases whose item went back to its queue, by queue.
+    pub redelivered: BTreeMap<(QueueKind, QueueName), usize>,
+    /// Expired leases whose item went to the dead-letter queue, by queue.
+    pub dead_lettered: BTreeMap<(QueueKind, QueueName), usize>,
+    /// Delayed items made visible.
+    pub revealed: usize,
+    /// Queues whose stored requests and results were due a look.
+    pub reap_queues: Vec<(QueueKind, QueueName, Vec<Vec<u8>>)>,
+    /// When the next entry after those swept is due; `None`: nothing is.
+    pub next_due_ms: Option<u64>,
+    /// True when a bound stopped the sweep with due work left.
+    pub more: bool,
+}
+
+/// Counters of the timer's work in this process (for tests and the bench;
+/// Prometheus gets the same through [`crate::metrics`]).
+#[derive(Debug, Default)]
+pub struct DueStats {
+    /// Sweeps run.
+    pub sweeps: AtomicU64,
+    /// Due entries read.
+    pub rows_read: AtomicU64,
+    /// Queues visited because something of theirs was due.
+    pub queues_visited: AtomicU64,
+    /// Leases and delayed items consumed.
+    pub consumed: AtomicU64,
+    /// Latest lateness seen (commit time minus due time), in ms.
+    pub lateness_max_ms: AtomicU64,
+    lateness: Vec<AtomicU64>,
+}
+
+impl DueStats {
+    fn record_lateness(&self, lateness_ms: u64) {
+        self.lateness_max_ms
+            .fetch_max(lateness_ms, Ordering::Relaxed);
+        self.lateness[lateness_bucket(lateness_ms)].fetch_add(1, Ordering::Relaxed);
+        ::metrics::histogram!(metrics::DUE_LATENESS).record(lateness_ms as f64 / 1_000.0);
+    }
+
+    /// The lateness at `fraction` (0..=1) of the entries consumed so far,
+    /// to its bucket's upper edge, in ms.
+    pub fn lateness_quantile_ms(&self, fraction: f64) -> u64 {
+        let counts: Vec<u64> = self
+            .lateness
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .collect();
+        let total: u64 = counts.iter().sum();
+        if total == 0 {
+            return 0;
+        }
+        let rank = ((total as f64) * fraction).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (bucket, count) in counts.iter().enumerate() {
+            seen += count;
+            if seen >= rank {
+                return lateness_bucket_edge_ms(bucket);
+            }
+        }
+        unreachable!("the rank is at most the total")
+    }
+}
+
+/// This process's timer counters.
+pub fn stats() -> &'static DueStats {
+    static STATS: OnceLock<DueStats> = OnceLock::new();
+    STATS.get_or_init(|| DueStats {
+        lateness: (0..LATENESS_BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+        ..DueStats::default()
+    })
+}
+
+fn touched_set() -> &'static Mutex<BTreeSet<(QueueKind, QueueName)>> {
+    static TOUCHED: OnceLock<Mutex<BTreeSet<(QueueKind, QueueName)>>> = OnceLock::new();
+    TOUCHED.get_or_init(Mutex::default)
+}
+
+/// Notes that the timer changed `queue`'s state, so the sampler looks at
+/// it soon (at most [`TOUCHED_MAX`] are remembered; the rest wait for the
+/// sampler's rotation).
+fn touch(queue: (QueueKind, QueueName)) {
+    let mut touched = touched_set().lock().expect("touched set lock");
+    if touched.len() < TOUCHED_MAX {
+        touched.insert(queue);
+    }
+}
+
+/// Takes up to `max` of the queues the timer changed since the last call.
+pub fn take_touched(max: usize) -> Vec<(QueueKind, QueueName)> {
+    let mut touched = touched_set().lock().expect("touched set lock");
+    let mut taken = Vec::new();
+    while taken.len() < max {
+        let Some(queue) = touched.pop_first() else {
+            break;
+        };
+        taken.push(queue);
+    }
+    taken
+}
+
+/// Consumes every lease and delayed item due at `now_ms` in every queue,
+/// in bounded transactions, and collects the queues whose reap
+/// appointments are due (the caller reaps them: see
+/// [`crate::staging::reap::reap_due`]).
+///
+/// Each round plans up to [`DUE_CHUNKS_MAX`] disjoint stretches of the
+/// index from one snapshot read and consumes each in its own transaction,
+/// all committed at once: the store pays one fsync for the group, so the
+/// timer keeps up with what comes due instead of paying an fsync per
+/// [`DUE_BATCH_MAX`] entries. Each chunk runs in a task of its own, and
+/// the next round (the stretches after this one) starts before this one is
+/// awaited, so the chunks' reads run on every core while the store's
+/// committer writes, rather than by turns on one task. A stretch
+/// that lost a race (or found more than it planned) is read again from
+/// its start once the rounds under way have committed, or by the next
+/// sweep.
+pub async fn sweep<S: Store>(
+    store: &S,
+    policy: &DeliveryPolicy,
+    now_ms: u64,
+) -> Result<Sweep, QueueError> {
+    sweep_until(store, policy, now_ms, u64::MAX).await
+}
+
+/// [`sweep`], whose [`Sweep::next_due_ms`] looks no further than
+/// `horizon_ms`: `None` then also means "nothing due by the horizon".
+/// The timer looks again at its horizon anyway, and acked leases leave
+/// their rows' tombstones ahead of the live ones: the look for the next
+/// due entry stepped over every lease acked since the last sweep (profiled
+/// at 3% of a leased pop's CPU, `docs/profile.md`).
+pub async fn sweep_until<S: Store>(
+    store: &S,
+    policy: &DeliveryPolicy,
+    now_ms: u64,
+    horizon_ms: u64,
+) -> Result<Sweep, QueueError> {
+    let stats = stats();
+    stats.sweeps.fetch_add(1, Ordering::Relaxed);
+    let policy = Arc::new(policy.clone());
+    let mut tally = Tally::default();
+    let (mut cursor, end) = due_until(now_ms);
+    let mut finished = false;
+    let mut passes = 0;
+    while passes < DUE_PASSES_MAX {
+        let chunks_max = DUE_CHUNKS_MAX.min(DUE_PASSES_MAX - passes);
+        let Some(mut round) =
+            start_round(store, &policy, now_ms, &cursor, &end, chunks_max).await?
+        else {
+            finished = true;
+            break;
+        };
+        // Rounds follow each other from `cursor` until the rows run out or
+        // the passes do; the earliest stretch to read again, if any, is
+        // where the next pipeline starts.
+        let mut resume: Option<Vec<u8>> = None;
+        let drained = loop {
+            passes += round.chunks();
+            let full = round.full;
+            let follow = full && passes < DUE_PASSES_MAX;
+            let after_plan = round.after_plan.clone();
+            let chunks_max = DUE_CHUNKS_MAX.min(DUE_PASSES_MAX - passes);
+            // The next round starts before this one is awaited.
+            let next = if follow {
+                start_round(store, &policy, now_ms, &after_plan, &end, chunks_max).await
+            } else {
+                Ok(None)
+            };
+            let outcomes = round.finish().await;
+            if let Err(error) = tally.record(outcomes, &mut resume) {
+                // The next round's chunks run on their own: awaited before
+                // the sweep fails, so the sweep ends with nothing in flight
+                // and the sampler hears of the queues they changed (the
+                // sweep's own counts are lost with the error, as a failed
+                // round's were before).
+                if let Ok(Some(next)) = next {
+                    let _ = tally.record(next.finish().await, &mut resume);
+                }
+                return Err(error);
+            }
+            match next? {
+                Some(next) => round = next,
+                None => {
+                    cursor = after_plan;
+                    // Out of rows, not out of passes: nothing due is left
+                    // past the cursor.
+                    break follow || !full;
+                }
+            }
+        };
+        // What the committed chunks consumed is gone; what they left (reap
+        // appointments, malformed rows) is behind the cursor. A chunk to
+        // read again pulls the cursor back to it.
+        match resume {
+            Some(from) => cursor = from,
+            None if drained => {
+                finished = true;
+                break;
+            }
+            None => break,
+        }
+    }
+    let mut sweep = tally.into_sweep();
+    stats
+        .queues_visited
+        .fetch_add(sweep.queues_visited as u64, Ordering::Relaxed);
+    sweep.more |= !finished;
+    sweep.next_due_ms = if sweep.more {
+        Some(now_ms)
+    } else {
+        first_due_from(store, &cursor, horizon_ms).await?
+    };
+    Ok(sweep)
+}
+
+/// What one transaction of a sweep consumed.
+#[derive(Default)]
+struct Pass {
+    due_ms: Vec<u64>,
+    redelivered: BTreeMap<(QueueKind, QueueName), usize>,
+    dead_lettered: BTreeMap<(QueueKind, QueueName), usize>,
+    revealed: usize,
+    queues: BTreeSet<(QueueKind, QueueName)>,
+}
+
+async fn consume<T: Transaction>(
+    txn: &T,
+    policy: &DeliveryPolicy,
+    now_ms: u64,
+    rows: &[KeyValue],
+    reap: &mut BTreeMap<(QueueKind, QueueName), BTreeSet<Vec<u8>>>,
+) -> Result<Pass, QueueError> {
+    let mut pass = Pass::default();
+    let mut to_tail: BTreeMap<(QueueKind, QueueName), Vec<Vec<u8>>> = BTreeMap::new();
+    for KeyValue { key, value } in rows {
+        let Some(entry) = due_entry(key) else {
+            tracing::warn!(?key, "clearing a malformed due-index key");
+            txn.clear(key)?;
+            continue;
+        };
+        let queue = (entry.kind, entry.queue.clone());
+        let keys = QueueKeys::of_kind(entry.kind, &entry.queue);
+        if entry.what == DueWhat::Reap {
+            // Bounded by the chunk's rows; the sweep's bound is applied
+            // when the chunks are tallied.
+            reap.entry(queue).or_default().insert(key.clone());
+            continue;
+        }
+        // Consumes the entry: an ack, nack or extend of the same lease
+        // reads it without snapshot, so one of the two conflicts.
+        txn.add_read_conflict_key(key)?;
+        txn.clear(key)?;
+        if entry.what == DueWhat::Dedup {
+            crate::queue::dedup::expire_in(txn, &keys, &entry.id, entry.due_ms).await?;
+            continue;
+        }
+        if entry.what == DueWhat::Group {
+            crate::queue::groups::handoff_due_in(txn, &keys, &entry.id, entry.due_ms, now_ms)
+                .await?;
+            continue;
+        }
+        let Some(held) = decode_held(value) else {
+            tracing::warn!(queue = %entry.queue, ?key, "clearing a malformed due entry");
+            continue;
+        };
+        pass.due_ms.push(entry.due_ms);
+        match entry.what {
+            DueWhat::Lease => {
+                txn.atomic_add(&keys.leased(), -1)?;
+                txn.clear(&keys.receipt(&entry.id))?;
+                let max_deliveries = policy.max_deliveries(&entry.queue);
+                match return_held(txn, &keys, held, 0, now_ms, max_deliveries).await? {
+                    Returned::DeadLettered { queue: dead } => {
+                        *pass.dead_lettered.entry(queue.clone()).or_default() += 1;
+                        // Dead-letter queues are FIFO queues, whatever the
+                        // kind of the queue the item left.
+                        pass.queues.insert((QueueKind::Fifo, dead));
+                    }
+                    Returned::Requeued | Returned::Delayed { .. } => {
+                        *pass.redelivered.entry(queue.clone()).or_default() += 1
+                    }
+                }
+            }
+            DueWhat::Delayed => {
+                txn.atomic_add(&keys.delayed_count(), -1)?;
+                pass.revealed += 1;
+                if held.item_key.is_empty() {
+                    to_tail
+                        .entry(queue.clone())
+                        .or_default()
+                        .push(encode_item_value(&held.item));
+                } else {
+                    txn.set(&held.item_key, &encode_item_value(&held.item))?;
+                    txn.atomic_add(&keys.depth(), 1)?;
+                }
+            }
+            DueWhat::Reap | DueWhat::Dedup | DueWhat::Group => unreachable!("handed on above"),
+        }
+        pass.queues.insert(queue);
+    }
+    // Each append reads its queue's tail mark: issued together, a store
+    // with remote reads waits for them once, not once per queue.
+    let tails: Vec<QueueKeys> = to_tail
+        .keys()
+        .map(|(kind, name)| QueueKeys::of_kind(*kind, name))
+        .collect();
+    let appends = tails
+        .iter()
+        .zip(to_tail.values())
+        .map(|(keys, values)| append_in(txn, keys, values));
+    for appended in join_all(appends).await {
+        appended?;
+    }
+    Ok(pass)
+}
+
+/// The first due rows of `[begin, end)`, at most [`DUE_BATCH_MAX`] and
+/// [`DUE_BATCH_BYTES_MAX`] bytes (at least one), and whether more may follow.
+async fn due_rows<T: Transaction>(
+    txn: &T,
+    begin: &[u8],
+    end: &[u8],
+) -> Result<(Vec<KeyValue>, bool), StoreError> {
+    let mut rows = txn
+        .get_range(RangeRead::new(begin, end, DUE_BATCH_MAX).snapshot())
+        .await?;
+    let mut full = rows.len() >= DUE_BATCH_MAX;
+    if cut_at_bytes(&mut rows, DUE_BATCH_BYTES_MAX) {
+        full = true;
+    }
+    Ok((rows, full))
+}
+
+/// When the first entry at or after `from` is due; `None` when none is
+/// due by `until_ms`.
+async fn first_due_from<S: Store>(
+    store: &S,
+    from: &[u8],
+    until_ms: u64,
+) -> Result<Option<u64>, QueueError> {
+    let txn = store.begin()?;
+    let end = if until_ms == u64::MAX {
+        due_range().1
+    } else {
+        due_until(until_ms).1
+    };
+    let rows = txn
+        .get_range(RangeRead::new(from, &end, 1).snapshot())
+        .await?;
+    Ok(rows
+        .first()
+        .and_then(|row| due_entry(&row.key))
+        .map(|entry| entry.due_ms))
+}
+
+/// When anything in the store is next due; `None` when nothing is.
+pub async fn next_due<S: Store>(store: &S) -> Result<Option<u64>, QueueError> {
+    first_due_from(store, &due_range().0, u64::MAX).await
+}

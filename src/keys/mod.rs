@@ -1,0 +1,480 @@
+//! The key layout of a queue (docs/design.md §3), tuple-encoded under `("hotq", queue)`
+//! for FIFO queues and `("hotq-pq", queue)` for priority queues (so the two
+//! kinds never share a subspace, whatever their names).
+//!
+//! Queues that ever staged a pop are also listed under
+//! `("hotq-registry", kind, queue)`, so a reaper that starts after a crash
+//! finds their stranded results.
+//!
+//! | subspace   | key                     | value                         |
+//! |------------|-------------------------|-------------------------------|
+//! | `items`    | `(index, random)`       | item envelope                 |
+//! | `items` (priority queue) | `(priority, count, random)` | item envelope   |
+//! | `requests` | `(index, requester)`    | request envelope              |
+//! | `results`  | `(requester,)`          | result envelope               |
+//! | `receipts` | `(receipt,)`            | the lease's `expires_at_ms`    |
+//! | `meta`     | `("depth",)`, `("waiting",)`, `("leased",)`, `("delayed",)`, `("grouped",)`, `("wake",)` | counters (atomic add) |
+//! | `group`    | `(group,)`              | group state: the group has a head out of `grouped` (see `crate::queue::groups`) |
+//! | `grouped`  | `(group, index, random)` | pending grouped item: visible-at ms and item envelope |
+//!
+//! Leases and delayed items live in one store-wide **due index**,
+//! `("hotq-due", due_ms, kind, queue, what, id)`, not under their queue:
+//!
+//! | what        | id        | value                              |
+//! |-------------|-----------|------------------------------------|
+//! | `"delayed"` | random    | delayed envelope: item and its key |
+//! | `"lease"`   | receipt   | lease envelope: item and its key   |
+//! | `"reap"`    | empty     | empty: look at the queue's stored requests and results then |
+//!
+//! So the timer finds everything due in every queue with one range read
+//! from the index's start, and its work follows what is due, not how many
+//! queues exist. The entry *is* the lease or delayed item (no second key
+//! per item, and consuming it is one clear that every racing settle reads).
+//! Binaries before the due index kept leases and delayed items under
+//! `(queue, "leases"|"delayed", due_ms, id)`; [`QueueKeys::legacy_ranges`]
+//! names them for the one-time move (see [`crate::due::migrate`]).
+
+use std::sync::Arc;
+
+use foundationdb_tuple::{Bytes, Subspace};
+
+mod due_index;
+mod layout;
+mod name;
+
+use layout::Layout;
+
+use due_index::due;
+pub use due_index::{DueEntry, DueWhat, due_entry, due_range, due_until};
+pub use name::{DEAD_LETTER_SUFFIX, InvalidQueueName, QUEUE_NAME_LEN_MAX, QueueName};
+
+/// Bytes of randomness in every item key (orders ties, keeps keys unique).
+pub const RANDOM_LEN: usize = 16;
+
+/// The two kinds of queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum QueueKind {
+    /// First in, first out.
+    Fifo,
+    /// Ordered by a signed 64-bit priority.
+    Priority,
+}
+
+impl QueueKind {
+    fn root(self) -> &'static str {
+        match self {
+            QueueKind::Fifo => "hotq",
+            QueueKind::Priority => "hotq-pq",
+        }
+    }
+
+    fn tag(self) -> &'static str {
+        match self {
+            QueueKind::Fifo => "fifo",
+            QueueKind::Priority => "priority",
+        }
+    }
+}
+
+/// `[begin, end)` of keys.
+pub type KeyRange = (Vec<u8>, Vec<u8>);
+
+/// The root of every queue of `kind`: `(root,)`; queue subspaces are
+/// `(root, name)` under it, so walking it visits every queue that holds
+/// any key (the sampler's rotation).
+pub fn queues_root_range(kind: QueueKind) -> (Vec<u8>, Vec<u8>) {
+    Subspace::all().subspace(&(kind.root(),)).range()
+}
+
+/// The queue whose subspace holds `key` (a key of [`queues_root_range`]),
+/// and the end of that queue's subspace (where the next queue starts).
+pub fn queue_of_key(kind: QueueKind, key: &[u8]) -> Option<(QueueName, Vec<u8>)> {
+    let root = Subspace::all().subspace(&(kind.root(),));
+    let rest = key.strip_prefix(root.bytes())?;
+    // A tuple string: 0x02, the bytes, 0x00 (queue names hold no NUL, so
+    // the first 0x00 ends it).
+    let body = rest.strip_prefix(&[0x02])?;
+    let len = body.iter().position(|&b| b == 0)?;
+    let name = QueueName::new(std::str::from_utf8(&body[..len]).ok()?).ok()?;
+    let end = root.subspace(&(name.as_str(),)).range().1;
+    Some((name, end))
+}
+
+fn registry() -> Subspace {
+    Subspace::all().subspace(&("hotq-registry",))
+}
+
+/// `[begin, end)` of the registry of queues that staged pops.
+pub fn registry_range() -> (Vec<u8>, Vec<u8>) {
+    registry().range()
+}
+
+/// The queue a registry key names; `None` for a key that is not one.
+pub fn registry_entry(key: &[u8]) -> Option<(QueueKind, QueueName)> {
+    let (tag, name) = registry().unpack::<(String, String)>(key).ok()?;
+    let kind = match tag.as_str() {
+        "fifo" => QueueKind::Fifo,
+        "priority" => QueueKind::Priority,
+        _ => return None,
+    };
+    Some((kind, QueueName::new(&name).ok()?))
+}
+
+fn dead_letter_roles() -> Subspace {
+    Subspace::all().subspace(&("hotq-dlq",))
+}
+
+/// The entry saying queue `origin` of `kind` names `target` as its
+/// dead-letter queue: `("hotq-dlq", target, kind, origin)`, empty value
+/// (see `crate::queue::dead_letters`).
+pub fn dead_letter_role_key(target: &QueueName, kind: QueueKind, origin: &QueueName) -> Vec<u8> {
+    dead_letter_roles().pack(&(target.as_str(), kind.tag(), origin.as_str()))
+}
+
+/// `[begin, end)` of the entries of queues naming `target` as their
+/// dead-letter queue.
+pub fn dead_letter_roles_range(target: &QueueName) -> (Vec<u8>, Vec<u8>) {
+    dead_letter_roles().subspace(&(target.as_str(),)).range()
+}
+
+/// The origin queue a [`dead_letter_role_key`] names; `None` for a key
+/// that is not one.
+pub fn dead_letter_role_origin(key: &[u8]) -> Option<(QueueKind, QueueName)> {
+    let (_, tag, origin) = dead_letter_roles()
+        .unpack::<(String, String, String)>(key)
+        .ok()?;
+    let kind = match tag.as_str() {
+        "fifo" => QueueKind::Fifo,
+        "priority" => QueueKind::Priority,
+        _ => return None,
+    };
+    Some((kind, QueueName::new(&origin).ok()?))
+}
+
+/// The subspaces of one queue. Cheap to clone: every clone shares one
+/// packed layout (see `keys/layout.rs`).
+#[derive(Debug, Clone)]
+pub struct QueueKeys(Arc<Layout>);
+
+impl QueueKeys {
+    /// The layout of the FIFO queue `name`.
+    pub fn new(name: &QueueName) -> QueueKeys {
+        QueueKeys::of_kind(QueueKind::Fifo, name)
+    }
+
+    /// The layout of queue `name` of `kind`.
+    pub fn of_kind(kind: QueueKind, name: &QueueName) -> QueueKeys {
+        QueueKeys(layout::layout(kind, name))
+    }
+
+    /// The queue's kind.
+    pub fn kind(&self) -> QueueKind {
+        self.0.kind
+    }
+
+    /// The queue's name.
+    pub fn name(&self) -> &QueueName {
+        &self.0.name
+    }
+
+    /// The queue's entry in the registry of queues that staged pops.
+    pub fn registry_key(&self) -> Vec<u8> {
+        registry().pack(&(self.0.kind.tag(), self.0.name.as_str()))
+    }
+
+    /// The key of the item at `index` with tie-breaker `random`.
+    pub fn item(&self, index: u64, random: &[u8]) -> Vec<u8> {
+        self.0.items.pack(&(index, Bytes::from(random)))
+    }
+
+    /// `[begin, end)` of the items subspace.
+    pub fn items_range(&self) -> (Vec<u8>, Vec<u8>) {
+        self.0.items.range()
+    }
+
+    /// The index of an item key, `None` if the key is not an item key.
+    pub fn item_index(&self, key: &[u8]) -> Option<u64> {
+        self.0
+            .items
+            .unpack::<(u64, Bytes)>(key)
+            .ok()
+            .map(|(index, _)| index)
+    }
+
+    /// The key of a priority-queue item: `items/(priority, count, random)`.
+    /// Keys order by priority (signed, `i64::MIN` first), then by `count`
+    /// (push order within a priority), then by `random` (ties).
+    pub fn priority_item(&self, priority: i64, count: u64, random: &[u8]) -> Vec<u8> {
+        self.0.items.pack(&(priority, count, Bytes::from(random)))
+    }
+
+    /// `[begin, end)` of the priority-queue items of one `priority`: the
+    /// sub-range a push reads (in reverse, limit 1) for the last count.
+    pub fn priority_range(&self, priority: i64) -> (Vec<u8>, Vec<u8>) {
+        self.0.items.subspace(&(priority,)).range()
+    }
+
+    /// The priority and count of a priority-queue item key; `None` if the
+    /// key is not one.
+    pub fn priority_item_parts(&self, key: &[u8]) -> Option<(i64, u64)> {
+        self.0
+            .items
+            .unpack::<(i64, u64, Bytes)>(key)
+            .ok()
+            .map(|(priority, count, _)| (priority, count))
+    }
+
+    /// The key of the request at `index` by `requester`.
+    pub fn request(&self, index: u64, requester: &[u8]) -> Vec<u8> {
+        self.0.requests.pack(&(index, Bytes::from(requester)))
+    }
+
+    /// `[begin, end)` of the requests subspace.
+    pub fn requests_range(&self) -> (Vec<u8>, Vec<u8>) {
+        self.0.requests.range()
+    }
+
+    /// The index and requester of a request key.
+    pub fn request_parts(&self, key: &[u8]) -> Option<(u64, Vec<u8>)> {
+        self.0
+            .requests
+            .unpack::<(u64, Bytes)>(key)
+            .ok()
+            .map(|(index, requester)| (index, requester.into_owned()))
+    }
+
+    /// The key of `requester`'s result.
+    pub fn result(&self, requester: &[u8]) -> Vec<u8> {
+        self.0.results.pack(&(Bytes::from(requester),))
+    }
+
+    /// The key of the result for item `item_key` of a counted request by
+    /// `requester` (one per item, so several fulfillers may serve the
+    /// request without touching one another's results; in item order).
+    pub fn counted_result(&self, requester: &[u8], item_key: &[u8]) -> Vec<u8> {
+        self.0
+            .results
+            .pack(&(Bytes::from(requester), Bytes::from(item_key)))
+    }
+
+    /// `[begin, end)` of the results of counted requests by `requester`.
+    pub fn counted_results_range(&self, requester: &[u8]) -> (Vec<u8>, Vec<u8>) {
+        self.0.results.subspace(&(Bytes::from(requester),)).range()
+    }
+
+    /// `[begin, end)` of the results subspace.
+    pub fn results_range(&self) -> (Vec<u8>, Vec<u8>) {
+        self.0.results.range()
+    }
+
+    /// A due-index key of this queue.
+    pub fn due(&self, due_ms: u64, what: DueWhat, id: &[u8]) -> Vec<u8> {
+        due().pack(&(
+            due_ms,
+            self.0.kind.tag(),
+            self.0.name.as_str(),
+            what.tag(),
+            Bytes::from(id),
+        ))
+    }
+
+    /// The key of the lease `receipt`, expiring at `expires_at_ms` (in the
+    /// due index).
+    pub fn lease(&self, expires_at_ms: u64, receipt: &[u8]) -> Vec<u8> {
+        self.due(expires_at_ms, DueWhat::Lease, receipt)
+    }
+
+    /// The key mapping `receipt` to its lease's expiry.
+    pub fn receipt(&self, receipt: &[u8]) -> Vec<u8> {
+        self.0.receipts.pack(&(Bytes::from(receipt),))
+    }
+
+    /// `[begin, end)` of the receipts subspace (one row per lease).
+    pub fn receipts_range(&self) -> KeyRange {
+        self.0.receipts.range()
+    }
+
+    /// The receipt bytes of a receipts-subspace key.
+    pub fn receipt_of(&self, key: &[u8]) -> Option<[u8; 16]> {
+        let (bytes,) = self.0.receipts.unpack::<(Bytes,)>(key).ok()?;
+        bytes.as_ref().try_into().ok()
+    }
+
+    /// The key of a delayed item, visible from `visible_at_ms` (in the due
+    /// index).
+    pub fn delayed(&self, visible_at_ms: u64, random: &[u8]) -> Vec<u8> {
+        self.due(visible_at_ms, DueWhat::Delayed, random)
+    }
+
+    /// The due-index entry telling the reaper to look at this queue's
+    /// stored requests and results at `at_ms`.
+    pub fn reap_at(&self, at_ms: u64) -> Vec<u8> {
+        self.due(at_ms, DueWhat::Reap, &[])
+    }
+
+    /// `[begin, end)` of the leases and of the delayed items as binaries
+    /// before the due index kept them: `(queue, "leases", expires_at_ms,
+    /// receipt)` and `(queue, "delayed", visible_at_ms, random)`.
+    pub fn legacy_ranges(&self) -> [(DueWhat, KeyRange); 2] {
+        [
+            (DueWhat::Lease, self.0.legacy_leases.range()),
+            (DueWhat::Delayed, self.0.legacy_delayed.range()),
+        ]
+    }
+
+    /// The due time and id of a legacy lease or delayed key.
+    pub fn legacy_parts(&self, what: DueWhat, key: &[u8]) -> Option<(u64, Vec<u8>)> {
+        let space = match what {
+            DueWhat::Lease => &self.0.legacy_leases,
+            DueWhat::Delayed => &self.0.legacy_delayed,
+            DueWhat::Reap | DueWhat::Dedup | DueWhat::Group => return None,
+        };
+        space
+            .unpack::<(u64, Bytes)>(key)
+            .ok()
+            .map(|(at, id)| (at, id.into_owned()))
+    }
+
+    /// A legacy lease key (tests write old-layout data with it).
+    pub fn legacy_lease(&self, expires_at_ms: u64, receipt: &[u8]) -> Vec<u8> {
+        self.0
+            .legacy_leases
+            .pack(&(expires_at_ms, Bytes::from(receipt)))
+    }
+
+    /// The count of items under a lease, kept with atomic adds.
+    pub fn leased(&self) -> Vec<u8> {
+        self.0.meta.pack(&("leased",))
+    }
+
+    /// The count of delayed items, kept with atomic adds.
+    pub fn delayed_count(&self) -> Vec<u8> {
+        self.0.meta.pack(&("delayed",))
+    }
+
+    /// The item count, kept with atomic adds.
+    pub fn depth(&self) -> Vec<u8> {
+        self.0.meta.pack(&("depth",))
+    }
+
+    /// The count of waiting requests, kept with atomic adds.
+    pub fn waiting(&self) -> Vec<u8> {
+        self.0.meta.pack(&("waiting",))
+    }
+
+    /// The next item index, kept with `atomic_max` so it never goes back,
+    /// even when the queue drains (see [`crate::queue`]).
+    pub fn next_index(&self) -> Vec<u8> {
+        self.0.meta.pack(&("next_index",))
+    }
+
+    /// The next request index, kept like [`Self::next_index`].
+    pub fn next_request(&self) -> Vec<u8> {
+        self.0.meta.pack(&("next_request",))
+    }
+
+    /// The hand-off marker of fulfiller `fulfiller` (see
+    /// [`crate::staging::round::fulfill::LocalHandoff`]).
+    pub fn handoff_marker(&self, fulfiller: u64) -> Vec<u8> {
+        self.0.meta.pack(&("handoff", fulfiller))
+    }
+
+    /// The key of push deduplication id `id`: its value is when it stops
+    /// counting (8 bytes, big-endian ms since the epoch). Under the queue's
+    /// subspace, so deleting the queue drops it.
+    pub fn dedup(&self, id: &[u8]) -> Vec<u8> {
+        self.0.meta.subspace(&("dedup",)).pack(&(Bytes::from(id),))
+    }
+
+    /// `[begin, end)` of the queue's dedup ids.
+    pub fn dedup_range(&self) -> KeyRange {
+        self.0.meta.subspace(&("dedup",)).range()
+    }
+
+    /// The key of the queue's stored settings (see `crate::queue::settings`).
+    pub fn settings(&self) -> Vec<u8> {
+        self.0.meta.pack(&("settings",))
+    }
+
+    /// The key of the queue's SQS record (attributes SQS has and hotq's
+    /// settings do not, tags; see `crate::sqs`). Under the queue's
+    /// subspace, so deleting the queue drops it.
+    pub fn sqs_queue(&self) -> Vec<u8> {
+        self.0.meta.pack(&("sqs",))
+    }
+
+    /// `[begin, end)` of the whole queue: every key under `(root, name)`
+    /// (items, requests, results, receipts, counters, settings, dedup ids).
+    /// Its leases and delayed items are in the due index, not here.
+    pub fn queue_range(&self) -> KeyRange {
+        Subspace::all()
+            .subspace(&(self.0.kind.root(), self.0.name.as_str()))
+            .range()
+    }
+
+    /// The state key of message group `group` (see `crate::queue::groups`).
+    pub fn group(&self, group: &str) -> Vec<u8> {
+        self.0.groups.pack(&(group,))
+    }
+
+    /// `[begin, end)` of every group state of the queue.
+    pub fn groups_range(&self) -> KeyRange {
+        self.0.groups.range()
+    }
+
+    /// The group whose state key (see [`Self::group`]) is `key`.
+    pub fn group_of(&self, key: &[u8]) -> Option<String> {
+        self.0
+            .groups
+            .unpack::<(String,)>(key)
+            .ok()
+            .map(|(group,)| group)
+    }
+
+    /// The key of an item of `group` waiting behind the group's head, at
+    /// its push `index` with tie-breaker `random`.
+    pub fn grouped_item(&self, group: &str, index: u64, random: &[u8]) -> Vec<u8> {
+        self.0.grouped.pack(&(group, index, Bytes::from(random)))
+    }
+
+    /// `[begin, end)` of the items waiting behind `group`'s head, in push order.
+    pub fn grouped_range(&self, group: &str) -> KeyRange {
+        self.0.grouped.subspace(&(group,)).range()
+    }
+
+    /// `[begin, end)` of every item waiting behind a group head.
+    pub fn grouped_all_range(&self) -> KeyRange {
+        self.0.grouped.range()
+    }
+
+    /// The group, index and random of a key of [`Self::grouped_item`].
+    pub fn grouped_parts(&self, key: &[u8]) -> Option<(String, u64, Vec<u8>)> {
+        self.0
+            .grouped
+            .unpack::<(String, u64, Bytes)>(key)
+            .ok()
+            .map(|(group, index, random)| (group, index, random.into_owned()))
+    }
+
+    /// The index and random of an item key (see [`Self::item`]).
+    pub fn item_parts(&self, key: &[u8]) -> Option<(u64, Vec<u8>)> {
+        self.0
+            .items
+            .unpack::<(u64, Bytes)>(key)
+            .ok()
+            .map(|(index, random)| (index, random.into_owned()))
+    }
+
+    /// The count of items waiting behind group heads, kept with atomic adds.
+    pub fn grouped_count(&self) -> Vec<u8> {
+        self.0.meta.pack(&("grouped",))
+    }
+
+    /// Bumped whenever the fulfiller has new work; fulfillers watch it.
+    pub fn wake(&self) -> Vec<u8> {
+        self.0.meta.pack(&("wake",))
+    }
+}
+
+#[cfg(test)]
+mod tests;

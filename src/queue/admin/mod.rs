@@ -1,0 +1,414 @@
+//! Administration of queues over any store: list, purge, delete, and the
+//! leases in flight.
+//!
+//! Purge and delete race workers' pops safely because they consume items
+//! as pops do: every item they drop is read (or read-conflicted) in the
+//! transaction that clears it, so of a purge and a pop taking one item,
+//! exactly one commits; an item already delivered (leased, or handed to a
+//! requester) is never touched by a purge. Purge takes items from the
+//! *back* of the queue while pops take the front, so the two rarely meet
+//! until the queue is nearly empty.
+//!
+//! Delete also drops the queue's leases (their receipts then answer
+//! `unknown_receipt`: the item is gone, not redelivered) and delayed items,
+//! then clears the queue's whole subspace — counters, settings (its
+//! dead-letter link), dedup ids, stored requests and results — in one
+//! transaction that read-conflicts on all of it, so nothing that raced in
+//! survives uncounted.
+//!
+//! Message groups (see [`crate::queue::groups`]): a purge also drops the items
+//! waiting behind group heads that were pushed before it began; each
+//! visible or delayed head it drops releases its group's next item (one
+//! pushed after the purge began, if any), in the same transaction. A
+//! leased head stays out, and releases its group when it leaves. Delete
+//! drops them all. Both count waiting items with the visible ones.
+//!
+//! A queue's delayed items live only in the store-wide due index (keyed by
+//! due time first), so dropping them reads that index in bounded batches
+//! from its start: the cost is every due entry of every queue, once per
+//! purge or delete that finds the queue's delayed count above zero.
+
+mod listing;
+
+pub use listing::{LEASES_LIMIT_MAX, LIST_LIMIT_MAX, LeaseSummary, holds_receipt, leases, list};
+
+use crate::envelope::{decode_held, decode_item, now_ms};
+use crate::keys::{DueWhat, QueueKeys, QueueKind, due_entry, due_range};
+use crate::lease::Receipt;
+use crate::queue::QueueError;
+use crate::store::{
+    KeyValue, RangeRead, RetryPolicy, Store, StoreError, Transaction, decode_counter, decode_mark,
+    key_after, transact,
+};
+
+/// Most items one purge transaction drops.
+pub const PURGE_BATCH_MAX: usize = 1_000;
+/// Most transactions one purge or delete runs before answering (it says
+/// whether work was left; calling it again continues).
+pub const ADMIN_PASSES_MAX: usize = 1_000;
+/// Most due-index rows one transaction reads looking for delayed items.
+const DUE_SCAN_BATCH_MAX: usize = 10_000;
+/// Longest a delete works before it answers: past it, with pushes still
+/// landing, it reports what it dropped so far and that work is left.
+pub const DELETE_WAIT_MS_MAX: u64 = 5_000;
+
+/// What a purge or delete dropped.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Dropped {
+    /// Visible items.
+    pub items: u64,
+    /// Delayed items.
+    pub delayed: u64,
+    /// Leased items (delete only).
+    pub leased: u64,
+    /// Items handed to a stored requester but not yet collected (delete only).
+    pub results: u64,
+    /// False when a bound stopped it with work left.
+    pub done: bool,
+}
+
+/// Admin transactions consume items: a retry after "maybe committed"
+/// could count twice, so it is not retried.
+const ADMIN_RETRY: RetryPolicy = RetryPolicy {
+    attempts_max: 1_000,
+    backoff_initial_ms: 1,
+    backoff_max_ms: 20,
+    retry_maybe_committed: false,
+};
+
+/// The final clear of a delete read-conflicts on the whole queue, so every
+/// push landing meanwhile makes it conflict: a few quick tries, then the
+/// delete drains what came back and tries again (bounded by
+/// [`DELETE_WAIT_MS_MAX`]) rather than sleep through a thousand retries.
+const CLEAR_REST_RETRY: RetryPolicy = RetryPolicy {
+    attempts_max: 8,
+    backoff_initial_ms: 1,
+    backoff_max_ms: 5,
+    retry_maybe_committed: false,
+};
+
+/// Drops up to [`PURGE_BATCH_MAX`] visible items below `end` from the
+/// back; returns how many.
+///
+/// A conflict means pops took some of the items read, and pops take from
+/// the front: on a short queue under pops a full batch reads the very items
+/// they take, and lost every race to their quicker commits (one DELETE
+/// retried for 76 s). So each retry reads half as many items from the back,
+/// down to one, which leaves the front to the pops.
+async fn purge_batch<S: Store>(store: &S, keys: &QueueKeys, end: &[u8]) -> Result<u64, QueueError> {
+    let attempts = std::sync::atomic::AtomicU32::new(0);
+    let dropped = transact(store, ADMIN_RETRY, |txn| {
+        let attempt = attempts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let limit = PURGE_BATCH_MAX.checked_shr(attempt).unwrap_or(0).max(1);
+        purge_batch_in(txn, keys, end, limit)
+    })
+    .await?;
+    Ok(dropped)
+}
+
+/// In `txn`: drops up to `limit` visible items below `end` from the back.
+async fn purge_batch_in<T: Transaction>(
+    txn: T,
+    keys: &QueueKeys,
+    end: &[u8],
+    limit: usize,
+) -> Result<u64, StoreError> {
+    let begin = keys.items_range().0;
+    let rows = txn
+        .get_range(RangeRead::new(&begin, end, limit).reverse().snapshot())
+        .await?;
+    for row in &rows {
+        // Conflicts with a pop (direct or fulfiller) that took it.
+        txn.add_read_conflict_key(&row.key)?;
+        txn.clear(&row.key)?;
+    }
+    txn.atomic_add(&keys.depth(), -(rows.len() as i64))?;
+    if keys.kind() == QueueKind::Fifo {
+        let values = rows.iter().map(|row| decode_item(&row.value));
+        crate::queue::groups::dropped_in(&txn, keys, values, now_ms()).await?;
+    }
+    Ok(rows.len() as u64)
+}
+
+/// Where a purge stops: a FIFO queue's items pushed before it began (the
+/// index mark then); every item of a priority queue.
+async fn purge_end<S: Store>(store: &S, keys: &QueueKeys) -> Result<Vec<u8>, QueueError> {
+    Ok(match keys.kind() {
+        QueueKind::Fifo => {
+            let txn = store.begin()?;
+            let mark = decode_mark(txn.get(&keys.next_index(), true).await?.as_deref());
+            keys.item(mark, &[])
+        }
+        QueueKind::Priority => keys.items_range().1,
+    })
+}
+
+/// Drops the queue's delayed items, in bounded transactions, scanning the
+/// due index from `cursor`; returns how many and where to go on (`None`:
+/// the index was read to its end). At most `passes` transactions.
+async fn drop_delayed<S: Store>(
+    store: &S,
+    keys: &QueueKeys,
+    passes: &mut usize,
+) -> Result<(u64, bool), QueueError> {
+    let (mut cursor, end) = due_range();
+    let mut dropped = 0;
+    loop {
+        if *passes >= ADMIN_PASSES_MAX {
+            return Ok((dropped, false));
+        }
+        *passes += 1;
+        let (count, next) = transact(store, ADMIN_RETRY, |txn| {
+            let (cursor, end) = (&cursor, &end);
+            async move {
+                let rows = txn
+                    .get_range(RangeRead::new(cursor, end, DUE_SCAN_BATCH_MAX).snapshot())
+                    .await?;
+                let mut count = 0;
+                let mut heads = Vec::new();
+                for KeyValue { key, value } in &rows {
+                    let Some(entry) = due_entry(key) else {
+                        continue;
+                    };
+                    if entry.kind != keys.kind()
+                        || &entry.queue != keys.name()
+                        || entry.what != DueWhat::Delayed
+                    {
+                        continue;
+                    }
+                    // Conflicts with the timer revealing it.
+                    txn.add_read_conflict_key(key)?;
+                    txn.clear(key)?;
+                    count += 1;
+                    heads.push(decode_held(value).map(|held| held.item));
+                }
+                txn.atomic_add(&keys.delayed_count(), -count)?;
+                crate::queue::groups::dropped_in(&txn, keys, heads.into_iter(), now_ms()).await?;
+                let next = (rows.len() >= DUE_SCAN_BATCH_MAX)
+                    .then(|| key_after(&rows.last().expect("a full batch").key));
+                Ok((count as u64, next))
+            }
+        })
+        .await?;
+        dropped += count;
+        match next {
+            Some(next) => cursor = next,
+            None => return Ok((dropped, true)),
+        }
+    }
+}
+
+/// Drops the visible and delayed items of the queue (those pushed before
+/// the purge began, for a FIFO queue), in transactions of at most
+/// [`PURGE_BATCH_MAX`] items; leased items stay leased.
+pub async fn purge<S: Store>(store: &S, keys: &QueueKeys) -> Result<Dropped, QueueError> {
+    let end = purge_end(store, keys).await?;
+    let mut dropped = Dropped::default();
+    let mut passes = 0;
+    // Items waiting behind group heads first, so a dropped head releases
+    // only items pushed after the purge began.
+    let below = keys.item_index(&end);
+    let (count, waiting_done) = drop_waiting(store, keys, below, &mut passes).await?;
+    dropped.items += count;
+    let mut items_done = false;
+    while passes < ADMIN_PASSES_MAX {
+        passes += 1;
+        let count = purge_batch(store, keys, &end).await?;
+        dropped.items += count;
+        if count == 0 {
+            items_done = true;
+            break;
+        }
+    }
+    let mut delayed_done = true;
+    if delayed_count(store, keys).await? > 0 {
+        let (count, done) = drop_delayed(store, keys, &mut passes).await?;
+        dropped.delayed = count;
+        delayed_done = done;
+    }
+    dropped.done = items_done && delayed_done && waiting_done;
+    Ok(dropped)
+}
+
+/// Drops the FIFO queue's items waiting behind group heads, pushed below
+/// `below_index` (`None`: all), in bounded transactions; returns how many
+/// and whether it finished.
+async fn drop_waiting<S: Store>(
+    store: &S,
+    keys: &QueueKeys,
+    below_index: Option<u64>,
+    passes: &mut usize,
+) -> Result<(u64, bool), QueueError> {
+    if keys.kind() != QueueKind::Fifo {
+        return Ok((0, true));
+    }
+    let mut cursor = keys.grouped_all_range().0;
+    let mut dropped = 0;
+    while *passes < ADMIN_PASSES_MAX {
+        *passes += 1;
+        let (count, next) =
+            crate::queue::groups::drop_waiting(store, keys, below_index, &cursor).await?;
+        dropped += count;
+        match next {
+            Some(next) => cursor = next,
+            None => return Ok((dropped, true)),
+        }
+    }
+    Ok((dropped, false))
+}
+
+async fn delayed_count<S: Store>(store: &S, keys: &QueueKeys) -> Result<i64, QueueError> {
+    let txn = store.begin()?;
+    Ok(decode_counter(
+        txn.get(&keys.delayed_count(), true).await?.as_deref(),
+    ))
+}
+
+/// Drops up to [`PURGE_BATCH_MAX`] of the queue's leases; returns how many.
+async fn drop_leases<S: Store>(store: &S, keys: &QueueKeys) -> Result<u64, QueueError> {
+    let dropped = transact(store, ADMIN_RETRY, |txn| async move {
+        let (begin, end) = keys.receipts_range();
+        let rows = txn
+            .get_range(RangeRead::new(&begin, &end, PURGE_BATCH_MAX).snapshot())
+            .await?;
+        let mut count = 0;
+        for row in &rows {
+            let Some((receipt, expires_at_ms)) = receipt_row(keys, row) else {
+                continue;
+            };
+            // Not snapshot, as every settle reads them: an ack or the timer
+            // racing this drop conflicts with it, or wins.
+            if txn.get(&row.key, false).await?.is_none() {
+                continue;
+            }
+            let lease = keys.lease(expires_at_ms, &receipt.0);
+            txn.add_read_conflict_key(&lease)?;
+            txn.clear(&lease)?;
+            txn.clear(&row.key)?;
+            count += 1;
+        }
+        txn.atomic_add(&keys.leased(), -count)?;
+        Ok(count as u64)
+    })
+    .await?;
+    Ok(dropped)
+}
+
+pub(crate) fn receipt_row(keys: &QueueKeys, row: &KeyValue) -> Option<(Receipt, u64)> {
+    let receipt = Receipt(keys.receipt_of(&row.key)?);
+    let expires_at_ms = u64::from_be_bytes(row.value.as_slice().try_into().ok()?);
+    Some((receipt, expires_at_ms))
+}
+
+/// Deletes the queue: its items, delayed items, leases, stored requests
+/// and results, counters, settings and dedup ids. Workers holding a lease
+/// of it get `unknown_receipt` for their receipt. Gives up after
+/// [`DELETE_WAIT_MS_MAX`] (or [`ADMIN_PASSES_MAX`] transactions) while
+/// items keep arriving: `done` is false and the counts say what it
+/// dropped until then.
+pub async fn delete<S: Store>(store: &S, keys: &QueueKeys) -> Result<Dropped, QueueError> {
+    let began = std::time::Instant::now();
+    let in_time = || began.elapsed().as_millis() < u128::from(DELETE_WAIT_MS_MAX);
+    let mut dropped = Dropped::default();
+    let mut passes = 0;
+    while passes < ADMIN_PASSES_MAX && in_time() {
+        // Drain what can be large in bounded batches first ...
+        drain_for_delete(store, keys, &mut dropped, &mut passes, &in_time).await?;
+        // ... then clear the rest at once, if nothing came back meanwhile.
+        passes += 1;
+        match clear_rest(store, keys).await {
+            Ok(Some(results)) => {
+                dropped.results = results;
+                dropped.done = true;
+                return Ok(dropped);
+            }
+            Ok(None) => {}
+            // Pushes kept landing inside the queue's range: drain again.
+            Err(QueueError::Store(StoreError::Conflict)) => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(dropped)
+}
+
+/// One pass of a delete's draining: items waiting behind group heads,
+/// visible items, leases and delayed items, each in bounded transactions;
+/// the batch loops stop when `in_time` says the delete's time is up (pushes
+/// landing as fast as it drops would keep them going).
+async fn drain_for_delete<S: Store>(
+    store: &S,
+    keys: &QueueKeys,
+    dropped: &mut Dropped,
+    passes: &mut usize,
+    in_time: &impl Fn() -> bool,
+) -> Result<(), QueueError> {
+    let everything = keys.items_range().1;
+    let (count, _) = drop_waiting(store, keys, None, passes).await?;
+    dropped.items += count;
+    while *passes < ADMIN_PASSES_MAX && in_time() {
+        *passes += 1;
+        let count = purge_batch(store, keys, &everything).await?;
+        dropped.items += count;
+        if count == 0 {
+            break;
+        }
+    }
+    while *passes < ADMIN_PASSES_MAX && in_time() {
+        *passes += 1;
+        let count = drop_leases(store, keys).await?;
+        dropped.leased += count;
+        if count == 0 {
+            break;
+        }
+    }
+    if delayed_count(store, keys).await? > 0 {
+        let (count, _) = drop_delayed(store, keys, passes).await?;
+        dropped.delayed += count;
+    }
+    // Pushes to a group whose head is out (leased, dropped with its lease,
+    // or mid hand-off) waited behind it meanwhile: dropped again last, so
+    // the final clear, which looks for them, finds none if pushes pause.
+    let (count, _) = drop_waiting(store, keys, None, passes).await?;
+    dropped.items += count;
+    Ok(())
+}
+
+/// In one transaction that read-conflicts on the queue's whole subspace:
+/// if it holds no item (visible or waiting behind a group head), lease or
+/// delayed item, clears it (and the queue's
+/// registry entry) and returns the uncollected results dropped; `None`
+/// when something is back (the caller drains it and tries again).
+async fn clear_rest<S: Store>(store: &S, keys: &QueueKeys) -> Result<Option<u64>, QueueError> {
+    let cleared = transact(store, CLEAR_REST_RETRY, |txn| async move {
+        let (begin, end) = keys.queue_range();
+        txn.add_read_conflict_range(&begin, &end)?;
+        let (items_begin, items_end) = keys.items_range();
+        let (receipts_begin, receipts_end) = keys.receipts_range();
+        let items = txn
+            .get_range(RangeRead::new(&items_begin, &items_end, 1).snapshot())
+            .await?;
+        let leases = txn
+            .get_range(RangeRead::new(&receipts_begin, &receipts_end, 1).snapshot())
+            .await?;
+        // Items waiting behind group heads are not in `items`: a head out
+        // under a lease or mid hand-off keeps its group's pushes waiting
+        // there, and the clear below would drop them uncounted.
+        let (grouped_begin, grouped_end) = keys.grouped_all_range();
+        let waiting = txn
+            .get_range(RangeRead::new(&grouped_begin, &grouped_end, 1).snapshot())
+            .await?;
+        let delayed = decode_counter(txn.get(&keys.delayed_count(), true).await?.as_deref());
+        if !items.is_empty() || !leases.is_empty() || !waiting.is_empty() || delayed > 0 {
+            return Ok(None);
+        }
+        let (results_begin, results_end) = keys.results_range();
+        let results = txn
+            .get_range(RangeRead::new(&results_begin, &results_end, PURGE_BATCH_MAX).snapshot())
+            .await?;
+        txn.clear_range(&begin, &end)?;
+        txn.clear(&keys.registry_key())?;
+        Ok(Some(results.len() as u64))
+    })
+    .await?;
+    Ok(cleared)
+}

@@ -1,0 +1,222 @@
+//! Deduplicated pushes to a FIFO queue: an item pushed with a dedup id is
+//! stored only if no push with the same id was stored within the queue's
+//! dedup window.
+//!
+//! The id's key (`meta/("dedup", id)`, valued with when it stops counting)
+//! is read *without* snapshot and written in the push's own transaction, so
+//! of two concurrent pushes with one id the resolver lets exactly one
+//! commit first; the other conflicts, retries, reads the key and answers
+//! "duplicate". That holds across daemons: it is the store's guarantee.
+//!
+//! Cleanup: each stored id also writes an entry in the store-wide due index
+//! at its expiry (`DueWhat::Dedup`), so the coordinator's timer clears
+//! expired ids as it clears expired leases ([`expire_in`]): its work
+//! follows what expires, bounded per transaction like the rest of the due
+//! index. A push that finds an expired id not yet swept takes it over and
+//! clears the old due entry itself.
+
+use std::collections::BTreeSet;
+
+use crate::envelope::{HeldItem, ItemValue, encode_held, encode_item, now_ms};
+use crate::keys::{DueWhat, QueueKeys};
+use crate::queue::settings::{Defaults, read_in};
+use crate::queue::{QueueError, append_in, check_batch, hold_in};
+use crate::store::{RetryPolicy, Store, StoreError, Transaction, transact};
+
+/// Longest dedup id, in bytes.
+pub const DEDUP_ID_LEN_MAX: usize = 128;
+
+/// One item of a push.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PushItem {
+    /// The bytes.
+    pub payload: Vec<u8>,
+    /// Stored only if this id was not stored within the dedup window.
+    pub dedup_id: Option<Vec<u8>>,
+    /// Its message group (see [`crate::queue::groups`]); checked by the caller.
+    pub group: Option<String>,
+}
+
+/// What a push did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pushed {
+    /// Per item, in order: true when it was a duplicate and not stored.
+    pub duplicate: Vec<bool>,
+    /// When the stored items become visible, for a delayed push.
+    pub visible_at_ms: Option<u64>,
+}
+
+impl Pushed {
+    /// How many items were stored.
+    pub fn stored(&self) -> usize {
+        self.duplicate.iter().filter(|d| !**d).count()
+    }
+}
+
+/// Why a dedup id is refused, if it is.
+pub fn check_id(id: &[u8]) -> Result<(), String> {
+    if id.is_empty() || id.len() > DEDUP_ID_LEN_MAX {
+        return Err(format!(
+            "a dedup id is 1 to {DEDUP_ID_LEN_MAX} bytes long, got {}",
+            id.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Pushes `items` to the FIFO queue `keys` in one commit, all or none:
+/// after `delay_ms`, or (`None`) after the queue's delivery delay; items
+/// whose dedup id is still counting are left out and reported.
+pub async fn push<S: Store>(
+    store: &S,
+    keys: &QueueKeys,
+    items: &[PushItem],
+    delay_ms: Option<u64>,
+    defaults: &Defaults,
+) -> Result<Pushed, QueueError> {
+    check_batch(items.iter().map(|item| item.payload.as_slice()))?;
+    for item in items {
+        if let Some(id) = &item.dedup_id {
+            assert!(check_id(id).is_ok(), "dedup ids are checked by the caller");
+        }
+        if let Some(group) = &item.group {
+            assert!(
+                crate::queue::groups::check_key(group).is_ok(),
+                "group keys are checked by the caller"
+            );
+        }
+    }
+    // Retried on conflict: a conflict means a racing push stored one of our
+    // ids first, and the retry reads it. Not retried when the outcome is
+    // unknown, like every push (fresh random keys could duplicate items).
+    let pushed = transact(store, RetryPolicy::default(), |txn| async move {
+        let now = now_ms();
+        let settings = read_in(&txn, keys)
+            .await
+            .map_err(crate::queue::corrupt_as_store)?
+            .effective(keys.name(), defaults);
+        let mut duplicate = Vec::with_capacity(items.len());
+        let mut seen = BTreeSet::new();
+        for item in items {
+            let fresh = match &item.dedup_id {
+                None => true,
+                Some(id) => {
+                    seen.insert(id.as_slice())
+                        && claim_in(&txn, keys, id, now, settings.dedup_window_ms).await?
+                }
+            };
+            duplicate.push(!fresh);
+        }
+        let stored: Vec<&PushItem> = items
+            .iter()
+            .zip(&duplicate)
+            .filter(|(_, duplicate)| !**duplicate)
+            .map(|(item, _)| item)
+            .collect();
+        let delay_ms = delay_ms.unwrap_or(settings.delivery_delay_ms);
+        let mut visible_at_ms = None;
+        if stored.is_empty() {
+        } else if stored.iter().any(|item| item.group.is_some()) {
+            // Only a push naming a group takes this path: ungrouped pushes
+            // read and write what they always did.
+            let new: Vec<crate::queue::groups::NewItem<'_>> = stored
+                .iter()
+                .map(|item| crate::queue::groups::NewItem {
+                    group: item.group.as_deref(),
+                    payload: &item.payload,
+                })
+                .collect();
+            visible_at_ms = crate::queue::groups::push_in(&txn, keys, &new, now, delay_ms).await?;
+        } else if delay_ms == 0 {
+            let values: Vec<Vec<u8>> = stored
+                .iter()
+                .map(|item| encode_item(now, &item.payload))
+                .collect();
+            append_in(&txn, keys, &values).await?;
+        } else {
+            let values: Vec<Vec<u8>> = stored
+                .iter()
+                .map(|item| {
+                    encode_held(&HeldItem {
+                        item_key: Vec::new(),
+                        item: ItemValue::new(now, item.payload.clone()),
+                    })
+                })
+                .collect();
+            let at = now.saturating_add(delay_ms);
+            hold_in(&txn, keys, &values, at)?;
+            visible_at_ms = Some(at);
+        }
+        Ok(Pushed {
+            duplicate,
+            visible_at_ms,
+        })
+    })
+    .await?;
+    // Counted once the commit returned, as every other push is (duplicates
+    // wrote nothing, so they are not counted).
+    crate::metrics::pushed(keys, pushed.stored());
+    Ok(pushed)
+}
+
+fn decode_expiry(value: &[u8]) -> Option<u64> {
+    Some(u64::from_be_bytes(value.try_into().ok()?))
+}
+
+/// In `txn`: true (and the id now counts until `now_ms + window_ms`) when
+/// `id` was not counting; false when it was (a duplicate).
+pub async fn claim_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    id: &[u8],
+    now_ms: u64,
+    window_ms: u64,
+) -> Result<bool, StoreError> {
+    let key = keys.dedup(id);
+    // Not snapshot: this read is what makes one of two racing pushes lose.
+    let previous = txn.get(&key, false).await?;
+    if let Some(expires_at_ms) = previous.as_deref().and_then(decode_expiry) {
+        if expires_at_ms > now_ms {
+            return Ok(false);
+        }
+        // Expired, not yet swept: ours now, and its old entry goes.
+        txn.clear(&keys.due(expires_at_ms, DueWhat::Dedup, id))?;
+    }
+    let expires_at_ms = now_ms.saturating_add(window_ms.max(1));
+    txn.set(&key, &expires_at_ms.to_be_bytes())?;
+    txn.set(&keys.due(expires_at_ms, DueWhat::Dedup, id), &[])?;
+    Ok(true)
+}
+
+/// In `txn` (the timer's, which has cleared the due entry): clears the id
+/// `id` if it still expires at `due_ms` (a later push may have renewed it,
+/// with a due entry of its own).
+pub async fn expire_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    id: &[u8],
+    due_ms: u64,
+) -> Result<(), StoreError> {
+    let key = keys.dedup(id);
+    // Not snapshot: a push renewing the id conflicts with this clear.
+    let current = txn.get(&key, false).await?;
+    if current.as_deref().and_then(decode_expiry) == Some(due_ms) {
+        txn.clear(&key)?;
+    }
+    Ok(())
+}
+
+/// How many dedup ids `keys` holds (expired ones not yet swept included);
+/// for tests, bounded at `limit`.
+pub async fn ids_held<S: Store>(
+    store: &S,
+    keys: &QueueKeys,
+    limit: usize,
+) -> Result<usize, QueueError> {
+    let (begin, end) = keys.dedup_range();
+    let txn = store.begin()?;
+    let rows = txn
+        .get_range(crate::store::RangeRead::new(&begin, &end, limit).snapshot())
+        .await?;
+    Ok(rows.len())
+}

@@ -1,0 +1,286 @@
+//! The FIFO queue recipe over any [`Store`].
+//!
+//! Items live under `items/(index, random)`. A push takes the next index
+//! with a *snapshot* read and writes there, so concurrent pushes never
+//! conflict (equal indexes are ordered by the random suffix).
+//!
+//! Where the recipe reads the last item's key, hotq reads `meta/next_index`,
+//! which pushes raise with `atomic_max` (a write conflict only). The two
+//! agree while the queue holds items; once it drains, the recipe would
+//! restart at index 0, in front of every tombstone the drained items left,
+//! so later range reads would walk them all. The mark never goes back, and
+//! a point read is cheaper than a reverse range read. A direct
+//! pop reads the first item without snapshot (limit 1), clears it and
+//! commits; two pops of the same head conflict, and the loser is told so
+//! as a typed outcome rather than retried blindly.
+
+use rand::RngCore;
+
+use crate::envelope::{
+    End, HeldItem, ItemValue, PAYLOAD_SIZE_MAX, decode_item, encode_held, encode_item, now_ms,
+};
+use crate::keys::{QueueKeys, QueueName, RANDOM_LEN};
+use crate::store::{
+    RangeRead, RetryPolicy, Store, StoreError, Transaction, decode_counter, decode_mark, transact,
+};
+
+use super::item::{Item, PUSH_BATCH_MAX, QueueError, hold_in};
+
+/// The outcome of one direct-pop attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DirectPop {
+    /// The item is ours: it left the queue in our commit.
+    Popped(Item),
+    /// The queue was empty at our read version.
+    Empty,
+    /// Another pop took the head first; nothing changed.
+    Conflict,
+}
+
+/// A named FIFO queue.
+#[derive(Debug, Clone)]
+pub struct Queue<S: Store> {
+    store: S,
+    name: QueueName,
+    keys: QueueKeys,
+    retry: RetryPolicy,
+}
+
+impl<S: Store> Queue<S> {
+    /// The queue `name` on `store`.
+    pub fn new(store: S, name: QueueName) -> Queue<S> {
+        let keys = QueueKeys::new(&name);
+        Queue {
+            store,
+            name,
+            keys,
+            retry: RetryPolicy::default(),
+        }
+    }
+
+    /// The queue's name.
+    pub fn name(&self) -> &QueueName {
+        &self.name
+    }
+
+    /// The queue's key layout.
+    pub fn keys(&self) -> &QueueKeys {
+        &self.keys
+    }
+
+    /// The store the queue lives in.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// Appends one item.
+    pub async fn push(&self, payload: &[u8]) -> Result<(), QueueError> {
+        self.push_batch(&[payload]).await
+    }
+
+    /// Appends up to [`PUSH_BATCH_MAX`] items in one commit, in order.
+    /// All or none are written.
+    pub async fn push_batch<P: AsRef<[u8]>>(&self, payloads: &[P]) -> Result<(), QueueError> {
+        check_batch(payloads.iter().map(AsRef::as_ref))?;
+        let enqueued_at_ms = now_ms();
+        let values: Vec<Vec<u8>> = payloads
+            .iter()
+            .map(|p| encode_item(enqueued_at_ms, p.as_ref()))
+            .collect();
+        // A push reads only with snapshot and writes fresh random keys, so a
+        // retry after "maybe committed" could duplicate it: not retried.
+        transact(&self.store, self.retry, |txn| {
+            let values = &values;
+            async move { append_in(&txn, &self.keys, values).await }
+        })
+        .await?;
+        crate::metrics::pushed(&self.keys, values.len());
+        Ok(())
+    }
+
+    /// Pushes up to [`PUSH_BATCH_MAX`] items in one commit, invisible to
+    /// pops until `delay_ms` from now, when the coordinator's timer appends
+    /// them, in order, at the queue's tail. All or none are written.
+    pub async fn push_batch_delayed<P: AsRef<[u8]>>(
+        &self,
+        payloads: &[P],
+        delay_ms: u64,
+    ) -> Result<u64, QueueError> {
+        check_batch(payloads.iter().map(AsRef::as_ref))?;
+        let now = now_ms();
+        let visible_at_ms = now.saturating_add(delay_ms);
+        let values: Vec<Vec<u8>> = payloads
+            .iter()
+            .map(|p| {
+                encode_held(&HeldItem {
+                    item_key: Vec::new(),
+                    item: ItemValue::new(now, p.as_ref().to_vec()),
+                })
+            })
+            .collect();
+        transact(&self.store, self.retry, |txn| {
+            let values = &values;
+            async move { hold_in(&txn, &self.keys, values, visible_at_ms) }
+        })
+        .await?;
+        crate::metrics::pushed(&self.keys, values.len());
+        Ok(visible_at_ms)
+    }
+
+    /// One direct-pop attempt: the first item, cleared in our commit. (A
+    /// library pop hands the item straight to its caller: a grouped item's
+    /// successor is released in the same commit; see [`crate::queue::groups`].)
+    pub async fn try_pop_direct(&self) -> Result<DirectPop, QueueError> {
+        let txn = self.store.begin()?;
+        if crate::queue::settings::paused_in(&txn, &self.keys).await? {
+            return Ok(DirectPop::Empty);
+        }
+        let Some(item) = self.first_item(&txn, false).await? else {
+            return Ok(DirectPop::Empty);
+        };
+        txn.clear(&item.key)?;
+        txn.atomic_add(&self.keys.depth(), -1)?;
+        if let Some(group) = &item.group {
+            crate::queue::groups::leave_in(&txn, &self.keys, group, now_ms()).await?;
+        }
+        match txn.commit().await {
+            Ok(()) => Ok(DirectPop::Popped(item)),
+            Err(StoreError::Conflict) => Ok(DirectPop::Conflict),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Pops the first item with direct pops only, retrying conflicts with
+    /// backoff up to the retry policy's bound. (The staged pop, which turns
+    /// conflicts into requests, is built on [`Self::try_pop_direct`].)
+    pub async fn pop(&self) -> Result<Option<Item>, QueueError> {
+        let popped = transact(&self.store, self.retry, |txn| async move {
+            if crate::queue::settings::paused_in(&txn, &self.keys)
+                .await
+                .map_err(corrupt_as_store)?
+            {
+                return Ok(None);
+            }
+            let Some(item) = self
+                .first_item(&txn, false)
+                .await
+                .map_err(corrupt_as_store)?
+            else {
+                return Ok(None);
+            };
+            txn.clear(&item.key)?;
+            txn.atomic_add(&self.keys.depth(), -1)?;
+            if let Some(group) = &item.group {
+                crate::queue::groups::leave_in(&txn, &self.keys, group, now_ms()).await?;
+            }
+            Ok(Some(item))
+        })
+        .await?;
+        Ok(popped)
+    }
+
+    /// The first item, without taking it (a snapshot read: never conflicts).
+    pub async fn peek(&self) -> Result<Option<Item>, QueueError> {
+        let txn = self.store.begin()?;
+        self.first_item(&txn, true).await
+    }
+
+    /// The number of items, from the counter pushes and pops maintain.
+    pub async fn len(&self) -> Result<u64, QueueError> {
+        let txn = self.store.begin()?;
+        let value = txn.get(&self.keys.depth(), true).await?;
+        let depth = decode_counter(value.as_deref());
+        assert!(
+            depth >= 0,
+            "queue {} depth counter is negative: {depth}",
+            self.name
+        );
+        Ok(depth as u64)
+    }
+
+    /// True when the queue holds no item.
+    pub async fn is_empty(&self) -> Result<bool, QueueError> {
+        Ok(self.len().await? == 0)
+    }
+
+    /// Reads the first item in `txn`.
+    pub async fn first_item(
+        &self,
+        txn: &S::Txn,
+        snapshot: bool,
+    ) -> Result<Option<Item>, QueueError> {
+        let items = read_end(txn, &self.keys, End::Front, 1, snapshot).await?;
+        Ok(items.into_iter().next())
+    }
+}
+
+/// Checks a batch's length and every payload's size (FIFO and priority pushes).
+pub(crate) fn check_batch<'a>(
+    payloads: impl ExactSizeIterator<Item = &'a [u8]>,
+) -> Result<(), QueueError> {
+    let len = payloads.len();
+    if len == 0 || len > PUSH_BATCH_MAX {
+        return Err(QueueError::BadBatch { len });
+    }
+    for payload in payloads {
+        if payload.len() > PAYLOAD_SIZE_MAX {
+            return Err(QueueError::PayloadTooLarge { len: payload.len() });
+        }
+    }
+    Ok(())
+}
+
+/// Appends encoded item envelopes at the tail of the FIFO queue `keys`, in
+/// order, in `txn`: the index comes from a snapshot read of the
+/// `next_index` mark, so appends never conflict with each other.
+pub async fn append_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    values: &[Vec<u8>],
+) -> Result<(), StoreError> {
+    let next_index = decode_mark(txn.get(&keys.next_index(), true).await?.as_deref());
+    let mut rng = rand::rng();
+    for (offset, value) in values.iter().enumerate() {
+        let mut random = [0u8; RANDOM_LEN];
+        rng.fill_bytes(&mut random);
+        txn.set(&keys.item(next_index + offset as u64, &random), value)?;
+    }
+    txn.atomic_max(&keys.next_index(), next_index + values.len() as u64)?;
+    txn.atomic_add(&keys.depth(), values.len() as i64)
+}
+
+/// Inside a retried transaction body only store errors travel; a corrupt
+/// envelope is reported as a non-retryable backend error naming the key.
+pub(crate) fn corrupt_as_store(error: QueueError) -> StoreError {
+    match error {
+        QueueError::Store(error) => error,
+        other => StoreError::Backend {
+            code: 4100,
+            message: other.to_string(),
+        },
+    }
+}
+
+/// Reads the first (or last) item of `keys` in `txn`.
+pub async fn read_end<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    end: End,
+    limit: usize,
+    snapshot: bool,
+) -> Result<Vec<Item>, QueueError> {
+    let (begin, stop) = keys.items_range();
+    let mut read = RangeRead::new(&begin, &stop, limit);
+    read.reverse = end == End::Back;
+    read.snapshot = snapshot;
+    txn.get_range(read)
+        .await?
+        .into_iter()
+        .map(|row| {
+            let value = decode_item(&row.value).ok_or_else(|| QueueError::Corrupt {
+                key: row.key.clone(),
+            })?;
+            Ok(Item::from_value(row.key, value))
+        })
+        .collect()
+}

@@ -1,0 +1,396 @@
+//! The priority queue recipe over any [`Store`] (FoundationDB's priority
+//! queue recipe).
+//!
+//! Items live under `items/(priority, count, random)`. A push takes the
+//! highest count of its priority with a *snapshot* reverse read (limit 1)
+//! of the `(priority,)` sub-range and writes at count + 1, so concurrent
+//! pushes never conflict (equal counts are ordered by the random suffix).
+//! Keys order by priority, then count, so the front of the items subspace
+//! is the minimum and the back the maximum: equal priorities come out in
+//! push order from the min end and in reverse push order from the max end.
+//!
+//! Pops here are direct, with the bounded retry of [`transact`], mirroring
+//! [`crate::queue::Queue::pop`]. Staged pops at either end go through
+//! [`crate::coordinator::Coordinator::pop`] with [`End::Front`] (min) or
+//! [`End::Back`] (max) and these keys ([`PriorityQueue::keys`]).
+
+use std::collections::HashMap;
+
+use rand::RngCore;
+
+use crate::envelope::{End, HeldItem, decode_item, encode_held, encode_item, now_ms};
+use crate::keys::{QueueKeys, QueueKind, QueueName, RANDOM_LEN};
+use crate::queue::read_end;
+use crate::queue::{Item, QueueError, check_batch};
+use crate::store::{
+    RangeRead, RetryPolicy, Store, StoreError, Transaction, decode_counter, transact,
+};
+
+/// A named priority queue: items ordered by a signed 64-bit priority,
+/// popped from the minimum or the maximum end.
+#[derive(Debug, Clone)]
+pub struct PriorityQueue<S: Store> {
+    store: S,
+    name: QueueName,
+    keys: QueueKeys,
+    retry: RetryPolicy,
+}
+
+impl<S: Store> PriorityQueue<S> {
+    /// The priority queue `name` on `store` (its keys never overlap those of
+    /// a FIFO queue of the same name).
+    pub fn new(store: S, name: QueueName) -> PriorityQueue<S> {
+        let keys = QueueKeys::of_kind(QueueKind::Priority, &name);
+        PriorityQueue {
+            store,
+            name,
+            keys,
+            retry: RetryPolicy::default(),
+        }
+    }
+
+    /// The queue's name.
+    pub fn name(&self) -> &QueueName {
+        &self.name
+    }
+
+    /// The queue's key layout (what [`crate::coordinator::Coordinator::pop`]
+    /// takes for staged pops).
+    pub fn keys(&self) -> &QueueKeys {
+        &self.keys
+    }
+
+    /// The store the queue lives in.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// Adds one item at `priority`.
+    pub async fn push(&self, payload: &[u8], priority: i64) -> Result<(), QueueError> {
+        self.push_batch(&[(priority, payload)]).await
+    }
+
+    /// Adds up to [`crate::queue::PUSH_BATCH_MAX`] `(priority, payload)` items in one
+    /// commit; items of equal priority keep their batch order. All or none
+    /// are written.
+    pub async fn push_batch<P: AsRef<[u8]>>(&self, items: &[(i64, P)]) -> Result<(), QueueError> {
+        check_batch(items.iter().map(|(_, payload)| payload.as_ref()))?;
+        let enqueued_at_ms = now_ms();
+        let values: Vec<(i64, Vec<u8>)> = items
+            .iter()
+            .map(|(priority, p)| (*priority, encode_item(enqueued_at_ms, p.as_ref())))
+            .collect();
+        // A push reads only with snapshot and writes fresh random keys, so a
+        // retry after "maybe committed" could duplicate it: not retried.
+        transact(&self.store, self.retry, |txn| {
+            let values = &values;
+            async move { self.write_items(&txn, values).await }
+        })
+        .await?;
+        crate::metrics::pushed(&self.keys, values.len());
+        Ok(())
+    }
+
+    /// Adds up to [`crate::queue::PUSH_BATCH_MAX`] `(priority, payload)`
+    /// items in one commit, invisible to pops for `delay_ms` (`None`: the
+    /// queue's `delivery_delay_ms` setting, read in the commit). A delayed
+    /// item's key is taken when pushed, so among equal priorities it keeps
+    /// its push order; the timer writes it there when due. Returns when the
+    /// items become visible, `None` when they are at once.
+    pub async fn push_batch_delayed<P: AsRef<[u8]>>(
+        &self,
+        items: &[(i64, P)],
+        delay_ms: Option<u64>,
+        defaults: &crate::queue::settings::Defaults,
+    ) -> Result<Option<u64>, QueueError> {
+        check_batch(items.iter().map(|(_, payload)| payload.as_ref()))?;
+        let enqueued_at_ms = now_ms();
+        let values: Vec<(i64, Vec<u8>)> = items
+            .iter()
+            .map(|(priority, p)| (*priority, encode_item(enqueued_at_ms, p.as_ref())))
+            .collect();
+        // Not retried after "maybe committed", as every push.
+        let visible_at_ms = transact(&self.store, self.retry, |txn| {
+            let values = &values;
+            async move {
+                let delay_ms = match delay_ms {
+                    Some(delay_ms) => delay_ms,
+                    None => {
+                        crate::queue::settings::read_in(&txn, &self.keys)
+                            .await
+                            .map_err(corrupt_as_store)?
+                            .effective(&self.name, defaults)
+                            .delivery_delay_ms
+                    }
+                };
+                if delay_ms == 0 {
+                    self.write_items(&txn, values).await?;
+                    return Ok(None);
+                }
+                let visible_at_ms = enqueued_at_ms.saturating_add(delay_ms);
+                self.hold_items(&txn, values, visible_at_ms).await?;
+                Ok(Some(visible_at_ms))
+            }
+        })
+        .await?;
+        crate::metrics::pushed(&self.keys, values.len());
+        Ok(visible_at_ms)
+    }
+
+    /// Writes `values` as delayed items due at `visible_at_ms`, each with
+    /// the key it takes when the timer reveals it.
+    async fn hold_items(
+        &self,
+        txn: &S::Txn,
+        values: &[(i64, Vec<u8>)],
+        visible_at_ms: u64,
+    ) -> Result<(), StoreError> {
+        let keys = self.item_keys(txn, values).await?;
+        let held: Vec<Vec<u8>> = keys
+            .into_iter()
+            .zip(values)
+            .map(|(item_key, (_, value))| {
+                let item = decode_item(value).expect("encoded above");
+                encode_held(&HeldItem { item_key, item })
+            })
+            .collect();
+        crate::queue::item::hold_in(txn, &self.keys, &held, visible_at_ms)
+    }
+
+    /// Adds one item at `priority`, delayed as [`Self::push_batch_delayed`]
+    /// says, unless a push with dedup id `id` was stored within the queue's
+    /// dedup window (as for FIFO queues, see [`crate::queue::dedup`]): then nothing
+    /// is written and the answer says it was a duplicate.
+    pub async fn push_deduplicated(
+        &self,
+        payload: &[u8],
+        priority: i64,
+        delay_ms: Option<u64>,
+        id: &[u8],
+        defaults: &crate::queue::settings::Defaults,
+    ) -> Result<Deduplicated, QueueError> {
+        check_batch(std::iter::once(payload))?;
+        assert!(
+            crate::queue::dedup::check_id(id).is_ok(),
+            "dedup ids are checked by the caller"
+        );
+        let enqueued_at_ms = now_ms();
+        let values = [(priority, encode_item(enqueued_at_ms, payload))];
+        // Retried on conflict: a racing push stored the id first, and the
+        // retry reads it. Not retried when the outcome is unknown.
+        let pushed = transact(&self.store, RetryPolicy::default(), |txn| {
+            let values = &values;
+            async move {
+                let settings = crate::queue::settings::read_in(&txn, &self.keys)
+                    .await
+                    .map_err(corrupt_as_store)?
+                    .effective(&self.name, defaults);
+                let now = now_ms();
+                let window_ms = settings.dedup_window_ms;
+                if !crate::queue::dedup::claim_in(&txn, &self.keys, id, now, window_ms).await? {
+                    return Ok(Deduplicated::Duplicate);
+                }
+                let delay_ms = delay_ms.unwrap_or(settings.delivery_delay_ms);
+                if delay_ms == 0 {
+                    self.write_items(&txn, values).await?;
+                    return Ok(Deduplicated::Pushed {
+                        visible_at_ms: None,
+                    });
+                }
+                let visible_at_ms = enqueued_at_ms.saturating_add(delay_ms);
+                self.hold_items(&txn, values, visible_at_ms).await?;
+                Ok(Deduplicated::Pushed {
+                    visible_at_ms: Some(visible_at_ms),
+                })
+            }
+        })
+        .await?;
+        if let Deduplicated::Pushed { .. } = pushed {
+            crate::metrics::pushed(&self.keys, 1);
+        }
+        Ok(pushed)
+    }
+
+    async fn write_items(&self, txn: &S::Txn, values: &[(i64, Vec<u8>)]) -> Result<(), StoreError> {
+        append_in(txn, &self.keys, values).await
+    }
+
+    async fn item_keys(
+        &self,
+        txn: &S::Txn,
+        values: &[(i64, Vec<u8>)],
+    ) -> Result<Vec<Vec<u8>>, StoreError> {
+        item_keys_in(txn, &self.keys, values).await
+    }
+
+    /// Pops the item of lowest priority (the earliest pushed among equals).
+    pub async fn pop_min(&self) -> Result<Option<Item>, QueueError> {
+        self.pop_end(End::Front).await
+    }
+
+    /// Pops the item of highest priority (the latest pushed among equals).
+    pub async fn pop_max(&self) -> Result<Option<Item>, QueueError> {
+        self.pop_end(End::Back).await
+    }
+
+    /// Pops from `end` with direct pops only, retrying conflicts with backoff
+    /// up to the retry policy's bound. (Staged pops, which turn conflicts
+    /// into requests, are [`crate::coordinator::Coordinator::pop`].)
+    async fn pop_end(&self, end: End) -> Result<Option<Item>, QueueError> {
+        let popped = transact(&self.store, self.retry, |txn| async move {
+            if crate::queue::settings::paused_in(&txn, &self.keys)
+                .await
+                .map_err(corrupt_as_store)?
+            {
+                return Ok(None);
+            }
+            let Some(item) = self
+                .end_item(&txn, end, false)
+                .await
+                .map_err(corrupt_as_store)?
+            else {
+                return Ok(None);
+            };
+            txn.clear(&item.key)?;
+            txn.atomic_add(&self.keys.depth(), -1)?;
+            Ok(Some(item))
+        })
+        .await?;
+        Ok(popped)
+    }
+
+    /// The item of lowest priority, without taking it (a snapshot read:
+    /// never conflicts).
+    pub async fn peek_min(&self) -> Result<Option<Item>, QueueError> {
+        let txn = self.store.begin()?;
+        self.end_item(&txn, End::Front, true).await
+    }
+
+    /// The item of highest priority, without taking it (a snapshot read:
+    /// never conflicts).
+    pub async fn peek_max(&self) -> Result<Option<Item>, QueueError> {
+        let txn = self.store.begin()?;
+        self.end_item(&txn, End::Back, true).await
+    }
+
+    /// Reads the item at `end` (front: minimum, back: maximum) in `txn`.
+    /// With `snapshot` the read adds no read conflict (what the peeks do).
+    pub async fn end_item(
+        &self,
+        txn: &S::Txn,
+        end: End,
+        snapshot: bool,
+    ) -> Result<Option<Item>, QueueError> {
+        Ok(read_end(txn, &self.keys, end, 1, snapshot)
+            .await?
+            .into_iter()
+            .next())
+    }
+
+    /// The number of items, from the counter pushes and pops maintain.
+    pub async fn len(&self) -> Result<u64, QueueError> {
+        let txn = self.store.begin()?;
+        let value = txn.get(&self.keys.depth(), true).await?;
+        let depth = decode_counter(value.as_deref());
+        assert!(
+            depth >= 0,
+            "priority queue {} depth counter is negative: {depth}",
+            self.name
+        );
+        Ok(depth as u64)
+    }
+
+    /// True when the queue holds no item.
+    pub async fn is_empty(&self) -> Result<bool, QueueError> {
+        Ok(self.len().await? == 0)
+    }
+}
+
+/// Inside a retried transaction body only store errors travel; a corrupt
+/// envelope is reported as a non-retryable backend error naming the key
+/// (as [`crate::queue::Queue::pop`] does).
+fn corrupt_as_store(error: QueueError) -> StoreError {
+    match error {
+        QueueError::Store(error) => error,
+        other => StoreError::Backend {
+            code: 4100,
+            message: other.to_string(),
+        },
+    }
+}
+
+/// What a push with a dedup id did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deduplicated {
+    /// Stored; visible at once (`None`) or at that time.
+    Pushed {
+        /// When the item becomes visible, for a delayed push.
+        visible_at_ms: Option<u64>,
+    },
+    /// The id was stored within the dedup window: nothing was written.
+    Duplicate,
+}
+
+/// Appends `(priority, envelope)` items to the priority queue `keys` in
+/// `txn`; items of equal priority keep their order.
+pub async fn append_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    values: &[(i64, Vec<u8>)],
+) -> Result<(), StoreError> {
+    let item_keys = item_keys_in(txn, keys, values).await?;
+    for (key, (_, value)) in item_keys.iter().zip(values) {
+        txn.set(key, value)?;
+    }
+    txn.atomic_add(&keys.depth(), values.len() as i64)
+}
+
+/// The keys of `values`, in order: each at the next count of its priority
+/// (one snapshot read per priority of the batch, so pushes never conflict).
+async fn item_keys_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    values: &[(i64, Vec<u8>)],
+) -> Result<Vec<Vec<u8>>, StoreError> {
+    assert_eq!(keys.kind(), QueueKind::Priority, "a priority queue's keys");
+    let mut next_count: HashMap<i64, u64> = HashMap::new();
+    for (priority, _) in values {
+        if !next_count.contains_key(priority) {
+            let next = last_count(txn, keys, *priority)
+                .await?
+                .map_or(0, |count| count.saturating_add(1));
+            next_count.insert(*priority, next);
+        }
+    }
+    let mut rng = rand::rng();
+    let mut item_keys = Vec::with_capacity(values.len());
+    for (priority, _) in values {
+        let count = next_count
+            .get_mut(priority)
+            .expect("every priority of the batch has a count");
+        let mut random = [0u8; RANDOM_LEN];
+        rng.fill_bytes(&mut random);
+        item_keys.push(keys.priority_item(*priority, *count, &random));
+        // Saturates only after 2^64 pushes at one priority; the random
+        // suffix still keeps keys unique.
+        *count = count.saturating_add(1);
+    }
+    Ok(item_keys)
+}
+
+/// The highest count of `priority`, read with snapshot so pushes never
+/// conflict.
+async fn last_count<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    priority: i64,
+) -> Result<Option<u64>, StoreError> {
+    let (begin, end) = keys.priority_range(priority);
+    let rows = txn
+        .get_range(RangeRead::new(&begin, &end, 1).reverse().snapshot())
+        .await?;
+    Ok(rows
+        .first()
+        .and_then(|row| keys.priority_item_parts(&row.key))
+        .map(|(_, count)| count))
+}

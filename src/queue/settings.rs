@@ -1,0 +1,383 @@
+//! Per-queue settings kept in the store (`meta/("settings",)` of the queue,
+//! see [`QueueKeys::settings`]), so every daemon on one store applies the
+//! same: max deliveries, default lease, dead-letter target, dedup window,
+//! delivery delay, and whether the queue is paused. The TOML configuration
+//! holds the defaults
+//! ([`Defaults`]); a stored value overrides its default for one queue.
+//!
+//! There is no cache: every transaction that needs a setting reads the
+//! settings key itself (one point read, snapshot). A cache would need an
+//! invalidation every daemon sees at once; the read costs less than that
+//! machinery, and with it a `PUT` is in force for every daemon from the
+//! commit on — a push, nack or lease expiry that starts after the `PUT`
+//! answered uses the new values.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::keys::{QueueKeys, QueueName};
+use crate::lease::DeliveryPolicy;
+use crate::queue::QueueError;
+use crate::store::{RetryPolicy, Store, StoreError, Transaction, transact};
+
+/// Default dedup window: 5 minutes, as SQS.
+pub const DEDUP_WINDOW_MS_DEFAULT: u64 = 5 * 60 * 1_000;
+/// Longest dedup window a queue may set.
+pub const DEDUP_WINDOW_MS_MAX: u64 = 7 * 24 * 60 * 60 * 1_000;
+/// Most deliveries a queue may allow.
+pub const MAX_DELIVERIES_MAX: u32 = 1_000;
+
+/// What a queue has set; `None` falls back to the default.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Stored {
+    /// Deliveries under a lease before an item is dead-lettered; 0 (the
+    /// SQS default, a queue without a redrive policy): no limit, never
+    /// dead-lettered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_deliveries: Option<u32>,
+    /// The lease of a pop that names no `lease_ms`, in ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_lease_ms: Option<u64>,
+    /// Where items out of deliveries go (instead of `{queue}.dead`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dead_letter_queue: Option<String>,
+    /// How long a push's dedup id counts, in ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dedup_window_ms: Option<u64>,
+    /// The delay of a push that names no `delay_ms`, in ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery_delay_ms: Option<u64>,
+    /// True: the queue takes pushes but hands nothing out (see [`paused_in`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<bool>,
+}
+
+/// The defaults (from the TOML configuration) and the bounds a `PUT` is
+/// checked against.
+#[derive(Debug, Clone)]
+pub struct Defaults {
+    /// Max deliveries, per queue name.
+    pub delivery: DeliveryPolicy,
+    /// Default lease of a pop; `None`: pops lease only when asked.
+    pub default_lease_ms: Option<u64>,
+    /// Dedup window.
+    pub dedup_window_ms: u64,
+    /// Delay of a push.
+    pub delivery_delay_ms: u64,
+    /// Longest lease a queue may default to.
+    pub lease_max_ms: u64,
+    /// Longest delay a queue may default to.
+    pub delay_max_ms: u64,
+}
+
+impl Default for Defaults {
+    fn default() -> Self {
+        Defaults {
+            delivery: DeliveryPolicy::default(),
+            default_lease_ms: None,
+            dedup_window_ms: DEDUP_WINDOW_MS_DEFAULT,
+            delivery_delay_ms: 0,
+            lease_max_ms: 12 * 60 * 60 * 1_000,
+            delay_max_ms: 7 * 24 * 60 * 60 * 1_000,
+        }
+    }
+}
+
+/// The settings in force for one queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Effective {
+    /// `None`: unlimited (a dead-letter queue never dead-letters).
+    #[schema(required = true)]
+    pub max_deliveries: Option<u32>,
+    /// `None`: pops lease only when asked.
+    #[schema(required = true)]
+    pub default_lease_ms: Option<u64>,
+    /// `None`: nowhere (a dead-letter queue).
+    #[schema(required = true)]
+    pub dead_letter_queue: Option<String>,
+    /// How long a dedup id counts.
+    pub dedup_window_ms: u64,
+    /// Delay of a push that names none.
+    pub delivery_delay_ms: u64,
+    /// True: the queue takes pushes but hands nothing out.
+    pub paused: bool,
+}
+
+impl Stored {
+    /// The settings in force for `name` under `defaults`.
+    pub fn effective(&self, name: &QueueName, defaults: &Defaults) -> Effective {
+        let max_deliveries = if name.is_dead_letter() && self.max_deliveries.is_none() {
+            None
+        } else {
+            self.max_deliveries
+                .or_else(|| defaults.delivery.max_deliveries(name))
+                .filter(|max| *max > 0)
+        };
+        let dead_letter_queue = self
+            .dead_letter_queue
+            .clone()
+            .or_else(|| name.dead_letter().map(|dead| dead.as_str().to_string()));
+        Effective {
+            max_deliveries,
+            default_lease_ms: self.default_lease_ms.or(defaults.default_lease_ms),
+            dead_letter_queue,
+            dedup_window_ms: self.dedup_window_ms.unwrap_or(defaults.dedup_window_ms),
+            delivery_delay_ms: self.delivery_delay_ms.unwrap_or(defaults.delivery_delay_ms),
+            paused: self.paused == Some(true),
+        }
+    }
+
+    /// The dead-letter queue items of `name` go to, if any.
+    pub fn dead_letter_target(&self, name: &QueueName) -> Option<QueueName> {
+        match &self.dead_letter_queue {
+            // Checked when it was stored.
+            Some(target) => QueueName::new(target).ok(),
+            None => name.dead_letter(),
+        }
+    }
+}
+
+/// Why a settings change was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidSettings(pub String);
+
+impl std::fmt::Display for InvalidSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for InvalidSettings {}
+
+/// `n` as a whole non-negative number: `5` or `5.0` (JSON Schema's
+/// "integer" takes both, so clients that write numbers as floats pass).
+fn whole_number(n: &serde_json::Number) -> Option<u64> {
+    n.as_u64().or_else(|| {
+        let float = n.as_f64()?;
+        // 2^64 as f64; below it every whole float converts exactly.
+        let whole = float.fract() == 0.0 && (0.0..18_446_744_073_709_551_616.0).contains(&float);
+        whole.then_some(float as u64)
+    })
+}
+
+/// Applies a change (a JSON object: each key sets its setting, `null`
+/// returns it to the default) to `stored`, checking every value; nothing
+/// is applied when anything is wrong.
+pub fn apply_change(
+    stored: &Stored,
+    name: &QueueName,
+    change: &BTreeMap<String, Value>,
+    defaults: &Defaults,
+) -> Result<Stored, InvalidSettings> {
+    let mut next = stored.clone();
+    let bad = |key: &str, what: String| Err(InvalidSettings(format!("{key}: {what}")));
+    for (key, value) in change {
+        let number = |max: u64, min: u64| -> Result<Option<u64>, InvalidSettings> {
+            match value {
+                Value::Null => Ok(None),
+                Value::Number(n) => match whole_number(n) {
+                    Some(n) if (min..=max).contains(&n) => Ok(Some(n)),
+                    _ => Err(InvalidSettings(format!(
+                        "{key} must be an integer from {min} to {max}, got {n}"
+                    ))),
+                },
+                other => Err(InvalidSettings(format!(
+                    "{key} must be an integer or null, got {other}"
+                ))),
+            }
+        };
+        match key.as_str() {
+            "max_deliveries" => {
+                // 0: no limit (see [`Stored::max_deliveries`]).
+                next.max_deliveries = number(MAX_DELIVERIES_MAX as u64, 0)?.map(|n| n as u32);
+            }
+            "default_lease_ms" => next.default_lease_ms = number(defaults.lease_max_ms, 1)?,
+            "dedup_window_ms" => next.dedup_window_ms = number(DEDUP_WINDOW_MS_MAX, 1)?,
+            "delivery_delay_ms" => next.delivery_delay_ms = number(defaults.delay_max_ms, 0)?,
+            "paused" => match value {
+                // Not paused is the default: stored as nothing.
+                Value::Null | Value::Bool(false) => next.paused = None,
+                Value::Bool(true) => next.paused = Some(true),
+                other => return bad(key, format!("must be true, false or null, got {other}")),
+            },
+            "dead_letter_queue" => match value {
+                Value::Null => next.dead_letter_queue = None,
+                Value::String(target) => {
+                    let target = match QueueName::new(target) {
+                        Ok(target) => target,
+                        Err(error) => return bad(key, error.to_string()),
+                    };
+                    if &target == name {
+                        return bad(key, "a queue cannot be its own dead-letter queue".into());
+                    }
+                    next.dead_letter_queue = Some(target.as_str().to_string());
+                }
+                other => return bad(key, format!("must be a queue name or null, got {other}")),
+            },
+            other => {
+                return Err(InvalidSettings(format!(
+                    "unknown setting {other:?} (known: max_deliveries, default_lease_ms, \
+                     dead_letter_queue, dedup_window_ms, delivery_delay_ms, paused)"
+                )));
+            }
+        }
+    }
+    Ok(next)
+}
+
+/// Reads the settings `keys` has stored, in `txn` (snapshot: settings are
+/// read, never raced on, by the operations that use them).
+pub async fn read_in<T: Transaction>(txn: &T, keys: &QueueKeys) -> Result<Stored, QueueError> {
+    let key = keys.settings();
+    match txn.get(&key, true).await? {
+        None => Ok(Stored::default()),
+        Some(value) => serde_json::from_slice(&value).map_err(|_| QueueError::Corrupt { key }),
+    }
+}
+
+/// Whether the queue of `keys` is paused, read in `txn` **without**
+/// snapshot: every transaction that hands items out (a direct pop, a
+/// fulfillment round) reads it, so a pause or resume committed while it
+/// runs conflicts with it and it retries. A paused queue hands nothing
+/// out from the pause's commit on; pushes, settles (ack, nack, extend,
+/// expiry) and the timer's reveals go on, since none of them hands out.
+pub async fn paused_in<T: Transaction>(txn: &T, keys: &QueueKeys) -> Result<bool, QueueError> {
+    let key = keys.settings();
+    match txn.get(&key, false).await? {
+        None => Ok(false),
+        Some(value) => serde_json::from_slice::<Stored>(&value)
+            .map(|stored| stored.paused == Some(true))
+            .map_err(|_| QueueError::Corrupt { key }),
+    }
+}
+
+/// [`read_in`] in a transaction of its own.
+pub async fn read<S: Store>(store: &S, keys: &QueueKeys) -> Result<Stored, QueueError> {
+    let txn = store.begin()?;
+    read_in(&txn, keys).await
+}
+
+/// Applies `change` to the stored settings of `keys` in one transaction
+/// (the settings key is read without snapshot, so two concurrent changes
+/// serialize: neither is lost). Returns the settings now stored.
+pub async fn update<S: Store>(
+    store: &S,
+    keys: &QueueKeys,
+    change: &BTreeMap<String, Value>,
+    defaults: &Defaults,
+) -> Result<Result<Stored, InvalidSettings>, QueueError> {
+    let outcome = transact(store, RetryPolicy::default(), |txn| async move {
+        update_in(&txn, keys, change, defaults).await
+    })
+    .await?;
+    Ok(outcome)
+}
+
+/// [`update`] in `txn`: nothing is written when the change is invalid.
+pub async fn update_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    change: &BTreeMap<String, Value>,
+    defaults: &Defaults,
+) -> Result<Result<Stored, InvalidSettings>, StoreError> {
+    let key = keys.settings();
+    let stored = match txn.get(&key, false).await? {
+        None => Stored::default(),
+        Some(value) => serde_json::from_slice(&value).map_err(|_| StoreError::Backend {
+            code: 4100,
+            message: format!("malformed settings under key {key:?}"),
+        })?,
+    };
+    let next = match apply_change(&stored, keys.name(), change, defaults) {
+        Ok(next) => next,
+        Err(invalid) => return Ok(Err(invalid)),
+    };
+    crate::queue::dead_letters::note_target_in(
+        txn,
+        keys,
+        stored.dead_letter_queue.as_deref(),
+        next.dead_letter_queue.as_deref(),
+    )?;
+    if next.paused != stored.paused {
+        // Fulfillers of a paused queue's waiting pops watch its wake key
+        // (see `staging::fulfill`): a resume serves them at once, on every
+        // daemon.
+        txn.atomic_add(&keys.wake(), 1)?;
+    }
+    if next == Stored::default() {
+        txn.clear(&key)?;
+    } else {
+        let value = serde_json::to_vec(&next).expect("settings serialize");
+        txn.set(&key, &value)?;
+    }
+    Ok(Ok(next))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn change(value: Value) -> BTreeMap<String, Value> {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn changes_are_checked_whole_and_null_resets() {
+        let name = QueueName::new("jobs").unwrap();
+        let defaults = Defaults::default();
+        let set = apply_change(
+            &Stored::default(),
+            &name,
+            &change(json!({"max_deliveries": 3, "dead_letter_queue": "graveyard"})),
+            &defaults,
+        )
+        .unwrap();
+        let effective = set.effective(&name, &defaults);
+        assert_eq!(effective.max_deliveries, Some(3));
+        assert_eq!(effective.dead_letter_queue.as_deref(), Some("graveyard"));
+        assert_eq!(effective.dedup_window_ms, DEDUP_WINDOW_MS_DEFAULT);
+        let reset = apply_change(
+            &set,
+            &name,
+            &change(json!({"max_deliveries": null})),
+            &defaults,
+        )
+        .unwrap();
+        assert_eq!(reset.effective(&name, &defaults).max_deliveries, Some(5));
+        let unlimited = apply_change(
+            &set,
+            &name,
+            &change(json!({"max_deliveries": 0})),
+            &defaults,
+        )
+        .unwrap();
+        assert_eq!(unlimited.effective(&name, &defaults).max_deliveries, None);
+        for bad in [
+            json!({"max_deliveries": -1}),
+            json!({"max_deliveries": "3"}),
+            json!({"dedup_window_ms": 0}),
+            json!({"default_lease_ms": -1}),
+            json!({"dead_letter_queue": "jobs"}),
+            json!({"dead_letter_queue": "no/slash"}),
+            json!({"color": "blue"}),
+            json!({"max_deliveries": 2, "colour": 1}),
+        ] {
+            assert!(
+                apply_change(&set, &name, &change(bad.clone()), &defaults).is_err(),
+                "{bad} must be refused"
+            );
+        }
+    }
+
+    #[test]
+    fn dead_letter_queues_stay_unlimited_by_default() {
+        let dead = QueueName::new("jobs.dead").unwrap();
+        let effective = Stored::default().effective(&dead, &Defaults::default());
+        assert_eq!(effective.max_deliveries, None);
+        assert_eq!(effective.dead_letter_queue, None);
+    }
+}
