@@ -17,6 +17,7 @@
 use crate::envelope::{decode_item, now_ms};
 use crate::keys::QueueKeys;
 use crate::queue::item::{Item, QueueError};
+use crate::store::Read;
 use crate::store::{RangeRead, RetryPolicy, Store, Transaction, key_after, transact};
 
 /// Most hex digits of an item id: twice the longest key suffix an item
@@ -120,7 +121,7 @@ pub async fn delete_item<S: Store>(
     key: &[u8],
 ) -> Result<Option<Item>, QueueError> {
     let deleted = transact(store, DELETE_RETRY, |txn| async move {
-        let Some(value) = txn.get(key, false).await? else {
+        let Some(value) = txn.get(key, Read::Serializable).await? else {
             return Ok(None);
         };
         let Some(item) = decode_item(&value) else {

@@ -8,6 +8,7 @@
 
 use crate::keys::{DueWhat, QueueKeys, registry_entry, registry_range};
 use crate::queue::QueueError;
+use crate::store::Read;
 use crate::store::{RangeRead, RetryPolicy, Store, Transaction, key_after, transact};
 
 /// Registry entries read per transaction.
@@ -24,7 +25,7 @@ fn marker() -> Vec<u8> {
 /// Moves what the previous layout left; returns the rows moved (0 once done).
 pub async fn migrate<S: Store>(store: &S, now_ms: u64) -> Result<usize, QueueError> {
     let txn = store.begin()?;
-    if txn.get(&marker(), true).await?.is_some() {
+    if txn.get(&marker(), Read::Snapshot).await?.is_some() {
         return Ok(0);
     }
     let (mut begin, end) = registry_range();

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use crate::envelope::{ItemValue, encode_item_value};
 use crate::keys::{QueueKeys, QueueKind, QueueName};
 use crate::queue::{Item, QueueError, append_in, read_end};
+use crate::store::Read;
 use crate::store::{RetryPolicy, Store, Transaction, key_after, transact};
 
 /// Most items one re-drive moves.
@@ -75,9 +76,15 @@ async fn redrive_pass<S: Store>(
     let pass = transact(store, RetryPolicy::default(), |txn| async move {
         // A snapshot read, then read conflicts over only the items moved:
         // a page cut short by bytes does not conflict on the items left.
-        let mut items = read_end(&txn, dead_keys, crate::envelope::End::Front, limit, true)
-            .await
-            .map_err(crate::queue::corrupt_as_store)?;
+        let mut items = read_end(
+            &txn,
+            dead_keys,
+            crate::envelope::End::Front,
+            limit,
+            Read::Snapshot,
+        )
+        .await
+        .map_err(crate::queue::corrupt_as_store)?;
         let mut more = items.len() >= limit;
         let mut bytes = 0usize;
         let mut by_origin: BTreeMap<Origin, Vec<Vec<u8>>> = BTreeMap::new();

@@ -4,7 +4,7 @@
 use crate::envelope::{HeldItem, ItemValue, decode_held, encode_held, encode_item_value, now_ms};
 use crate::keys::QueueKeys;
 use crate::queue::{QueueError, append_in};
-use crate::store::{StoreError, Transaction};
+use crate::store::{Read, StoreError, Transaction};
 
 use super::{LeaseError, Receipt};
 
@@ -43,7 +43,7 @@ async fn open<T: Transaction>(
     expired_ok: bool,
 ) -> Result<Result<Open, LeaseError>, StoreError> {
     let receipt_key = keys.receipt(&receipt.0);
-    let Some(value) = txn.get(&receipt_key, false).await? else {
+    let Some(value) = txn.get(&receipt_key, Read::Serializable).await? else {
         return Ok(Err(LeaseError::UnknownReceipt));
     };
     let corrupt = |key: &[u8]| Err(LeaseError::Queue(QueueError::Corrupt { key: key.to_vec() }));
@@ -57,12 +57,12 @@ async fn open<T: Transaction>(
         }));
     }
     let mut lease_key = keys.lease(expires_at_ms, &receipt.0);
-    let mut value = txn.get(&lease_key, false).await?;
+    let mut value = txn.get(&lease_key, Read::Serializable).await?;
     if value.is_none() {
         // Written by a binary before the due index and not yet moved into
         // it (see `migrate`): settled where it is.
         lease_key = keys.legacy_lease(expires_at_ms, &receipt.0);
-        value = txn.get(&lease_key, false).await?;
+        value = txn.get(&lease_key, Read::Serializable).await?;
     }
     // Receipt and lease are written and cleared together, always.
     let Some(held) = value.as_deref().and_then(decode_held) else {

@@ -21,6 +21,7 @@ use crate::envelope::{HeldItem, ItemValue, encode_held, encode_item, now_ms};
 use crate::keys::{DueWhat, QueueKeys};
 use crate::queue::settings::{Defaults, read_in};
 use crate::queue::{QueueError, append_in, check_batch, hold_in};
+use crate::store::Read;
 use crate::store::{RetryPolicy, Store, StoreError, Transaction, transact};
 
 /// Longest dedup id, in bytes.
@@ -174,7 +175,7 @@ pub async fn claim_in<T: Transaction>(
 ) -> Result<bool, StoreError> {
     let key = keys.dedup(id);
     // Not snapshot: this read is what makes one of two racing pushes lose.
-    let previous = txn.get(&key, false).await?;
+    let previous = txn.get(&key, Read::Serializable).await?;
     if let Some(expires_at_ms) = previous.as_deref().and_then(decode_expiry) {
         if expires_at_ms > now_ms {
             return Ok(false);
@@ -199,7 +200,7 @@ pub async fn expire_in<T: Transaction>(
 ) -> Result<(), StoreError> {
     let key = keys.dedup(id);
     // Not snapshot: a push renewing the id conflicts with this clear.
-    let current = txn.get(&key, false).await?;
+    let current = txn.get(&key, Read::Serializable).await?;
     if current.as_deref().and_then(decode_expiry) == Some(due_ms) {
         txn.clear(&key)?;
     }

@@ -20,6 +20,7 @@ use crate::envelope::{
     End, HeldItem, ItemValue, PAYLOAD_SIZE_MAX, decode_item, encode_held, encode_item, now_ms,
 };
 use crate::keys::{QueueKeys, QueueName, RANDOM_LEN};
+use crate::store::Read;
 use crate::store::{
     RangeRead, RetryPolicy, Store, StoreError, Transaction, decode_counter, decode_mark, transact,
 };
@@ -135,7 +136,7 @@ impl<S: Store> Queue<S> {
         if crate::queue::settings::paused_in(&txn, &self.keys).await? {
             return Ok(DirectPop::Empty);
         }
-        let Some(item) = self.first_item(&txn, false).await? else {
+        let Some(item) = self.first_item(&txn, Read::Serializable).await? else {
             return Ok(DirectPop::Empty);
         };
         txn.clear(&item.key)?;
@@ -162,7 +163,7 @@ impl<S: Store> Queue<S> {
                 return Ok(None);
             }
             let Some(item) = self
-                .first_item(&txn, false)
+                .first_item(&txn, Read::Serializable)
                 .await
                 .map_err(corrupt_as_store)?
             else {
@@ -182,13 +183,13 @@ impl<S: Store> Queue<S> {
     /// The first item, without taking it (a snapshot read: never conflicts).
     pub async fn peek(&self) -> Result<Option<Item>, QueueError> {
         let txn = self.store.begin()?;
-        self.first_item(&txn, true).await
+        self.first_item(&txn, Read::Snapshot).await
     }
 
     /// The number of items, from the counter pushes and pops maintain.
     pub async fn len(&self) -> Result<u64, QueueError> {
         let txn = self.store.begin()?;
-        let value = txn.get(&self.keys.depth(), true).await?;
+        let value = txn.get(&self.keys.depth(), Read::Snapshot).await?;
         let depth = decode_counter(value.as_deref());
         assert!(
             depth >= 0,
@@ -204,12 +205,8 @@ impl<S: Store> Queue<S> {
     }
 
     /// Reads the first item in `txn`.
-    pub async fn first_item(
-        &self,
-        txn: &S::Txn,
-        snapshot: bool,
-    ) -> Result<Option<Item>, QueueError> {
-        let items = read_end(txn, &self.keys, End::Front, 1, snapshot).await?;
+    pub async fn first_item(&self, txn: &S::Txn, read: Read) -> Result<Option<Item>, QueueError> {
+        let items = read_end(txn, &self.keys, End::Front, 1, read).await?;
         Ok(items.into_iter().next())
     }
 }
@@ -238,7 +235,11 @@ pub async fn append_in<T: Transaction>(
     keys: &QueueKeys,
     values: &[Vec<u8>],
 ) -> Result<(), StoreError> {
-    let next_index = decode_mark(txn.get(&keys.next_index(), true).await?.as_deref());
+    let next_index = decode_mark(
+        txn.get(&keys.next_index(), Read::Snapshot)
+            .await?
+            .as_deref(),
+    );
     let mut rng = rand::rng();
     for (offset, value) in values.iter().enumerate() {
         let mut random = [0u8; RANDOM_LEN];
@@ -267,13 +268,13 @@ pub async fn read_end<T: Transaction>(
     keys: &QueueKeys,
     end: End,
     limit: usize,
-    snapshot: bool,
+    read: Read,
 ) -> Result<Vec<Item>, QueueError> {
     let (begin, stop) = keys.items_range();
-    let mut read = RangeRead::new(&begin, &stop, limit);
-    read.reverse = end == End::Back;
-    read.snapshot = snapshot;
-    txn.get_range(read)
+    let mut range = RangeRead::new(&begin, &stop, limit);
+    range.reverse = end == End::Back;
+    range.read = read;
+    txn.get_range(range)
         .await?
         .into_iter()
         .map(|row| {

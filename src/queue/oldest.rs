@@ -14,6 +14,7 @@
 use crate::envelope::{End, decode_item, now_ms};
 use crate::keys::{QueueKeys, QueueKind};
 use crate::queue::{QueueError, read_end};
+use crate::store::Read;
 use crate::store::{RangeRead, Transaction};
 
 /// Most priority levels read to find a priority queue's oldest item.
@@ -26,7 +27,7 @@ pub async fn oldest_item_age_ms_in<T: Transaction>(
     keys: &QueueKeys,
 ) -> Result<Option<u64>, QueueError> {
     let enqueued_at_ms = match keys.kind() {
-        QueueKind::Fifo => read_end(txn, keys, End::Front, 1, true)
+        QueueKind::Fifo => read_end(txn, keys, End::Front, 1, Read::Snapshot)
             .await?
             .first()
             .map(|item| item.enqueued_at_ms),

@@ -22,6 +22,7 @@ use crate::envelope::{End, HeldItem, decode_item, encode_held, encode_item, now_
 use crate::keys::{QueueKeys, QueueKind, QueueName, RANDOM_LEN};
 use crate::queue::read_end;
 use crate::queue::{Item, QueueError, check_batch};
+use crate::store::Read;
 use crate::store::{
     RangeRead, RetryPolicy, Store, StoreError, Transaction, decode_counter, transact,
 };
@@ -245,7 +246,7 @@ impl<S: Store> PriorityQueue<S> {
                 return Ok(None);
             }
             let Some(item) = self
-                .end_item(&txn, end, false)
+                .end_item(&txn, end, Read::Serializable)
                 .await
                 .map_err(corrupt_as_store)?
             else {
@@ -263,25 +264,25 @@ impl<S: Store> PriorityQueue<S> {
     /// never conflicts).
     pub async fn peek_min(&self) -> Result<Option<Item>, QueueError> {
         let txn = self.store.begin()?;
-        self.end_item(&txn, End::Front, true).await
+        self.end_item(&txn, End::Front, Read::Snapshot).await
     }
 
     /// The item of highest priority, without taking it (a snapshot read:
     /// never conflicts).
     pub async fn peek_max(&self) -> Result<Option<Item>, QueueError> {
         let txn = self.store.begin()?;
-        self.end_item(&txn, End::Back, true).await
+        self.end_item(&txn, End::Back, Read::Snapshot).await
     }
 
     /// Reads the item at `end` (front: minimum, back: maximum) in `txn`.
-    /// With `snapshot` the read adds no read conflict (what the peeks do).
+    /// A [`Read::Snapshot`] read adds no read conflict (what the peeks do).
     pub async fn end_item(
         &self,
         txn: &S::Txn,
         end: End,
-        snapshot: bool,
+        read: Read,
     ) -> Result<Option<Item>, QueueError> {
-        Ok(read_end(txn, &self.keys, end, 1, snapshot)
+        Ok(read_end(txn, &self.keys, end, 1, read)
             .await?
             .into_iter()
             .next())
@@ -290,7 +291,7 @@ impl<S: Store> PriorityQueue<S> {
     /// The number of items, from the counter pushes and pops maintain.
     pub async fn len(&self) -> Result<u64, QueueError> {
         let txn = self.store.begin()?;
-        let value = txn.get(&self.keys.depth(), true).await?;
+        let value = txn.get(&self.keys.depth(), Read::Snapshot).await?;
         let depth = decode_counter(value.as_deref());
         assert!(
             depth >= 0,

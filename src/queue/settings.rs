@@ -20,6 +20,7 @@ use serde_json::Value;
 use crate::keys::{QueueKeys, QueueName};
 use crate::lease::DeliveryPolicy;
 use crate::queue::QueueError;
+use crate::store::Read;
 use crate::store::{RetryPolicy, Store, StoreError, Transaction, transact};
 
 /// Default dedup window: 5 minutes, as SQS.
@@ -232,7 +233,7 @@ pub fn apply_change(
 /// read, never raced on, by the operations that use them).
 pub async fn read_in<T: Transaction>(txn: &T, keys: &QueueKeys) -> Result<Stored, QueueError> {
     let key = keys.settings();
-    match txn.get(&key, true).await? {
+    match txn.get(&key, Read::Snapshot).await? {
         None => Ok(Stored::default()),
         Some(value) => serde_json::from_slice(&value).map_err(|_| QueueError::Corrupt { key }),
     }
@@ -246,7 +247,7 @@ pub async fn read_in<T: Transaction>(txn: &T, keys: &QueueKeys) -> Result<Stored
 /// expiry) and the timer's reveals go on, since none of them hands out.
 pub async fn paused_in<T: Transaction>(txn: &T, keys: &QueueKeys) -> Result<bool, QueueError> {
     let key = keys.settings();
-    match txn.get(&key, false).await? {
+    match txn.get(&key, Read::Serializable).await? {
         None => Ok(false),
         Some(value) => serde_json::from_slice::<Stored>(&value)
             .map(|stored| stored.paused == Some(true))
@@ -284,7 +285,7 @@ pub async fn update_in<T: Transaction>(
     defaults: &Defaults,
 ) -> Result<Result<Stored, InvalidSettings>, StoreError> {
     let key = keys.settings();
-    let stored = match txn.get(&key, false).await? {
+    let stored = match txn.get(&key, Read::Serializable).await? {
         None => Stored::default(),
         Some(value) => serde_json::from_slice(&value).map_err(|_| StoreError::Backend {
             code: 4100,

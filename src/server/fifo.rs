@@ -18,6 +18,7 @@ use crate::envelope::{End, PAYLOAD_SIZE_MAX};
 use crate::keys::{QueueKeys, QueueKind};
 use crate::queue::Queue;
 use crate::staging::pop::PopAsk;
+use crate::store::Read;
 use crate::store::{Store, Transaction, decode_counter};
 
 use super::items::QueueStats;
@@ -236,12 +237,20 @@ pub async fn queue_stats<S: Store>(
     keys: &QueueKeys,
 ) -> Result<serde_json::Value, ApiError> {
     let txn = state.store.begin()?;
-    let depth = decode_counter(txn.get(&keys.depth(), true).await?.as_deref());
-    let waiting = decode_counter(txn.get(&keys.waiting(), true).await?.as_deref())
+    let depth = decode_counter(txn.get(&keys.depth(), Read::Snapshot).await?.as_deref());
+    let waiting = decode_counter(txn.get(&keys.waiting(), Read::Snapshot).await?.as_deref())
         + state.coordinator.memory_waiting(keys) as i64;
-    let leased = decode_counter(txn.get(&keys.leased(), true).await?.as_deref());
-    let delayed = decode_counter(txn.get(&keys.delayed_count(), true).await?.as_deref());
-    let grouped = decode_counter(txn.get(&keys.grouped_count(), true).await?.as_deref());
+    let leased = decode_counter(txn.get(&keys.leased(), Read::Snapshot).await?.as_deref());
+    let delayed = decode_counter(
+        txn.get(&keys.delayed_count(), Read::Snapshot)
+            .await?
+            .as_deref(),
+    );
+    let grouped = decode_counter(
+        txn.get(&keys.grouped_count(), Read::Snapshot)
+            .await?
+            .as_deref(),
+    );
     let oldest_age_ms = crate::queue::oldest::oldest_item_age_ms_in(&txn, keys).await?;
     let paused = crate::queue::settings::read_in(&txn, keys).await?.paused == Some(true);
     let stats = QueueStats {

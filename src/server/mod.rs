@@ -53,6 +53,7 @@ use tokio::sync::watch;
 use crate::config::Config;
 use crate::coordinator::Coordinator;
 use crate::keys::{QueueKind, QueueName};
+use crate::store::Read;
 use crate::store::{Store, Transaction};
 use error::ApiError;
 
@@ -342,7 +343,7 @@ async fn healthz<S: Store>(State(state): State<Arc<AppState<S>>>) -> Response {
     }
     let probe = async {
         let txn = state.store.begin()?;
-        txn.get(b"hotq-healthz", true).await
+        txn.get(b"hotq-healthz", Read::Snapshot).await
     };
     match probe.await {
         Ok(_) => (

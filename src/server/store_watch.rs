@@ -11,6 +11,7 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::store::Read;
 use crate::store::{Store, Transaction};
 
 /// Whether the store answers, as the watcher last saw it.
@@ -59,7 +60,7 @@ async fn probe<S: Store>(store: &S, bound: Duration) -> Result<(), String> {
     }
     let read = async {
         let txn = store.begin()?;
-        txn.get(b"hotq-healthz", true).await
+        txn.get(b"hotq-healthz", Read::Snapshot).await
     };
     match tokio::time::timeout(bound, read).await {
         Ok(Ok(_)) => Ok(()),

@@ -18,6 +18,7 @@ use super::{Call, int_member, required_string, string_list, string_member};
 use crate::envelope::now_ms;
 use crate::keys::{QueueKeys, QueueName};
 use crate::queue::settings::{apply_change, read_in, update_in};
+use crate::store::Read;
 use crate::store::{RetryPolicy, Store, StoreError, Transaction, decode_counter, transact};
 
 /// Most queues ListQueues answers at once.
@@ -83,7 +84,7 @@ async fn create_in<S: Store, T: Transaction>(
 ) -> Result<Result<Value, SqsError>, StoreError> {
     let (config, defaults) = (call.config(), &call.state.settings_defaults);
     let url = json!({"QueueUrl": queues::url_of(&call.base_url, config, keys.name())});
-    let existing = queues::record_in(txn, keys, true).await?;
+    let existing = queues::record_in(txn, keys, Read::Serializable).await?;
     let stored = read_in(txn, keys)
         .await
         .map_err(crate::queue::corrupt_as_store)?;
@@ -133,7 +134,7 @@ async fn write_change_in<S: Store, T: Transaction>(
 ) -> Result<Result<(), SqsError>, StoreError> {
     if let Some(dead) = &change.dead_letter {
         let dead_keys = QueueKeys::new(dead);
-        let dead_record = queues::record_in(txn, &dead_keys, false).await?;
+        let dead_record = queues::record_in(txn, &dead_keys, Read::Snapshot).await?;
         let exists = dead_record.is_some() || queues::exists_in(txn, &dead_keys).await?;
         let refuse = |why: &str| {
             Ok(Err(SqsError::attribute_value(format!(
@@ -266,12 +267,12 @@ fn known_unshown(name: &str, queue: &SqsQueue) -> bool {
 async fn counts<S: Store>(store: &S, keys: &QueueKeys) -> Result<Counts, SqsError> {
     let txn = store.begin()?;
     let counter = |v: Option<Vec<u8>>| decode_counter(v.as_deref());
-    let depth = counter(txn.get(&keys.depth(), true).await?);
-    let grouped = counter(txn.get(&keys.grouped_count(), true).await?);
+    let depth = counter(txn.get(&keys.depth(), Read::Snapshot).await?);
+    let grouped = counter(txn.get(&keys.grouped_count(), Read::Snapshot).await?);
     Ok(Counts {
         visible: depth + grouped,
-        leased: counter(txn.get(&keys.leased(), true).await?),
-        delayed: counter(txn.get(&keys.delayed_count(), true).await?),
+        leased: counter(txn.get(&keys.leased(), Read::Snapshot).await?),
+        delayed: counter(txn.get(&keys.delayed_count(), Read::Snapshot).await?),
     })
 }
 
@@ -305,7 +306,7 @@ async fn update_record<S: Store>(
     transact(&call.state.store, RetryPolicy::default(), |txn| {
         let edit = &edit;
         async move {
-            let record = queues::record_in(&txn, keys, true)
+            let record = queues::record_in(&txn, keys, Read::Serializable)
                 .await?
                 .unwrap_or_default();
             match edit(&record) {

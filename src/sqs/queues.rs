@@ -16,7 +16,7 @@ use super::SqsSection;
 use super::error::SqsError;
 use crate::keys::{QueueKeys, QueueKind, QueueName, queues_root_range};
 use crate::queue::settings::{Stored, read_in};
-use crate::store::{RangeRead, Store, StoreError, Transaction};
+use crate::store::{RangeRead, Read, Store, StoreError, Transaction};
 
 /// SQS's default visibility timeout, in seconds.
 pub const VISIBILITY_TIMEOUT_DEFAULT_S: u64 = 30;
@@ -101,14 +101,14 @@ pub fn name_of_arn(config: &SqsSection, arn: &str) -> Option<QueueName> {
     QueueName::new(name).ok()
 }
 
-/// Reads the record of `keys` in `txn` (snapshot unless `conflict`).
+/// Reads the record of `keys` in `txn`.
 pub async fn record_in<T: Transaction>(
     txn: &T,
     keys: &QueueKeys,
-    conflict: bool,
+    read: Read,
 ) -> Result<Option<Record>, StoreError> {
     let key = keys.sqs_queue();
-    match txn.get(&key, !conflict).await? {
+    match txn.get(&key, read).await? {
         None => Ok(None),
         Some(value) => serde_json::from_slice(&value)
             .map(Some)
@@ -142,7 +142,7 @@ pub async fn exists_in<T: Transaction>(txn: &T, keys: &QueueKeys) -> Result<bool
 pub async fn load<S: Store>(store: &S, name: &QueueName) -> Result<SqsQueue, SqsError> {
     let keys = QueueKeys::new(name);
     let txn = store.begin()?;
-    let record = record_in(&txn, &keys, false).await?;
+    let record = record_in(&txn, &keys, Read::Snapshot).await?;
     if record.is_none() && !exists_in(&txn, &keys).await? {
         return Err(SqsError::no_queue(name.as_str()));
     }

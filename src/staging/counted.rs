@@ -45,6 +45,7 @@ use crate::keys::QueueKeys;
 use crate::queue::{Item, QueueError};
 use crate::staging::line::{MemoryRequest, Waiting};
 use crate::staging::takeover::TakeOver;
+use crate::store::Read;
 use crate::store::{RangeRead, Store, StoreError, Transaction, decode_mark};
 
 /// Bytes of a line id (one per process's pop protocol).
@@ -160,7 +161,11 @@ pub async fn add_in<T: Transaction>(
     request: &RequestValue,
     count: u32,
 ) -> Result<Vec<u8>, StoreError> {
-    let mark = decode_mark(txn.get(&keys.next_request(), true).await?.as_deref());
+    let mark = decode_mark(
+        txn.get(&keys.next_request(), Read::Snapshot)
+            .await?
+            .as_deref(),
+    );
     // Requests added at one snapshot of the mark would tie, and ties go
     // by requester (the line id): one line would always go first when
     // lines ask together. A random index among `TIE_SPREAD` orders them

@@ -7,6 +7,7 @@ use crate::lease::{Receipt, lease_in};
 use crate::queue::{DirectPop, Item, QueueError, read_end};
 use crate::staging::line::AckOutcome;
 use crate::staging::round::riding::ack_all_in;
+use crate::store::Read;
 use crate::store::{Store, StoreError, Transaction, decode_counter};
 
 /// Why a direct pop was not even tried.
@@ -44,7 +45,7 @@ pub async fn try_pop<S: Store>(
     acks: &[Receipt],
 ) -> Result<Direct, QueueError> {
     let txn = store.begin()?;
-    let waiting = decode_counter(txn.get(&keys.waiting(), true).await?.as_deref());
+    let waiting = decode_counter(txn.get(&keys.waiting(), Read::Snapshot).await?.as_deref());
     if waiting > 0 {
         return Ok(Direct {
             attempt: Attempt::RequestsWaiting,
@@ -60,7 +61,7 @@ pub async fn try_pop<S: Store>(
     let mut items = if paused {
         Vec::new()
     } else {
-        read_end(&txn, keys, end, max.max(1), false).await?
+        read_end(&txn, keys, end, max.max(1), Read::Serializable).await?
     };
     if items.is_empty() && acks.is_empty() {
         return Ok(Direct {

@@ -2,6 +2,7 @@
 //! attempt number by every round that hands items over in memory, so a
 //! commit whose outcome is unknown can be told applied or not.
 
+use crate::store::Read;
 use crate::store::{Store, Transaction};
 
 /// Tries to read the marker this many times before giving up.
@@ -17,7 +18,7 @@ pub async fn marker_says_applied<S: Store>(store: &S, marker_key: &[u8], attempt
     for _ in 0..MARKER_READ_ATTEMPTS {
         let read = async {
             let check = store.begin()?;
-            check.get(marker_key, false).await
+            check.get(marker_key, Read::Serializable).await
         };
         match read.await {
             Ok(marker) => return marker.as_deref() == Some(&attempt.to_be_bytes()[..]),

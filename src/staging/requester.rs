@@ -12,6 +12,7 @@ use crate::lease::settle::release_in;
 use crate::lease::{Lease, Receipt};
 use crate::queue::{Item, QueueError};
 use crate::staging::line::LocalWaiter;
+use crate::store::Read;
 use crate::store::{RetryPolicy, Store, StoreError, Transaction, Watch, decode_mark, transact};
 
 /// Bytes of a requester id.
@@ -76,7 +77,11 @@ async fn try_register<S: Store>(
     let txn = store.begin()?;
     // Like a push's index: a snapshot read of a mark raised with
     // atomic_max, so registrations never conflict and never restart at 0.
-    let index = decode_mark(txn.get(&keys.next_request(), true).await?.as_deref());
+    let index = decode_mark(
+        txn.get(&keys.next_request(), Read::Snapshot)
+            .await?
+            .as_deref(),
+    );
     let request_key = keys.request(index, requester);
     let result_key = keys.result(requester);
     txn.set(&request_key, &encode_request(request))?;
@@ -112,7 +117,7 @@ async fn collect_or_rewatch<S: Store>(
         attempt += 1;
         let txn = store.begin()?;
         let outcome = async {
-            match txn.get(result_key, false).await? {
+            match txn.get(result_key, Read::Serializable).await? {
                 Some(value) => {
                     txn.clear(result_key)?;
                     Ok(Some(value))
@@ -282,8 +287,8 @@ pub async fn withdraw<S: Store>(
         // the fulfiller and reaper count the ones they clear).
         let mut expired = false;
         let body = async {
-            let result = txn.get(result_key, false).await?;
-            let request = txn.get(request_key, false).await?;
+            let result = txn.get(result_key, Read::Serializable).await?;
+            let request = txn.get(request_key, Read::Serializable).await?;
             if let Some(request) = request {
                 expired = crate::envelope::decode_request(&request)
                     .is_some_and(|request| request.deadline_ms <= now_ms());

@@ -260,9 +260,9 @@ fn watch_error(error: FdbError, committed: &AtomicBool) -> StoreError {
 }
 
 impl Transaction for FdbTransaction {
-    async fn get(&self, key: &[u8], snapshot: bool) -> Result<Option<Vec<u8>>, StoreError> {
+    async fn get(&self, key: &[u8], read: Read) -> Result<Option<Vec<u8>>, StoreError> {
         check_key(key)?;
-        let pending = self.with(|trx| trx.get(key, snapshot))?;
+        let pending = self.with(|trx| trx.get(key, read.is_snapshot()))?;
         let value = pending.await.map_err(fdb_error)?;
         Ok(value.map(|slice| slice.to_vec()))
     }
@@ -287,7 +287,7 @@ impl Transaction for FdbTransaction {
         // limit is met or the range is exhausted. Each batch adds its own
         // read-conflict range; together they cover `range.conflict_range`.
         loop {
-            let pending = self.with(|trx| trx.get_range(&opt, 1, range.snapshot))?;
+            let pending = self.with(|trx| trx.get_range(&opt, 1, range.read.is_snapshot()))?;
             let batch = pending.await.map_err(fdb_error)?;
             rows.extend(batch.iter().map(|kv| KeyValue {
                 key: kv.key().to_vec(),

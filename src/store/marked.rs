@@ -53,7 +53,7 @@ use std::time::Duration;
 use foundationdb_tuple::Subspace;
 
 use super::error::ErrorClass;
-use super::{KeyValue, RangeRead, Store, StoreError, Transaction, Watch};
+use super::{KeyValue, RangeRead, Read, Store, StoreError, Transaction, Watch};
 
 /// The tuple root of every process's marker slots.
 pub const MARKERS_ROOT: &str = "hotq-commit";
@@ -221,8 +221,8 @@ impl<S: Store> MarkedTxn<S> {
 }
 
 impl<S: Store> Transaction for MarkedTxn<S> {
-    async fn get(&self, key: &[u8], snapshot: bool) -> Result<Option<Vec<u8>>, StoreError> {
-        self.inner.get(key, snapshot).await
+    async fn get(&self, key: &[u8], read: Read) -> Result<Option<Vec<u8>>, StoreError> {
+        self.inner.get(key, read).await
     }
 
     async fn get_range(&self, range: RangeRead<'_>) -> Result<Vec<KeyValue>, StoreError> {
@@ -329,7 +329,7 @@ async fn check_once<S: Store>(
     nonce: &[u8; 16],
 ) -> Result<bool, StoreError> {
     let check = store.begin()?;
-    if let Some(value) = check.get(marker, false).await?
+    if let Some(value) = check.get(marker, Read::Serializable).await?
         && value.get(..16) == Some(&nonce[..])
     {
         return Ok(true);

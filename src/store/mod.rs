@@ -45,6 +45,24 @@ pub struct KeyValue {
     pub value: Vec<u8>,
 }
 
+/// How a read meets concurrent writes, as in FoundationDB.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Read {
+    /// Adds a read-conflict on what it read: a commit that wrote there
+    /// since the read version makes this transaction's commit conflict.
+    Serializable,
+    /// Adds no read-conflict: the value at the read version, whatever
+    /// commits later (the caller adds conflicts on what it consumes).
+    Snapshot,
+}
+
+impl Read {
+    /// True for [`Read::Snapshot`].
+    pub fn is_snapshot(self) -> bool {
+        self == Read::Snapshot
+    }
+}
+
 /// A range read: keys in `[begin, end)`, at most `limit` of them.
 #[derive(Debug, Clone, Copy)]
 pub struct RangeRead<'a> {
@@ -56,8 +74,8 @@ pub struct RangeRead<'a> {
     pub limit: usize,
     /// Read from `end` downwards.
     pub reverse: bool,
-    /// A snapshot read adds no read-conflict range.
-    pub snapshot: bool,
+    /// A [`Read::Snapshot`] read adds no read-conflict range.
+    pub read: Read,
 }
 
 impl<'a> RangeRead<'a> {
@@ -68,7 +86,7 @@ impl<'a> RangeRead<'a> {
             end,
             limit,
             reverse: false,
-            snapshot: false,
+            read: Read::Serializable,
         }
     }
 
@@ -80,7 +98,7 @@ impl<'a> RangeRead<'a> {
 
     /// The same read, adding no read-conflict range.
     pub fn snapshot(mut self) -> Self {
-        self.snapshot = true;
+        self.read = Read::Snapshot;
         self
     }
 
@@ -236,11 +254,11 @@ pub trait Store: Clone + Send + Sync + 'static {
 /// Methods take `&self` and clones share one transaction, as in the
 /// FoundationDB client, so retry loops can hand it to an async body.
 pub trait Transaction: Clone + Send + Sync + 'static {
-    /// Reads one key. A non-snapshot read adds a read-conflict on it.
+    /// Reads one key. A [`Read::Serializable`] read adds a read-conflict on it.
     fn get(
         &self,
         key: &[u8],
-        snapshot: bool,
+        read: Read,
     ) -> impl Future<Output = Result<Option<Vec<u8>>, StoreError>> + Send;
 
     /// Reads a range; see [`RangeRead::conflict_range`] for the conflict it adds.

@@ -21,6 +21,7 @@ use hotq::lease::{LeaseError, Receipt};
 use hotq::queue::Queue;
 use hotq::staging::pop::PopAsk;
 use hotq::staging::{StagingConfig, StagingStats};
+use hotq::store::Read;
 use hotq::store::embedded::{Durability, EmbeddedStore};
 use reqwest::StatusCode;
 
@@ -31,8 +32,18 @@ const LEASE_MS: u64 = 600_000;
 async fn holdings(store: &EmbeddedStore, keys: &QueueKeys) -> (i64, i64) {
     use hotq::store::{Store, Transaction, decode_counter};
     let txn = store.begin().unwrap();
-    let depth = decode_counter(txn.get(&keys.depth(), true).await.unwrap().as_deref());
-    let leased = decode_counter(txn.get(&keys.leased(), true).await.unwrap().as_deref());
+    let depth = decode_counter(
+        txn.get(&keys.depth(), Read::Snapshot)
+            .await
+            .unwrap()
+            .as_deref(),
+    );
+    let leased = decode_counter(
+        txn.get(&keys.leased(), Read::Snapshot)
+            .await
+            .unwrap()
+            .as_deref(),
+    );
     (depth, leased)
 }
 

@@ -16,6 +16,7 @@ use hotq::keys::{QueueKeys, QueueName};
 use hotq::lease::LeaseError;
 use hotq::queue::Queue;
 use hotq::staging::StagingConfig;
+use hotq::store::Read;
 use hotq::store::embedded::{Durability, EmbeddedStore};
 
 const ROUNDS: usize = 300;
@@ -52,8 +53,18 @@ async fn holdings(store: &EmbeddedStore, keys: &QueueKeys) -> (usize, usize) {
         .await
         .len();
     let txn = store.begin().unwrap();
-    let depth = decode_counter(txn.get(&keys.depth(), true).await.unwrap().as_deref());
-    let leased = decode_counter(txn.get(&keys.leased(), true).await.unwrap().as_deref());
+    let depth = decode_counter(
+        txn.get(&keys.depth(), Read::Snapshot)
+            .await
+            .unwrap()
+            .as_deref(),
+    );
+    let leased = decode_counter(
+        txn.get(&keys.leased(), Read::Snapshot)
+            .await
+            .unwrap()
+            .as_deref(),
+    );
     assert_eq!(
         (depth as usize, leased as usize),
         (items, leases),

@@ -10,6 +10,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use hotq::store::Read;
 use hotq::store::embedded::{Durability, EmbeddedConfig, EmbeddedStore};
 use hotq::store::{Store, Transaction};
 
@@ -111,7 +112,7 @@ fn kill_mid_stream_then_reopen(durability: &str) {
         let store = EmbeddedStore::open(EmbeddedConfig::new(dir.path())).unwrap();
         let txn = store.begin().unwrap();
         for (writer, n) in &reported {
-            let value = txn.get(&key(*writer, *n), true).await.unwrap();
+            let value = txn.get(&key(*writer, *n), Read::Snapshot).await.unwrap();
             assert_eq!(
                 value,
                 Some(n.to_le_bytes().to_vec()),

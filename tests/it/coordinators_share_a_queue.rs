@@ -332,10 +332,14 @@ async fn a_dead_coordinators_counted_request_is_served_and_returned_by_the_other
         || async {
             let txn = hotq::store::Store::begin(&store).unwrap();
             let waiting = hotq::store::decode_counter(
-                hotq::store::Transaction::get(&txn, &keys.waiting(), false)
-                    .await
-                    .unwrap()
-                    .as_deref(),
+                hotq::store::Transaction::get(
+                    &txn,
+                    &keys.waiting(),
+                    hotq::store::Read::Serializable,
+                )
+                .await
+                .unwrap()
+                .as_deref(),
             );
             waiting == 0
                 && common::scan(&store, keys.requests_range()).await.is_empty()

@@ -20,6 +20,7 @@ use hotq::envelope::{End, decode_item};
 use hotq::keys::{QueueKeys, QueueName};
 use hotq::queue::Queue;
 use hotq::staging::StagingConfig;
+use hotq::store::Read;
 use hotq::store::embedded::{EmbeddedConfig, EmbeddedStore};
 use hotq::store::{Store, Transaction, decode_counter};
 
@@ -188,9 +189,9 @@ fn kill_9_mid_load(in_memory: bool) {
             "{} reported pushes neither delivered nor queued (at most one in-flight pop per popper): {lost:?}",
             lost.len()
         );
-        let depth = store.begin().unwrap().get(&keys.depth(), true).await.unwrap();
+        let depth = store.begin().unwrap().get(&keys.depth(), Read::Snapshot).await.unwrap();
         assert_eq!(decode_counter(depth.as_deref()) as usize, remaining.len(), "depth counter matches the items");
-        let waiting = store.begin().unwrap().get(&keys.waiting(), true).await.unwrap();
+        let waiting = store.begin().unwrap().get(&keys.waiting(), Read::Snapshot).await.unwrap();
         assert_eq!(decode_counter(waiting.as_deref()), 0, "waiting counter matches the requests");
         eprintln!(
             "crash ({}): {} pushes reported, {} deliveries, {} remaining, {} in flight at the kill",

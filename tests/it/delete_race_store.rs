@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use hotq::store::Read;
 use hotq::store::embedded::{Durability, EmbeddedConfig, EmbeddedStore};
 use hotq::store::{RangeRead, Store, StoreError, Transaction, decode_mark};
 
@@ -35,7 +36,7 @@ async fn pusher(store: EmbeddedStore, books: Arc<Books>, stop: Arc<AtomicBool>) 
         n += 1;
         let batch = 1 + n % 5;
         let txn = store.begin().unwrap();
-        let next = decode_mark(txn.get(NEXT, true).await.unwrap().as_deref());
+        let next = decode_mark(txn.get(NEXT, Read::Snapshot).await.unwrap().as_deref());
         let keys: Vec<Vec<u8>> = (0..batch).map(|i| item(next + i)).collect();
         for key in &keys {
             txn.set(key, b"v").unwrap();

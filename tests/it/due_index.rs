@@ -13,6 +13,7 @@ use hotq::keys::{QueueKeys, QueueName};
 use hotq::lease::{DeliveryPolicy, Receipt};
 use hotq::queue::Queue;
 use hotq::staging::StagingConfig;
+use hotq::store::Read;
 use hotq::store::embedded::{Durability, EmbeddedStore};
 use hotq::store::{Store, Transaction};
 use std::sync::atomic::Ordering;
@@ -238,10 +239,18 @@ async fn acks_racing_a_sweep_of_many_chunks_have_one_winner_per_lease() {
         let keys = QueueKeys::new(&name(&format!("chunked-{n:02}")));
         let items = common::scan(&store, keys.items_range()).await.len();
         let txn = store.begin().unwrap();
-        let depth =
-            hotq::store::decode_counter(txn.get(&keys.depth(), true).await.unwrap().as_deref());
-        let leased =
-            hotq::store::decode_counter(txn.get(&keys.leased(), true).await.unwrap().as_deref());
+        let depth = hotq::store::decode_counter(
+            txn.get(&keys.depth(), Read::Snapshot)
+                .await
+                .unwrap()
+                .as_deref(),
+        );
+        let leased = hotq::store::decode_counter(
+            txn.get(&keys.leased(), Read::Snapshot)
+                .await
+                .unwrap()
+                .as_deref(),
+        );
         assert_eq!((depth, leased), (items as i64, 0), "queue {n}'s counters");
         visible += items;
     }

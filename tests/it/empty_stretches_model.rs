@@ -12,7 +12,7 @@ use crate::common;
 use std::collections::BTreeMap;
 
 use hotq::store::embedded::{Durability, EmbeddedStore, EmbeddedTxn};
-use hotq::store::{RangeRead, Store, StoreError, Transaction};
+use hotq::store::{RangeRead, Read, Store, StoreError, Transaction};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -126,7 +126,11 @@ async fn run(seed: u64) {
                 let o = &open[at];
                 let mut read = RangeRead::new(&begin, &end, limit);
                 read.reverse = reverse;
-                read.snapshot = rng.random_bool(0.5);
+                read.read = if rng.random_bool(0.5) {
+                    Read::Snapshot
+                } else {
+                    Read::Serializable
+                };
                 let got: Vec<Vec<u8>> = match o.txn.get_range(read).await {
                     Ok(rows) => rows.into_iter().map(|row| row.key).collect(),
                     Err(StoreError::TooOld) => {

@@ -52,8 +52,12 @@ impl Store for UnknownOutcome {
 }
 
 impl Transaction for Txn {
-    async fn get(&self, key: &[u8], snapshot: bool) -> Result<Option<Vec<u8>>, StoreError> {
-        self.inner.get(key, snapshot).await
+    async fn get(
+        &self,
+        key: &[u8],
+        read: hotq::store::Read,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        self.inner.get(key, read).await
     }
 
     async fn get_range(&self, range: RangeRead<'_>) -> Result<Vec<KeyValue>, StoreError> {

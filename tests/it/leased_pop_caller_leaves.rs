@@ -12,12 +12,13 @@ use hotq::queue::Queue;
 use hotq::staging::fulfill::{LocalHandoff, fulfill_once};
 use hotq::staging::reap::reap_queue;
 use hotq::staging::requester::{Registration, register, withdraw};
+use hotq::store::Read;
 use hotq::store::embedded::{Durability, EmbeddedStore};
 use hotq::store::{Store, Transaction, decode_counter};
 
 async fn counter(store: &EmbeddedStore, key: &[u8]) -> i64 {
     let txn = store.begin().unwrap();
-    decode_counter(txn.get(key, true).await.unwrap().as_deref())
+    decode_counter(txn.get(key, Read::Snapshot).await.unwrap().as_deref())
 }
 
 /// A leased request served by the fulfiller: its result holds the item and

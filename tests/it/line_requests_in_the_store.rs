@@ -22,6 +22,7 @@ use hotq::staging::fulfill::{Fulfilled, LocalHandoff, fulfill_round};
 use hotq::staging::line::{LineRequest, LocalId, MemoryRequest, Waiting};
 use hotq::staging::takeover::TakeOver;
 use hotq::staging::{StagingConfig, StagingStats};
+use hotq::store::Read;
 use hotq::store::embedded::{Durability, EmbeddedStore};
 use hotq::store::{Store, Transaction, decode_counter};
 
@@ -34,7 +35,12 @@ const LINE_A: [u8; LINE_ID_LEN] = [0xA0; LINE_ID_LEN];
 
 async fn waiting(store: &EmbeddedStore, keys: &QueueKeys) -> i64 {
     let txn = store.begin().unwrap();
-    decode_counter(txn.get(&keys.waiting(), false).await.unwrap().as_deref())
+    decode_counter(
+        txn.get(&keys.waiting(), Read::Serializable)
+            .await
+            .unwrap()
+            .as_deref(),
+    )
 }
 
 /// Coordinator A with one pop waiting in its line (its fulfiller runs),

@@ -12,6 +12,7 @@ use hotq::envelope::{End, PAYLOAD_SIZE_MAX};
 use hotq::keys::QueueName;
 use hotq::priority::PriorityQueue;
 use hotq::queue::{Item, PUSH_BATCH_MAX, QueueError};
+use hotq::store::Read;
 use hotq::store::embedded::{Durability, EmbeddedStore};
 use hotq::store::{Store, StoreError, Transaction};
 use rand::Rng;
@@ -262,18 +263,18 @@ async fn a_peek_read_commits_cleanly_after_a_pop_took_what_it_saw() {
     q.push_batch(&[(1, "low"), (2, "mid"), (3, "high")])
         .await
         .unwrap();
-    for (end, snapshot) in [
-        (End::Front, true),
-        (End::Back, true),
-        (End::Front, false),
-        (End::Back, false),
+    for (end, read) in [
+        (End::Front, Read::Snapshot),
+        (End::Back, Read::Snapshot),
+        (End::Front, Read::Serializable),
+        (End::Back, Read::Serializable),
     ] {
         // The read peek_min / peek_max make (snapshot), and for contrast the
         // read a pop makes (not snapshot), each in a transaction that also
         // writes, so its commit is resolved.
         let txn = store.begin().unwrap();
         let seen = q
-            .end_item(&txn, end, snapshot)
+            .end_item(&txn, end, read)
             .await
             .unwrap()
             .expect("an item at that end");
@@ -292,7 +293,7 @@ async fn a_peek_read_commits_cleanly_after_a_pop_took_what_it_saw() {
         let priority = priority_of(&q, &seen);
         q.push(&seen.payload, priority).await.unwrap();
         let (_, conflicts_after, _) = store.counts();
-        if snapshot {
+        if read.is_snapshot() {
             assert_eq!(outcome, Ok(()), "a peek never conflicts ({end:?})");
             assert_eq!(conflicts_after, conflicts_before);
         } else {

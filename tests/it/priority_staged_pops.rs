@@ -17,6 +17,7 @@ use hotq::envelope::End;
 use hotq::keys::{QueueKeys, QueueName};
 use hotq::priority::PriorityQueue;
 use hotq::staging::{StagingConfig, StagingStats};
+use hotq::store::Read;
 use hotq::store::embedded::{Durability, EmbeddedStore};
 use hotq::store::{Store, Transaction, decode_counter};
 use rand::Rng;
@@ -37,7 +38,7 @@ async fn assert_no_requests_or_results(store: &EmbeddedStore, keys: &QueueKeys) 
     let waiting = store
         .begin()
         .unwrap()
-        .get(&keys.waiting(), true)
+        .get(&keys.waiting(), Read::Snapshot)
         .await
         .unwrap();
     assert_eq!(

@@ -14,6 +14,7 @@ use hotq::keys::{QueueKeys, QueueName};
 use hotq::queue::Queue;
 use hotq::staging::requester::register;
 use hotq::staging::{StagingConfig, StagingStats};
+use hotq::store::Read;
 use hotq::store::embedded::{Durability, EmbeddedStore};
 use hotq::store::{Store, Transaction, decode_counter};
 
@@ -35,7 +36,7 @@ async fn waiting_count(store: &EmbeddedStore, keys: &QueueKeys) -> i64 {
     let value = store
         .begin()
         .unwrap()
-        .get(&keys.waiting(), true)
+        .get(&keys.waiting(), Read::Snapshot)
         .await
         .unwrap();
     decode_counter(value.as_deref())

@@ -82,8 +82,12 @@ impl Store for Faulty {
 }
 
 impl Transaction for FaultyTxn {
-    async fn get(&self, key: &[u8], snapshot: bool) -> Result<Option<Vec<u8>>, StoreError> {
-        self.inner.get(key, snapshot).await
+    async fn get(
+        &self,
+        key: &[u8],
+        read: hotq::store::Read,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        self.inner.get(key, read).await
     }
 
     async fn get_range(&self, range: RangeRead<'_>) -> Result<Vec<KeyValue>, StoreError> {

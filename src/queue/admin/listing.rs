@@ -6,6 +6,7 @@ use crate::envelope::decode_held;
 use crate::keys::{QueueKeys, QueueKind, QueueName, queue_of_key, queues_root_range};
 use crate::lease::Receipt;
 use crate::queue::QueueError;
+use crate::store::Read;
 use crate::store::{RangeRead, Store, Transaction, decode_counter, key_after};
 
 /// Most queues one listing page holds.
@@ -84,11 +85,11 @@ pub async fn list<S: Store>(
 
 async fn summary<T: Transaction>(txn: &T, keys: QueueKeys) -> Result<QueueSummary, QueueError> {
     let counter = |value: Option<Vec<u8>>| decode_counter(value.as_deref());
-    let depth = counter(txn.get(&keys.depth(), true).await?);
-    let leased = counter(txn.get(&keys.leased(), true).await?);
-    let delayed = counter(txn.get(&keys.delayed_count(), true).await?);
-    let grouped = counter(txn.get(&keys.grouped_count(), true).await?);
-    let waiting = counter(txn.get(&keys.waiting(), true).await?);
+    let depth = counter(txn.get(&keys.depth(), Read::Snapshot).await?);
+    let leased = counter(txn.get(&keys.leased(), Read::Snapshot).await?);
+    let delayed = counter(txn.get(&keys.delayed_count(), Read::Snapshot).await?);
+    let grouped = counter(txn.get(&keys.grouped_count(), Read::Snapshot).await?);
+    let waiting = counter(txn.get(&keys.waiting(), Read::Snapshot).await?);
     let oldest_item_age_ms = crate::queue::oldest::oldest_item_age_ms_in(txn, &keys).await?;
     let paused = crate::queue::settings::read_in(txn, &keys).await?.paused == Some(true);
     Ok(QueueSummary {
@@ -127,7 +128,10 @@ pub async fn holds_receipt<S: Store>(
     receipt: &Receipt,
 ) -> Result<bool, QueueError> {
     let txn = store.begin()?;
-    Ok(txn.get(&keys.receipt(&receipt.0), true).await?.is_some())
+    Ok(txn
+        .get(&keys.receipt(&receipt.0), Read::Snapshot)
+        .await?
+        .is_some())
 }
 
 /// Up to `limit` leases of the queue in receipt order, from after `after`;
@@ -162,7 +166,7 @@ pub async fn leases<S: Store>(
         // Receipt and lease are written and cleared together; a legacy
         // lease (before the due index) shows without its item's details.
         let held = txn
-            .get(&keys.lease(expires_at_ms, &receipt.0), true)
+            .get(&keys.lease(expires_at_ms, &receipt.0), Read::Snapshot)
             .await?
             .as_deref()
             .and_then(decode_held);

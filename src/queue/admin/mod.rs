@@ -36,6 +36,7 @@ use crate::envelope::{decode_held, decode_item, now_ms};
 use crate::keys::{DueWhat, QueueKeys, QueueKind, due_entry, due_range};
 use crate::lease::Receipt;
 use crate::queue::QueueError;
+use crate::store::Read;
 use crate::store::{
     KeyValue, RangeRead, RetryPolicy, Store, StoreError, Transaction, decode_counter, decode_mark,
     key_after, transact,
@@ -136,7 +137,11 @@ async fn purge_end<S: Store>(store: &S, keys: &QueueKeys) -> Result<Vec<u8>, Que
     Ok(match keys.kind() {
         QueueKind::Fifo => {
             let txn = store.begin()?;
-            let mark = decode_mark(txn.get(&keys.next_index(), true).await?.as_deref());
+            let mark = decode_mark(
+                txn.get(&keys.next_index(), Read::Snapshot)
+                    .await?
+                    .as_deref(),
+            );
             keys.item(mark, &[])
         }
         QueueKind::Priority => keys.items_range().1,
@@ -260,7 +265,9 @@ async fn drop_waiting<S: Store>(
 async fn delayed_count<S: Store>(store: &S, keys: &QueueKeys) -> Result<i64, QueueError> {
     let txn = store.begin()?;
     Ok(decode_counter(
-        txn.get(&keys.delayed_count(), true).await?.as_deref(),
+        txn.get(&keys.delayed_count(), Read::Snapshot)
+            .await?
+            .as_deref(),
     ))
 }
 
@@ -278,7 +285,7 @@ async fn drop_leases<S: Store>(store: &S, keys: &QueueKeys) -> Result<u64, Queue
             };
             // Not snapshot, as every settle reads them: an ack or the timer
             // racing this drop conflicts with it, or wins.
-            if txn.get(&row.key, false).await?.is_none() {
+            if txn.get(&row.key, Read::Serializable).await?.is_none() {
                 continue;
             }
             let lease = keys.lease(expires_at_ms, &receipt.0);
@@ -397,7 +404,11 @@ async fn clear_rest<S: Store>(store: &S, keys: &QueueKeys) -> Result<Option<u64>
         let waiting = txn
             .get_range(RangeRead::new(&grouped_begin, &grouped_end, 1).snapshot())
             .await?;
-        let delayed = decode_counter(txn.get(&keys.delayed_count(), true).await?.as_deref());
+        let delayed = decode_counter(
+            txn.get(&keys.delayed_count(), Read::Snapshot)
+                .await?
+                .as_deref(),
+        );
         if !items.is_empty() || !leases.is_empty() || !waiting.is_empty() || delayed > 0 {
             return Ok(None);
         }

@@ -55,6 +55,7 @@ use rand::RngCore;
 use crate::envelope::{HeldItem, ItemValue, decode_item, encode_held, encode_item_value};
 use crate::keys::{DueWhat, QueueKeys, RANDOM_LEN};
 use crate::queue::item::{Item, QueueError};
+use crate::store::Read;
 use crate::store::{
     KeyValue, RangeRead, RetryPolicy, Store, StoreError, Transaction, decode_mark, key_after,
     transact,
@@ -145,7 +146,7 @@ pub async fn state_in<T: Transaction>(
     keys: &QueueKeys,
     group: &str,
 ) -> Result<Option<State>, StoreError> {
-    let value = txn.get(&keys.group(group), false).await?;
+    let value = txn.get(&keys.group(group), Read::Serializable).await?;
     Ok(value.map(|v| decode_state(&v).unwrap_or(State::Head)))
 }
 
@@ -203,7 +204,11 @@ pub async fn push_in<T: Transaction>(
     let visible_at_ms = now_ms.saturating_add(delay_ms);
     // Snapshot, as every push: the group state reads below are what orders
     // two pushes to one group.
-    let next_index = decode_mark(txn.get(&keys.next_index(), true).await?.as_deref());
+    let next_index = decode_mark(
+        txn.get(&keys.next_index(), Read::Snapshot)
+            .await?
+            .as_deref(),
+    );
     // Each group's state, read once and all at once (a store with remote
     // reads waits for them together, not once per group).
     let mut groups: Vec<&str> = items.iter().filter_map(|item| item.group).collect();

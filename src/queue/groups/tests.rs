@@ -4,6 +4,7 @@ use super::*;
 use crate::envelope::End;
 use crate::keys::QueueName;
 use crate::queue::read_end;
+use crate::store::Read;
 use crate::store::decode_counter;
 use crate::store::embedded::{Durability, EmbeddedConfig, EmbeddedStore};
 
@@ -36,7 +37,7 @@ async fn push(store: &EmbeddedStore, keys: &QueueKeys, items: &[(Option<&str>, &
 /// The visible items' payloads, in key order.
 async fn visible(store: &EmbeddedStore, keys: &QueueKeys) -> Vec<String> {
     let txn = store.begin().unwrap();
-    read_end(&txn, keys, End::Front, 100, true)
+    read_end(&txn, keys, End::Front, 100, Read::Snapshot)
         .await
         .unwrap()
         .into_iter()
@@ -46,14 +47,16 @@ async fn visible(store: &EmbeddedStore, keys: &QueueKeys) -> Vec<String> {
 
 async fn counter(store: &EmbeddedStore, key: &[u8]) -> i64 {
     let txn = store.begin().unwrap();
-    decode_counter(txn.get(key, true).await.unwrap().as_deref())
+    decode_counter(txn.get(key, Read::Snapshot).await.unwrap().as_deref())
 }
 
 /// Takes the visible item `payload` as a pop does (cleared, depth down),
 /// leaving its group's state alone.
 async fn take(store: &EmbeddedStore, keys: &QueueKeys, payload: &str) -> Item {
     let txn = store.begin().unwrap();
-    let items = read_end(&txn, keys, End::Front, 100, false).await.unwrap();
+    let items = read_end(&txn, keys, End::Front, 100, Read::Serializable)
+        .await
+        .unwrap();
     let item = items
         .into_iter()
         .find(|item| item.payload == payload.as_bytes())
@@ -169,7 +172,7 @@ async fn a_hand_off_promotes_once_delivered_and_a_give_back_keeps_the_head() {
     .await;
     let due = keys.due(1_000, DueWhat::Group, b"g");
     let txn = store.begin().unwrap();
-    assert!(txn.get(&due, true).await.unwrap().is_some());
+    assert!(txn.get(&due, Read::Snapshot).await.unwrap().is_some());
     // The caller left: the item is the head again, its due entry gone.
     run(&store, |txn| {
         let one = one.clone();
@@ -178,7 +181,7 @@ async fn a_hand_off_promotes_once_delivered_and_a_give_back_keeps_the_head() {
     .await;
     assert_eq!(visible(&store, &keys).await, ["1"]);
     let txn = store.begin().unwrap();
-    assert!(txn.get(&due, true).await.unwrap().is_none());
+    assert!(txn.get(&due, Read::Snapshot).await.unwrap().is_none());
     assert_eq!(state_in(&txn, &keys, "g").await.unwrap(), Some(State::Head));
 
     // Popped again and delivered: 2 follows; a second delivery does nothing.
@@ -194,7 +197,7 @@ async fn a_hand_off_promotes_once_delivered_and_a_give_back_keeps_the_head() {
     assert_eq!(visible(&store, &keys).await, ["2"]);
     let txn = store.begin().unwrap();
     let due = keys.due(2_000, DueWhat::Group, b"g");
-    assert!(txn.get(&due, true).await.unwrap().is_none());
+    assert!(txn.get(&due, Read::Snapshot).await.unwrap().is_none());
 }
 
 #[tokio::test]
@@ -273,7 +276,12 @@ async fn delayed_pushes_and_dropping_waiting_items() {
     // Waiting items pushed below an index go; later ones stay.
     push(&store, &keys, &[(Some("d"), "d3"), (Some("d"), "d4")]).await;
     let txn = store.begin().unwrap();
-    let mark = decode_mark(txn.get(&keys.next_index(), true).await.unwrap().as_deref());
+    let mark = decode_mark(
+        txn.get(&keys.next_index(), Read::Snapshot)
+            .await
+            .unwrap()
+            .as_deref(),
+    );
     push(&store, &keys, &[(Some("d"), "d5")]).await;
     let from = keys.grouped_all_range().0;
     let (dropped, more) = drop_waiting(&store, &keys, Some(mark), &from)

@@ -7,6 +7,7 @@ use crate::envelope::{End, LeaseTag, RequestValue, ResultValue};
 use crate::keys::QueueKeys;
 use crate::lease::lease_in;
 use crate::queue::{Item, QueueError, read_end};
+use crate::store::Read;
 use crate::store::Transaction;
 
 /// The items one round may take, sorted by key, each once.
@@ -40,13 +41,13 @@ pub async fn read_pool<T: Transaction>(
     wanted_back: usize,
 ) -> Result<Pool, QueueError> {
     let front = if wanted_front > 0 {
-        read_end(txn, keys, End::Front, wanted_front, true).await?
+        read_end(txn, keys, End::Front, wanted_front, Read::Snapshot).await?
     } else {
         Vec::new()
     };
     let taken: HashSet<Vec<u8>> = front.iter().map(|item| item.key.clone()).collect();
     let back_read = if wanted_back > 0 {
-        read_end(txn, keys, End::Back, wanted_back, true).await?
+        read_end(txn, keys, End::Back, wanted_back, Read::Snapshot).await?
     } else {
         Vec::new()
     };

@@ -13,8 +13,8 @@ use super::scan::GappedScan;
 use super::watches::WatchSender;
 use super::write_set::{KeyOp, Overlay, WriteSet, apply_all};
 use crate::store::{
-    Atomic, KeyValue, RangeRead, StoreError, TRANSACTION_SIZE_MAX, Transaction, Watch, check_key,
-    check_value, key_after,
+    Atomic, KeyValue, RangeRead, Read, StoreError, TRANSACTION_SIZE_MAX, Transaction, Watch,
+    check_key, check_value, key_after,
 };
 
 /// What a transaction accumulates until it commits.
@@ -228,11 +228,11 @@ impl EmbeddedTxn {
 }
 
 impl Transaction for EmbeddedTxn {
-    async fn get(&self, key: &[u8], snapshot: bool) -> Result<Option<Vec<u8>>, StoreError> {
+    async fn get(&self, key: &[u8], read: Read) -> Result<Option<Vec<u8>>, StoreError> {
         check_key(key)?;
         self.check_age()?;
         let overlay = self.with_pending(|pending| {
-            if !snapshot {
+            if !read.is_snapshot() {
                 Self::add_read_range(pending, key.to_vec(), key_after(key))?;
             }
             Ok(pending.writes.overlay(key))
@@ -255,7 +255,7 @@ impl Transaction for EmbeddedTxn {
         // The overlay is copied out of the lock so the scan holds none.
         let overlay = self.with_pending(|pending| Ok(clone_overlay(&pending.writes, &range)))?;
         let rows = self.read_committed(&range, &overlay)?;
-        if !range.snapshot {
+        if !range.read.is_snapshot() {
             let (begin, end) = range.conflict_range(&rows);
             self.with_pending(|pending| Self::add_read_range(pending, begin, end))?;
         }

@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use hotq::store::Read;
 use hotq::store::{KeyValue, RangeRead, Store, StoreError, Transaction, decode_counter};
 use rand::RngCore;
 
@@ -51,7 +52,12 @@ async fn write<S: Store>(store: &S, pairs: &[(&[u8], &[u8])]) {
 }
 
 async fn read<S: Store>(store: &S, key: &[u8]) -> Option<Vec<u8>> {
-    store.begin().unwrap().get(key, true).await.unwrap()
+    store
+        .begin()
+        .unwrap()
+        .get(key, Read::Snapshot)
+        .await
+        .unwrap()
 }
 
 async fn names<T: Transaction>(space: &Space, txn: &T, range: RangeRead<'_>) -> Vec<String> {
@@ -177,7 +183,7 @@ pub async fn point_reads_and_explicit_conflicts<S: Store>(store: S) {
     let space = Space::new();
     let (k, other) = (space.key("k"), space.key("other"));
     let reader = store.begin().unwrap();
-    assert_eq!(reader.get(&k, false).await.unwrap(), None);
+    assert_eq!(reader.get(&k, Read::Serializable).await.unwrap(), None);
     reader.set(&space.key("marker"), b"x").unwrap();
     write(&store, &[(&other, b"1")]).await;
     assert_eq!(
@@ -275,13 +281,13 @@ pub async fn atomic_max_keeps_the_largest<S: Store>(store: S) {
     let txn = store.begin().unwrap();
     txn.atomic_max(&mark, 50).unwrap();
     assert_eq!(
-        txn.get(&mark, false).await.unwrap(),
+        txn.get(&mark, Read::Serializable).await.unwrap(),
         Some(119u64.to_le_bytes().to_vec())
     );
     txn.atomic_max(&mark, 500).unwrap();
     txn.atomic_add(&mark, 1).unwrap();
     assert_eq!(
-        txn.get(&mark, false).await.unwrap(),
+        txn.get(&mark, Read::Serializable).await.unwrap(),
         Some(501u64.to_le_bytes().to_vec())
     );
     txn.commit().await.unwrap();
@@ -309,17 +315,23 @@ pub async fn read_your_writes<S: Store>(store: S) {
     txn.atomic_add(&space.key("n"), 5).unwrap();
 
     assert_eq!(
-        txn.get(&space.key("bb"), false).await.unwrap(),
+        txn.get(&space.key("bb"), Read::Serializable).await.unwrap(),
         Some(b"new".to_vec())
     );
-    assert_eq!(txn.get(&space.key("c"), false).await.unwrap(), None);
-    assert_eq!(txn.get(&space.key("d"), false).await.unwrap(), None);
     assert_eq!(
-        txn.get(&space.key("e"), false).await.unwrap(),
+        txn.get(&space.key("c"), Read::Serializable).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        txn.get(&space.key("d"), Read::Serializable).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        txn.get(&space.key("e"), Read::Serializable).await.unwrap(),
         Some(b"again".to_vec())
     );
     assert_eq!(
-        txn.get(&space.key("n"), false).await.unwrap(),
+        txn.get(&space.key("n"), Read::Serializable).await.unwrap(),
         Some(5i64.to_le_bytes().to_vec())
     );
 
@@ -354,7 +366,7 @@ pub async fn watch_fires_on_change_only<S: Store>(store: S) {
     let k = space.key("watched");
     write(&store, &[(&k, b"same")]).await;
     let watcher = store.begin().unwrap();
-    watcher.get(&k, false).await.unwrap();
+    watcher.get(&k, Read::Serializable).await.unwrap();
     let mut watch = watcher.watch(&k).unwrap();
     watcher.commit().await.unwrap();
 
@@ -395,7 +407,7 @@ pub async fn watch_on_a_written_key_sees_other_writers<S: Store>(store: S) {
 
     let watcher = store.begin().unwrap();
     assert_eq!(
-        watcher.get(&counter, true).await.unwrap(),
+        watcher.get(&counter, Read::Snapshot).await.unwrap(),
         Some(5i64.to_le_bytes().to_vec())
     );
     watcher.atomic_add(&counter, -1).unwrap();
@@ -417,7 +429,7 @@ pub async fn old_transaction_is_too_old<S: Store>(store: S) {
     let space = Space::new();
     let k = space.key("late");
     let txn = store.begin().unwrap();
-    txn.get(&k, false).await.unwrap();
+    txn.get(&k, Read::Serializable).await.unwrap();
     // The subject of the test is elapsed time itself, not synchronisation.
     tokio::time::sleep(Duration::from_millis(5_500)).await;
     txn.set(&k, b"late").unwrap_or(());
@@ -443,7 +455,7 @@ pub async fn oversized_writes_fail<S: Store>(store: S) {
             len: big_value.len()
         })
     );
-    assert!(txn.get(&big_key, true).await.is_err());
+    assert!(txn.get(&big_key, Read::Snapshot).await.is_err());
     txn.commit().await.unwrap();
     assert_eq!(read(&store, &k).await, None);
     let (begin, end) = (space.begin(), space.end());
