@@ -7,6 +7,7 @@
 //! their fulfillers then conflict on the keys they both consume, and the
 //! loser retries; an item is never handed out twice.
 
+use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -118,7 +119,7 @@ impl<S: Store> Coordinator<S> {
         end: End,
         max: usize,
         wait: Duration,
-        lease_ms: u64,
+        lease_ms: NonZeroU64,
     ) -> Result<Vec<Item>, QueueError> {
         self.inner
             .pops

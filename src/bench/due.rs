@@ -12,6 +12,7 @@
 //! writes straight through the store in batches of [`SETUP_BATCH`] queues
 //! per commit, the same keys a leased pop or a delayed push writes.
 
+use std::num::NonZeroU64;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -159,7 +160,8 @@ async fn write_batch(
         let value = ItemValue::new(now, format!("item {n}").into_bytes());
         let result = if n % 2 == 0 {
             let mut item = Item::from_value(keys.item(0, &random), value);
-            lease_in(&txn, &keys, &mut item, due_ms - now, now)
+            let lease_ms = NonZeroU64::new(due_ms - now).expect("due after now");
+            lease_in(&txn, &keys, &mut item, lease_ms, now)
         } else {
             let held = HeldItem {
                 item_key: Vec::new(),

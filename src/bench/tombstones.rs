@@ -129,7 +129,7 @@ async fn run_pattern(
         let batch = vec![payload.as_slice(); PUSH_BATCH_MAX];
         while held.len() < args.cycles.min(HELD_MAX) && Instant::now() < deadline {
             fifo.push_batch(&batch).await.map_err(err)?;
-            let items = try_pop(store, fifo.keys(), (End::Front, PUSH_BATCH_MAX, 0), &[])
+            let items = try_pop(store, fifo.keys(), (End::Front, PUSH_BATCH_MAX, None), &[])
                 .await
                 .map_err(err)?
                 .items;

@@ -22,6 +22,7 @@
 //!
 //! Every decoder returns `None` for bytes hotq did not write; it never panics.
 
+use std::num::NonZeroU64;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::store::VALUE_SIZE_MAX;
@@ -255,8 +256,9 @@ pub struct RequestValue {
     pub deadline_ms: u64,
     /// The end it pops from.
     pub end: End,
-    /// Lease the item for this long instead of deleting it; 0 for none.
-    pub lease_ms: u64,
+    /// Lease the item for this long instead of deleting it (`None`: the
+    /// item is deleted; stored as 0).
+    pub lease_ms: Option<NonZeroU64>,
 }
 
 impl RequestValue {
@@ -265,7 +267,7 @@ impl RequestValue {
         RequestValue {
             deadline_ms,
             end: End::Front,
-            lease_ms: 0,
+            lease_ms: None,
         }
     }
 }
@@ -279,7 +281,7 @@ pub fn encode_request(request: &RequestValue) -> Vec<u8> {
         End::Front => 0,
         End::Back => 1,
     });
-    value.extend_from_slice(&request.lease_ms.to_be_bytes());
+    value.extend_from_slice(&request.lease_ms.map_or(0, NonZeroU64::get).to_be_bytes());
     value
 }
 
@@ -325,7 +327,7 @@ pub fn decode_counted_request(value: &[u8]) -> Option<(RequestValue, u32)> {
     let request = RequestValue {
         deadline_ms,
         end,
-        lease_ms,
+        lease_ms: NonZeroU64::new(lease_ms),
     };
     Some((request, count))
 }

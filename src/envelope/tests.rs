@@ -1,5 +1,7 @@
 //! Tests of [`super`]: round trips, old versions, malformed values.
 
+use std::num::NonZeroU64;
+
 use super::*;
 
 fn dead_item() -> ItemValue {
@@ -66,7 +68,7 @@ fn requests_results_and_held_items_round_trip() {
     let request = RequestValue {
         deadline_ms: 7,
         end: End::Back,
-        lease_ms: 30_000,
+        lease_ms: NonZeroU64::new(30_000),
     };
     assert_eq!(decode_request(&encode_request(&request)), Some(request));
     let counted = encode_counted_request(&request, 64);
@@ -82,10 +84,10 @@ fn requests_results_and_held_items_round_trip() {
     let mut old = encode_request(&RequestValue {
         deadline_ms: 7,
         end: End::Front,
-        lease_ms: 0,
+        lease_ms: None,
     });
     old.truncate(10);
-    assert_eq!(decode_request(&old).map(|r| r.lease_ms), Some(0));
+    assert_eq!(decode_request(&old).map(|r| r.lease_ms), Some(None));
     for lease in [
         None,
         Some(LeaseTag {

@@ -38,6 +38,7 @@ pub use crate::due::{self, migrate};
 
 use std::collections::HashMap;
 use std::fmt;
+use std::num::NonZeroU64;
 
 use crate::envelope::{HeldItem, ItemValue, encode_held};
 use crate::keys::{QueueKeys, QueueName};
@@ -136,13 +137,12 @@ pub fn lease_in<T: Transaction>(
     txn: &T,
     keys: &QueueKeys,
     item: &mut Item,
-    lease_ms: u64,
+    lease_ms: NonZeroU64,
     now_ms: u64,
 ) -> Result<(), StoreError> {
-    assert!(lease_ms > 0, "a lease lasts at least a millisecond");
     assert!(item.lease.is_none(), "an item is leased once per delivery");
     let receipt = Receipt::for_queue(keys);
-    let expires_at_ms = now_ms.saturating_add(lease_ms);
+    let expires_at_ms = now_ms.saturating_add(lease_ms.get());
     let delivery_count = item.deliveries.saturating_add(1);
     let held = HeldItem {
         item_key: item.key.clone(),

@@ -1,5 +1,6 @@
 //! `/v1/queues/{queue}/...`: FIFO queues over HTTP.
 
+use std::num::NonZeroU64;
 use crate::server::error::{counted, counted_as};
 use std::sync::Arc;
 use std::time::Duration;
@@ -70,14 +71,17 @@ pub struct PopParams {
 }
 
 /// Checks a `lease_ms` (pop, extend): 1 to the configured maximum.
-pub fn check_lease_ms<S: Store>(state: &AppState<S>, lease_ms: u64) -> Result<u64, ApiError> {
+pub fn check_lease_ms<S: Store>(
+    state: &AppState<S>,
+    lease_ms: u64,
+) -> Result<NonZeroU64, ApiError> {
     let max = state.config.leases.lease_max_ms;
-    if lease_ms == 0 || lease_ms > max {
-        return Err(ApiError::bad_parameter(format!(
+    match NonZeroU64::new(lease_ms) {
+        Some(lease_ms) if lease_ms.get() <= max => Ok(lease_ms),
+        _ => Err(ApiError::bad_parameter(format!(
             "lease_ms must be 1 to {max}, got {lease_ms}"
-        )));
+        ))),
     }
-    Ok(lease_ms)
 }
 
 /// Checks a `delay_ms` (push, nack): 0 to the configured maximum.
@@ -153,7 +157,7 @@ pub async fn pop<S: Store>(
         let (items, acked) = match path.as_deref() {
             None | Some("staged") => {
                 let lease_ms = match lease_ms {
-                    Some(lease_ms) => lease_ms,
+                    Some(lease_ms) => Some(lease_ms),
                     None => super::settings::default_lease_ms(&state, &keys).await?,
                 };
                 let pop = PopAsk {

@@ -346,7 +346,7 @@ pub(super) async fn extend_of<S: Store>(
         let receipt = receipt(raw)?;
         let lease_expires_at_ms = state
             .coordinator
-            .extend(&keys, &receipt, lease_ms)
+            .extend(&keys, &receipt, lease_ms.get())
             .await
             .map_err(|e| settle_error(e, &receipt, &keys))?;
         Ok(Json(ExtendAnswer {

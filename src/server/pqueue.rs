@@ -225,7 +225,7 @@ pub async fn pop<S: Store>(
         state.note_queue(QueueKind::Priority, &name);
         let keys = QueueKeys::of_kind(QueueKind::Priority, &name);
         let lease_ms = match lease_ms {
-            Some(lease_ms) => lease_ms,
+            Some(lease_ms) => Some(lease_ms),
             // The queue's default lease, as for a FIFO pop.
             None => super::settings::default_lease_ms(&state, &keys).await?,
         };

@@ -3,6 +3,7 @@
 
 use crate::server::error::counted;
 use std::collections::{BTreeMap, HashMap};
+use std::num::NonZeroU64;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -219,9 +220,9 @@ fn entry(keys: &QueueKeys) -> QueueEntry {
 pub async fn default_lease_ms<S: Store>(
     state: &AppState<S>,
     keys: &QueueKeys,
-) -> Result<u64, QueueError> {
+) -> Result<Option<NonZeroU64>, QueueError> {
     if let Some(lease_ms) = state.default_leases.fresh(keys) {
-        return Ok(lease_ms);
+        return Ok(NonZeroU64::new(lease_ms));
     }
     // Taken before the read: an entry is never younger than what it holds.
     let read_at = Instant::now();
@@ -231,7 +232,7 @@ pub async fn default_lease_ms<S: Store>(
         .default_lease_ms
         .unwrap_or(0);
     state.default_leases.remember(keys, lease_ms, read_at);
-    Ok(lease_ms)
+    Ok(NonZeroU64::new(lease_ms))
 }
 
 #[cfg(test)]

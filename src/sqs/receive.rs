@@ -19,6 +19,7 @@
 //!   gets other messages; the first attempt's come back after their
 //!   visibility timeout.
 
+use std::num::NonZeroU64;
 use std::time::Duration;
 
 use futures_util::future::join_all;
@@ -39,7 +40,7 @@ use crate::store::Store;
 /// Longest visibility timeout, in seconds (12 hours).
 pub const VISIBILITY_TIMEOUT_MAX_S: i64 = 43_200;
 
-fn lease_ms_of<S: Store>(call: &Call<'_, S>, seconds: i64) -> Result<u64, SqsError> {
+fn lease_ms_of<S: Store>(call: &Call<'_, S>, seconds: i64) -> Result<NonZeroU64, SqsError> {
     let ms = (seconds as u64 * 1_000).max(1);
     let max = call.state.config.leases.lease_max_ms;
     if ms > max {
@@ -47,7 +48,7 @@ fn lease_ms_of<S: Store>(call: &Call<'_, S>, seconds: i64) -> Result<u64, SqsErr
             "Value {seconds} for parameter VisibilityTimeout is invalid. Reason: this daemon's leases.lease_max_ms is {max}."
         )));
     }
-    Ok(ms)
+    Ok(NonZeroU64::new(ms).expect("at least 1 ms"))
 }
 
 /// ReceiveMessage.
@@ -62,9 +63,11 @@ pub async fn receive_message<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsE
     )? {
         Some(seconds) => lease_ms_of(call, seconds)?,
         None => match crate::server::settings::default_lease_ms(state, &queue.keys).await? {
+            Some(ms) => ms,
             // A queue with no default lease (used only through /v1): SQS's default.
-            0 => VISIBILITY_TIMEOUT_DEFAULT_S * 1_000,
-            ms => ms,
+            None => {
+                NonZeroU64::new(VISIBILITY_TIMEOUT_DEFAULT_S * 1_000).expect("a default above 0")
+            }
         },
     };
     let wait_s = match int_member(&call.input, "WaitTimeSeconds", 0..=20)? {
@@ -211,7 +214,7 @@ async fn change_one<S: Store>(
     } else {
         let lease_ms = lease_ms_of(call, seconds)?;
         coordinator
-            .extend(&queue.keys, &receipt, lease_ms)
+            .extend(&queue.keys, &receipt, lease_ms.get())
             .await
             .map(|_| ())
     };

@@ -47,6 +47,7 @@ use crate::staging::line::{MemoryRequest, Waiting};
 use crate::staging::takeover::TakeOver;
 use crate::store::Read;
 use crate::store::{RangeRead, Store, StoreError, Transaction, decode_mark};
+use std::num::NonZeroU64;
 
 /// Bytes of a line id (one per process's pop protocol).
 pub const LINE_ID_LEN: usize = 16;
@@ -54,7 +55,7 @@ pub const LINE_ID_LEN: usize = 16;
 const COUNTED_REQUESTER_LEN: usize = LINE_ID_LEN + 1 + 8;
 
 /// The requester of line `line`'s counted requests of one class.
-pub fn requester(line: &[u8], end: End, lease_ms: u64) -> Vec<u8> {
+pub fn requester(line: &[u8], end: End, lease_ms: Option<NonZeroU64>) -> Vec<u8> {
     assert_eq!(line.len(), LINE_ID_LEN, "a line id");
     let mut id = Vec::with_capacity(COUNTED_REQUESTER_LEN);
     id.extend_from_slice(line);
@@ -62,7 +63,7 @@ pub fn requester(line: &[u8], end: End, lease_ms: u64) -> Vec<u8> {
         End::Front => 0,
         End::Back => 1,
     });
-    id.extend_from_slice(&lease_ms.to_be_bytes());
+    id.extend_from_slice(&lease_ms.map_or(0, NonZeroU64::get).to_be_bytes());
     id
 }
 
@@ -72,7 +73,7 @@ pub fn is_own(line: &[u8], requester: &[u8]) -> bool {
 }
 
 /// The end and lease of a counted requester's pops; `None` if it is not one.
-pub fn class_of(requester: &[u8]) -> Option<(End, u64)> {
+pub fn class_of(requester: &[u8]) -> Option<(End, Option<NonZeroU64>)> {
     if requester.len() != COUNTED_REQUESTER_LEN {
         return None;
     }
@@ -82,7 +83,7 @@ pub fn class_of(requester: &[u8]) -> Option<(End, u64)> {
         _ => return None,
     };
     let lease_ms = u64::from_be_bytes(requester[LINE_ID_LEN + 1..].try_into().ok()?);
-    Some((end, lease_ms))
+    Some((end, NonZeroU64::new(lease_ms)))
 }
 
 /// This process's line in the request subspace (the second level).
@@ -311,7 +312,7 @@ impl OwnLine<'_> {
             .filter(|&i| self.got[i].is_none() && self.memory[i].line.stands_in_store())
             .map(|i| self.memory[i])
             .collect();
-        let mut classes: Vec<(End, u64)> = Vec::new();
+        let mut classes: Vec<(End, Option<NonZeroU64>)> = Vec::new();
         let row_classes = own_rows
             .iter()
             .map(|&r| (self.rows[r].request.end, self.rows[r].request.lease_ms));
@@ -397,8 +398,8 @@ mod tests {
     fn a_lines_requesters_are_its_own_and_no_one_elses() {
         let line = [7u8; LINE_ID_LEN];
         let other = [8u8; LINE_ID_LEN];
-        let front = requester(&line, End::Front, 0);
-        let leased = requester(&line, End::Front, 30_000);
+        let front = requester(&line, End::Front, None);
+        let leased = requester(&line, End::Front, NonZeroU64::new(30_000));
         assert_ne!(front, leased, "one requester per class");
         assert!(is_own(&line, &front) && is_own(&line, &leased));
         assert!(!is_own(&other, &front));

@@ -9,6 +9,7 @@ use crate::staging::line::AckOutcome;
 use crate::staging::round::riding::ack_all_in;
 use crate::store::Read;
 use crate::store::{Store, StoreError, Transaction, decode_counter};
+use std::num::NonZeroU64;
 
 /// Why a direct pop was not even tried.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,13 +36,13 @@ pub struct Direct {
 /// Tries once to take up to `max` items from `end` of the queue: if no
 /// request is waiting (snapshot check), acks `acks`, reads the items
 /// without snapshot unless the queue is paused, clears them (moving each
-/// under a lease when `lease_ms` > 0) and commits. A conflict is returned,
+/// under a lease when it has `lease_ms`) and commits. A conflict is returned,
 /// not retried. An empty (or paused) queue commits the acks alone (none:
 /// nothing to commit).
 pub async fn try_pop<S: Store>(
     store: &S,
     keys: &QueueKeys,
-    (end, max, lease_ms): (End, usize, u64),
+    (end, max, lease_ms): (End, usize, Option<NonZeroU64>),
     acks: &[Receipt],
 ) -> Result<Direct, QueueError> {
     let txn = store.begin()?;
@@ -98,17 +99,17 @@ pub async fn try_pop<S: Store>(
 }
 
 /// In `txn`: clears `items` from the queue, each moved under a lease of
-/// `lease_ms` (0: none) or, in a group, holding its group's next item.
+/// `lease_ms` (`None`: no lease) or, in a group, holding its group's next item.
 fn take_in<T: Transaction>(
     txn: &T,
     keys: &QueueKeys,
     items: &mut [Item],
-    lease_ms: u64,
+    lease_ms: Option<NonZeroU64>,
     now: u64,
 ) -> Result<(), StoreError> {
     for item in items.iter_mut() {
         txn.clear(&item.key)?;
-        if lease_ms > 0 {
+        if let Some(lease_ms) = lease_ms {
             lease_in(txn, keys, item, lease_ms, now)?;
         } else if item.group.is_some() {
             // Its successor waits until the pop has reached its caller.

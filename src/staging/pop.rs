@@ -3,6 +3,7 @@
 //! a stored request), until the fulfiller hands it items (see
 //! [`super::round::fulfiller`] and [`super::handoff`]).
 
+use std::num::NonZeroU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -51,25 +52,30 @@ impl<S: Store> Pops<S> {
         max: usize,
         wait: Duration,
     ) -> Result<Vec<Item>, QueueError> {
-        self.pop_leased(keys, end, max, wait, 0).await
+        let pop = PopAsk {
+            end,
+            max,
+            wait,
+            lease_ms: None,
+        };
+        Ok(self.pop_acking(keys, pop, Vec::new()).await?.items)
     }
 
     /// [`Self::pop_many`], with each item moved under a lease of `lease_ms`
-    /// (0: no lease, the item is deleted) in the commit that takes it. A
-    /// leased item is held until acked, nacked, or its lease expires.
+    /// in the commit that takes it. A leased item is held until acked, nacked, or its lease expires.
     pub async fn pop_leased(
         &self,
         keys: &QueueKeys,
         end: End,
         max: usize,
         wait: Duration,
-        lease_ms: u64,
+        lease_ms: NonZeroU64,
     ) -> Result<Vec<Item>, QueueError> {
         let pop = PopAsk {
             end,
             max,
             wait,
-            lease_ms,
+            lease_ms: Some(lease_ms),
         };
         Ok(self.pop_acking(keys, pop, Vec::new()).await?.items)
     }
@@ -445,8 +451,8 @@ pub struct PopAsk {
     /// How long it may wait. Zero: in line, answered by the fulfiller's
     /// next round, items or "empty".
     pub wait: Duration,
-    /// 0: no lease, the items are deleted.
-    pub lease_ms: u64,
+    /// Lease each item for this long (`None`: the items are deleted).
+    pub lease_ms: Option<NonZeroU64>,
 }
 
 /// What a pop with acks riding on it got.

@@ -80,7 +80,7 @@ async fn ack_on_pop_races_expiry(staged: bool) {
                     end: End::Front,
                     max: 1,
                     wait: Duration::ZERO,
-                    lease_ms: 0,
+                    lease_ms: None,
                 };
                 coordinator
                     .pop_acking(&keys, ask, vec![lease.receipt])

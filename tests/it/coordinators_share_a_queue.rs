@@ -303,7 +303,7 @@ async fn a_dead_coordinators_counted_request_is_served_and_returned_by_the_other
     queue.push_batch(&expected).await.unwrap();
     let dead = Waiting {
         end: End::Front,
-        lease_ms: 0,
+        lease_ms: None,
         pops: DEAD_LINE_POPS,
         deadline_ms: now_ms() + 3_000,
     };

@@ -41,7 +41,13 @@ async fn many_queues_with_distant_work(
         } else {
             queue.push(b"leased").await.unwrap();
             let items = coordinator
-                .pop_leased(queue.keys(), End::Front, 1, Duration::ZERO, HOUR_MS)
+                .pop_leased(
+                    queue.keys(),
+                    End::Front,
+                    1,
+                    Duration::ZERO,
+                    std::num::NonZeroU64::new(HOUR_MS).expect("a lease of at least 1 ms"),
+                )
                 .await
                 .unwrap();
             assert_eq!(items.len(), 1);
@@ -60,7 +66,13 @@ async fn a_sweep_costs_what_is_due_and_queues_that_sort_last_are_served() {
     let zz2 = Queue::new(store.clone(), name("zz2"));
     zz2.push(b"leased briefly").await.unwrap();
     let leased = coordinator
-        .pop_leased(zz2.keys(), End::Front, 1, Duration::ZERO, 500)
+        .pop_leased(
+            zz2.keys(),
+            End::Front,
+            1,
+            Duration::ZERO,
+            std::num::NonZeroU64::new(500).expect("a lease of at least 1 ms"),
+        )
         .await
         .unwrap();
     assert_eq!(leased.len(), 1);
@@ -184,7 +196,13 @@ async fn acks_racing_a_sweep_of_many_chunks_have_one_winner_per_lease() {
         queue.push_batch(&payloads).await.unwrap();
         while queue.len().await.unwrap() > 0 {
             let items = coordinator
-                .pop_leased(queue.keys(), End::Front, 100, Duration::ZERO, HOUR_MS)
+                .pop_leased(
+                    queue.keys(),
+                    End::Front,
+                    100,
+                    Duration::ZERO,
+                    std::num::NonZeroU64::new(HOUR_MS).expect("a lease of at least 1 ms"),
+                )
                 .await
                 .unwrap();
             for item in items {

@@ -27,7 +27,13 @@ async fn two_hundred_large_leases_expiring_together_all_go_back() {
     let mut expires_at_ms = 0;
     for _ in 0..4 {
         let items = coordinator
-            .pop_leased(&keys, End::Front, 50, Duration::ZERO, 60_000)
+            .pop_leased(
+                &keys,
+                End::Front,
+                50,
+                Duration::ZERO,
+                std::num::NonZeroU64::new(60_000).expect("a lease of at least 1 ms"),
+            )
             .await
             .unwrap();
         assert_eq!(items.len(), 50);

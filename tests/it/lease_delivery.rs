@@ -302,7 +302,12 @@ async fn receipts_that_cannot_be_acted_on_get_clear_errors() {
     .await;
     let keys = QueueKeys::new(&QueueName::new("errs").unwrap());
     api.push("errs", "x").await;
-    let items = try_pop(&daemon.store, &keys, (End::Front, 1, 1), &[])
+    let items = try_pop(
+        &daemon.store,
+        &keys,
+        (End::Front, 1, std::num::NonZeroU64::new(1)),
+        &[],
+    )
         .await
         .unwrap()
         .items;

@@ -33,7 +33,7 @@ async fn served_leased_request(
     let request = RequestValue {
         deadline_ms,
         end: End::Front,
-        lease_ms: 600_000,
+        lease_ms: std::num::NonZeroU64::new(600_000),
     };
     let registration = register(store, keys, &request).await.unwrap();
     let fulfilled = fulfill_once(store, keys, 16, 1 << 20, 0, LocalHandoff::NONE)

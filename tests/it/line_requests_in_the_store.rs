@@ -49,7 +49,7 @@ async fn waiting(store: &EmbeddedStore, keys: &QueueKeys) -> i64 {
 async fn a_serves_b(
     store: &EmbeddedStore,
     keys: &QueueKeys,
-    lease_ms: u64,
+    lease_ms: Option<std::num::NonZeroU64>,
 ) -> (Coordinator<EmbeddedStore>, Item, Vec<u8>) {
     let a = Coordinator::new(store.clone(), StagingConfig::default());
     let pop = {
@@ -103,7 +103,7 @@ async fn line_round(
     store: &EmbeddedStore,
     keys: &QueueKeys,
     line: &[u8],
-    (pops, lease_ms): (u64, u64),
+    (pops, lease_ms): (u64, Option<std::num::NonZeroU64>),
     collect: &[Vec<u8>],
     take_over: TakeOver<'_>,
 ) -> Fulfilled {
@@ -160,7 +160,7 @@ async fn b_asks_for_three_then_push(
 ) -> Queue<EmbeddedStore> {
     let b_waiting = Waiting {
         end: End::Front,
-        lease_ms: 0,
+        lease_ms: None,
         pops: 3,
         deadline_ms: now_ms() + BOUND.as_millis() as u64,
     };
@@ -178,7 +178,7 @@ async fn b_collects(
     keys: &QueueKeys,
     requester: &[u8],
     pops: u64,
-    lease_ms: u64,
+    lease_ms: Option<std::num::NonZeroU64>,
 ) -> Vec<(LocalId, Vec<Item>)> {
     let collect = [requester.to_vec()];
     let only = TakeOver::Only(&[]);
@@ -202,7 +202,7 @@ fn payloads(items: &[Item]) -> Vec<&str> {
 async fn a_counted_request_of_one_line_is_served_by_another_coordinators_fulfiller() {
     let (store, _dir) = common::embedded_store(Durability::Buffered);
     let keys = QueueKeys::new(&QueueName::new("counted").unwrap());
-    let (a, own, requester) = a_serves_b(&store, &keys, 0).await;
+    let (a, own, requester) = a_serves_b(&store, &keys, None).await;
     assert_eq!(payloads(&[own]), ["3"], "B's request was ahead of A's pop");
     let results = common::scan(&store, keys.counted_results_range(&requester)).await;
     let served: Vec<String> = results
@@ -223,7 +223,7 @@ async fn a_counted_request_of_one_line_is_served_by_another_coordinators_fulfill
 
     // B's round has 2 pops waiting: they get the first two results in
     // line order, and the third goes back to the queue in the same commit.
-    let handed = b_collects(&store, &keys, &requester, 2, 0).await;
+    let handed = b_collects(&store, &keys, &requester, 2, None).await;
     let handed: Vec<(LocalId, Vec<&str>)> = handed
         .iter()
         .map(|(id, items)| (id.clone(), payloads(items)))
@@ -269,7 +269,7 @@ async fn a_counted_request_of_a_live_line_is_left_to_its_own_round() {
             .collect()
     };
 
-    let a = line_round(&store, &keys, &LINE_A, (1, 0), &[], only).await;
+    let a = line_round(&store, &keys, &LINE_A, (1, None), &[], only).await;
     assert!(handed(&a).is_empty(), "A's pop joins the store behind B's");
     assert_eq!(a.counts.pops_asked, 1);
     assert_eq!(a.counts.left_items, 3, "B's three items left in the queue");
@@ -279,7 +279,7 @@ async fn a_counted_request_of_a_live_line_is_left_to_its_own_round() {
     assert_eq!(waiting(&store, &keys).await, 4, "B's 3 pops and A's 1");
     assert_eq!(queue.len().await.unwrap(), 4);
 
-    let b = line_round(&store, &keys, &LINE_B, (3, 0), &[], only).await;
+    let b = line_round(&store, &keys, &LINE_B, (3, None), &[], only).await;
     let one = |item: &str| vec![item.to_string()];
     assert_eq!(
         handed(&b),
@@ -297,7 +297,7 @@ async fn a_counted_request_of_a_live_line_is_left_to_its_own_round() {
     );
     assert_eq!(waiting(&store, &keys).await, 1);
 
-    let a = line_round(&store, &keys, &LINE_A, (1, 0), &[], only).await;
+    let a = line_round(&store, &keys, &LINE_A, (1, None), &[], only).await;
     assert_eq!(handed(&a), [(LocalId::Memory(1), one("3"))]);
     assert_eq!((a.counts.left_items, a.counts.results_written), (0, 0));
     assert!(common::scan(&store, keys.requests_range()).await.is_empty());
@@ -310,13 +310,20 @@ async fn a_counted_request_of_a_live_line_is_left_to_its_own_round() {
 async fn a_leased_counted_request_is_leased_in_the_serving_commit() {
     let (store, _dir) = common::embedded_store(Durability::Buffered);
     let keys = QueueKeys::new(&QueueName::new("counted-leased").unwrap());
-    let (a, own, requester) = a_serves_b(&store, &keys, 30_000).await;
+    let (a, own, requester) = a_serves_b(&store, &keys, std::num::NonZeroU64::new(30_000)).await;
     assert!(own.lease.is_none(), "A's own pop asked for no lease");
     for row in common::scan(&store, keys.counted_results_range(&requester)).await {
         let result = decode_result(&row.value).unwrap();
         assert!(result.lease.is_some(), "leased where it was served");
     }
-    let handed = b_collects(&store, &keys, &requester, 3, 30_000).await;
+    let handed = b_collects(
+        &store,
+        &keys,
+        &requester,
+        3,
+        std::num::NonZeroU64::new(30_000),
+    )
+    .await;
     let items: Vec<Item> = handed.into_iter().flat_map(|(_, items)| items).collect();
     assert_eq!(payloads(&items), ["0", "1", "2"]);
     for item in &items {
@@ -403,7 +410,7 @@ async fn a_pop_of_several_items_takes_them_behind_another_lines_request() {
     let mut request = LineRequest::one(RequestValue {
         deadline_ms: now_ms() + 60_000,
         end: End::Front,
-        lease_ms: 0,
+        lease_ms: None,
     });
     request.max = 4;
     let memory = [MemoryRequest {

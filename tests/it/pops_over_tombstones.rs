@@ -107,7 +107,7 @@ impl Driver {
             for _ in 0..cycles.div_ceil(PUSH_BATCH) {
                 driver.fifo.push_batch(&batch).await.unwrap();
                 let keys = driver.fifo.keys().clone();
-                let items = try_pop(store, &keys, (End::Front, PUSH_BATCH, 0), &[])
+                let items = try_pop(store, &keys, (End::Front, PUSH_BATCH, None), &[])
                     .await
                     .unwrap()
                     .items;

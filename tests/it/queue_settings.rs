@@ -48,7 +48,13 @@ async fn settings_stored_once_are_applied_by_every_coordinator_at_once() {
     .await;
     queue.push(b"a").await.unwrap();
     let leased = first
-        .pop_leased(&keys, End::Front, 1, Duration::ZERO, 60_000)
+        .pop_leased(
+            &keys,
+            End::Front,
+            1,
+            Duration::ZERO,
+            std::num::NonZeroU64::new(60_000).expect("a lease of at least 1 ms"),
+        )
         .await
         .unwrap();
     let receipt = leased[0].lease.as_ref().unwrap().receipt;
@@ -65,7 +71,13 @@ async fn settings_stored_once_are_applied_by_every_coordinator_at_once() {
     // An expiry swept by the other coordinator's timer applies them too.
     queue.push(b"b").await.unwrap();
     second
-        .pop_leased(&keys, End::Front, 1, Duration::ZERO, 1)
+        .pop_leased(
+            &keys,
+            End::Front,
+            1,
+            Duration::ZERO,
+            std::num::NonZeroU64::new(1).expect("a lease of at least 1 ms"),
+        )
         .await
         .unwrap();
     first.sweep_due(now_ms() + 1_000).await.unwrap();
@@ -81,7 +93,13 @@ async fn settings_stored_once_are_applied_by_every_coordinator_at_once() {
     queue.push(b"c").await.unwrap();
     for coordinator in [&first, &second] {
         let leased = coordinator
-            .pop_leased(&keys, End::Front, 1, Duration::ZERO, 60_000)
+            .pop_leased(
+                &keys,
+                End::Front,
+                1,
+                Duration::ZERO,
+                std::num::NonZeroU64::new(60_000).expect("a lease of at least 1 ms"),
+            )
             .await
             .unwrap();
         let receipt = leased[0].lease.as_ref().unwrap().receipt;

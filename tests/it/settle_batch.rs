@@ -29,7 +29,7 @@ async fn leased(
                 End::Front,
                 count - items.len(),
                 Duration::ZERO,
-                lease_ms,
+                std::num::NonZeroU64::new(lease_ms).expect("a lease of at least 1 ms"),
             )
             .await
             .unwrap();

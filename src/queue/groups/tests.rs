@@ -318,7 +318,7 @@ async fn the_timer_releases_a_group_whose_plain_pop_never_reported() {
     push(&store, &keys, &[(Some("g"), "1"), (Some("g"), "2")]).await;
     // A direct plain pop whose daemon dies before the pop reaches its
     // caller: nobody calls `delivered`.
-    let items = crate::staging::direct::try_pop(&store, &keys, (End::Front, 1, 0), &[])
+    let items = crate::staging::direct::try_pop(&store, &keys, (End::Front, 1, None), &[])
         .await
         .unwrap()
         .items;
@@ -353,7 +353,7 @@ async fn a_plain_pop_put_back_by_the_line_is_the_head_again() {
     let (store, _dir) = store();
     let keys = qkeys();
     push(&store, &keys, &[(Some("g"), "1"), (Some("g"), "2")]).await;
-    let items = crate::staging::direct::try_pop(&store, &keys, (End::Front, 1, 0), &[])
+    let items = crate::staging::direct::try_pop(&store, &keys, (End::Front, 1, None), &[])
         .await
         .unwrap()
         .items;

@@ -3,14 +3,15 @@
 
 use super::LocalWaiters;
 use crate::keys::QueueKeys;
+use std::num::NonZeroU64;
 
 /// Pops of one class (end and lease) waiting in a line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Waiting {
     /// The end they pop from.
     pub end: crate::envelope::End,
-    /// Their lease (0: none).
-    pub lease_ms: u64,
+    /// Their lease (`None`: none).
+    pub lease_ms: Option<NonZeroU64>,
     /// How many wait.
     pub pops: usize,
     /// The latest of their deadlines.

@@ -144,8 +144,8 @@ impl<T: Transaction> PoolTaker<'_, T> {
         self.txn.clear(&item.key)?;
         self.bytes += item.payload.len();
         // The hand-off or result carries the receipt.
-        if request.lease_ms > 0 {
-            lease_in(self.txn, self.keys, &mut item, request.lease_ms, self.now)?;
+        if let Some(lease_ms) = request.lease_ms {
+            lease_in(self.txn, self.keys, &mut item, lease_ms, self.now)?;
         } else if item.group.is_some() {
             // Its group's next item waits until this one is known delivered.
             let due_ms =

@@ -160,7 +160,13 @@ async fn lease_one<S: Store>(
     let deadline = tokio::time::Instant::now() + RUN_BOUND;
     loop {
         let mut items = coordinator
-            .pop_leased(keys, End::Front, 1, POP_WAIT, lease_ms)
+            .pop_leased(
+                keys,
+                End::Front,
+                1,
+                POP_WAIT,
+                std::num::NonZeroU64::new(lease_ms).expect("a lease of at least 1 ms"),
+            )
             .await
             .unwrap();
         if let Some(item) = items.pop() {

@@ -26,7 +26,13 @@ pub async fn leased_item(
         .await
         .unwrap();
     let items = coordinator
-        .pop_leased(keys, End::Front, 1, Duration::ZERO, lease_ms)
+        .pop_leased(
+            keys,
+            End::Front,
+            1,
+            Duration::ZERO,
+            std::num::NonZeroU64::new(lease_ms).expect("a lease of at least 1 ms"),
+        )
         .await
         .unwrap();
     assert_eq!(items.len(), 1);
