@@ -49,6 +49,19 @@ pub fn check_item(payload: &[u8]) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// How a pop is done, as its `path` query names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PopPath {
+    /// hotq's protocol (the default): a direct attempt on an uncontended
+    /// queue, else a wait in the line served by fulfill rounds.
+    Staged,
+    /// FoundationDB's recipe as written: retry conflicts with backoff,
+    /// never wait in line; for comparison. It takes `wait_ms=0`, `max=1`,
+    /// no lease and no ack.
+    Direct,
+}
+
 /// Query of a pop: `wait_ms` (default 0) and `max` (default 1).
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -59,10 +72,8 @@ pub struct PopParams {
     pub wait_ms: u64,
     /// Most items to return.
     pub max: Option<usize>,
-    /// `staged` (the default: direct pop, then a request on conflict) or
-    /// `direct` (FoundationDB's recipe as written: retry conflicts with
-    /// backoff, never register; for comparison — it needs `wait_ms=0`).
-    pub path: Option<String>,
+    /// `staged` (the default) or `direct`: see [`PopPath`].
+    pub path: Option<PopPath>,
     /// Lease each item for this long instead of deleting it, in ms.
     pub lease_ms: Option<u64>,
     /// Receipts to ack before popping, comma-separated (at most 1,000);
@@ -144,7 +155,7 @@ pub async fn pop<S: Store>(
     let result = counted_as(&queue, "pop", pop_outcome, async {
         let name = queue_name(&queue)?;
         let (path, lease_ms, ack) = match &params {
-            Ok(Query(params)) => (params.path.clone(), params.lease_ms, params.ack.clone()),
+            Ok(Query(params)) => (params.path, params.lease_ms, params.ack.clone()),
             Err(_) => (None, None, None),
         };
         let (wait, max) = pop_limits(&state, params)?;
@@ -154,8 +165,8 @@ pub async fn pop<S: Store>(
         let riding = ack.as_deref().map(Riding::parse).transpose()?;
         state.note_queue(QueueKind::Fifo, &name);
         let keys = QueueKeys::new(&name);
-        let (items, acked) = match path.as_deref() {
-            None | Some("staged") => {
+        let (items, acked) = match path.unwrap_or(PopPath::Staged) {
+            PopPath::Staged => {
                 let lease_ms = match lease_ms {
                     Some(lease_ms) => Some(lease_ms),
                     None => super::settings::default_lease_ms(&state, &keys).await?,
@@ -168,20 +179,15 @@ pub async fn pop<S: Store>(
                 };
                 pop_with_acks(&state, &keys, pop, riding).await?
             }
-            Some("direct")
+            PopPath::Direct
                 if wait.is_zero() && max == 1 && lease_ms.is_none() && riding.is_none() =>
             {
                 (state.coordinator.pop_recipe(&keys).await?, None)
             }
-            Some("direct") => {
+            PopPath::Direct => {
                 return Err(ApiError::bad_parameter(
                     "path=direct takes neither wait_ms, nor max > 1, nor lease_ms, nor ack",
                 ));
-            }
-            Some(other) => {
-                return Err(ApiError::bad_parameter(format!(
-                    "path must be staged or direct, got {other:?}"
-                )));
             }
         };
         Ok(((items, acked), max))

@@ -114,6 +114,7 @@ use crate::store::Store;
         crate::console::api::PauseAnswer,
         crate::console::api::Traffic,
         crate::console::traffic::Counts,
+        crate::server::fifo::PopPath,
     )),
     modifiers(&BearerToken),
     security((), ("bearer" = [])),

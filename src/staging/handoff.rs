@@ -208,19 +208,40 @@ impl<S: Store> Drop for InLine<S> {
     }
 }
 
+/// How a pop's items reached it: its own direct attempt, or staged (in
+/// the line or as a stored request, from a fulfill round). The `path`
+/// label of the pop metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivered {
+    /// The pop's direct attempt took them.
+    Direct,
+    /// A fulfill round handed them over.
+    Staged,
+}
+
+impl Delivered {
+    /// The metrics label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Delivered::Direct => "direct",
+            Delivered::Staged => "staged",
+        }
+    }
+}
+
 /// Records delivered items: count by path, pop service time and the time
 /// it waited with its queue empty, enqueue-to-delivery wait. An empty
 /// answer records nothing: it is no delivery.
 pub(super) fn record_delivery(
     keys: &QueueKeys,
-    path: &'static str,
+    path: Delivered,
     started: std::time::Instant,
     items: &[Item],
 ) {
     if items.is_empty() {
         return;
     }
-    metrics::pops(keys.kind(), keys.name(), path, items.len() as u64);
+    metrics::pops(keys.kind(), keys.name(), path.label(), items.len() as u64);
     let now = now_ms();
     // A long poll on an empty queue waits for a push: that idling is the
     // client's choice, not the daemon's work. Until its first item was
@@ -238,7 +259,7 @@ pub(super) fn record_delivery(
         .iter()
         .map(|item| now.saturating_sub(item.enqueued_at_ms) as f64 / 1_000.0);
     metrics::delivery(
-        path,
+        path.label(),
         (elapsed_ms - empty_ms) / 1_000.0,
         empty_ms / 1_000.0,
         item_waits_s,

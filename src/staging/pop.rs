@@ -16,7 +16,7 @@ use crate::metrics;
 use crate::queue::{DirectPop, Item, QueueError};
 use crate::staging::StagingStats;
 use crate::staging::direct::{Attempt, try_pop};
-use crate::staging::handoff::{Finishing, InLine, record_delivery};
+use crate::staging::handoff::{Delivered, Finishing, InLine, record_delivery};
 use crate::staging::line::{AckOutcome, LineRequest, LocalWaiter, SharedAcks};
 use crate::staging::pops::Pops;
 use crate::staging::requester::{WithdrawOnDrop, await_result, deadline_after, register_with};
@@ -160,7 +160,7 @@ impl<S: Store> Pops<S> {
             }
         };
         // Here only while its caller polls: dropped, it never gets here.
-        record_delivery(keys, "staged", started, &items);
+        record_delivery(keys, Delivered::Staged, started, &items);
         crate::queue::groups::deliver_soon(&self.inner.store, keys, &items);
         Ok(Popped { items, acked })
     }
@@ -182,7 +182,7 @@ impl<S: Store> Pops<S> {
             if let Ok(items) = &outcome {
                 StagingStats::add(&pops.inner.stats.direct_pops, items.len() as u64);
                 if !*gone_rx.borrow() {
-                    record_delivery(&keys, "direct", started, items);
+                    record_delivery(&keys, Delivered::Direct, started, items);
                 }
             }
             outcome
@@ -202,10 +202,10 @@ impl<S: Store> Pops<S> {
         pop: PopAsk,
         acks: Vec<Receipt>,
         mut caller_gone: watch::Receiver<bool>,
-    ) -> Result<(&'static str, Vec<Item>, Vec<AckOutcome>), QueueError> {
+    ) -> Result<(Delivered, Vec<Item>, Vec<AckOutcome>), QueueError> {
         let (attempt, acks) = self.direct_attempt(keys, pop, acks).await?;
         let acked = match attempt {
-            DirectOutcome::Done(items, acked) => return Ok(("direct", items, acked)),
+            DirectOutcome::Done(items, acked) => return Ok((Delivered::Direct, items, acked)),
             DirectOutcome::Wait(acked) => acked,
         };
         if self.inner.config.requests_in_memory {
@@ -224,8 +224,8 @@ impl<S: Store> Pops<S> {
             let line_acked = outcomes_after_line(&self.inner.store, keys, acks).await;
             let items = items?;
             return match (acked, line_acked) {
-                (Some(acked), _) => Ok(("staged", items, acked)),
-                (None, Ok(acked)) => Ok(("staged", items, acked)),
+                (Some(acked), _) => Ok((Delivered::Staged, items, acked)),
+                (None, Ok(acked)) => Ok((Delivered::Staged, items, acked)),
                 (None, Err(error)) => {
                     // The pop fails: its items go back, not lost.
                     self.put_back(keys, items).await;
@@ -238,7 +238,7 @@ impl<S: Store> Pops<S> {
             None => ack_alone(&self.inner.store, keys, &acks).await?,
         };
         let items = self.wait_as_stored_request(keys, pop, caller_gone).await?;
-        Ok(("staged", items, acked))
+        Ok((Delivered::Staged, items, acked))
     }
 
     /// The direct attempt, unless the head is contended here: its items
