@@ -48,6 +48,25 @@ use due_index::due;
 pub use due_index::{DueEntry, DueWhat, due_entry, due_range, due_until};
 pub use name::{DEAD_LETTER_SUFFIX, InvalidQueueName, QUEUE_NAME_LEN_MAX, QueueName};
 
+/// Who a stored request is for, as it stands in request and result keys:
+/// 16 random bytes for a plain request (`crate::staging::requester`), a
+/// line's id and its pops' class for a counted one
+/// (`crate::staging::counted`). Opaque here; those modules build and read it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RequesterId(Vec<u8>);
+
+impl RequesterId {
+    /// The id made of `bytes`.
+    pub fn from_bytes(bytes: Vec<u8>) -> RequesterId {
+        RequesterId(bytes)
+    }
+
+    /// Its bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
 /// Bytes of randomness in every item key (orders ties, keeps keys unique).
 pub const RANDOM_LEN: usize = 16;
 
@@ -225,8 +244,10 @@ impl QueueKeys {
     }
 
     /// The key of the request at `index` by `requester`.
-    pub fn request(&self, index: u64, requester: &[u8]) -> Vec<u8> {
-        self.0.requests.pack(&(index, Bytes::from(requester)))
+    pub fn request(&self, index: u64, requester: &RequesterId) -> Vec<u8> {
+        self.0
+            .requests
+            .pack(&(index, Bytes::from(requester.as_bytes())))
     }
 
     /// `[begin, end)` of the requests subspace.
@@ -235,31 +256,34 @@ impl QueueKeys {
     }
 
     /// The index and requester of a request key.
-    pub fn request_parts(&self, key: &[u8]) -> Option<(u64, Vec<u8>)> {
+    pub fn request_parts(&self, key: &[u8]) -> Option<(u64, RequesterId)> {
         self.0
             .requests
             .unpack::<(u64, Bytes)>(key)
             .ok()
-            .map(|(index, requester)| (index, requester.into_owned()))
+            .map(|(index, requester)| (index, RequesterId(requester.into_owned())))
     }
 
     /// The key of `requester`'s result.
-    pub fn result(&self, requester: &[u8]) -> Vec<u8> {
-        self.0.results.pack(&(Bytes::from(requester),))
+    pub fn result(&self, requester: &RequesterId) -> Vec<u8> {
+        self.0.results.pack(&(Bytes::from(requester.as_bytes()),))
     }
 
     /// The key of the result for item `item_key` of a counted request by
     /// `requester` (one per item, so several fulfillers may serve the
     /// request without touching one another's results; in item order).
-    pub fn counted_result(&self, requester: &[u8], item_key: &[u8]) -> Vec<u8> {
+    pub fn counted_result(&self, requester: &RequesterId, item_key: &[u8]) -> Vec<u8> {
         self.0
             .results
-            .pack(&(Bytes::from(requester), Bytes::from(item_key)))
+            .pack(&(Bytes::from(requester.as_bytes()), Bytes::from(item_key)))
     }
 
     /// `[begin, end)` of the results of counted requests by `requester`.
-    pub fn counted_results_range(&self, requester: &[u8]) -> (Vec<u8>, Vec<u8>) {
-        self.0.results.subspace(&(Bytes::from(requester),)).range()
+    pub fn counted_results_range(&self, requester: &RequesterId) -> (Vec<u8>, Vec<u8>) {
+        self.0
+            .results
+            .subspace(&(Bytes::from(requester.as_bytes()),))
+            .range()
     }
 
     /// `[begin, end)` of the results subspace.

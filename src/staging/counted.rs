@@ -41,7 +41,7 @@
 //! The `waiting` counter counts pops: a counted request adds its count.
 
 use crate::envelope::{End, RequestValue, decode_counted_request, encode_counted_request};
-use crate::keys::QueueKeys;
+use crate::keys::{QueueKeys, RequesterId};
 use crate::queue::{Item, QueueError};
 use crate::staging::line::{MemoryRequest, Waiting};
 use crate::staging::takeover::TakeOver;
@@ -55,7 +55,7 @@ pub const LINE_ID_LEN: usize = 16;
 const COUNTED_REQUESTER_LEN: usize = LINE_ID_LEN + 1 + 8;
 
 /// The requester of line `line`'s counted requests of one class.
-pub fn requester(line: &[u8], end: End, lease_ms: Option<NonZeroU64>) -> Vec<u8> {
+pub fn requester(line: &[u8], end: End, lease_ms: Option<NonZeroU64>) -> RequesterId {
     assert_eq!(line.len(), LINE_ID_LEN, "a line id");
     let mut id = Vec::with_capacity(COUNTED_REQUESTER_LEN);
     id.extend_from_slice(line);
@@ -64,16 +64,18 @@ pub fn requester(line: &[u8], end: End, lease_ms: Option<NonZeroU64>) -> Vec<u8>
         End::Back => 1,
     });
     id.extend_from_slice(&lease_ms.map_or(0, NonZeroU64::get).to_be_bytes());
-    id
+    RequesterId::from_bytes(id)
 }
 
 /// True when `requester` is one of line `line`'s counted requesters.
-pub fn is_own(line: &[u8], requester: &[u8]) -> bool {
+pub fn is_own(line: &[u8], requester: &RequesterId) -> bool {
+    let requester = requester.as_bytes();
     !line.is_empty() && requester.len() == COUNTED_REQUESTER_LEN && requester.starts_with(line)
 }
 
 /// The end and lease of a counted requester's pops; `None` if it is not one.
-pub fn class_of(requester: &[u8]) -> Option<(End, Option<NonZeroU64>)> {
+pub fn class_of(requester: &RequesterId) -> Option<(End, Option<NonZeroU64>)> {
+    let requester = requester.as_bytes();
     if requester.len() != COUNTED_REQUESTER_LEN {
         return None;
     }
@@ -95,7 +97,7 @@ pub struct LineLevel<'a> {
     /// This line's counted requesters whose results may be waiting (every
     /// one with a request alive or results uncollected after the last
     /// round; the round's `Fulfilled::collect`).
-    pub collect: &'a [Vec<u8>],
+    pub collect: &'a [RequesterId],
     /// Other lines' counted requests the round serves itself; it leaves
     /// the items of the rest to their owners ([`super::takeover`]).
     pub take_over: TakeOver<'a>,
@@ -121,7 +123,7 @@ pub struct Counted {
     /// Its key.
     pub key: Vec<u8>,
     /// Its requester.
-    pub requester: Vec<u8>,
+    pub requester: RequesterId,
     /// What its pops ask for.
     pub request: RequestValue,
     /// Its count as read.
@@ -158,7 +160,7 @@ pub fn set_count_in<T: Transaction>(
 pub async fn add_in<T: Transaction>(
     txn: &T,
     keys: &QueueKeys,
-    requester: &[u8],
+    requester: &RequesterId,
     request: &RequestValue,
     count: u32,
 ) -> Result<Vec<u8>, StoreError> {
@@ -191,7 +193,7 @@ const TIE_SPREAD: u64 = 256;
 #[derive(Debug, Default)]
 pub struct Asked {
     /// Requesters of the counted requests added.
-    pub requesters: Vec<Vec<u8>>,
+    pub requesters: Vec<RequesterId>,
     /// Pops they stand for.
     pub pops: u32,
 }
@@ -282,7 +284,7 @@ pub struct OwnLine<'a> {
 #[derive(Debug, Default)]
 pub struct Kept {
     /// This line's requesters with a request alive.
-    pub requesters: Vec<Vec<u8>>,
+    pub requesters: Vec<RequesterId>,
     /// The key of the line's oldest request alive.
     pub oldest: Option<Vec<u8>>,
     /// Pops a request was added for.
@@ -403,7 +405,10 @@ mod tests {
         assert_ne!(front, leased, "one requester per class");
         assert!(is_own(&line, &front) && is_own(&line, &leased));
         assert!(!is_own(&other, &front));
-        assert!(!is_own(&line, &line), "a plain request's id is not counted");
+        assert!(
+            !is_own(&line, &RequesterId::from_bytes(line.to_vec())),
+            "a plain request's id is not counted"
+        );
         assert!(!is_own(&[], &front), "no line: nothing is its own");
     }
 }

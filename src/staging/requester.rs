@@ -7,7 +7,7 @@ use rand::RngCore;
 use tokio::time::Instant;
 
 use crate::envelope::{RequestValue, decode_result, encode_request, now_ms};
-use crate::keys::QueueKeys;
+use crate::keys::{QueueKeys, RequesterId};
 use crate::lease::settle::release_in;
 use crate::lease::{Lease, Receipt};
 use crate::queue::{Item, QueueError};
@@ -52,13 +52,14 @@ pub async fn register_with<S: Store>(
     store: &S,
     keys: &QueueKeys,
     request: &RequestValue,
-    mut on_attempt: impl FnMut(&[u8]),
+    mut on_attempt: impl FnMut(&RequesterId),
 ) -> Result<Registration, StoreError> {
     let mut attempt = 0;
     loop {
         attempt += 1;
         let mut requester = [0u8; REQUESTER_LEN];
         rand::rng().fill_bytes(&mut requester);
+        let requester = RequesterId::from_bytes(requester.to_vec());
         on_attempt(&requester);
         match try_register(store, keys, request, &requester).await {
             Ok(registration) => return Ok(registration),
@@ -72,7 +73,7 @@ async fn try_register<S: Store>(
     store: &S,
     keys: &QueueKeys,
     request: &RequestValue,
-    requester: &[u8; REQUESTER_LEN],
+    requester: &RequesterId,
 ) -> Result<Registration, StoreError> {
     let txn = store.begin()?;
     // Like a push's index: a snapshot read of a mark raised with

@@ -124,11 +124,11 @@ async fn scenario(applies: bool) {
     let mut local_ids = Vec::new();
     for _ in 0..2 {
         let request = RequestValue::front(now_ms() + 60_000);
-        register_with(&store, &keys, &request, |id| local_ids.push(id.to_vec()))
+        register_with(&store, &keys, &request, |id| local_ids.push(id.clone()))
             .await
             .unwrap();
     }
-    let is_local = |requester: &[u8]| local_ids.iter().any(|id| id == requester);
+    let is_local = |requester: &hotq::keys::RequesterId| local_ids.iter().any(|id| id == requester);
     // And one pop waiting in memory, served between the two stored requests.
     let memory = [MemoryRequest {
         seq: 42,

@@ -50,7 +50,7 @@ async fn a_serves_b(
     store: &EmbeddedStore,
     keys: &QueueKeys,
     lease_ms: Option<std::num::NonZeroU64>,
-) -> (Coordinator<EmbeddedStore>, Item, Vec<u8>) {
+) -> (Coordinator<EmbeddedStore>, Item, hotq::keys::RequesterId) {
     let a = Coordinator::new(store.clone(), StagingConfig::default());
     let pop = {
         let (a, keys) = (a.clone(), keys.clone());
@@ -104,7 +104,7 @@ async fn line_round(
     keys: &QueueKeys,
     line: &[u8],
     (pops, lease_ms): (u64, Option<std::num::NonZeroU64>),
-    collect: &[Vec<u8>],
+    collect: &[hotq::keys::RequesterId],
     take_over: TakeOver<'_>,
 ) -> Fulfilled {
     let memory: Vec<MemoryRequest> = (1..=pops)
@@ -126,7 +126,7 @@ async fn round_of(
     keys: &QueueKeys,
     line: &[u8],
     memory: &[MemoryRequest],
-    collect: &[Vec<u8>],
+    collect: &[hotq::keys::RequesterId],
     take_over: TakeOver<'_>,
 ) -> Fulfilled {
     let marker = keys.handoff_marker(u64::from(line[0]));
@@ -176,11 +176,11 @@ async fn b_asks_for_three_then_push(
 async fn b_collects(
     store: &EmbeddedStore,
     keys: &QueueKeys,
-    requester: &[u8],
+    requester: &hotq::keys::RequesterId,
     pops: u64,
     lease_ms: Option<std::num::NonZeroU64>,
 ) -> Vec<(LocalId, Vec<Item>)> {
-    let collect = [requester.to_vec()];
+    let collect = [requester.clone()];
     let only = TakeOver::Only(&[]);
     let fulfilled = line_round(store, keys, &LINE_B, (pops, lease_ms), &collect, only).await;
     assert_eq!(fulfilled.counts.collected, 3, "every result collected");

@@ -32,8 +32,11 @@ async fn uncollected_results_of_large_items_all_return_to_the_queue() {
                 item_key: keys.item(i as u64, &random),
                 item: ItemValue::new(past_ms, vec![i as u8; PAYLOAD_BYTES]),
             };
-            txn.set(&keys.result(&random), &encode_result(&result))
-                .unwrap();
+            txn.set(
+                &keys.result(&hotq::keys::RequesterId::from_bytes(random.to_vec())),
+                &encode_result(&result),
+            )
+            .unwrap();
         }
         txn.commit().await.unwrap();
     }

@@ -30,6 +30,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 
 use crate::envelope::RequestValue;
+use crate::keys::RequesterId;
 use crate::keys::{QueueKeys, QueueKind, QueueName};
 use crate::queue::Item;
 pub use crate::staging::round::riding::{AckOutcome, RidingAcks, SharedAcks};
@@ -46,7 +47,7 @@ type Slot = Arc<Mutex<Option<oneshot::Sender<Vec<Item>>>>>;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LocalId {
     /// A request registered in the store, by requester id.
-    Registered(Vec<u8>),
+    Registered(RequesterId),
     /// A memory request, by its place in its queue's line.
     Memory(u64),
 }
@@ -123,7 +124,7 @@ struct QueueWaiters {
 #[derive(Debug, Default)]
 pub struct LocalWaiters {
     /// Registered requests' ids.
-    slots: Mutex<HashMap<Vec<u8>, Slot>>,
+    slots: Mutex<HashMap<RequesterId, Slot>>,
     /// Per queue (entries removed when no pop waits and the line is empty).
     queues: Mutex<HashMap<(QueueKind, QueueName), QueueWaiters>>,
     /// The next memory request's place (one counter for every queue).
@@ -270,7 +271,7 @@ impl LocalWaiters {
     /// Hands `item` to the registered requester `requester`; gives it back
     /// when nobody here takes it (the requester has gone, or was already
     /// handed one).
-    pub fn hand_over(&self, requester: &[u8], item: Item) -> Vec<Item> {
+    pub fn hand_over(&self, requester: &RequesterId, item: Item) -> Vec<Item> {
         let slot = self
             .slots
             .lock()
@@ -283,7 +284,7 @@ impl LocalWaiters {
     }
 
     /// True when `requester` waits in this process.
-    pub fn is_local(&self, requester: &[u8]) -> bool {
+    pub fn is_local(&self, requester: &RequesterId) -> bool {
         self.slots
             .lock()
             .expect("local waiters lock")
@@ -308,7 +309,7 @@ pub struct LocalWaiter {
     waiters: Arc<LocalWaiters>,
     queue: (QueueKind, QueueName),
     slot: Slot,
-    ids: Vec<Vec<u8>>,
+    ids: Vec<RequesterId>,
     seq: Option<u64>,
     /// The items, when this process's fulfiller served the request (none:
     /// it must not wait and its round found the queue empty).
@@ -364,13 +365,13 @@ impl LocalWaiter {
     /// Makes `requester` (a registration attempt's id) lead here. Called
     /// before the registration commits, so the fulfiller never sees the
     /// request before it knows the requester is local.
-    pub fn add_id(&mut self, requester: &[u8]) {
+    pub fn add_id(&mut self, requester: &RequesterId) {
         self.waiters
             .slots
             .lock()
             .expect("local waiters lock")
-            .insert(requester.to_vec(), self.slot.clone());
-        self.ids.push(requester.to_vec());
+            .insert(requester.clone(), self.slot.clone());
+        self.ids.push(requester.clone());
     }
 
     /// Stops taking hand-offs, and returns the items of one already taken

@@ -7,7 +7,7 @@
 //! and the reaper takes it.
 
 use crate::envelope::{decode_counted_request, decode_result};
-use crate::keys::QueueKeys;
+use crate::keys::{QueueKeys, RequesterId};
 use crate::queue::{Item, QueueError};
 use crate::staging::counted::{Counted, LineLevel, class_of, is_own, set_count_in};
 use crate::staging::line::MemoryRequest;
@@ -21,7 +21,7 @@ pub struct Collected {
     /// Results read and cleared.
     pub collected: usize,
     /// Requesters with more results than one round reads.
-    pub collect_next: Vec<Vec<u8>>,
+    pub collect_next: Vec<RequesterId>,
 }
 
 /// In a round's `txn`: takes the results other processes wrote for this
@@ -41,7 +41,7 @@ pub async fn collect_in<T: Transaction>(
     got: &mut [Option<Vec<Item>>],
     (batch, bytes_max): (usize, usize),
 ) -> Result<Collected, QueueError> {
-    let mut requesters: Vec<Vec<u8>> = line.collect.to_vec();
+    let mut requesters: Vec<RequesterId> = line.collect.to_vec();
     for row in rows {
         if is_own(line.line, &row.requester) && !requesters.contains(&row.requester) {
             requesters.push(row.requester.clone());
@@ -110,7 +110,7 @@ pub async fn withdraw_line<S: Store>(
     store: &S,
     keys: &QueueKeys,
     line: &[u8],
-    collect: &[Vec<u8>],
+    collect: &[RequesterId],
     batch_max: usize,
 ) -> Result<(), QueueError> {
     let batch = batch_max.max(1);

@@ -24,27 +24,27 @@ async fn a_hand_off_reaches_its_waiter_once_and_comes_back_when_nobody_waits() {
     let keys = QueueKeys::new(&QueueName::new("q").unwrap());
     let mut waiter = LocalWaiter::new(waiters.clone(), &keys);
     assert_eq!(waiters.waiting_on(&keys), 1);
-    waiter.add_id(b"first-attempt");
-    waiter.add_id(b"second-attempt");
-    assert!(waiters.is_local(b"first-attempt") && waiters.is_local(b"second-attempt"));
-    assert!(!waiters.is_local(b"someone-else"));
-    assert_eq!(waiters.hand_over(b"second-attempt", item(b"a")), vec![]);
+    waiter.add_id(&id("first-attempt"));
+    waiter.add_id(&id("second-attempt"));
+    assert!(waiters.is_local(&id("first-attempt")) && waiters.is_local(&id("second-attempt")));
+    assert!(!waiters.is_local(&id("someone-else")));
+    assert_eq!(waiters.hand_over(&id("second-attempt"), item(b"a")), vec![]);
     // The same waiter served twice (two attempts' requests): the second comes back.
     assert_eq!(
-        waiters.hand_over(b"first-attempt", item(b"b")),
+        waiters.hand_over(&id("first-attempt"), item(b"b")),
         vec![item(b"b")]
     );
     assert!(waiter.close(), "a hand-off was taken");
     assert_eq!((&mut waiter.receiver).await.unwrap(), vec![item(b"a")]);
-    assert!(!waiters.is_local(b"first-attempt"));
+    assert!(!waiters.is_local(&id("first-attempt")));
 
     let mut left = LocalWaiter::new(waiters.clone(), &keys);
-    left.add_id(b"left");
+    left.add_id(&id("left"));
     assert!(!left.close(), "nothing was handed over");
-    assert_eq!(waiters.hand_over(b"left", item(b"c")), vec![item(b"c")]);
+    assert_eq!(waiters.hand_over(&id("left"), item(b"c")), vec![item(b"c")]);
     let dropped = {
         let mut waiter = LocalWaiter::new(waiters.clone(), &keys);
-        waiter.add_id(b"dropped");
+        waiter.add_id(&id("dropped"));
         waiter
     };
     drop(dropped);
@@ -181,4 +181,8 @@ async fn a_pop_that_must_not_wait_is_answered_empty_and_a_pop_of_many_takes_seve
     );
     drop((many, no_wait));
     assert!(waiters.queues.lock().unwrap().is_empty());
+}
+
+fn id(name: &str) -> RequesterId {
+    RequesterId::from_bytes(name.as_bytes().to_vec())
 }

@@ -6,6 +6,7 @@
 //! rounds ([`Carry`]) and what the loop waits on next ([`Next`], decided
 //! by the pure [`what_next`]).
 
+use crate::keys::RequesterId;
 use crate::lease::{LeaseError, Receipt};
 use crate::queue::Item;
 use crate::staging::line::{LocalId, MemoryRequest};
@@ -83,7 +84,7 @@ impl RoundCounts {
 pub struct Carry {
     /// This process's counted requesters whose results the next round
     /// must look for (see [`crate::staging::counted::LineLevel::collect`]).
-    pub collect: Vec<Vec<u8>>,
+    pub collect: Vec<RequesterId>,
     /// Requests of other lines this round left items for, by key, with
     /// their counts as read.
     pub left_for: Vec<(Vec<u8>, u32)>,
@@ -169,7 +170,7 @@ pub fn what_next(seen: Seen) -> WaitOn {
 #[derive(Clone, Copy)]
 pub struct LocalHandoff<'a> {
     /// True for a registered requester waiting in this process.
-    pub is_local: &'a (dyn Fn(&[u8]) -> bool + Sync),
+    pub is_local: &'a (dyn Fn(&RequesterId) -> bool + Sync),
     /// The memory requests of this process, in arrival order (at most the
     /// batch bound is served).
     pub memory: &'a [MemoryRequest],
@@ -185,7 +186,7 @@ pub struct LocalHandoff<'a> {
     pub attempt: u64,
 }
 
-fn never_local(_: &[u8]) -> bool {
+fn never_local(_: &RequesterId) -> bool {
     false
 }
 

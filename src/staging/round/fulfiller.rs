@@ -11,7 +11,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::envelope::now_ms;
-use crate::keys::QueueKeys;
+use crate::keys::{QueueKeys, RequesterId};
 use crate::metrics;
 use crate::queue::QueueError;
 use crate::staging::StagingStats;
@@ -39,7 +39,7 @@ const FULFILL_ERROR_PAUSE_MS: u64 = 100;
 struct Between {
     /// This line's counted requesters whose results may wait (bounded by
     /// the classes of pop: end and lease).
-    collect: Vec<Vec<u8>>,
+    collect: Vec<RequesterId>,
     /// Other lines' requests this loop leaves items for, and since when.
     left: Left,
     /// Until when this line counts as contended (another process's
@@ -143,7 +143,7 @@ impl<S: Store> Pops<S> {
         keys: &QueueKeys,
         marker_key: &[u8],
         wake: &Notify,
-    ) -> Vec<Vec<u8>> {
+    ) -> Vec<RequesterId> {
         let mut shutdown = self.inner.shutdown.clone();
         let mut between = Between::default();
         let mut attempt = 0u64;
@@ -234,7 +234,7 @@ impl<S: Store> Pops<S> {
     /// items, so this line's pops get in line in the store, and keep their
     /// place there. Once they stand there, the next round takes the items
     /// left for them: no race to back off from.
-    async fn after_conflict(&self, keys: &QueueKeys, collect: &mut Vec<Vec<u8>>) {
+    async fn after_conflict(&self, keys: &QueueKeys, collect: &mut Vec<RequesterId>) {
         StagingStats::add(&self.inner.stats.fulfill_conflicts, 1);
         metrics::conflict("fulfill");
         if !self.ask(keys, collect).await {
@@ -328,7 +328,7 @@ impl<S: Store> Pops<S> {
     /// is collected from on the next rounds. A failure is left to the
     /// next round (its pops stay in the memory line). True when it added
     /// a request.
-    async fn ask(&self, keys: &QueueKeys, collect: &mut Vec<Vec<u8>>) -> bool {
+    async fn ask(&self, keys: &QueueKeys, collect: &mut Vec<RequesterId>) -> bool {
         let batch_max = self.inner.config.fulfill_batch_max;
         let waiting = self.inner.local.waiting_by_class(keys, now_ms(), batch_max);
         match counted::ask(

@@ -5,7 +5,7 @@
 //! are cleared in the round's transaction.
 
 use crate::envelope::{RequestValue, decode_counted_request};
-use crate::keys::QueueKeys;
+use crate::keys::{QueueKeys, RequesterId};
 use crate::queue::Item;
 use crate::staging::counted::{self, Counted};
 use crate::staging::line::MemoryRequest;
@@ -17,7 +17,10 @@ const COUNTED_VERSION: u8 = 2;
 /// Where a live request came from.
 pub(super) enum Source {
     /// A plain stored request (one pop of one item): its key and requester.
-    Stored { key: Vec<u8>, requester: Vec<u8> },
+    Stored {
+        key: Vec<u8>,
+        requester: RequesterId,
+    },
     /// Another process's counted request (`counted[row]`).
     Counted { row: usize },
     /// This process's counted request (`counted[row]`), standing for these
@@ -53,7 +56,7 @@ pub(super) fn sort_requests<T: Transaction>(
     rows: Vec<KeyValue>,
     now: u64,
     line: &[u8],
-    is_local: &(dyn Fn(&[u8]) -> bool + Sync),
+    is_local: &(dyn Fn(&RequesterId) -> bool + Sync),
 ) -> Result<Requests, StoreError> {
     let mut expired = 0usize;
     let mut expired_pops = 0i64;

@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 
 use crate::envelope::RequestValue;
-use crate::keys::QueueKeys;
+use crate::keys::{QueueKeys, RequesterId};
 use crate::lease::Receipt;
 use crate::queue::{Item, QueueError};
 use crate::staging::counted::LineLevel;
@@ -30,7 +30,7 @@ pub(super) struct RoundState<'a, 'm, T: Transaction> {
     pub(super) take: PoolTaker<'a, T>,
     pub(super) bounds: Bounds,
     /// True for a registered requester waiting in this process.
-    pub(super) is_local: &'m (dyn Fn(&[u8]) -> bool + Sync),
+    pub(super) is_local: &'m (dyn Fn(&RequesterId) -> bool + Sync),
     /// The memory requests within their deadline, in line order.
     pub(super) memory: Vec<&'m MemoryRequest>,
     /// The request subspace's rows, sorted.
@@ -46,7 +46,7 @@ pub(super) struct RoundState<'a, 'm, T: Transaction> {
     /// Collected results nobody here waits for: back in this commit.
     pub(super) give_back: Vec<Item>,
     /// Counted requesters whose results the next round looks for.
-    pub(super) collect_next: Vec<Vec<u8>>,
+    pub(super) collect_next: Vec<RequesterId>,
     /// Items served per counted request of this line (by row).
     pub(super) own_served: Vec<u32>,
     /// Plain stored requests served (they count one each in `waiting`).

@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 
 use crate::envelope::{RequestValue, encode_result};
+use crate::keys::RequesterId;
 use crate::queue::{Item, QueueError};
 use crate::staging::counted::{self, LineLevel, OwnLine};
 use crate::staging::line::LocalId;
@@ -107,7 +108,7 @@ impl<T: Transaction> RoundState<'_, '_, T> {
         &mut self,
         pool: &mut VecDeque<Item>,
         key: &[u8],
-        requester: Vec<u8>,
+        requester: RequesterId,
         request: &RequestValue,
     ) -> Result<(), QueueError> {
         let Some(item) = self.take.take(pool, request)? else {
