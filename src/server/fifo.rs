@@ -1,7 +1,7 @@
 //! `/v1/queues/{queue}/...`: FIFO queues over HTTP.
 
-use std::num::NonZeroU64;
 use crate::server::error::{counted, counted_as};
+use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::time::Duration;
 
