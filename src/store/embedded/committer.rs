@@ -54,6 +54,8 @@ pub(crate) fn run(
     shared.watches.lock().expect("watch lock").cancel_all();
 }
 
+/// One group: resolve it, write and publish what it accepted (one fjall
+/// batch, one fsync), fire and arm watches, answer every request.
 fn commit_group(shared: &Shared, mut group: Vec<CommitRequest>) {
     if let Some(failure) = shared.failed.get() {
         // Poisoned: nothing more is written (see `Shared::failed`).
@@ -63,41 +65,11 @@ fn commit_group(shared: &Shared, mut group: Vec<CommitRequest>) {
         }
         return;
     }
-    let mut outcomes: Vec<Result<(), StoreError>> = Vec::with_capacity(group.len());
-    // Per request: which of its atomic bases are still the latest value.
-    let mut fresh: Vec<Vec<bool>> = Vec::with_capacity(group.len());
-    let version = {
-        let mut resolver = shared.resolver.lock().expect("resolver lock");
-        let version = resolver.last_version + 1;
-        let mut accepted_writes = false;
-        for request in &group {
-            let outcome = if request.began.elapsed() > shared.age_max
-                || resolver.is_too_old(request.read_version)
-            {
-                Err(StoreError::TooOld)
-            } else if request.writes.is_empty() {
-                // Read-only: serializable at its read version, nothing to check.
-                Ok(())
-            } else if resolver.intersects_since(request.read_version, &request.reads) {
-                Err(StoreError::Conflict)
-            } else {
-                // Checked before this request's own writes are recorded, and
-                // after those of the group's earlier requests.
-                fresh.push(fresh_bases(&resolver, request));
-                // Later requests in this group read below `version`, so they
-                // conflict with these writes exactly as with a committed batch.
-                resolver.record_writes(version, &request.writes);
-                accepted_writes = true;
-                Ok(())
-            };
-            outcomes.push(outcome);
-        }
-        if accepted_writes {
-            resolver.last_version = version;
-        }
-        accepted_writes.then_some(version)
-    };
-
+    let Resolved {
+        outcomes,
+        fresh,
+        version,
+    } = resolve(shared, &group);
     let accepted = group
         .iter()
         .zip(&outcomes)
@@ -132,38 +104,101 @@ fn commit_group(shared: &Shared, mut group: Vec<CommitRequest>) {
             .count();
         metrics::histogram!(crate::metrics::STORE_COMMIT_GROUP_SIZE).record(carried as f64);
     }
+    arm_watches(shared, &mut group, &outcomes, &final_values);
+    answer(shared, group, outcomes);
+    prune(shared);
+}
 
-    {
-        let mut watches = shared.watches.lock().expect("watch lock");
-        for (key, value) in &final_values {
-            watches.changed(key, value.as_deref());
+/// A group's resolution: each request's outcome, the freshness of the
+/// accepted writers' atomic bases, and the group's version when it
+/// accepted a write.
+struct Resolved {
+    outcomes: Vec<Result<(), StoreError>>,
+    fresh: Vec<Vec<bool>>,
+    version: Option<u64>,
+}
+
+/// Resolves the group's requests in order under the resolver lock: too
+/// old, read-only, conflicting, or accepted (its writes recorded at the
+/// group's version, so later requests of the group conflict with them as
+/// with a committed batch).
+fn resolve(shared: &Shared, group: &[CommitRequest]) -> Resolved {
+    let mut outcomes: Vec<Result<(), StoreError>> = Vec::with_capacity(group.len());
+    // Per accepted request: which of its atomic bases are still the latest value.
+    let mut fresh: Vec<Vec<bool>> = Vec::with_capacity(group.len());
+    let mut resolver = shared.resolver.lock().expect("resolver lock");
+    let version = resolver.last_version + 1;
+    let mut accepted_writes = false;
+    for request in group {
+        let outcome = if request.began.elapsed() > shared.age_max
+            || resolver.is_too_old(request.read_version)
+        {
+            Err(StoreError::TooOld)
+        } else if request.writes.is_empty() {
+            // Read-only: serializable at its read version, nothing to check.
+            Ok(())
+        } else if resolver.intersects_since(request.read_version, &request.reads) {
+            Err(StoreError::Conflict)
+        } else {
+            // Checked before this request's own writes are recorded, and
+            // after those of the group's earlier requests.
+            fresh.push(fresh_bases(&resolver, request));
+            resolver.record_writes(version, &request.writes);
+            accepted_writes = true;
+            Ok(())
+        };
+        outcomes.push(outcome);
+    }
+    if accepted_writes {
+        resolver.last_version = version;
+    }
+    Resolved {
+        outcomes,
+        fresh,
+        version: accepted_writes.then_some(version),
+    }
+}
+
+/// Fires the watches the group's writes changed, and arms the watches its
+/// committed requests asked for against what each saw or wrote.
+fn arm_watches(
+    shared: &Shared,
+    group: &mut [CommitRequest],
+    outcomes: &[Result<(), StoreError>],
+    final_values: &BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+) {
+    let mut watches = shared.watches.lock().expect("watch lock");
+    for (key, value) in final_values {
+        watches.changed(key, value.as_deref());
+    }
+    for (request, outcome) in group.iter_mut().zip(outcomes) {
+        if outcome.is_err() {
+            continue;
         }
-        for (request, outcome) in group.iter_mut().zip(&outcomes) {
-            if outcome.is_err() {
-                continue;
-            }
-            for (key, sender) in std::mem::take(&mut request.watches) {
-                let current = final_values
-                    .get(&key)
-                    .cloned()
-                    .unwrap_or_else(|| read_latest(shared, &key));
-                // What this transaction saw (or wrote) there: any other
-                // value, whoever wrote it, fires the watch.
-                let seen = read_snapshot(shared, &request.snapshot, &key);
-                let expected = match request.writes.ops.get(&key) {
-                    Some(KeyOp::Set(value)) => Some(value.clone()),
-                    Some(KeyOp::Clear) => None,
-                    Some(KeyOp::Atomic(mutations)) => Some(apply_all(seen.as_deref(), mutations)),
-                    None if request.writes.is_cleared(&key) => None,
-                    None => seen,
-                };
-                watches.arm(key, expected, current.as_deref(), sender);
-            }
+        for (key, sender) in std::mem::take(&mut request.watches) {
+            let current = final_values
+                .get(&key)
+                .cloned()
+                .unwrap_or_else(|| read_latest(shared, &key));
+            // What this transaction saw (or wrote) there: any other
+            // value, whoever wrote it, fires the watch.
+            let seen = read_snapshot(shared, &request.snapshot, &key);
+            let expected = match request.writes.ops.get(&key) {
+                Some(KeyOp::Set(value)) => Some(value.clone()),
+                Some(KeyOp::Clear) => None,
+                Some(KeyOp::Atomic(mutations)) => Some(apply_all(seen.as_deref(), mutations)),
+                None if request.writes.is_cleared(&key) => None,
+                None => seen,
+            };
+            watches.arm(key, expected, current.as_deref(), sender);
         }
     }
+}
 
-    // Counted before answering, so a caller that saw its commit return
-    // also sees it counted.
+/// Counts the group's commits and conflicts, then answers each request.
+/// Counted before answering, so a caller that saw its commit return also
+/// sees it counted.
+fn answer(shared: &Shared, group: Vec<CommitRequest>, outcomes: Vec<Result<(), StoreError>>) {
     let committed = outcomes.iter().filter(|outcome| outcome.is_ok()).count() as u64;
     let conflicted = outcomes
         .iter()
@@ -177,8 +212,6 @@ fn commit_group(shared: &Shared, mut group: Vec<CommitRequest>) {
     for (request, outcome) in group.into_iter().zip(outcomes) {
         let _ = request.reply.send(outcome);
     }
-
-    prune(shared);
 }
 
 fn prune(shared: &Shared) {
