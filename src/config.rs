@@ -256,6 +256,21 @@ impl Config {
 
     /// Checks values no type can check.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_positive()?;
+        self.validate_bounds()?;
+        self.validate_lease_queues()?;
+        self.validate_access()?;
+        self.sqs.validate().map_err(ConfigError)?;
+        if self.backend == Backend::Fdb && !cfg!(feature = "fdb") {
+            return Err(ConfigError(
+                "backend = \"fdb\" needs a build with --features fdb".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Counts, sizes and intervals that must be at least 1.
+    fn validate_positive(&self) -> Result<(), ConfigError> {
         let positive = [
             ("body_max_bytes", self.body_max_bytes as u64),
             ("pop_max_items", self.pop_max_items as u64),
@@ -286,9 +301,14 @@ impl Config {
             ("leases.lease_max_ms", self.leases.lease_max_ms),
             ("leases.delay_max_ms", self.leases.delay_max_ms),
         ];
-        if let Some((key, _)) = positive.iter().find(|(_, value)| *value == 0) {
-            return Err(ConfigError(format!("{key} must be at least 1")));
+        match positive.iter().find(|(_, value)| *value == 0) {
+            Some((key, _)) => Err(ConfigError(format!("{key} must be at least 1"))),
+            None => Ok(()),
         }
+    }
+
+    /// Upper bounds, and values bounded by other values.
+    fn validate_bounds(&self) -> Result<(), ConfigError> {
         if self.staging.fulfill_batch_max > 10_000 {
             return Err(ConfigError(
                 "staging.fulfill_batch_max must be at most 10000".into(),
@@ -324,6 +344,11 @@ impl Config {
                 "wait_max_ms must be at most 600000 (10 minutes)".into(),
             ));
         }
+        Ok(())
+    }
+
+    /// The per-queue lease settings: valid names, never a dead-letter queue.
+    fn validate_lease_queues(&self) -> Result<(), ConfigError> {
         for (name, queue) in &self.leases.queues {
             match crate::keys::QueueName::new(name) {
                 Err(error) => {
@@ -343,6 +368,11 @@ impl Config {
                 )));
             }
         }
+        Ok(())
+    }
+
+    /// A token when the API listens beyond loopback.
+    fn validate_access(&self) -> Result<(), ConfigError> {
         if self.token.as_deref() == Some("") {
             return Err(ConfigError("token must not be empty".into()));
         }
@@ -352,12 +382,6 @@ impl Config {
                  or allow_insecure_bind = true (--allow-insecure-bind) to serve it unauthenticated",
                 self.listen
             )));
-        }
-        self.sqs.validate().map_err(ConfigError)?;
-        if self.backend == Backend::Fdb && !cfg!(feature = "fdb") {
-            return Err(ConfigError(
-                "backend = \"fdb\" needs a build with --features fdb".into(),
-            ));
         }
         Ok(())
     }
