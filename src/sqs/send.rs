@@ -189,7 +189,58 @@ fn prepare(queue: &SqsQueue, input: &Value) -> Result<Prepared, SqsError> {
         group: group.map(str::to_string),
         ..Header::default()
     };
-    let (hotq_group, dedup_id) = if queue.is_fifo() {
+    let (hotq_group, dedup_id) = fifo_keys(queue, (group, dedup), body, &mut header)?;
+    let payload = message::encode(&header, body);
+    if payload.len() > PAYLOAD_SIZE_MAX {
+        // Attributes whose SQS header outgrows the reserve (base64 of
+        // binary values, JSON escapes).
+        return Err(SqsError::invalid(format!(
+            "One or more parameters are invalid. Reason: the message with its attributes \
+             encodes to {} bytes, over hotq's item limit of {PAYLOAD_SIZE_MAX} bytes.",
+            payload.len()
+        )));
+    }
+    let answer = answer_of(&header, body);
+    let delay_ms = delay_s.map(|s| s as u64 * 1_000);
+    let item = PushItem {
+        payload,
+        dedup_id,
+        group: hotq_group,
+    };
+    Ok(Prepared {
+        item,
+        delay_ms,
+        answer,
+    })
+}
+
+/// SendMessage's answer for a message with `header` and `body`: its id,
+/// the MD5 digests SQS clients check, and a FIFO queue's sequence number.
+fn answer_of(header: &Header, body: &str) -> Value {
+    let mut answer = json!({"MessageId": header.id, "MD5OfMessageBody": md5_hex(body.as_bytes())});
+    if let Some(md5) = md5_of_attributes(&header.attrs) {
+        answer["MD5OfMessageAttributes"] = json!(md5);
+    }
+    if let Some(md5) = md5_of_attributes(&header.sys) {
+        answer["MD5OfMessageSystemAttributes"] = json!(md5);
+    }
+    if let Some(seq) = &header.seq {
+        answer["SequenceNumber"] = json!(seq);
+    }
+    answer
+}
+
+/// A FIFO queue's message group and dedup key in hotq's terms (the dedup
+/// id given, or the body's SHA-256 with content-based dedup), noted in
+/// `header` with its sequence number; a standard queue takes neither.
+fn fifo_keys(
+    queue: &SqsQueue,
+    (group, dedup): (Option<&str>, Option<&str>),
+    body: &str,
+    header: &mut Header,
+) -> Result<(Option<String>, Option<Vec<u8>>), SqsError> {
+    let record = queue.record();
+    let keys = if queue.is_fifo() {
         let group = group.ok_or_else(|| SqsError::missing("MessageGroupId"))?;
         let dedup = match dedup {
             Some(id) => {
@@ -219,37 +270,7 @@ fn prepare(queue: &SqsQueue, input: &Value) -> Result<Prepared, SqsError> {
         }
         (None, None)
     };
-    let payload = message::encode(&header, body);
-    if payload.len() > PAYLOAD_SIZE_MAX {
-        // Attributes whose SQS header outgrows the reserve (base64 of
-        // binary values, JSON escapes).
-        return Err(SqsError::invalid(format!(
-            "One or more parameters are invalid. Reason: the message with its attributes \
-             encodes to {} bytes, over hotq's item limit of {PAYLOAD_SIZE_MAX} bytes.",
-            payload.len()
-        )));
-    }
-    let mut answer = json!({"MessageId": header.id, "MD5OfMessageBody": md5_hex(body.as_bytes())});
-    if let Some(md5) = md5_of_attributes(&header.attrs) {
-        answer["MD5OfMessageAttributes"] = json!(md5);
-    }
-    if let Some(md5) = md5_of_attributes(&header.sys) {
-        answer["MD5OfMessageSystemAttributes"] = json!(md5);
-    }
-    if let Some(seq) = &header.seq {
-        answer["SequenceNumber"] = json!(seq);
-    }
-    let delay_ms = delay_s.map(|s| s as u64 * 1_000);
-    let item = PushItem {
-        payload,
-        dedup_id,
-        group: hotq_group,
-    };
-    Ok(Prepared {
-        item,
-        delay_ms,
-        answer,
-    })
+    Ok(keys)
 }
 
 /// A dedup id counted per message group: the SHA-256 of the group's
