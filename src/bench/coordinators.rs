@@ -96,6 +96,21 @@ pub async fn run(store: &EmbeddedStore, args: &BenchArgs) -> Result<bool, String
     Ok(all_exact)
 }
 
+/// Stops `coordinators` and sums their fulfill conflicts, line results
+/// written, pops asked for in the store and rounds.
+async fn stop_and_count(coordinators: &[Coordinator<EmbeddedStore>]) -> [u64; 4] {
+    let mut sums = [0; 4];
+    for coordinator in coordinators {
+        coordinator.shutdown(Duration::from_secs(5)).await;
+        let stats = coordinator.stats();
+        sums[0] += StagingStats::get(&stats.fulfill_conflicts);
+        sums[1] += StagingStats::get(&stats.line_results_written);
+        sums[2] += StagingStats::get(&stats.line_pops_asked);
+        sums[3] += StagingStats::get(&stats.fulfill_batches);
+    }
+    sums
+}
+
 async fn drain(
     store: &EmbeddedStore,
     args: &BenchArgs,
@@ -157,15 +172,7 @@ async fn drain(
         task.await.map_err(|e| e.to_string())??;
     }
     let (_, conflicts_after, _) = store.counts();
-    let (mut fulfill_conflicts, mut results, mut asked, mut rounds) = (0, 0, 0, 0);
-    for coordinator in &coordinators {
-        coordinator.shutdown(Duration::from_secs(5)).await;
-        let stats = coordinator.stats();
-        fulfill_conflicts += StagingStats::get(&stats.fulfill_conflicts);
-        results += StagingStats::get(&stats.line_results_written);
-        asked += StagingStats::get(&stats.line_pops_asked);
-        rounds += StagingStats::get(&stats.fulfill_batches);
-    }
+    let [fulfill_conflicts, results, asked, rounds] = stop_and_count(&coordinators).await;
     let seen = std::mem::take(&mut *seen.lock().expect("seen lock"));
     let pops = seen.len();
     let distinct: HashSet<&Vec<u8>> = seen.iter().collect();

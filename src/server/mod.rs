@@ -388,6 +388,28 @@ fn metrics_router(handle: PrometheusHandle) -> Router {
         .fallback(not_found)
 }
 
+/// Serves the Prometheus exporter on `listener` until `stop` turns true.
+fn spawn_metrics(
+    listener: TcpListener,
+    handle: PrometheusHandle,
+    mut stop: watch::Receiver<bool>,
+) -> Result<tokio::task::JoinHandle<()>, ServeError> {
+    let address = listener
+        .local_addr()
+        .map_err(|e| ServeError(e.to_string()))?;
+    tracing::info!(%address, "metrics exporter listening");
+    Ok(tokio::spawn(async move {
+        let served = axum::serve(listener, metrics_router(handle))
+            .with_graceful_shutdown(async move {
+                let _ = stop.wait_for(|stopped| *stopped).await;
+            })
+            .await;
+        if let Err(error) = served {
+            tracing::error!(%error, "metrics exporter failed");
+        }
+    }))
+}
+
 /// Runs the daemon on `store` until `shutdown` resolves: serves the API on
 /// `api`, metrics on `metrics` (if given), runs fulfillers, the due index's timer and
 /// the sampler. On shutdown: waiting pops withdraw and answer, the API
@@ -423,23 +445,7 @@ pub async fn serve<S: Store>(
 
     let api_address = api.local_addr().map_err(|e| ServeError(e.to_string()))?;
     let metrics_task = match metrics {
-        Some(listener) => {
-            let address = listener
-                .local_addr()
-                .map_err(|e| ServeError(e.to_string()))?;
-            tracing::info!(%address, "metrics exporter listening");
-            let mut stop = stop_rx.clone();
-            Some(tokio::spawn(async move {
-                let served = axum::serve(listener, metrics_router(handle))
-                    .with_graceful_shutdown(async move {
-                        let _ = stop.wait_for(|stopped| *stopped).await;
-                    })
-                    .await;
-                if let Err(error) = served {
-                    tracing::error!(%error, "metrics exporter failed");
-                }
-            }))
-        }
+        Some(listener) => Some(spawn_metrics(listener, handle, stop_rx.clone())?),
         None => None,
     };
     tracing::info!(address = %api_address, "API listening");
