@@ -308,9 +308,9 @@ async fn receipts_that_cannot_be_acted_on_get_clear_errors() {
         (End::Front, 1, std::num::NonZeroU64::new(1)),
         &[],
     )
-        .await
-        .unwrap()
-        .items;
+    .await
+    .unwrap()
+    .items;
     let receipt = items[0].lease.unwrap().receipt.to_string();
     common::wait_until("the 1 ms lease to expire", Duration::from_secs(10), || {
         now_ms() > items[0].lease.unwrap().expires_at_ms
