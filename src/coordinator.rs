@@ -212,13 +212,6 @@ impl<S: Store> Coordinator<S> {
         })
     }
 
-    /// The old name of [`Self::spawn_timer`], kept while the integration
-    /// tests still call it (they are being moved on another branch).
-    #[doc(hidden)]
-    pub fn spawn_reaper(&self) -> JoinHandle<()> {
-        self.spawn_timer()
-    }
-
     /// Moves the data of the layout before the due index into it, once,
     /// retried every `reap_interval_ms` until it succeeds or shutdown.
     async fn migrate_loop(self) {

@@ -52,8 +52,3 @@ pub mod server;
 pub(crate) mod sqs;
 pub mod staging;
 pub mod store;
-
-// Paths from before the queue recipes moved into `queue`, kept for the
-// integration tests.
-#[doc(hidden)]
-pub use queue::{dedup, groups, priority, settings as queue_settings};

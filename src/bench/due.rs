@@ -19,9 +19,10 @@ use std::time::{Duration, Instant};
 use rand::RngCore;
 
 use crate::coordinator::Coordinator;
+use crate::due;
 use crate::envelope::{HeldItem, ItemValue, encode_held, now_ms};
 use crate::keys::{QueueKeys, QueueName, RANDOM_LEN};
-use crate::lease::{due, lease_in};
+use crate::lease::lease_in;
 use crate::queue::Item;
 use crate::staging::StagingConfig;
 use crate::store::embedded::EmbeddedStore;

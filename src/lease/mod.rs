@@ -31,11 +31,6 @@ pub mod redrive;
 pub mod settle;
 pub mod settler;
 
-// The due index and its timer moved to `crate::due`; these paths are kept
-// for the integration tests.
-#[doc(hidden)]
-pub use crate::due::{self, migrate};
-
 use std::collections::HashMap;
 use std::fmt;
 use std::num::NonZeroU64;

@@ -59,11 +59,6 @@ pub mod requester;
 pub mod round;
 pub mod takeover;
 
-// The round's parts moved to `round`; this path is kept for the
-// integration tests.
-#[doc(hidden)]
-pub use round::fulfill;
-
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Settings of the staged pop protocol.

@@ -29,7 +29,8 @@ use foundationdb::{
 
 use super::marked::{Marked, sweep_markers};
 use super::{
-    ErrorClass, KeyValue, RangeRead, Store, StoreError, Transaction, Watch, check_key, check_value,
+    ErrorClass, KeyValue, RangeRead, Read, Store, StoreError, Transaction, Watch, check_key,
+    check_value,
 };
 
 /// The environment variable naming the cluster file, as `fdbcli` and the

@@ -91,7 +91,7 @@ async fn ack_on_pop_races_expiry(staged: bool) {
             let store = store.clone();
             race_side(round, 1, async move {
                 let policy = hotq::lease::DeliveryPolicy::default();
-                hotq::lease::due::sweep(&store, &policy, lease.expires_at_ms).await
+                hotq::due::sweep(&store, &policy, lease.expires_at_ms).await
             })
         };
         let popped = pop.await.unwrap().unwrap();

@@ -37,7 +37,7 @@ async fn expire_leases(
         max_deliveries_default: max_deliveries.unwrap_or(u32::MAX),
         ..Default::default()
     };
-    let swept = hotq::lease::due::sweep(store, &policy, now_ms).await?;
+    let swept = hotq::due::sweep(store, &policy, now_ms).await?;
     Ok(Swept {
         redelivered: swept.redelivered.values().sum(),
     })

@@ -220,14 +220,14 @@ async fn live_coordinators_drain(
         ..StagingConfig::default()
     };
     let live = coordinators(store, 3, config);
-    let reapers: Vec<_> = live.iter().map(|c| c.spawn_reaper()).collect();
+    let timers: Vec<_> = live.iter().map(|c| c.spawn_timer()).collect();
     let deliveries = Deliveries::new(live.len());
     let tasks = spawn_waiters(&live, &[8, 8, 8], keys, &deliveries, DEAD_ITEMS);
     for task in tasks {
         task.await.unwrap();
     }
     deliveries.assert_exactly_once(&expected.into_iter().collect());
-    (live, reapers)
+    (live, timers)
 }
 
 async fn stop_live(

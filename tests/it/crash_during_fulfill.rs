@@ -57,7 +57,7 @@ fn child_crash_load() {
     runtime.block_on(async move {
         let store = EmbeddedStore::open(EmbeddedConfig::new(&dir)).unwrap();
         let coordinator = Coordinator::new(store.clone(), config(in_memory));
-        let _reaper = coordinator.spawn_reaper();
+        let _timer = coordinator.spawn_timer();
         let name = QueueName::new("crash").unwrap();
         let keys = QueueKeys::new(&name);
         let mut tasks = Vec::new();

@@ -182,7 +182,12 @@ async fn after_the_window_an_id_is_new_and_expired_ids_are_cleared() {
     let store = daemon.store.clone();
     common::eventually("expired dedup ids cleared", Duration::from_secs(30), || {
         let (store, keys) = (store.clone(), keys.clone());
-        async move { hotq::dedup::ids_held(&store, &keys, 100).await.unwrap() == 0 }
+        async move {
+            hotq::queue::dedup::ids_held(&store, &keys, 100)
+                .await
+                .unwrap()
+                == 0
+        }
     })
     .await;
     let due = common::due_of(&daemon.store, &keys, hotq::keys::DueWhat::Dedup).await;
@@ -202,12 +207,12 @@ async fn the_second_of_two_overlapping_claims_conflicts() {
     let first = store.begin().unwrap();
     let second = store.begin().unwrap();
     assert!(
-        hotq::dedup::claim_in(&first, &keys, b"id", now, 60_000)
+        hotq::queue::dedup::claim_in(&first, &keys, b"id", now, 60_000)
             .await
             .unwrap()
     );
     assert!(
-        hotq::dedup::claim_in(&second, &keys, b"id", now, 60_000)
+        hotq::queue::dedup::claim_in(&second, &keys, b"id", now, 60_000)
             .await
             .unwrap()
     );
@@ -215,7 +220,7 @@ async fn the_second_of_two_overlapping_claims_conflicts() {
     assert_eq!(second.commit().await, Err(StoreError::Conflict));
     let third = store.begin().unwrap();
     assert!(
-        !hotq::dedup::claim_in(&third, &keys, b"id", now, 60_000)
+        !hotq::queue::dedup::claim_in(&third, &keys, b"id", now, 60_000)
             .await
             .unwrap()
     );

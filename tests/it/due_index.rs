@@ -87,7 +87,7 @@ async fn a_sweep_costs_what_is_due_and_queues_that_sort_last_are_served() {
         "a sweep with nothing due began {transactions} transactions over {QUEUES} queues"
     );
 
-    let _timer = coordinator.spawn_reaper();
+    let _timer = coordinator.spawn_timer();
     common::eventually(
         "the delayed item of zz is revealed and the lease of zz2 expires",
         Duration::from_secs(60),
@@ -113,7 +113,7 @@ async fn a_sweep_visits_only_the_queues_with_something_due() {
             .await
             .unwrap();
     }
-    let swept = hotq::lease::due::sweep(&store, &DeliveryPolicy::default(), due_at + 1_000)
+    let swept = hotq::due::sweep(&store, &DeliveryPolicy::default(), due_at + 1_000)
         .await
         .unwrap();
     assert_eq!(swept.revealed, 3);
@@ -156,14 +156,10 @@ async fn leases_of_the_layout_before_the_due_index_are_moved_and_settled() {
 
     // A settle before the move finds the lease where it is.
     coordinator.ack(&keys, &receipts[0]).await.unwrap();
-    let moved = hotq::lease::migrate::migrate(&store, now_ms())
-        .await
-        .unwrap();
+    let moved = hotq::due::migrate::migrate(&store, now_ms()).await.unwrap();
     assert_eq!(moved, 1);
     assert_eq!(
-        hotq::lease::migrate::migrate(&store, now_ms())
-            .await
-            .unwrap(),
+        hotq::due::migrate::migrate(&store, now_ms()).await.unwrap(),
         0,
         "once"
     );
@@ -235,7 +231,7 @@ async fn acks_racing_a_sweep_of_many_chunks_have_one_winner_per_lease() {
     let mut redelivered = 0;
     let mut sweeps = 0;
     loop {
-        let swept = hotq::lease::due::sweep(&store, &policy, expires_max + 1)
+        let swept = hotq::due::sweep(&store, &policy, expires_max + 1)
             .await
             .unwrap();
         redelivered += swept.redelivered.values().sum::<usize>();
@@ -283,17 +279,17 @@ async fn acks_racing_a_sweep_of_many_chunks_have_one_winner_per_lease() {
 async fn reap_appointments_past_a_sweeps_bound_make_it_say_more() {
     let (store, _dir) = common::embedded_store(Durability::Buffered);
     let now = now_ms();
-    let queues = hotq::lease::due::REAP_QUEUES_MAX + 20;
+    let queues = hotq::due::REAP_QUEUES_MAX + 20;
     for n in 0..queues {
         let keys = QueueKeys::new(&name(&format!("reap-{n:04}")));
         let txn = store.begin().unwrap();
         txn.set(&keys.reap_at(now - 1), b"").unwrap();
         txn.commit().await.unwrap();
     }
-    let swept = hotq::lease::due::sweep(&store, &DeliveryPolicy::default(), now)
+    let swept = hotq::due::sweep(&store, &DeliveryPolicy::default(), now)
         .await
         .unwrap();
-    assert_eq!(swept.reap_queues.len(), hotq::lease::due::REAP_QUEUES_MAX);
+    assert_eq!(swept.reap_queues.len(), hotq::due::REAP_QUEUES_MAX);
     assert!(swept.more, "appointments were left behind the bound");
     assert_eq!(swept.next_due_ms, Some(now), "swept again at once");
 }
@@ -309,15 +305,15 @@ async fn a_sweep_looks_for_the_next_due_entry_only_up_to_its_horizon() {
         .await
         .unwrap();
     let policy = DeliveryPolicy::default();
-    let short = hotq::lease::due::sweep_until(&store, &policy, now, now + 1_000)
+    let short = hotq::due::sweep_until(&store, &policy, now, now + 1_000)
         .await
         .unwrap();
     assert_eq!(short.next_due_ms, None, "nothing is due within a second");
-    let long = hotq::lease::due::sweep_until(&store, &policy, now, now + 120_000)
+    let long = hotq::due::sweep_until(&store, &policy, now, now + 120_000)
         .await
         .unwrap();
     let next = long.next_due_ms.expect("due within two minutes");
     assert!((now + 59_000..=now + 61_000).contains(&next), "next {next}");
-    let unbounded = hotq::lease::due::sweep(&store, &policy, now).await.unwrap();
+    let unbounded = hotq::due::sweep(&store, &policy, now).await.unwrap();
     assert_eq!(unbounded.next_due_ms, Some(next));
 }

@@ -17,9 +17,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use hotq::envelope::{RequestValue, now_ms};
 use hotq::keys::{QueueKeys, QueueName};
 use hotq::queue::{Queue, QueueError};
-use hotq::staging::fulfill::{LocalHandoff, fulfill_once};
 use hotq::staging::line::{LineRequest, LocalId, MemoryRequest};
 use hotq::staging::requester::register_with;
+use hotq::staging::round::fulfill::{LocalHandoff, fulfill_once};
 use hotq::store::embedded::{Durability, EmbeddedStore, EmbeddedTxn};
 use hotq::store::{KeyValue, RangeRead, Store, StoreError, Transaction, Watch};
 

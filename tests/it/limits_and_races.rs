@@ -12,9 +12,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use common::client::Client;
 use common::daemon::{Daemon, http};
-use hotq::dedup::DEDUP_ID_LEN_MAX;
-use hotq::groups::GROUP_KEY_LEN_MAX;
 use hotq::keys::QUEUE_NAME_LEN_MAX;
+use hotq::queue::dedup::DEDUP_ID_LEN_MAX;
+use hotq::queue::groups::GROUP_KEY_LEN_MAX;
 use serde_json::{Value, json};
 
 async fn push_with(

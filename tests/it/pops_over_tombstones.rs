@@ -24,7 +24,7 @@ use std::time::Instant;
 
 use hotq::envelope::End;
 use hotq::keys::QueueName;
-use hotq::priority::PriorityQueue;
+use hotq::queue::priority::PriorityQueue;
 use hotq::queue::{Item, Queue};
 use hotq::staging::direct::try_pop;
 use hotq::staging::requester::restore_items;

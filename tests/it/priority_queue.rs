@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use hotq::envelope::{End, PAYLOAD_SIZE_MAX};
 use hotq::keys::QueueName;
-use hotq::priority::PriorityQueue;
+use hotq::queue::priority::PriorityQueue;
 use hotq::queue::{Item, PUSH_BATCH_MAX, QueueError};
 use hotq::store::Read;
 use hotq::store::embedded::{Durability, EmbeddedStore};

@@ -15,7 +15,7 @@ use std::time::Duration;
 use hotq::coordinator::Coordinator;
 use hotq::envelope::End;
 use hotq::keys::{QueueKeys, QueueName};
-use hotq::priority::PriorityQueue;
+use hotq::queue::priority::PriorityQueue;
 use hotq::staging::{StagingConfig, StagingStats};
 use hotq::store::Read;
 use hotq::store::embedded::{Durability, EmbeddedStore};

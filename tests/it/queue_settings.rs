@@ -13,7 +13,7 @@ use hotq::envelope::{End, now_ms};
 use hotq::keys::{QueueKeys, QueueName};
 use hotq::lease::settle::Returned;
 use hotq::queue::Queue;
-use hotq::queue_settings::{Defaults, update};
+use hotq::queue::settings::{Defaults, update};
 use hotq::staging::StagingConfig;
 use hotq::store::embedded::Durability;
 use serde_json::{Value, json};

@@ -179,7 +179,7 @@ async fn a_dead_requesters_item_returns_to_its_place() {
         1,
         "the item sits in the dead requester's result"
     );
-    let reaper = coordinator.spawn_reaper();
+    let timer = coordinator.spawn_timer();
     common::wait_until(
         "the reaper returns the item",
         Duration::from_secs(30),
@@ -194,7 +194,7 @@ async fn a_dead_requesters_item_returns_to_its_place() {
     assert_eq!(queue.pop().await.unwrap().unwrap().payload, b"second");
     assert_no_requests_or_results(&store, &keys).await;
     coordinator.shutdown(Duration::from_secs(5)).await;
-    reaper.await.unwrap();
+    timer.await.unwrap();
 }
 
 in_both_request_modes!(dropped_pops_put_back: a_dropped_pop_withdraws_and_puts_back_what_it_was_handed, a_dropped_stored_pop_withdraws_and_puts_back_what_it_was_handed);

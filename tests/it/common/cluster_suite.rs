@@ -239,7 +239,7 @@ pub async fn an_expired_lease_is_redelivered_by_another_coordinators_timer<S: St
     };
     let fleet = coordinators(&store, 2, &config);
     let (issuer, sweeper) = (&fleet[0], &fleet[1]);
-    let timer = sweeper.spawn_reaper();
+    let timer = sweeper.spawn_timer();
     queue.push(b"expires").await.unwrap();
 
     let first = lease_one(issuer, &keys, 200).await;
@@ -290,7 +290,7 @@ pub async fn a_dead_coordinators_requests_are_served_and_returned_by_the_others<
         ..StagingConfig::default()
     };
     let live = coordinators(&store, 2, &config);
-    let reapers: Vec<_> = live.iter().map(|c| c.spawn_reaper()).collect();
+    let timers: Vec<_> = live.iter().map(|c| c.spawn_timer()).collect();
     let delivered = Arc::new(Mutex::new(Vec::<String>::new()));
     let mut waiters = Vec::new();
     for coordinator in &live {
@@ -343,8 +343,8 @@ pub async fn a_dead_coordinators_requests_are_served_and_returned_by_the_others<
     })
     .await;
     shut_down(&live).await;
-    for reaper in reapers {
-        reaper.await.unwrap();
+    for timer in timers {
+        timer.await.unwrap();
     }
 }
 

@@ -120,7 +120,7 @@ pub async fn fulfill_round<S: Store>(
 }
 
 /// What a round read of its requests.
-struct Read<'a> {
+struct RequestsRead<'a> {
     /// The request subspace's first rows (at most the batch).
     rows: Vec<KeyValue>,
     /// The memory requests still within their deadline.
@@ -139,7 +139,7 @@ async fn read_requests<'a, T: Transaction>(
     keys: &QueueKeys,
     batch: usize,
     local: &LocalHandoff<'a>,
-) -> Result<Read<'a>, QueueError> {
+) -> Result<RequestsRead<'a>, QueueError> {
     let (begin, end) = keys.requests_range();
     let rows = txn
         .get_range(RangeRead::new(&begin, &end, batch).snapshot())
@@ -150,7 +150,7 @@ async fn read_requests<'a, T: Transaction>(
         .iter()
         .filter(|m| m.line.request.deadline_ms >= now)
         .collect();
-    Ok(Read { rows, memory, now })
+    Ok(RequestsRead { rows, memory, now })
 }
 
 /// A round with nothing to do: commits a watch on the wake key.

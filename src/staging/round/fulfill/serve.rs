@@ -17,7 +17,7 @@ use crate::staging::round::requests::{Requests, Source, assign_own, sort_request
 use crate::staging::round::riding::ack_all_in;
 use crate::store::{StoreError, Transaction};
 
-use super::{Bounds, Read};
+use super::{Bounds, RequestsRead};
 
 /// Most receipts one round acks for the pops riding on it: each ack reads
 /// two keys and clears them. A pop whose acks do not fit waits for the
@@ -78,9 +78,9 @@ impl<'a, 'm, T: Transaction> RoundState<'a, 'm, T> {
         bounds: Bounds,
         local: &LocalHandoff<'m>,
         line: &LineLevel<'_>,
-        read: Read<'m>,
+        read: RequestsRead<'m>,
     ) -> Result<Self, QueueError> {
-        let Read { rows, memory, now } = read;
+        let RequestsRead { rows, memory, now } = read;
         let rows_read = rows.len();
         let mut sorted = sort_requests(txn, keys, rows, now, line.line, local.is_local)?;
         let mut got = vec![None; memory.len()];
