@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use common::daemon::http;
-use common::process::{kill9, start, terminate};
+use common::process::{kill9_and_restart, start, terminate};
 
 const QUEUE: &str = "grouped";
 const GROUPS: usize = 12;
@@ -158,14 +158,7 @@ async fn grouped_plain_pops_keep_order_and_lose_only_unanswered_pops_across_kill
         // A random few ms more, so the kill lands anywhere in a pop's
         // commit, hand-off or promotion of the group's next item.
         tokio::time::sleep(Duration::from_millis(rand::random::<u64>() % 30)).await;
-        tokio::task::spawn_blocking(move || kill9(running))
-            .await
-            .unwrap();
-        let path = dir.path().to_path_buf();
-        running = tokio::task::spawn_blocking(move || start(&path))
-            .await
-            .unwrap();
-        *url.write().unwrap() = running.url.clone();
+        running = kill9_and_restart(running, dir.path(), &url).await;
     }
     // Done when nothing is left: a group whose hand-off the kill cut short
     // waits for the timer (the pop's deadline, the result grace and 30 s).

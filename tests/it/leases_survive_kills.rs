@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use common::client::Client;
 use common::daemon::http;
-use common::process::{kill9, start, terminate};
+use common::process::{kill9_and_restart, start, terminate};
 use hotq::keys::{QueueKeys, QueueName};
 use hotq::store::embedded::{EmbeddedConfig, EmbeddedStore};
 use reqwest::StatusCode;
@@ -250,14 +250,7 @@ async fn kill_drill(acks: Acks) {
         // ... plus a random few milliseconds, so the kill lands anywhere
         // in a pop, an ack or a fulfillment.
         tokio::time::sleep(Duration::from_millis(rand::random::<u64>() % 40)).await;
-        tokio::task::spawn_blocking(move || kill9(running))
-            .await
-            .unwrap();
-        let path = dir.path().to_path_buf();
-        running = tokio::task::spawn_blocking(move || start(&path))
-            .await
-            .unwrap();
-        *url.write().unwrap() = running.url.clone();
+        running = kill9_and_restart(running, dir.path(), &url).await;
     }
 
     // Done when every item is acked, or unanswered-acked and gone.
@@ -410,14 +403,8 @@ async fn leased_pops_through_the_line_are_redelivered_after_a_sigkill() {
     );
     // Nothing acked: every item is held under a lease written by the commit
     // that took it. The daemon dies without a shutdown.
-    tokio::task::spawn_blocking(move || kill9(running))
-        .await
-        .unwrap();
-
-    let path = dir.path().to_path_buf();
-    let running = tokio::task::spawn_blocking(move || start(&path))
-        .await
-        .unwrap();
+    let url = std::sync::RwLock::new(running.url.clone());
+    let running = kill9_and_restart(running, dir.path(), &url).await;
     let second = lease_everything(&running.url).await;
     let mut redelivered: Vec<&String> = second.keys().collect();
     redelivered.sort();
