@@ -158,7 +158,8 @@ async fn grouped_plain_pops_keep_order_and_lose_only_unanswered_pops_across_kill
         // A random few ms more, so the kill lands anywhere in a pop's
         // commit, hand-off or promotion of the group's next item.
         tokio::time::sleep(Duration::from_millis(rand::random::<u64>() % 30)).await;
-        running = kill9_and_restart(running, dir.path(), &url).await;
+        running = kill9_and_restart(running, dir.path()).await;
+        *url.write().unwrap() = running.url.clone();
     }
     // Done when nothing is left: a group whose hand-off the kill cut short
     // waits for the timer (the pop's deadline, the result grace and 30 s).

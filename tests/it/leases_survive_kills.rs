@@ -250,7 +250,8 @@ async fn kill_drill(acks: Acks) {
         // ... plus a random few milliseconds, so the kill lands anywhere
         // in a pop, an ack or a fulfillment.
         tokio::time::sleep(Duration::from_millis(rand::random::<u64>() % 40)).await;
-        running = kill9_and_restart(running, dir.path(), &url).await;
+        running = kill9_and_restart(running, dir.path()).await;
+        *url.write().unwrap() = running.url.clone();
     }
 
     // Done when every item is acked, or unanswered-acked and gone.
@@ -403,8 +404,7 @@ async fn leased_pops_through_the_line_are_redelivered_after_a_sigkill() {
     );
     // Nothing acked: every item is held under a lease written by the commit
     // that took it. The daemon dies without a shutdown.
-    let url = std::sync::RwLock::new(running.url.clone());
-    let running = kill9_and_restart(running, dir.path(), &url).await;
+    let running = kill9_and_restart(running, dir.path()).await;
     let second = lease_everything(&running.url).await;
     let mut redelivered: Vec<&String> = second.keys().collect();
     redelivered.sort();

@@ -108,20 +108,14 @@ pub fn kill9(mut running: Running) {
     running.child.wait().unwrap();
 }
 
-/// Kills `running` with SIGKILL, starts a daemon again on `data_dir`, and
-/// points `url` (what the load's workers read) at it.
-pub async fn kill9_and_restart(
-    running: Running,
-    data_dir: &std::path::Path,
-    url: &std::sync::RwLock<String>,
-) -> Running {
+/// Kills `running` with SIGKILL and starts a daemon again on `data_dir`
+/// (both off the async runtime's threads).
+pub async fn kill9_and_restart(running: Running, data_dir: &std::path::Path) -> Running {
     tokio::task::spawn_blocking(move || kill9(running))
         .await
         .unwrap();
     let path = data_dir.to_path_buf();
-    let restarted = tokio::task::spawn_blocking(move || start(&path))
+    tokio::task::spawn_blocking(move || start(&path))
         .await
-        .unwrap();
-    *url.write().unwrap() = restarted.url.clone();
-    restarted
+        .unwrap()
 }
