@@ -62,7 +62,8 @@ impl<S: Store> Pops<S> {
     }
 
     /// [`Self::pop_many`], with each item moved under a lease of `lease_ms`
-    /// in the commit that takes it. A leased item is held until acked, nacked, or its lease expires.
+    /// in the commit that takes it. A leased item is held until acked,
+    /// nacked, or its lease expires.
     pub async fn pop_leased(
         &self,
         keys: &QueueKeys,
