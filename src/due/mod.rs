@@ -373,7 +373,9 @@ async fn consume<T: Transaction>(
         match entry.what {
             DueWhat::Lease => {
                 txn.atomic_add(&keys.leased(), -1)?;
-                txn.clear(&keys.receipt(&entry.id))?;
+                if crate::lease::has_receipt_row(&entry.id, entry.due_ms) {
+                    txn.clear(&keys.receipt(&entry.id))?;
+                }
                 let max_deliveries = policy.max_deliveries(&entry.queue);
                 match return_held(txn, &keys, held, 0, now_ms, max_deliveries).await? {
                     Returned::DeadLettered { queue: dead } => {

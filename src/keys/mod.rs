@@ -12,7 +12,7 @@
 //! | `items` (priority queue) | `(priority, count, random)` | item envelope   |
 //! | `requests` | `(index, requester)`    | request envelope              |
 //! | `results`  | `(requester,)`          | result envelope               |
-//! | `receipts` | `(receipt,)`            | the lease's `expires_at_ms`    |
+//! | `receipts` | `(receipt,)`            | an extended lease's `expires_at_ms` |
 //! | `meta`     | `("depth",)`, `("waiting",)`, `("leased",)`, `("delayed",)`, `("grouped",)`, `("wake",)` | counters (atomic add) |
 //! | `group`    | `(group,)`              | group state: the group has a head out of `grouped` (see `crate::queue::groups`) |
 //! | `grouped`  | `(group, index, random)` | pending grouped item: visible-at ms and item envelope |
@@ -308,20 +308,15 @@ impl QueueKeys {
         self.due(expires_at_ms, DueWhat::Lease, receipt)
     }
 
-    /// The key mapping `receipt` to its lease's expiry.
+    /// The key mapping `receipt` to its lease's expiry, while the lease is
+    /// not at the expiry the receipt holds (see [`crate::lease`]).
     pub fn receipt(&self, receipt: &[u8]) -> Vec<u8> {
         self.0.receipts.pack(&(Bytes::from(receipt),))
     }
 
-    /// `[begin, end)` of the receipts subspace (one row per lease).
+    /// `[begin, end)` of the receipts subspace (a row per extended lease).
     pub fn receipts_range(&self) -> KeyRange {
         self.0.receipts.range()
-    }
-
-    /// The receipt bytes of a receipts-subspace key.
-    pub fn receipt_of(&self, key: &[u8]) -> Option<[u8; 16]> {
-        let (bytes,) = self.0.receipts.unpack::<(Bytes,)>(key).ok()?;
-        bytes.as_ref().try_into().ok()
     }
 
     /// The key of a delayed item, visible from `visible_at_ms` (in the due

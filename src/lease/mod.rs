@@ -3,10 +3,14 @@
 //!
 //! A leased pop moves its item, in the same commit that takes it from the
 //! queue (direct or staged), to the store-wide due index at
-//! `(expires_at_ms, queue, "lease", receipt)`, and maps the queue's
-//! `receipts/(receipt)` to the expiry, so a receipt finds its lease with
-//! two point reads and the timer finds every expired lease of every queue
-//! with one range read.
+//! `(expires_at_ms, queue, "lease", receipt)`: one row per lease. The
+//! receipt holds the expiry it was issued with, so a settle finds the
+//! lease with one point read, and the timer finds every expired lease of
+//! every queue with one range read. An extend moves the lease to a new
+//! expiry and leaves the queue's `receipts/(receipt)` row naming it (a
+//! forwarding row; receipts of binaries before receipts held their expiry
+//! have one too): the receipt row exists exactly while the lease is not at
+//! its receipt's issued expiry.
 //!
 //! - [`settle`]: `ack` (delete), `nack` (return now or after a delay),
 //!   `extend` (move the expiry out), and the release of a leased item whose
@@ -136,8 +140,10 @@ pub fn lease_in<T: Transaction>(
     now_ms: u64,
 ) -> Result<(), StoreError> {
     assert!(item.lease.is_none(), "an item is leased once per delivery");
-    let receipt = Receipt::for_queue(keys);
-    let expires_at_ms = now_ms.saturating_add(lease_ms.get());
+    let expires_at_ms = now_ms
+        .saturating_add(lease_ms.get())
+        .min(receipt::RECEIPT_EXPIRY_MS_MAX);
+    let receipt = Receipt::for_lease(keys, expires_at_ms);
     let delivery_count = item.deliveries.saturating_add(1);
     let held = HeldItem {
         item_key: item.key.clone(),
@@ -146,9 +152,9 @@ pub fn lease_in<T: Transaction>(
             ..item.value()
         },
     };
+    // The lease row is in the due index: every daemon's timer finds it
+    // there, and the receipt names its key (no receipt row).
     txn.set(&keys.lease(expires_at_ms, &receipt.0), &encode_held(&held))?;
-    txn.set(&keys.receipt(&receipt.0), &expires_at_ms.to_be_bytes())?;
-    // The lease row is in the due index: every daemon's timer finds it there.
     txn.atomic_add(&keys.leased(), 1)?;
     item.lease = Some(Lease {
         receipt,
@@ -156,6 +162,17 @@ pub fn lease_in<T: Transaction>(
         delivery_count,
     });
     Ok(())
+}
+
+/// Whether the lease `receipt` (a due-index entry's id), due at
+/// `due_ms`, has a receipt row: it was extended, or its receipt was issued
+/// by a binary before receipts held their expiry (whose bytes there are
+/// random). Whoever consumes the lease clears the row with it.
+pub fn has_receipt_row(receipt: &[u8], due_ms: u64) -> bool {
+    match <[u8; crate::envelope::RECEIPT_LEN]>::try_from(receipt) {
+        Ok(bytes) => Receipt(bytes).issued_expiry_ms() != due_ms,
+        Err(_) => true,
+    }
 }
 
 #[cfg(test)]
@@ -184,12 +201,25 @@ mod tests {
     #[test]
     fn receipts_name_their_queue() {
         let keys = |n: &str| QueueKeys::new(&QueueName::new(n).unwrap());
-        let receipt = Receipt::for_queue(&keys("jobs"));
+        let receipt = Receipt::for_lease(&keys("jobs"), 1_700_000_000_123);
         assert!(receipt.names_queue(&keys("jobs")));
         assert!(!receipt.names_queue(&keys("jobz")));
         assert!(!receipt.names_queue(&keys("jobs.dead")));
-        // Random beyond the tag: two leases never share a receipt.
-        assert_ne!(receipt, Receipt::for_queue(&keys("jobs")));
+        // Random beyond the tag and expiry: two leases never share a receipt.
+        assert_ne!(
+            receipt,
+            Receipt::for_lease(&keys("jobs"), 1_700_000_000_123)
+        );
+    }
+
+    #[test]
+    fn receipts_hold_the_expiry_they_were_issued_with() {
+        let keys = QueueKeys::new(&QueueName::new("jobs").unwrap());
+        for expires_at_ms in [0, 1, 1_700_000_000_123, (1 << 48) - 1] {
+            let receipt = Receipt::for_lease(&keys, expires_at_ms);
+            assert_eq!(receipt.issued_expiry_ms(), expires_at_ms);
+            assert_eq!(Receipt::parse(&receipt.to_string()), Some(receipt));
+        }
     }
 
     #[test]

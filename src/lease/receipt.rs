@@ -8,14 +8,23 @@ use rand::RngCore;
 use crate::envelope::RECEIPT_LEN;
 use crate::keys::{QueueKeys, QueueKind};
 
-/// Bytes of a receipt that name its queue (a hash of kind and name); the
-/// other 12 are random, so a receipt stays unguessable.
-pub const RECEIPT_TAG_LEN: usize = 4;
+/// Bytes of a receipt that name its queue (a hash of kind and name).
+pub const RECEIPT_TAG_LEN: usize = 2;
+/// Bytes of a receipt that hold the expiry its lease was issued with (ms
+/// since the epoch; 48 bits last until the year 10889).
+const RECEIPT_EXPIRY_LEN: usize = 6;
+/// Where a receipt's random bytes begin: 8 of them, so two leases of one
+/// queue issued for the same millisecond never share a receipt.
+const RECEIPT_RANDOM_AT: usize = RECEIPT_TAG_LEN + RECEIPT_EXPIRY_LEN;
+/// The latest expiry a receipt can hold; leases are issued no later.
+pub const RECEIPT_EXPIRY_MS_MAX: u64 = (1 << (8 * RECEIPT_EXPIRY_LEN)) - 1;
 
 /// The opaque handle of one lease: 16 bytes, written as 32 lowercase hex
-/// digits. Receipts issued by [`Receipt::for_queue`] start with their
-/// queue's tag, so a receipt settled against another queue is told apart
-/// from a lease that is gone.
+/// digits. A receipt issued by [`Receipt::for_lease`] holds its queue's tag,
+/// so a receipt settled against another queue is told apart from a lease
+/// that is gone, and the expiry the lease was issued with, so a settle
+/// finds the lease's due-index entry with one read and no receipt row (see
+/// [`crate::lease::settle`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Receipt(pub [u8; RECEIPT_LEN]);
 
@@ -27,11 +36,29 @@ impl Receipt {
         Receipt(bytes)
     }
 
-    /// A fresh receipt for a lease of `keys`' queue: its tag, then random bytes.
-    pub fn for_queue(keys: &QueueKeys) -> Receipt {
+    /// A fresh receipt for a lease of `keys`' queue expiring at
+    /// `expires_at_ms`: its tag, the expiry, then random bytes.
+    pub fn for_lease(keys: &QueueKeys, expires_at_ms: u64) -> Receipt {
+        assert!(
+            expires_at_ms <= RECEIPT_EXPIRY_MS_MAX,
+            "an expiry fits in {RECEIPT_EXPIRY_LEN} bytes"
+        );
         let mut receipt = Receipt::random();
         receipt.0[..RECEIPT_TAG_LEN].copy_from_slice(&queue_tag(keys));
+        receipt.0[RECEIPT_TAG_LEN..RECEIPT_RANDOM_AT]
+            .copy_from_slice(&expires_at_ms.to_be_bytes()[8 - RECEIPT_EXPIRY_LEN..]);
         receipt
+    }
+
+    /// The expiry the lease was issued with, as the receipt holds it. An
+    /// extend moves the lease and leaves a receipt row naming the new
+    /// expiry; a receipt issued before receipts held their expiry holds
+    /// random bytes here, and always has a receipt row.
+    pub fn issued_expiry_ms(&self) -> u64 {
+        let mut bytes = [0u8; 8];
+        bytes[8 - RECEIPT_EXPIRY_LEN..]
+            .copy_from_slice(&self.0[RECEIPT_TAG_LEN..RECEIPT_RANDOM_AT]);
+        u64::from_be_bytes(bytes)
     }
 
     /// Whether this receipt carries `keys`' tag. Receipts issued before
@@ -64,9 +91,10 @@ impl fmt::Display for Receipt {
     }
 }
 
-/// The tag of a queue: FNV-1a (32 bits) over its kind and name. Stable
-/// across daemons and restarts, since a receipt outlives the daemon that
-/// issued it.
+/// The tag of a queue: the top bytes of FNV-1a (32 bits) over its kind and
+/// name. Stable across daemons and restarts, since a receipt outlives the
+/// daemon that issued it (receipts of older binaries held all four bytes:
+/// their first two still match).
 fn queue_tag(keys: &QueueKeys) -> [u8; RECEIPT_TAG_LEN] {
     let kind: u8 = match keys.kind() {
         QueueKind::Fifo => b'f',
@@ -77,7 +105,8 @@ fn queue_tag(keys: &QueueKeys) -> [u8; RECEIPT_TAG_LEN] {
         hash ^= u32::from(byte);
         hash = hash.wrapping_mul(0x0100_0193);
     }
-    hash.to_be_bytes()
+    let [first, second, ..] = hash.to_be_bytes();
+    [first, second]
 }
 
 /// The lease a delivered item is held under.

@@ -26,15 +26,19 @@ pub enum Returned {
     },
 }
 
-/// A lease found by its receipt, both keys read without snapshot.
+/// A lease found by its receipt, every key on the way read without
+/// snapshot (so a settle racing the timer, or another settle, conflicts).
 struct Open {
     lease_key: Vec<u8>,
-    receipt_key: Vec<u8>,
+    /// The receipt's forwarding row, when the lease was found through one.
+    receipt_key: Option<Vec<u8>>,
     held: HeldItem,
 }
 
-/// Finds the lease of `receipt`. With `expired_ok`, a lease past its expiry
-/// that the timer has not yet returned is still opened.
+/// Finds the lease of `receipt`: at the expiry the receipt was issued
+/// with (one read), else where its receipt row says (an extended lease,
+/// or a receipt of an older binary). With `expired_ok`, a lease past its
+/// expiry that the timer has not yet returned is still opened.
 async fn open<T: Transaction>(
     txn: &T,
     keys: &QueueKeys,
@@ -42,19 +46,29 @@ async fn open<T: Transaction>(
     now_ms: u64,
     expired_ok: bool,
 ) -> Result<Result<Open, LeaseError>, StoreError> {
+    let issued_key = keys.lease(receipt.issued_expiry_ms(), &receipt.0);
+    if let Some(value) = txn.get(&issued_key, Read::Serializable).await? {
+        let Some(held) = decode_held(&value) else {
+            return Ok(corrupt(&issued_key));
+        };
+        return Ok(
+            unexpired(receipt.issued_expiry_ms(), now_ms, expired_ok).map(|()| Open {
+                lease_key: issued_key,
+                receipt_key: None,
+                held,
+            }),
+        );
+    }
     let receipt_key = keys.receipt(&receipt.0);
     let Some(value) = txn.get(&receipt_key, Read::Serializable).await? else {
         return Ok(Err(LeaseError::UnknownReceipt));
     };
-    let corrupt = |key: &[u8]| Err(LeaseError::Queue(QueueError::Corrupt { key: key.to_vec() }));
     let Ok(expires) = <[u8; 8]>::try_from(value.as_slice()) else {
         return Ok(corrupt(&receipt_key));
     };
     let expires_at_ms = u64::from_be_bytes(expires);
-    if expires_at_ms <= now_ms && !expired_ok {
-        return Ok(Err(LeaseError::Expired {
-            expired_at_ms: expires_at_ms,
-        }));
+    if let Err(expired) = unexpired(expires_at_ms, now_ms, expired_ok) {
+        return Ok(Err(expired));
     }
     let mut lease_key = keys.lease(expires_at_ms, &receipt.0);
     let mut value = txn.get(&lease_key, Read::Serializable).await?;
@@ -64,21 +78,37 @@ async fn open<T: Transaction>(
         lease_key = keys.legacy_lease(expires_at_ms, &receipt.0);
         value = txn.get(&lease_key, Read::Serializable).await?;
     }
-    // Receipt and lease are written and cleared together, always.
+    // A receipt row and the lease it names are written and cleared together.
     let Some(held) = value.as_deref().and_then(decode_held) else {
         return Ok(corrupt(&keys.lease(expires_at_ms, &receipt.0)));
     };
     Ok(Ok(Open {
         lease_key,
-        receipt_key,
+        receipt_key: Some(receipt_key),
         held,
     }))
+}
+
+fn corrupt<T>(key: &[u8]) -> Result<T, LeaseError> {
+    Err(LeaseError::Queue(QueueError::Corrupt { key: key.to_vec() }))
+}
+
+/// `Expired` for a lease past `expires_at_ms`, unless `expired_ok`.
+fn unexpired(expires_at_ms: u64, now_ms: u64, expired_ok: bool) -> Result<(), LeaseError> {
+    if expires_at_ms <= now_ms && !expired_ok {
+        return Err(LeaseError::Expired {
+            expired_at_ms: expires_at_ms,
+        });
+    }
+    Ok(())
 }
 
 impl Open {
     fn clear<T: Transaction>(&self, txn: &T, keys: &QueueKeys) -> Result<(), StoreError> {
         txn.clear(&self.lease_key)?;
-        txn.clear(&self.receipt_key)?;
+        if let Some(receipt_key) = &self.receipt_key {
+            txn.clear(receipt_key)?;
+        }
         txn.atomic_add(&keys.leased(), -1)
     }
 }
@@ -122,7 +152,16 @@ pub async fn extend_in<T: Transaction>(
         &keys.lease(expires_at_ms, &receipt.0),
         &encode_held(&open.held),
     )?;
-    txn.set(&open.receipt_key, &expires_at_ms.to_be_bytes())?;
+    // The receipt row forwards to the new expiry, unless the lease is back
+    // where its receipt says.
+    let receipt_key = keys.receipt(&receipt.0);
+    if expires_at_ms == receipt.issued_expiry_ms() {
+        if open.receipt_key.is_some() {
+            txn.clear(&receipt_key)?;
+        }
+    } else {
+        txn.set(&receipt_key, &expires_at_ms.to_be_bytes())?;
+    }
     Ok(Ok(expires_at_ms))
 }
 

@@ -16,9 +16,7 @@ use super::AppState;
 use super::error::{ApiError, ApiPath, ErrorBody, ErrorDetail};
 use super::fifo::{outcome, queue_name};
 use super::items::QueueStats;
-use super::leases::queue_mismatch;
 use crate::keys::{QueueKeys, QueueKind};
-use crate::lease::Receipt;
 use crate::metrics::operation;
 use crate::queue::admin::{self, LEASES_LIMIT_MAX, LIST_LIMIT_MAX};
 use crate::store::Store;
@@ -313,19 +311,20 @@ async fn delete_of<S: Store>(
 pub struct LeasesParams {
     /// Most leases in the page.
     pub limit: Option<usize>,
-    /// Continue after this receipt.
+    /// Continue where an earlier page's `next` says (opaque).
     pub after: Option<String>,
 }
 
 /// `GET /v1/queues/{queue}/leases?limit=&after=`: 200 `{"leases":
 /// [{"receipt", "delivery_count", "lease_expires_at_ms",
-/// "enqueued_at_ms", "group"}], "next"}`, in receipt order. Receipts are written
-/// as pops answer them (tagged with the queue); an `after` receipt another
-/// queue issued is 400 `receipt_queue_mismatch`, as on the settle paths.
+/// "enqueued_at_ms", "group"}], "next"}`, in expiry order. A lease is one
+/// row of the store-wide due index, so a page reads at most
+/// 100,000 of its rows and may end short (even empty) with
+/// a `next`; `next` is null once the listing is complete.
 #[utoipa::path(get, path = "/v1/queues/{queue}/leases", tag = "admin", operation_id = "list_leases",
     params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue"), LeasesParams),
-    responses((status = 200, description = "One page of the leases in flight, in receipt order", body = LeaseList),
-        (status = 400, description = "receipt_queue_mismatch: `after` names another queue's receipt; bad_parameter", body = ErrorBody),
+    responses((status = 200, description = "One page of the leases in flight, in expiry order; it may end short, even empty, with a `next`", body = LeaseList),
+        (status = 400, description = "bad_parameter: `after` is not the `next` of an earlier page, or `limit` is out of range", body = ErrorBody),
         (status = "4XX", description = "Refused", body = ErrorBody),
         (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn leases<S: Store>(
@@ -340,8 +339,8 @@ pub async fn leases<S: Store>(
 /// priority queue (its leased pops).
 #[utoipa::path(get, path = "/v1/pqueues/{queue}/leases", tag = "admin", operation_id = "pq_list_leases",
     params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue"), LeasesParams),
-    responses((status = 200, description = "One page of the leases in flight, in receipt order", body = LeaseList),
-        (status = 400, description = "receipt_queue_mismatch: `after` names another queue's receipt; bad_parameter", body = ErrorBody),
+    responses((status = 200, description = "One page of the leases in flight, in expiry order; it may end short, even empty, with a `next`", body = LeaseList),
+        (status = 400, description = "bad_parameter: `after` is not the `next` of an earlier page, or `limit` is out of range", body = ErrorBody),
         (status = "4XX", description = "Refused", body = ErrorBody),
         (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
 pub async fn pq_leases<S: Store>(
@@ -364,19 +363,15 @@ async fn leases_of<S: Store>(
         let limit = limit(params.limit, 100, LEASES_LIMIT_MAX)?;
         let after = match params.after.as_deref() {
             None => None,
-            Some(text) => Some(Receipt::parse(text).ok_or_else(|| {
-                ApiError::bad_parameter(format!("after must be a receipt, got {text:?}"))
+            Some(text) => Some(admin::LeaseCursor::parse(text).ok_or_else(|| {
+                ApiError::bad_parameter(format!(
+                    "after must be the next of an earlier page, got {text:?}"
+                ))
             })?),
         };
-        if let Some(after) = &after
-            && !after.names_queue(&keys)
-            && !admin::holds_receipt(&state.store, &keys, after).await?
-        {
-            // Untagged receipts (issued before tags) still page while leased.
-            return Err(queue_mismatch(&keys));
-        }
         let (page, next) = admin::leases(&state.store, &keys, after.as_ref(), limit).await?;
         let leases: Vec<LeaseInfo> = page.iter().map(LeaseInfo::from).collect();
+        let next = next.map(|next| next.to_string());
         Ok(Json(LeaseList { leases, next }).into_response())
     })
     .await
@@ -414,7 +409,7 @@ pub struct LeaseInfo {
 /// One page of `GET /v1/queues/{queue}/leases`.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct LeaseList {
-    /// The leases of the page, in receipt order.
+    /// The leases of the page, in expiry order.
     pub leases: Vec<LeaseInfo>,
     /// The `after` of the next page; null on the last page.
     #[schema(required = true)]

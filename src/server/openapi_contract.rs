@@ -20,7 +20,7 @@ use crate::envelope::PAYLOAD_SIZE_MAX;
 use crate::keys::{DEAD_LETTER_SUFFIX, QUEUE_NAME_LEN_MAX};
 use crate::lease::redrive::REDRIVE_BATCH_MAX;
 use crate::queue::PUSH_BATCH_MAX;
-use crate::queue::admin::{LEASES_LIMIT_MAX, LIST_LIMIT_MAX};
+use crate::queue::admin::{LEASES_CURSOR_LEN_MAX, LEASES_LIMIT_MAX, LIST_LIMIT_MAX};
 use crate::queue::dedup::DEDUP_ID_LEN_MAX;
 use crate::queue::groups::GROUP_KEY_LEN_MAX;
 use crate::queue::settings::{DEDUP_WINDOW_MS_MAX, MAX_DELIVERIES_MAX};
@@ -87,6 +87,14 @@ fn receipt_schema() -> Value {
     json!({"type": "string", "pattern": "^[0-9A-Fa-f]{32}$"})
 }
 
+/// A lease listing's `next`: a due-index key in hex.
+fn lease_cursor_schema() -> Value {
+    json!({
+        "type": "string",
+        "pattern": format!("^([0-9A-Fa-f]{{2}}){{1,{}}}$", LEASES_CURSOR_LEN_MAX / 2),
+    })
+}
+
 fn integer(min: u64, max: u64) -> Value {
     json!({"type": "integer", "format": "int64", "minimum": min, "maximum": max})
 }
@@ -134,7 +142,7 @@ fn parameter_schema(path: &str, name: &str, limits: &Limits) -> Option<Value> {
         "limit" if path.ends_with("/items") => integer(1, ITEMS_LIMIT_MAX as u64),
         "limit" if path.ends_with("/groups") => integer(1, GROUPS_LIMIT_MAX as u64),
         "limit" => integer(1, LIST_LIMIT_MAX as u64),
-        "after" if path.ends_with("/leases") => receipt_schema(),
+        "after" if path.ends_with("/leases") => lease_cursor_schema(),
         "after" if path.ends_with("/items") => item_id_schema(),
         "after" if path.ends_with("/groups") => group_schema(),
         "id" => item_id_schema(),

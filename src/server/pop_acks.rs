@@ -118,8 +118,8 @@ mod tests {
     #[test]
     fn receipts_parse_in_order_and_a_bad_one_is_its_own_outcome() {
         let keys = QueueKeys::new(&QueueName::new("jobs").unwrap());
-        let good = Receipt::for_queue(&keys);
-        let foreign = Receipt::for_queue(&QueueKeys::new(&QueueName::new("other").unwrap()));
+        let good = Receipt::for_lease(&keys, 1);
+        let foreign = Receipt::for_lease(&QueueKeys::new(&QueueName::new("other").unwrap()), 1);
         let riding = Riding::parse(&format!("{good},nope,{foreign},{good}")).unwrap();
         assert_eq!(riding.receipts(), [good, foreign, good]);
         let outcomes = [

@@ -178,7 +178,8 @@ async fn outcomes_come_back_in_order_on_a_200_and_on_a_204() {
             .to_string()
     };
     tokio::time::sleep(Duration::from_millis(5)).await;
-    let unknown = Receipt::for_queue(&QueueKeys::new(&QueueName::new("mix").unwrap())).to_string();
+    let unknown =
+        Receipt::for_lease(&QueueKeys::new(&QueueName::new("mix").unwrap()), 1).to_string();
     let pop = |acks: Vec<&str>, wait: bool| {
         let (client, url) = (client.clone(), url.clone());
         let acks = acks.join(",");

@@ -171,6 +171,10 @@ async fn leases_of_the_layout_before_the_due_index_are_moved_and_settled() {
         "the moved lease expired into the queue"
     );
     assert_eq!(queue.pop().await.unwrap().unwrap().payload, b"old 1");
+    assert!(
+        common::scan(&store, keys.receipts_range()).await.is_empty(),
+        "the old receipts' rows went with their leases"
+    );
 }
 
 /// A sweep consumes many chunks of the index at once, each in its own

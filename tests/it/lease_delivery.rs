@@ -333,7 +333,7 @@ async fn receipts_that_cannot_be_acted_on_get_clear_errors() {
     );
 
     // Unknown to the queue, yet issued for it: a lease that is gone.
-    let unknown = hotq::lease::Receipt::for_queue(&keys).to_string();
+    let unknown = hotq::lease::Receipt::for_lease(&keys, 1).to_string();
     let cases = [
         (
             format!("/v1/queues/errs/ack/{unknown}"),

@@ -304,16 +304,14 @@ async fn kill_drill(acks: Acks) {
     for row in &stale {
         let result = hotq::envelope::decode_result(&row.value).unwrap();
         let lease = result.lease.expect("every pop in this test is leased");
-        let receipt = common::scan(
-            &store,
-            (keys.receipt(&lease.receipt), {
-                let mut end = keys.receipt(&lease.receipt);
-                end.push(0);
-                end
-            }),
-        )
-        .await;
-        assert!(receipt.is_empty(), "a stale result's lease still exists");
+        let receipt = hotq::lease::Receipt(lease.receipt);
+        for key in [
+            keys.lease(receipt.issued_expiry_ms(), &receipt.0),
+            keys.receipt(&receipt.0),
+        ] {
+            let row = common::scan(&store, (key.clone(), [key, vec![0]].concat())).await;
+            assert!(row.is_empty(), "a stale result's lease still exists");
+        }
     }
     let delivered: HashSet<&String> = log.deliveries.keys().collect();
     assert_eq!(delivered.len(), ITEMS, "every pushed item was delivered");

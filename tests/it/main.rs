@@ -55,6 +55,7 @@ mod fsync_histograms;
 mod fulfill_with_unknown_commit_outcome;
 mod grouped_plain_pops_survive_kills;
 mod http_api;
+mod lean_leases;
 mod lease_delivery;
 mod leased_pop_caller_leaves;
 mod leases_survive_kills;

@@ -160,9 +160,9 @@ async fn the_batch_ack_endpoint_answers_each_receipt() {
         .map(|item| item["receipt"].as_str().unwrap())
         .collect();
     let jobs = QueueKeys::new(&QueueName::new("jobs").unwrap());
-    let unknown = Receipt::for_queue(&jobs).to_string();
+    let unknown = Receipt::for_lease(&jobs, 1).to_string();
     let other = QueueKeys::new(&QueueName::new("other").unwrap());
-    let elsewhere = Receipt::for_queue(&other).to_string();
+    let elsewhere = Receipt::for_lease(&other, 1).to_string();
     let body = json!([
         receipts[0],
         "not-a-receipt",

@@ -1,9 +1,11 @@
 //! Listings: queues with their counters, and a queue's leases in flight.
-//! Both read with snapshot and page by name (or receipt), bounded.
+//! Both read with snapshot and page, bounded: queues by name, leases by
+//! their place in the store-wide due index (a lease is one row there).
 
-use super::receipt_row;
-use crate::envelope::decode_held;
-use crate::keys::{QueueKeys, QueueKind, QueueName, queue_of_key, queues_root_range};
+use crate::envelope::{RECEIPT_LEN, decode_held};
+use crate::keys::{
+    DueWhat, QueueKeys, QueueKind, QueueName, due_entry, due_range, queue_of_key, queues_root_range,
+};
 use crate::lease::Receipt;
 use crate::queue::QueueError;
 use crate::store::Read;
@@ -13,6 +15,16 @@ use crate::store::{RangeRead, Store, Transaction, decode_counter, key_after};
 pub const LIST_LIMIT_MAX: usize = 100;
 /// Most leases one listing page holds.
 pub const LEASES_LIMIT_MAX: usize = 1_000;
+/// Most due-index rows one lease listing page reads: leases are ordered
+/// by expiry across every queue, so a page of one queue's leases may have
+/// to step over other queues' due entries. Past it the page ends short,
+/// with a `next` to continue from.
+pub const LEASES_SCAN_ROWS_MAX: usize = 100_000;
+/// Due-index rows read at a time by a lease listing.
+const LEASES_SCAN_BATCH: usize = 10_000;
+/// Longest `after` cursor of a lease listing, in hex digits (a due-index
+/// key: its prefix, expiry, kind, queue name, what and id).
+pub const LEASES_CURSOR_LEN_MAX: usize = 1_024;
 
 /// One queue of a listing: its counters and oldest item.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,63 +133,93 @@ pub struct LeaseSummary {
     pub group: Option<String>,
 }
 
-/// Whether `keys`' queue holds a lease under `receipt`.
-pub async fn holds_receipt<S: Store>(
-    store: &S,
-    keys: &QueueKeys,
-    receipt: &Receipt,
-) -> Result<bool, QueueError> {
-    let txn = store.begin()?;
-    Ok(txn
-        .get(&keys.receipt(&receipt.0), Read::Snapshot)
-        .await?
-        .is_some())
+/// Where a lease listing goes on: just after a due-index key, written as
+/// hex (opaque to callers).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseCursor(Vec<u8>);
+
+impl LeaseCursor {
+    /// Parses the `next` of an earlier page; `None` for anything else.
+    pub fn parse(text: &str) -> Option<LeaseCursor> {
+        if text.len() > LEASES_CURSOR_LEN_MAX {
+            return None;
+        }
+        // Any key will do as a place to go on from: one outside the due
+        // index lists from its start, or nothing.
+        hex::decode(text).ok().map(LeaseCursor)
+    }
 }
 
-/// Up to `limit` leases of the queue in receipt order, from after `after`;
-/// and the receipt to continue after, when more may follow.
+impl std::fmt::Display for LeaseCursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&hex::encode(&self.0))
+    }
+}
+
+/// Up to `limit` leases of the queue in expiry order, from after `after`;
+/// and where to continue, when more may follow. Reads at most
+/// [`LEASES_SCAN_ROWS_MAX`] due-index rows: a page can end short (even
+/// empty) with a `next`.
 pub async fn leases<S: Store>(
     store: &S,
     keys: &QueueKeys,
-    after: Option<&Receipt>,
+    after: Option<&LeaseCursor>,
     limit: usize,
-) -> Result<(Vec<LeaseSummary>, Option<String>), QueueError> {
+) -> Result<(Vec<LeaseSummary>, Option<LeaseCursor>), QueueError> {
     assert!(
         (1..=LEASES_LIMIT_MAX).contains(&limit),
         "limit is checked by the caller"
     );
-    let (begin, end) = keys.receipts_range();
-    let begin = match after {
-        Some(receipt) => key_after(&keys.receipt(&receipt.0)),
-        None => begin,
-    };
     let txn = store.begin()?;
-    let rows = txn
-        .get_range(RangeRead::new(&begin, &end, limit + 1).snapshot())
-        .await?;
-    let more = rows.len() > limit;
-    let mut page = Vec::with_capacity(limit);
-    for row in rows.iter().take(limit) {
-        let Some((receipt, expires_at_ms)) = receipt_row(keys, row) else {
-            return Err(QueueError::Corrupt {
-                key: row.key.clone(),
-            });
-        };
-        // Receipt and lease are written and cleared together; a legacy
-        // lease (before the due index) shows without its item's details.
-        let held = txn
-            .get(&keys.lease(expires_at_ms, &receipt.0), Read::Snapshot)
-            .await?
-            .as_deref()
-            .and_then(decode_held);
-        page.push(LeaseSummary {
-            receipt,
-            delivery_count: held.as_ref().map_or(0, |held| held.item.deliveries),
-            expires_at_ms,
-            enqueued_at_ms: held.as_ref().map_or(0, |held| held.item.enqueued_at_ms),
-            group: held.and_then(|held| held.item.group),
-        });
+    let leased = decode_counter(txn.get(&keys.leased(), Read::Snapshot).await?.as_deref());
+    if leased <= 0 {
+        return Ok((Vec::new(), None));
     }
-    let next = more.then(|| page.last().expect("a full page").receipt.to_string());
-    Ok((page, next))
+    let (begin, end) = due_range();
+    let mut read_from = after.map_or(begin.clone(), |after| key_after(&after.0).max(begin));
+    if read_from >= end {
+        return Ok((Vec::new(), None));
+    }
+    let mut page = Vec::with_capacity(limit);
+    // The last row read, this queue's or another's: everything before it
+    // is listed or not this queue's.
+    let mut last_read: Option<Vec<u8>> = None;
+    for _ in 0..LEASES_SCAN_ROWS_MAX / LEASES_SCAN_BATCH {
+        let rows = txn
+            .get_range(RangeRead::new(&read_from, &end, LEASES_SCAN_BATCH).snapshot())
+            .await?;
+        for row in &rows {
+            if let Some(lease) = lease_of(keys, &row.key, &row.value) {
+                if page.len() == limit {
+                    // One more exists: the next page starts with it.
+                    return Ok((page, last_read.map(LeaseCursor)));
+                }
+                page.push(lease);
+            }
+            last_read = Some(row.key.clone());
+        }
+        let Some(last) = rows.last().filter(|_| rows.len() == LEASES_SCAN_BATCH) else {
+            return Ok((page, None));
+        };
+        read_from = key_after(&last.key);
+    }
+    // Out of budget: the next page reads on after the last row read.
+    Ok((page, last_read.map(LeaseCursor)))
+}
+
+/// The listing entry of due-index row `key` when it is a lease of `keys`' queue.
+fn lease_of(keys: &QueueKeys, key: &[u8], value: &[u8]) -> Option<LeaseSummary> {
+    let entry = due_entry(key)?;
+    if entry.what != DueWhat::Lease || entry.kind != keys.kind() || &entry.queue != keys.name() {
+        return None;
+    }
+    let receipt = Receipt(<[u8; RECEIPT_LEN]>::try_from(entry.id.as_slice()).ok()?);
+    let held = decode_held(value);
+    Some(LeaseSummary {
+        receipt,
+        delivery_count: held.as_ref().map_or(0, |held| held.item.deliveries),
+        expires_at_ms: entry.due_ms,
+        enqueued_at_ms: held.as_ref().map_or(0, |held| held.item.enqueued_at_ms),
+        group: held.and_then(|held| held.item.group),
+    })
 }

@@ -30,11 +30,13 @@
 
 mod listing;
 
-pub use listing::{LEASES_LIMIT_MAX, LIST_LIMIT_MAX, LeaseSummary, holds_receipt, leases, list};
+pub use listing::{
+    LEASES_CURSOR_LEN_MAX, LEASES_LIMIT_MAX, LIST_LIMIT_MAX, LeaseCursor, LeaseSummary, leases,
+    list,
+};
 
 use crate::envelope::{decode_held, decode_item, now_ms};
 use crate::keys::{DueWhat, QueueKeys, QueueKind, due_entry, due_range};
-use crate::lease::Receipt;
 use crate::queue::QueueError;
 use crate::store::Read;
 use crate::store::{
@@ -148,59 +150,91 @@ async fn purge_end<S: Store>(store: &S, keys: &QueueKeys) -> Result<Vec<u8>, Que
     })
 }
 
-/// Drops the queue's delayed items, in bounded transactions, scanning the
-/// due index from `cursor`; returns how many and where to go on (`None`:
-/// the index was read to its end). At most `passes` transactions.
-async fn drop_delayed<S: Store>(
+/// What a scan of the due index drops of one queue.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct DueDropped {
+    delayed: u64,
+    leased: u64,
+}
+
+/// Drops the queue's delayed items (and its leases, with `leases`), in
+/// bounded transactions, scanning the due index from its start; returns
+/// how many and whether the index was read to its end. At most `passes`
+/// transactions.
+async fn drop_due<S: Store>(
     store: &S,
     keys: &QueueKeys,
+    leases: bool,
     passes: &mut usize,
-) -> Result<(u64, bool), QueueError> {
+) -> Result<(DueDropped, bool), QueueError> {
     let (mut cursor, end) = due_range();
-    let mut dropped = 0;
+    let mut dropped = DueDropped::default();
     loop {
         if *passes >= ADMIN_PASSES_MAX {
             return Ok((dropped, false));
         }
         *passes += 1;
-        let (count, next) = transact(store, ADMIN_RETRY, |txn| {
+        let (batch, next) = transact(store, ADMIN_RETRY, |txn| {
             let (cursor, end) = (&cursor, &end);
             async move {
                 let rows = txn
                     .get_range(RangeRead::new(cursor, end, DUE_SCAN_BATCH_MAX).snapshot())
                     .await?;
-                let mut count = 0;
-                let mut heads = Vec::new();
-                for KeyValue { key, value } in &rows {
-                    let Some(entry) = due_entry(key) else {
-                        continue;
-                    };
-                    if entry.kind != keys.kind()
-                        || &entry.queue != keys.name()
-                        || entry.what != DueWhat::Delayed
-                    {
-                        continue;
-                    }
-                    // Conflicts with the timer revealing it.
-                    txn.add_read_conflict_key(key)?;
-                    txn.clear(key)?;
-                    count += 1;
-                    heads.push(decode_held(value).map(|held| held.item));
-                }
-                txn.atomic_add(&keys.delayed_count(), -count)?;
-                crate::queue::groups::dropped_in(&txn, keys, heads.into_iter(), now_ms()).await?;
+                let batch = drop_due_rows_in(&txn, keys, leases, &rows).await?;
                 let next = (rows.len() >= DUE_SCAN_BATCH_MAX)
                     .then(|| key_after(&rows.last().expect("a full batch").key));
-                Ok((count as u64, next))
+                Ok((batch, next))
             }
         })
         .await?;
-        dropped += count;
+        dropped.delayed += batch.delayed;
+        dropped.leased += batch.leased;
         match next {
             Some(next) => cursor = next,
             None => return Ok((dropped, true)),
         }
     }
+}
+
+/// In `txn`: drops the queue's delayed items among due-index `rows` (and
+/// its leases, with `leases`); the heads among them release their groups.
+async fn drop_due_rows_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    leases: bool,
+    rows: &[KeyValue],
+) -> Result<DueDropped, StoreError> {
+    let mut dropped = DueDropped::default();
+    let mut heads = Vec::new();
+    for KeyValue { key, value } in rows {
+        let Some(entry) = due_entry(key) else {
+            continue;
+        };
+        if entry.kind != keys.kind() || &entry.queue != keys.name() {
+            continue;
+        }
+        match entry.what {
+            DueWhat::Delayed => {
+                dropped.delayed += 1;
+                heads.push(decode_held(value).map(|held| held.item));
+            }
+            DueWhat::Lease if leases => {
+                dropped.leased += 1;
+                if crate::lease::has_receipt_row(&entry.id, entry.due_ms) {
+                    txn.clear(&keys.receipt(&entry.id))?;
+                }
+            }
+            _ => continue,
+        }
+        // Conflicts with the timer revealing or expiring it, and with a
+        // settle of the lease (which reads it).
+        txn.add_read_conflict_key(key)?;
+        txn.clear(key)?;
+    }
+    txn.atomic_add(&keys.delayed_count(), -(dropped.delayed as i64))?;
+    txn.atomic_add(&keys.leased(), -(dropped.leased as i64))?;
+    crate::queue::groups::dropped_in(txn, keys, heads.into_iter(), now_ms()).await?;
+    Ok(dropped)
 }
 
 /// Drops the visible and delayed items of the queue (those pushed before
@@ -226,9 +260,9 @@ pub async fn purge<S: Store>(store: &S, keys: &QueueKeys) -> Result<Dropped, Que
         }
     }
     let mut delayed_done = true;
-    if delayed_count(store, keys).await? > 0 {
-        let (count, done) = drop_delayed(store, keys, &mut passes).await?;
-        dropped.delayed = count;
+    if counter(store, &keys.delayed_count()).await? > 0 {
+        let (due, done) = drop_due(store, keys, false, &mut passes).await?;
+        dropped.delayed = due.delayed;
         delayed_done = done;
     }
     dropped.done = items_done && delayed_done && waiting_done;
@@ -262,49 +296,12 @@ async fn drop_waiting<S: Store>(
     Ok((dropped, false))
 }
 
-async fn delayed_count<S: Store>(store: &S, keys: &QueueKeys) -> Result<i64, QueueError> {
+/// A counter of the queue, read with snapshot.
+async fn counter<S: Store>(store: &S, key: &[u8]) -> Result<i64, QueueError> {
     let txn = store.begin()?;
     Ok(decode_counter(
-        txn.get(&keys.delayed_count(), Read::Snapshot)
-            .await?
-            .as_deref(),
+        txn.get(key, Read::Snapshot).await?.as_deref(),
     ))
-}
-
-/// Drops up to [`PURGE_BATCH_MAX`] of the queue's leases; returns how many.
-async fn drop_leases<S: Store>(store: &S, keys: &QueueKeys) -> Result<u64, QueueError> {
-    let dropped = transact(store, ADMIN_RETRY, |txn| async move {
-        let (begin, end) = keys.receipts_range();
-        let rows = txn
-            .get_range(RangeRead::new(&begin, &end, PURGE_BATCH_MAX).snapshot())
-            .await?;
-        let mut count = 0;
-        for row in &rows {
-            let Some((receipt, expires_at_ms)) = receipt_row(keys, row) else {
-                continue;
-            };
-            // Not snapshot, as every settle reads them: an ack or the timer
-            // racing this drop conflicts with it, or wins.
-            if txn.get(&row.key, Read::Serializable).await?.is_none() {
-                continue;
-            }
-            let lease = keys.lease(expires_at_ms, &receipt.0);
-            txn.add_read_conflict_key(&lease)?;
-            txn.clear(&lease)?;
-            txn.clear(&row.key)?;
-            count += 1;
-        }
-        txn.atomic_add(&keys.leased(), -count)?;
-        Ok(count as u64)
-    })
-    .await?;
-    Ok(dropped)
-}
-
-pub(crate) fn receipt_row(keys: &QueueKeys, row: &KeyValue) -> Option<(Receipt, u64)> {
-    let receipt = Receipt(keys.receipt_of(&row.key)?);
-    let expires_at_ms = u64::from_be_bytes(row.value.as_slice().try_into().ok()?);
-    Some((receipt, expires_at_ms))
 }
 
 /// Deletes the queue: its items, delayed items, leases, stored requests
@@ -360,17 +357,13 @@ async fn drain_for_delete<S: Store>(
             break;
         }
     }
-    while *passes < ADMIN_PASSES_MAX && in_time() {
-        *passes += 1;
-        let count = drop_leases(store, keys).await?;
-        dropped.leased += count;
-        if count == 0 {
-            break;
-        }
-    }
-    if delayed_count(store, keys).await? > 0 {
-        let (count, _) = drop_delayed(store, keys, passes).await?;
-        dropped.delayed += count;
+    // Leases and delayed items live in the store-wide due index: one scan
+    // of it drops both, when the queue's counters say it holds any.
+    if counter(store, &keys.leased()).await? > 0 || counter(store, &keys.delayed_count()).await? > 0
+    {
+        let (due, _) = drop_due(store, keys, true, passes).await?;
+        dropped.leased += due.leased;
+        dropped.delayed += due.delayed;
     }
     // Pushes to a group whose head is out (leased, dropped with its lease,
     // or mid hand-off) waited behind it meanwhile: dropped again last, so
@@ -390,12 +383,8 @@ async fn clear_rest<S: Store>(store: &S, keys: &QueueKeys) -> Result<Option<u64>
         let (begin, end) = keys.queue_range();
         txn.add_read_conflict_range(&begin, &end)?;
         let (items_begin, items_end) = keys.items_range();
-        let (receipts_begin, receipts_end) = keys.receipts_range();
         let items = txn
             .get_range(RangeRead::new(&items_begin, &items_end, 1).snapshot())
-            .await?;
-        let leases = txn
-            .get_range(RangeRead::new(&receipts_begin, &receipts_end, 1).snapshot())
             .await?;
         // Items waiting behind group heads are not in `items`: a head out
         // under a lease or mid hand-off keeps its group's pushes waiting
@@ -404,12 +393,15 @@ async fn clear_rest<S: Store>(store: &S, keys: &QueueKeys) -> Result<Option<u64>
         let waiting = txn
             .get_range(RangeRead::new(&grouped_begin, &grouped_end, 1).snapshot())
             .await?;
+        // Leases and delayed items are counted under the queue (and so
+        // under its read conflict); their rows are in the due index.
+        let leased = decode_counter(txn.get(&keys.leased(), Read::Snapshot).await?.as_deref());
         let delayed = decode_counter(
             txn.get(&keys.delayed_count(), Read::Snapshot)
                 .await?
                 .as_deref(),
         );
-        if !items.is_empty() || !leases.is_empty() || !waiting.is_empty() || delayed > 0 {
+        if !items.is_empty() || !waiting.is_empty() || leased > 0 || delayed > 0 {
             return Ok(None);
         }
         let (results_begin, results_end) = keys.results_range();

@@ -243,7 +243,7 @@ class AsyncClient:
     async def leases(
         self, queue: str, kind: str = "fifo", limit: int = 100, after: Optional[str] = None
     ) -> LeasePage:
-        """One page of the queue's leases in flight, in receipt order."""
+        """One page of the queue's leases in flight, in expiry order (it may end short, even empty, with a ``next``)."""
         return wire.parse_leases((await self._send(wire.leases(queue, kind, limit, after))).json())
 
     async def healthy(self) -> bool:

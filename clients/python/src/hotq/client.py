@@ -242,7 +242,7 @@ class Client:
     def leases(
         self, queue: str, kind: str = "fifo", limit: int = 100, after: Optional[str] = None
     ) -> LeasePage:
-        """One page of the queue's leases in flight, in receipt order."""
+        """One page of the queue's leases in flight, in expiry order (it may end short, even empty, with a ``next``)."""
         return wire.parse_leases(self._send(wire.leases(queue, kind, limit, after)).json())
 
     def healthy(self) -> bool:

@@ -113,7 +113,7 @@ class Lease:
 
 @dataclass(frozen=True)
 class LeasePage:
-    """One page of leases, in receipt order, and the ``after`` of the next."""
+    """One page of leases, in expiry order, and the ``after`` of the next."""
 
     leases: List[Lease]
     next: Optional[str]
