@@ -66,7 +66,7 @@ pub struct LeasesArgs {
     /// Most leases in the page (1 to 1,000).
     #[arg(long, default_value_t = 100)]
     pub limit: usize,
-    /// Continue after this receipt.
+    /// Continue where an earlier page's next says.
     #[arg(long)]
     pub after: Option<String>,
 }
