@@ -183,20 +183,11 @@ async fn delete_drops_plain_and_extended_leases_with_their_rows() {
     let client = Client::new(&daemon.url);
     client.push_batch("doomed", &["a", "b", "c"]).await;
     let receipts = leased_over_http(&client, "doomed", 2).await;
-    let http = http();
-    let extend = format!(
-        "{}/v1/queues/doomed/extend/{}?lease_ms=7200000",
-        daemon.url, receipts[0]
+    assert_eq!(
+        client.extend("doomed", &receipts[0], 2 * HOUR_MS).await,
+        200
     );
-    assert_eq!(http.post(extend).send().await.unwrap().status(), 200);
-    let deleted: Value = http
-        .delete(format!("{}/v1/queues/doomed", daemon.url))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let deleted = client.delete("doomed").await;
     assert_eq!(
         (deleted["items"].as_u64(), deleted["leased"].as_u64()),
         (Some(1), Some(2))

@@ -156,6 +156,30 @@ impl Client {
             .status()
     }
 
+    /// `POST /v1/queues/{queue}/extend/{receipt}?lease_ms=…`: the status
+    /// (200 when the extend committed).
+    pub async fn extend(&self, queue: &str, receipt: &str, lease_ms: u64) -> StatusCode {
+        let path = format!("/extend/{receipt}?lease_ms={lease_ms}");
+        self.http
+            .post(self.queue_url(queue, &path))
+            .send()
+            .await
+            .unwrap()
+            .status()
+    }
+
+    /// `DELETE /v1/queues/{queue}`, which must answer 200: its answer.
+    pub async fn delete(&self, queue: &str) -> Value {
+        let response = self
+            .http
+            .delete(self.queue_url(queue, ""))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "delete of {queue}");
+        response.json().await.unwrap()
+    }
+
     /// `GET /v1/queues/{queue}`.
     pub async fn stats(&self, queue: &str) -> Stats {
         let response = self
