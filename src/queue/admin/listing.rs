@@ -141,7 +141,7 @@ pub struct LeaseCursor(Vec<u8>);
 impl LeaseCursor {
     /// Parses the `next` of an earlier page; `None` for anything else.
     pub fn parse(text: &str) -> Option<LeaseCursor> {
-        if text.len() > LEASES_CURSOR_LEN_MAX {
+        if text.is_empty() || text.len() > LEASES_CURSOR_LEN_MAX {
             return None;
         }
         // Any key will do as a place to go on from: one outside the due
@@ -222,4 +222,20 @@ fn lease_of(keys: &QueueKeys, key: &[u8], value: &[u8]) -> Option<LeaseSummary> 
         enqueued_at_ms: held.as_ref().map_or(0, |held| held.item.enqueued_at_ms),
         group: held.and_then(|held| held.item.group),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lease_cursor_is_one_to_512_bytes_of_hex() {
+        let next = LeaseCursor(due_range().0).to_string();
+        assert_eq!(LeaseCursor::parse(&next).map(|c| c.to_string()), Some(next));
+        let longest = "ab".repeat(LEASES_CURSOR_LEN_MAX / 2);
+        assert!(LeaseCursor::parse(&longest).is_some());
+        for bad in ["", "a", "xyz", "0g", &format!("{longest}ab")] {
+            assert_eq!(LeaseCursor::parse(bad), None, "{bad:?}");
+        }
+    }
 }
