@@ -81,6 +81,11 @@ const COUNTERS: &[(&str, Unit, &str)] = &[
         "Items taken by pops whose caller left, put back where they were (not deliveries).",
     ),
     (
+        DROPPED_ITEMS,
+        Unit::Count,
+        "Items a purge or delete dropped (visible, delayed, leased, uncollected results); counted when it ends, answered or not.",
+    ),
+    (
         DUE_ROWS,
         Unit::Count,
         "Due-index entries the timer read (leases, delayed items, reap appointments).",

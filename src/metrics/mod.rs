@@ -73,6 +73,11 @@ pub const REDELIVERIES: &str = "hotq_redeliveries_total";
 pub const DEAD_LETTERED: &str = "hotq_dead_lettered_total";
 /// Items of pops whose caller left, put back where they were, by queue.
 pub const PUT_BACKS: &str = "hotq_put_backs_total";
+/// Items a purge or delete dropped (visible, delayed, leased and
+/// uncollected results), by queue: with pushes, pops and the depth, the
+/// daemon's own books of a queue balance even when a client never reads
+/// its purge's or delete's answer.
+pub const DROPPED_ITEMS: &str = "hotq_dropped_items_total";
 /// Lateness of leases expired and delayed items revealed: commit time
 /// minus due time.
 pub const DUE_LATENESS: &str = "hotq_due_lateness_seconds";
@@ -347,7 +352,13 @@ pub fn register_queue(kind: QueueKind, queue: &QueueName) {
     let per_queue = |name: &'static str| {
         metrics::counter!(name, "queue" => label.clone(), "kind" => kind_name).absolute(0);
     };
-    for name in [PUSHED, REQUESTS_EXPIRED, RESULTS_REAPED, PUT_BACKS] {
+    for name in [
+        PUSHED,
+        REQUESTS_EXPIRED,
+        RESULTS_REAPED,
+        PUT_BACKS,
+        DROPPED_ITEMS,
+    ] {
         per_queue(name);
     }
     for path in ["direct", "staged"] {

@@ -237,10 +237,64 @@ async fn drop_due_rows_in<T: Transaction>(
     Ok(dropped)
 }
 
+impl Dropped {
+    /// Every item dropped, of every kind.
+    pub fn total(&self) -> u64 {
+        self.items + self.delayed + self.leased + self.results
+    }
+}
+
 /// Drops the visible and delayed items of the queue (those pushed before
 /// the purge began, for a FIFO queue), in transactions of at most
-/// [`PURGE_BATCH_MAX`] items; leased items stay leased.
+/// [`PURGE_BATCH_MAX`] items; leased items stay leased. Runs to its end
+/// even if its caller goes away (see [`to_the_end`]).
 pub async fn purge<S: Store>(store: &S, keys: &QueueKeys) -> Result<Dropped, QueueError> {
+    let (store, keys) = (store.clone(), keys.clone());
+    to_the_end(keys.clone(), async move { purge_now(&store, &keys).await }).await
+}
+
+/// Deletes the queue (see [`delete_now`]), to its end even if its caller
+/// goes away (see [`to_the_end`]).
+pub async fn delete<S: Store>(store: &S, keys: &QueueKeys) -> Result<Dropped, QueueError> {
+    let (store, keys) = (store.clone(), keys.clone());
+    to_the_end(keys.clone(), async move { delete_now(&store, &keys).await }).await
+}
+
+/// Runs a purge or delete in a task of its own and counts what it dropped
+/// in [`crate::metrics::DROPPED_ITEMS`] when it ends.
+///
+/// A purge or delete commits batch after batch, and each batch drops items
+/// for good. Run in its caller's task, it stopped wherever the caller was
+/// dropped (an HTTP client hanging up drops the handler): the batches
+/// committed by then had dropped items that no answer reported, and the
+/// queue was left half deleted. A client with a short timeout on DELETE
+/// saw exactly issue #24's "pushes answered 201 and never seen again".
+async fn to_the_end(
+    keys: QueueKeys,
+    work: impl Future<Output = Result<Dropped, QueueError>> + Send + 'static,
+) -> Result<Dropped, QueueError> {
+    let task = tokio::spawn(async move {
+        let outcome = work.await;
+        if let Ok(dropped) = &outcome {
+            crate::metrics::queue_count(
+                crate::metrics::DROPPED_ITEMS,
+                keys.kind(),
+                keys.name(),
+                dropped.total(),
+            );
+        }
+        outcome
+    });
+    match task.await {
+        Ok(outcome) => outcome,
+        Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+        Err(_) => Err(QueueError::Store(StoreError::Unavailable(
+            "the runtime shut down during a purge or delete".into(),
+        ))),
+    }
+}
+
+async fn purge_now<S: Store>(store: &S, keys: &QueueKeys) -> Result<Dropped, QueueError> {
     let end = purge_end(store, keys).await?;
     let mut dropped = Dropped::default();
     let mut passes = 0;
@@ -310,7 +364,7 @@ async fn counter<S: Store>(store: &S, key: &[u8]) -> Result<i64, QueueError> {
 /// [`DELETE_WAIT_MS_MAX`] (or [`ADMIN_PASSES_MAX`] transactions) while
 /// items keep arriving: `done` is false and the counts say what it
 /// dropped until then.
-pub async fn delete<S: Store>(store: &S, keys: &QueueKeys) -> Result<Dropped, QueueError> {
+async fn delete_now<S: Store>(store: &S, keys: &QueueKeys) -> Result<Dropped, QueueError> {
     let began = std::time::Instant::now();
     let in_time = || began.elapsed().as_millis() < u128::from(DELETE_WAIT_MS_MAX);
     let mut dropped = Dropped::default();
