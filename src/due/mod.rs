@@ -365,6 +365,15 @@ async fn consume<T: Transaction>(
                 .await?;
             continue;
         }
+        if entry.what == DueWhat::Lease {
+            // Whatever its value holds, the lease ends here: its count and
+            // its forwarding row go with it (a count left behind would keep
+            // the queue's delete waiting for a lease that is gone).
+            txn.atomic_add(&keys.leased(), -1)?;
+            if crate::lease::has_receipt_row(&entry.id, entry.due_ms) {
+                txn.clear(&keys.receipt(&entry.id))?;
+            }
+        }
         let Some(held) = decode_held(value) else {
             tracing::warn!(queue = %entry.queue, ?key, "clearing a malformed due entry");
             continue;
@@ -372,10 +381,6 @@ async fn consume<T: Transaction>(
         pass.due_ms.push(entry.due_ms);
         match entry.what {
             DueWhat::Lease => {
-                txn.atomic_add(&keys.leased(), -1)?;
-                if crate::lease::has_receipt_row(&entry.id, entry.due_ms) {
-                    txn.clear(&keys.receipt(&entry.id))?;
-                }
                 let max_deliveries = policy.max_deliveries(&entry.queue);
                 match return_held(txn, &keys, held, 0, now_ms, max_deliveries).await? {
                     Returned::DeadLettered { queue: dead } => {

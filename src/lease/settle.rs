@@ -78,7 +78,8 @@ async fn open<T: Transaction>(
         lease_key = keys.legacy_lease(expires_at_ms, &receipt.0);
         value = txn.get(&lease_key, Read::Serializable).await?;
     }
-    // A receipt row and the lease it names are written and cleared together.
+    // A receipt row names where its lease is: the lease is cleared with it,
+    // or moved with it by an extend.
     let Some(held) = value.as_deref().and_then(decode_held) else {
         return Ok(corrupt(&keys.lease(expires_at_ms, &receipt.0)));
     };

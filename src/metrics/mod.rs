@@ -76,7 +76,8 @@ pub const PUT_BACKS: &str = "hotq_put_backs_total";
 /// Items a purge or delete dropped (visible, delayed, leased and
 /// uncollected results), by queue: with pushes, pops and the depth, the
 /// daemon's own books of a queue balance even when a client never reads
-/// its purge's or delete's answer.
+/// its purge's or delete's answer (a deleted queue's series are hidden
+/// from the exporter until it is used again, see [`forget_queue`]).
 pub const DROPPED_ITEMS: &str = "hotq_dropped_items_total";
 /// Lateness of leases expired and delayed items revealed: commit time
 /// minus due time.

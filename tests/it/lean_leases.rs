@@ -168,6 +168,24 @@ async fn an_extended_lease_that_expires_leaves_no_row() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_lease_that_expires_takes_its_count_along() {
+    let (store, _dir, coordinator, keys) = setup("malformed", 0).await;
+    let due_ms = now_ms() + 1_000;
+    let receipt = Receipt::for_lease(&keys, due_ms);
+    let txn = store.begin().unwrap();
+    txn.set(&keys.lease(due_ms, &receipt.0), b"not an envelope")
+        .unwrap();
+    txn.atomic_add(&keys.leased(), 1).unwrap();
+    txn.commit().await.unwrap();
+    coordinator.sweep_due(due_ms).await.unwrap();
+    assert_eq!(
+        lease_rows(&store, &keys).await,
+        (0, 0, 0),
+        "no count left for a lease that is gone"
+    );
+}
+
 /// Pops `n` leased items of `queue` over HTTP; their receipts.
 async fn leased_over_http(client: &Client, queue: &str, n: usize) -> Vec<String> {
     let mut receipts = Vec::new();

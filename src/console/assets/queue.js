@@ -165,7 +165,13 @@ function queuePage(kind, name) {
   }
 
   async function loadLeases() {
-    const answer = await api("GET", base + "/leases?limit=100");
+    // A page that read its share of the store-wide due index may end short,
+    // even empty, with a next: follow a few pages for the first 100.
+    let answer = await api("GET", base + "/leases?limit=100");
+    for (let pages = 1; pages < 10 && answer.next && answer.leases.length < 100; pages++) {
+      const more = await api("GET", base + "/leases?limit=" + (100 - answer.leases.length) + "&after=" + answer.next);
+      answer = { leases: answer.leases.concat(more.leases), next: more.next };
+    }
     leasesCount.textContent = answer.leases.length ? String(answer.leases.length) + (answer.next ? "+" : "") : "";
     if (!answer.leases.length) return empty(leasesBody, 6, "No leases in flight.");
     const now = Date.now();

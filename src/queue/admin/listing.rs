@@ -21,7 +21,11 @@ pub const LEASES_LIMIT_MAX: usize = 1_000;
 /// with a `next` to continue from.
 pub const LEASES_SCAN_ROWS_MAX: usize = 100_000;
 /// Due-index rows read at a time by a lease listing.
-const LEASES_SCAN_BATCH: usize = 10_000;
+const LEASES_SCAN_BATCH: usize = 1_000;
+/// Most bytes of due-index rows one lease listing page reads (other
+/// queues' delayed items hold their payloads): past it the page ends
+/// short, with a `next`.
+const LEASES_SCAN_BYTES_MAX: usize = 16 << 20;
 /// Longest `after` cursor of a lease listing, in hex digits (a due-index
 /// key: its prefix, expiry, kind, queue name, what and id).
 pub const LEASES_CURSOR_LEN_MAX: usize = 1_024;
@@ -158,8 +162,9 @@ impl std::fmt::Display for LeaseCursor {
 
 /// Up to `limit` leases of the queue in expiry order, from after `after`;
 /// and where to continue, when more may follow. Reads at most
-/// [`LEASES_SCAN_ROWS_MAX`] due-index rows: a page can end short (even
-/// empty) with a `next`.
+/// [`LEASES_SCAN_ROWS_MAX`] due-index rows (and about
+/// [`LEASES_SCAN_BYTES_MAX`] bytes): a page can end short (even empty)
+/// with a `next`.
 pub async fn leases<S: Store>(
     store: &S,
     keys: &QueueKeys,
@@ -184,11 +189,16 @@ pub async fn leases<S: Store>(
     // The last row read, this queue's or another's: everything before it
     // is listed or not this queue's.
     let mut last_read: Option<Vec<u8>> = None;
+    let mut bytes_read = 0;
     for _ in 0..LEASES_SCAN_ROWS_MAX / LEASES_SCAN_BATCH {
+        if bytes_read > LEASES_SCAN_BYTES_MAX {
+            break;
+        }
         let rows = txn
             .get_range(RangeRead::new(&read_from, &end, LEASES_SCAN_BATCH).snapshot())
             .await?;
         for row in &rows {
+            bytes_read += row.key.len() + row.value.len();
             if let Some(lease) = lease_of(keys, &row.key, &row.value) {
                 if page.len() == limit {
                     // One more exists: the next page starts with it.
