@@ -9,7 +9,7 @@
 
 use crate::common;
 use crate::common::client::Client;
-use crate::common::daemon::{Daemon, http};
+use crate::common::daemon::{Daemon, http, metric_sum};
 
 use std::time::Duration;
 
@@ -17,22 +17,6 @@ const QUEUE: &str = "outlived";
 const BATCHES: usize = 10;
 const BATCH: usize = 1_000;
 const EVENT_BOUND: Duration = Duration::from_secs(120);
-
-/// The value of `hotq_dropped_items_total` for `QUEUE`, if exported.
-async fn dropped_items(metrics_url: &str) -> Option<f64> {
-    let text = http()
-        .get(metrics_url)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let series = format!("queue=\"{QUEUE}\"");
-    text.lines()
-        .filter(|line| line.starts_with("hotq_dropped_items_total{") && line.contains(&series))
-        .find_map(|line| line.rsplit_once(' ')?.1.parse().ok())
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delete_whose_client_hangs_up_runs_to_its_end_and_is_counted() {
@@ -73,7 +57,9 @@ async fn a_delete_whose_client_hangs_up_runs_to_its_end_and_is_counted() {
     })
     .await;
     common::eventually("what it dropped is counted", EVENT_BOUND, || async {
-        dropped_items(&daemon.metrics_url).await == Some(pushed as f64)
+        let series = format!("queue=\"{QUEUE}\"");
+        metric_sum(&daemon.metrics_url, "hotq_dropped_items_total", &[&series]).await
+            == pushed as f64
     })
     .await;
     daemon.stop().await;

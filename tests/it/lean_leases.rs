@@ -6,7 +6,7 @@
 
 use crate::common;
 use crate::common::client::Client;
-use crate::common::daemon::{Daemon, http};
+use crate::common::daemon::{Daemon, get_json, http};
 
 use std::collections::BTreeSet;
 use std::num::NonZeroU64;
@@ -20,7 +20,6 @@ use hotq::queue::Queue;
 use hotq::staging::StagingConfig;
 use hotq::store::embedded::{Durability, EmbeddedStore};
 use hotq::store::{Read, Store, Transaction, decode_counter};
-use serde_json::Value;
 
 const HOUR_MS: u64 = 3_600_000;
 
@@ -247,21 +246,13 @@ async fn delayed_rows(store: &EmbeddedStore, queue: &QueueKeys, n: usize, due_ms
 /// Follows a lease listing from its first page to the last; the receipts
 /// and the number of pages.
 async fn list_all(url: &str, queue: &str, limit: usize) -> (Vec<String>, usize) {
-    let http = http();
     let (mut receipts, mut pages, mut after) = (Vec::new(), 0, None::<String>);
     loop {
         let mut page_url = format!("{url}/v1/queues/{queue}/leases?limit={limit}");
         if let Some(after) = &after {
             page_url.push_str(&format!("&after={after}"));
         }
-        let page: Value = http
-            .get(page_url)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let page = get_json(&page_url).await;
         pages += 1;
         assert!(pages < 100, "a listing ends");
         let leases = page["leases"].as_array().unwrap();
