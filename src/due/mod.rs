@@ -370,9 +370,7 @@ async fn consume<T: Transaction>(
             // its forwarding row go with it (a count left behind would keep
             // the queue's delete waiting for a lease that is gone).
             txn.atomic_add(&keys.leased(), -1)?;
-            if crate::lease::has_receipt_row(&entry.id, entry.due_ms) {
-                txn.clear(&keys.receipt(&entry.id))?;
-            }
+            crate::lease::clear_receipt_row_in(txn, &keys, &entry.id, entry.due_ms)?;
         }
         let Some(held) = decode_held(value) else {
             tracing::warn!(queue = %entry.queue, ?key, "clearing a malformed due entry");

@@ -164,15 +164,25 @@ pub fn lease_in<T: Transaction>(
     Ok(())
 }
 
-/// Whether the lease `receipt` (a due-index entry's id), due at
-/// `due_ms`, has a receipt row: it was extended, or its receipt was issued
-/// by a binary before receipts held their expiry (whose bytes there are
-/// random). Whoever consumes the lease clears the row with it.
-pub fn has_receipt_row(receipt: &[u8], due_ms: u64) -> bool {
-    match <[u8; crate::envelope::RECEIPT_LEN]>::try_from(receipt) {
+/// In `txn`: clears the receipt row of the lease `receipt` (a due-index
+/// entry's id) due at `due_ms`, if it has one: it was extended, or its
+/// receipt was issued by a binary before receipts held their expiry (whose
+/// bytes there are random). Whoever consumes a lease by its due-index
+/// entry (the timer, a delete) calls this with it.
+pub(crate) fn clear_receipt_row_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    receipt: &[u8],
+    due_ms: u64,
+) -> Result<(), StoreError> {
+    let has_row = match <[u8; crate::envelope::RECEIPT_LEN]>::try_from(receipt) {
         Ok(bytes) => Receipt(bytes).issued_expiry_ms() != due_ms,
         Err(_) => true,
+    };
+    if has_row {
+        txn.clear(&keys.receipt(receipt))?;
     }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -220,9 +220,7 @@ async fn drop_due_rows_in<T: Transaction>(
             }
             DueWhat::Lease if leases => {
                 dropped.leased += 1;
-                if crate::lease::has_receipt_row(&entry.id, entry.due_ms) {
-                    txn.clear(&keys.receipt(&entry.id))?;
-                }
+                crate::lease::clear_receipt_row_in(txn, keys, &entry.id, entry.due_ms)?;
             }
             _ => continue,
         }
