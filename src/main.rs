@@ -8,7 +8,6 @@ use clap::Parser;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
-    hotq::cli::run(hotq::cli::Cli::parse()).await
+fn main() -> std::process::ExitCode {
+    hotq::cli::run(hotq::cli::Cli::parse())
 }

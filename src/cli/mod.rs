@@ -130,11 +130,29 @@ pub struct ClientArgs {
     pub json: bool,
 }
 
-/// Runs the parsed command line.
-pub async fn run(cli: Cli) -> ExitCode {
-    let fifo = QueueKind::Fifo;
+/// Runs the parsed command line. The daemon builds its own runtime from
+/// its configuration; the client commands share a default one.
+pub fn run(cli: Cli) -> ExitCode {
     let outcome = match cli.command {
-        Command::Serve(args) => serve::serve(args).await,
+        Command::Serve(args) => serve::serve(args),
+        command => tokio::runtime::Runtime::new()
+            .map_err(|e| format!("starting the runtime: {e}"))
+            .and_then(|runtime| runtime.block_on(run_client(command))),
+    };
+    match outcome {
+        Ok(code) => ExitCode::from(code),
+        Err(message) => {
+            eprintln!("hotq: {message}");
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}
+
+/// Runs a command other than `serve`.
+async fn run_client(command: Command) -> Result<u8, String> {
+    let fifo = QueueKind::Fifo;
+    match command {
+        Command::Serve(_) => unreachable!("run starts the daemon itself"),
         Command::Push(args) => queue::push(args).await,
         Command::Pop(args) => queue::pop(args).await,
         Command::Ack(args) => queue::ack(fifo, args).await,
@@ -146,12 +164,5 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Pq(command) => pq::run(command).await,
         Command::Admin(command) => admin::run(command).await,
         Command::Bench(args) => crate::bench::run(args).await,
-    };
-    match outcome {
-        Ok(code) => ExitCode::from(code),
-        Err(message) => {
-            eprintln!("hotq: {message}");
-            ExitCode::from(EXIT_ERROR)
-        }
     }
 }

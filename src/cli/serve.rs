@@ -34,6 +34,9 @@ pub struct ServeArgs {
     /// Serve a non-loopback address without a token.
     #[arg(long)]
     pub allow_insecure_bind: bool,
+    /// Runtime worker threads (default 0: one fewer than the cores).
+    #[arg(long, env = "HOTQ_WORKER_THREADS")]
+    pub worker_threads: Option<usize>,
 }
 
 /// Installs JSON logs on stderr, level from `RUST_LOG` (default `info`;
@@ -50,8 +53,10 @@ pub fn init_logging() {
         .try_init();
 }
 
-/// Runs the daemon until SIGINT or SIGTERM.
-pub async fn serve(args: ServeArgs) -> Result<u8, String> {
+/// Runs the daemon until SIGINT or SIGTERM, on a runtime of the
+/// configured size (so the configuration is read before the runtime
+/// starts).
+pub fn serve(args: ServeArgs) -> Result<u8, String> {
     init_logging();
     let config = Config::load(args.config.as_deref())
         .and_then(|config| {
@@ -62,9 +67,20 @@ pub async fn serve(args: ServeArgs) -> Result<u8, String> {
                 token: args.token,
                 durability: args.durability,
                 allow_insecure_bind: args.allow_insecure_bind,
+                worker_threads: args.worker_threads,
             })
         })
         .map_err(|e| format!("configuration: {e}"))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(config.runtime_workers())
+        .enable_all()
+        .build()
+        .map_err(|e| format!("starting the runtime: {e}"))?;
+    runtime.block_on(run(config))
+}
+
+/// The daemon on a loaded configuration.
+async fn run(config: Config) -> Result<u8, String> {
     tracing::info!(
         listen = %config.listen,
         metrics_listen = %config.metrics_listen,
@@ -72,6 +88,7 @@ pub async fn serve(args: ServeArgs) -> Result<u8, String> {
         data_dir = %config.data_dir.display(),
         durability = ?config.durability,
         token = config.token.is_some(),
+        worker_threads = config.runtime_workers(),
         "starting"
     );
     let api = tokio::net::TcpListener::bind(config.listen)

@@ -1,0 +1,93 @@
+//! The configuration's parsing, overrides and checks.
+
+use super::*;
+
+#[test]
+fn the_shipped_example_parses_and_validates() {
+    let text = include_str!("../../config/hotq.toml");
+    let config = Config::from_toml(text, "config/hotq.toml").unwrap();
+    config.validate().unwrap();
+    assert_eq!(config.listen, Config::default().listen);
+}
+
+#[test]
+fn unknown_and_invalid_keys_are_named() {
+    let error = Config::from_toml("listen_port = 3", "test").unwrap_err();
+    assert!(error.0.contains("listen_port"), "{error}");
+    let error = Config::from_toml("[staging]\nbatch = 3", "test").unwrap_err();
+    assert!(error.0.contains("batch"), "{error}");
+    let error = Config::from_toml("[staging]\nlost_race_wait_ms = 70000", "test")
+        .unwrap()
+        .validate()
+        .unwrap_err();
+    assert!(error.0.contains("lost_race_wait_ms"), "{error}");
+    let error = Config::from_toml("durability = \"fast\"", "test").unwrap_err();
+    assert!(
+        error.0.contains("durability") || error.0.contains("fast"),
+        "{error}"
+    );
+    let error = Config::from_toml("[leases.queues.\"a/b\"]\nmax_deliveries = 2", "test")
+        .unwrap()
+        .validate()
+        .unwrap_err();
+    assert!(error.0.contains("a/b"), "{error}");
+    let error = Config::from_toml("[leases.queues.jobs]\nmax_deliveries = 0", "test")
+        .unwrap()
+        .validate()
+        .unwrap_err();
+    assert!(error.0.contains("jobs.max_deliveries"), "{error}");
+    let config = Config::from_toml("[leases.queues.jobs]\nmax_deliveries = 2", "test").unwrap();
+    let policy = config.staging_config().delivery;
+    assert_eq!(
+        policy.max_deliveries(&crate::keys::QueueName::new("jobs").unwrap()),
+        Some(2)
+    );
+    assert_eq!(
+        policy.max_deliveries(&crate::keys::QueueName::new("other").unwrap()),
+        Some(5)
+    );
+    let error = Config::from_toml("pop_max_items = 0", "test")
+        .unwrap()
+        .validate()
+        .unwrap_err();
+    assert!(error.0.contains("pop_max_items"), "{error}");
+}
+
+#[test]
+fn public_bind_needs_a_token_or_explicit_consent() {
+    let public = Config {
+        listen: "0.0.0.0:7070".parse().unwrap(),
+        ..Config::default()
+    };
+    assert!(public.validate().is_err());
+    let with_token = Config {
+        token: Some("secret".into()),
+        ..public.clone()
+    };
+    assert!(with_token.validate().is_ok());
+    let forced = public.apply(Overrides {
+        allow_insecure_bind: true,
+        ..Overrides::default()
+    });
+    assert!(forced.is_ok());
+}
+
+#[test]
+fn worker_threads_default_to_one_fewer_than_the_cores() {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let auto = Config::default();
+    assert_eq!(auto.worker_threads, 0);
+    assert_eq!(auto.runtime_workers(), cores.saturating_sub(1).max(1));
+    let set = Config::default()
+        .apply(Overrides {
+            worker_threads: Some(3),
+            ..Overrides::default()
+        })
+        .unwrap();
+    assert_eq!(set.runtime_workers(), 3);
+    let error = Config::from_toml("worker_threads = 5000", "test")
+        .unwrap()
+        .validate()
+        .unwrap_err();
+    assert!(error.0.contains("worker_threads"), "{error}");
+}
