@@ -34,7 +34,7 @@ pub struct ServeArgs {
     /// Serve a non-loopback address without a token.
     #[arg(long)]
     pub allow_insecure_bind: bool,
-    /// Runtime worker threads (default 0: one fewer than the cores).
+    /// Runtime worker threads (default 0: one per core).
     #[arg(long, env = "HOTQ_WORKER_THREADS")]
     pub worker_threads: Option<usize>,
 }

@@ -62,8 +62,8 @@ pub struct Config {
     pub metrics_sample_interval_ms: u64,
     /// Most queues one sampling pass reads.
     pub metrics_sample_queues_max: usize,
-    /// Threads that run the HTTP API and the pop and settle rounds; 0 picks
-    /// one fewer than the machine's cores (see [`Config::runtime_workers`]).
+    /// Threads that run the HTTP API and the pop and settle rounds; 0 is
+    /// one per core (see [`Config::runtime_workers`]).
     pub worker_threads: usize,
     /// Staged-pop protocol settings.
     pub staging: StagingSection,
@@ -219,20 +219,19 @@ pub const WORKER_THREADS_MAX: usize = 1_024;
 
 impl Config {
     /// How many threads the daemon's async runtime runs: `worker_threads`,
-    /// or when it is 0 one fewer than the cores the process may use (at
-    /// least one). The store works on threads of its own: the embedded
-    /// store's committer (journal writes, memtable inserts, fsync) and
-    /// fjall's flush and compaction threads. On a 2-core machine two
-    /// runtime workers beside them oversubscribed the cores: the workers
-    /// parked and woke each other (futex wake-ups, work stealing) for
-    /// every round's hand-off. One worker there cut the daemon's CPU per
-    /// plain pop by about a fifth in A/B drains (docs/profile.md).
+    /// or when it is 0 one per core the process may use (tokio's own
+    /// default). The store also works on threads of its own (the embedded
+    /// store's committer: journal writes, memtable inserts, fsync; fjall's
+    /// flushes and compactions). On a 2-core machine one runtime worker
+    /// beside them cost the daemon 11-20% less CPU per pop in A/B drains,
+    /// but drains of one daemon with its store's background work running
+    /// went no faster (docs/profile.md, "Runtime threads"): the default
+    /// keeps every core for the API.
     pub fn runtime_workers(&self) -> usize {
         if self.worker_threads > 0 {
             return self.worker_threads;
         }
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        cores.saturating_sub(1).max(1)
+        std::thread::available_parallelism().map_or(1, |n| n.get())
     }
 
     /// Parses TOML text (`origin` names it in errors).
@@ -340,7 +339,7 @@ impl Config {
     fn validate_bounds(&self) -> Result<(), ConfigError> {
         if self.worker_threads > WORKER_THREADS_MAX {
             return Err(ConfigError(format!(
-                "worker_threads must be at most {WORKER_THREADS_MAX} (0 picks one fewer than the cores)"
+                "worker_threads must be at most {WORKER_THREADS_MAX} (0 is one per core)"
             )));
         }
         if self.staging.fulfill_batch_max > 10_000 {

@@ -73,11 +73,11 @@ fn public_bind_needs_a_token_or_explicit_consent() {
 }
 
 #[test]
-fn worker_threads_default_to_one_fewer_than_the_cores() {
+fn worker_threads_default_to_one_per_core() {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let auto = Config::default();
     assert_eq!(auto.worker_threads, 0);
-    assert_eq!(auto.runtime_workers(), cores.saturating_sub(1).max(1));
+    assert_eq!(auto.runtime_workers(), cores);
     let set = Config::default()
         .apply(Overrides {
             worker_threads: Some(3),
