@@ -296,9 +296,11 @@ async fn every_request(request: Request, next: Next) -> Response {
     let hang_up = hangup::watch_of(&request);
     let started = std::time::Instant::now();
     let method = request.method().clone();
-    let route = request
-        .extensions()
-        .get::<axum::extract::MatchedPath>()
+    // The route is copied only when the debug line will be written: it is
+    // an allocation on every request otherwise.
+    let route = tracing::enabled!(target: "hotq::request", tracing::Level::DEBUG)
+        .then(|| request.extensions().get::<axum::extract::MatchedPath>())
+        .flatten()
         .map(|path| path.as_str().to_string());
     hangup::unless_hung_up(hang_up, async move {
         let response = next.run(request).await;
