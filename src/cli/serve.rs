@@ -34,7 +34,7 @@ pub struct ServeArgs {
     /// Serve a non-loopback address without a token.
     #[arg(long)]
     pub allow_insecure_bind: bool,
-    /// Runtime worker threads (default 0: one per core).
+    /// Runtime worker threads (default 0: tokio's, one per core).
     #[arg(long, env = "HOTQ_WORKER_THREADS")]
     pub worker_threads: Option<usize>,
 }
@@ -71,11 +71,16 @@ pub fn serve(args: ServeArgs) -> Result<u8, String> {
             })
         })
         .map_err(|e| format!("configuration: {e}"))?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(config.runtime_workers())
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(workers) = config.runtime_workers() {
+        builder.worker_threads(workers);
+    }
+    let runtime = builder
         .enable_all()
         .build()
         .map_err(|e| format!("starting the runtime: {e}"))?;
+    // The store is opened inside the runtime (`run`): the FoundationDB
+    // store starts its marker sweep on the current runtime.
     runtime.block_on(run(config))
 }
 
@@ -88,7 +93,7 @@ async fn run(config: Config) -> Result<u8, String> {
         data_dir = %config.data_dir.display(),
         durability = ?config.durability,
         token = config.token.is_some(),
-        worker_threads = config.runtime_workers(),
+        worker_threads = tokio::runtime::Handle::current().metrics().num_workers(),
         "starting"
     );
     let api = tokio::net::TcpListener::bind(config.listen)

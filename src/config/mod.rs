@@ -62,8 +62,8 @@ pub struct Config {
     pub metrics_sample_interval_ms: u64,
     /// Most queues one sampling pass reads.
     pub metrics_sample_queues_max: usize,
-    /// Threads that run the HTTP API and the pop and settle rounds; 0 is
-    /// one per core (see [`Config::runtime_workers`]).
+    /// Threads that run the HTTP API and the pop and settle rounds; 0
+    /// leaves it to tokio (see [`Config::runtime_workers`]).
     pub worker_threads: usize,
     /// Staged-pop protocol settings.
     pub staging: StagingSection,
@@ -218,20 +218,13 @@ pub struct Overrides {
 pub const WORKER_THREADS_MAX: usize = 1_024;
 
 impl Config {
-    /// How many threads the daemon's async runtime runs: `worker_threads`,
-    /// or when it is 0 one per core the process may use (tokio's own
-    /// default). The store also works on threads of its own (the embedded
-    /// store's committer: journal writes, memtable inserts, fsync; fjall's
-    /// flushes and compactions). On a 2-core machine one runtime worker
-    /// beside them cost the daemon 11-20% less CPU per pop in A/B drains,
-    /// but drains of one daemon with its store's background work running
-    /// went no faster (docs/profile.md, "Runtime threads"): the default
-    /// keeps every core for the API.
-    pub fn runtime_workers(&self) -> usize {
-        if self.worker_threads > 0 {
-            return self.worker_threads;
-        }
-        std::thread::available_parallelism().map_or(1, |n| n.get())
+    /// How many threads the daemon's async runtime runs, when set:
+    /// `None` (`worker_threads = 0`) leaves it to tokio, one per core
+    /// unless `TOKIO_WORKER_THREADS` says otherwise. On a 2-core machine
+    /// one worker cost the daemon less CPU per pop in A/B drains but did
+    /// not drain faster (docs/profile.md, "Runtime threads").
+    pub fn runtime_workers(&self) -> Option<usize> {
+        (self.worker_threads > 0).then_some(self.worker_threads)
     }
 
     /// Parses TOML text (`origin` names it in errors).

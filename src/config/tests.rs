@@ -73,18 +73,16 @@ fn public_bind_needs_a_token_or_explicit_consent() {
 }
 
 #[test]
-fn worker_threads_default_to_one_per_core() {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let auto = Config::default();
-    assert_eq!(auto.worker_threads, 0);
-    assert_eq!(auto.runtime_workers(), cores);
+fn worker_threads_are_left_to_tokio_unless_set() {
+    assert_eq!(Config::default().worker_threads, 0);
+    assert_eq!(Config::default().runtime_workers(), None);
     let set = Config::default()
         .apply(Overrides {
             worker_threads: Some(3),
             ..Overrides::default()
         })
         .unwrap();
-    assert_eq!(set.runtime_workers(), 3);
+    assert_eq!(set.runtime_workers(), Some(3));
     let error = Config::from_toml("worker_threads = 5000", "test")
         .unwrap()
         .validate()

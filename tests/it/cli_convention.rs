@@ -193,6 +193,8 @@ async fn the_daemon_logs_each_request_at_debug() {
             "127.0.0.1:0",
             "--metrics-listen",
             "127.0.0.1:0",
+            "--worker-threads",
+            "3",
         ])
         .arg("--data-dir")
         .arg(dir.path())
@@ -214,6 +216,10 @@ async fn the_daemon_logs_each_request_at_debug() {
     let next = || rx.recv_timeout(deadline.saturating_duration_since(Instant::now()));
     let address = loop {
         let log = next().expect("the daemon logs its address");
+        if log["fields"]["message"] == "starting" {
+            // The flag reached the runtime: it runs the workers asked for.
+            assert_eq!(log["fields"]["worker_threads"], 3, "{log}");
+        }
         if log["fields"]["message"] == "API listening" {
             break log["fields"]["address"].as_str().unwrap().to_string();
         }
