@@ -332,7 +332,7 @@ impl Config {
     fn validate_bounds(&self) -> Result<(), ConfigError> {
         if self.worker_threads > WORKER_THREADS_MAX {
             return Err(ConfigError(format!(
-                "worker_threads must be at most {WORKER_THREADS_MAX} (0 is one per core)"
+                "worker_threads must be at most {WORKER_THREADS_MAX} (0 leaves it to tokio)"
             )));
         }
         if self.staging.fulfill_batch_max > 10_000 {
