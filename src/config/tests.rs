@@ -2,6 +2,15 @@
 
 use super::*;
 
+/// `text` parses but fails validation, with an error that names `key`.
+fn assert_refused(text: &str, key: &str) {
+    let error = Config::from_toml(text, "test")
+        .unwrap()
+        .validate()
+        .unwrap_err();
+    assert!(error.0.contains(key), "{text:?}: {error}");
+}
+
 #[test]
 fn the_shipped_example_parses_and_validates() {
     let text = include_str!("../../config/hotq.toml");
@@ -16,26 +25,17 @@ fn unknown_and_invalid_keys_are_named() {
     assert!(error.0.contains("listen_port"), "{error}");
     let error = Config::from_toml("[staging]\nbatch = 3", "test").unwrap_err();
     assert!(error.0.contains("batch"), "{error}");
-    let error = Config::from_toml("[staging]\nlost_race_wait_ms = 70000", "test")
-        .unwrap()
-        .validate()
-        .unwrap_err();
-    assert!(error.0.contains("lost_race_wait_ms"), "{error}");
+    assert_refused("[staging]\nlost_race_wait_ms = 70000", "lost_race_wait_ms");
     let error = Config::from_toml("durability = \"fast\"", "test").unwrap_err();
     assert!(
         error.0.contains("durability") || error.0.contains("fast"),
         "{error}"
     );
-    let error = Config::from_toml("[leases.queues.\"a/b\"]\nmax_deliveries = 2", "test")
-        .unwrap()
-        .validate()
-        .unwrap_err();
-    assert!(error.0.contains("a/b"), "{error}");
-    let error = Config::from_toml("[leases.queues.jobs]\nmax_deliveries = 0", "test")
-        .unwrap()
-        .validate()
-        .unwrap_err();
-    assert!(error.0.contains("jobs.max_deliveries"), "{error}");
+    assert_refused("[leases.queues.\"a/b\"]\nmax_deliveries = 2", "a/b");
+    assert_refused(
+        "[leases.queues.jobs]\nmax_deliveries = 0",
+        "jobs.max_deliveries",
+    );
     let config = Config::from_toml("[leases.queues.jobs]\nmax_deliveries = 2", "test").unwrap();
     let policy = config.staging_config().delivery;
     assert_eq!(
@@ -46,11 +46,7 @@ fn unknown_and_invalid_keys_are_named() {
         policy.max_deliveries(&crate::keys::QueueName::new("other").unwrap()),
         Some(5)
     );
-    let error = Config::from_toml("pop_max_items = 0", "test")
-        .unwrap()
-        .validate()
-        .unwrap_err();
-    assert!(error.0.contains("pop_max_items"), "{error}");
+    assert_refused("pop_max_items = 0", "pop_max_items");
 }
 
 #[test]
@@ -83,9 +79,5 @@ fn worker_threads_are_left_to_tokio_unless_set() {
         })
         .unwrap();
     assert_eq!(set.runtime_workers(), Some(3));
-    let error = Config::from_toml("worker_threads = 5000", "test")
-        .unwrap()
-        .validate()
-        .unwrap_err();
-    assert!(error.0.contains("worker_threads"), "{error}");
+    assert_refused("worker_threads = 5000", "worker_threads");
 }
