@@ -56,6 +56,10 @@ pub struct Config {
     /// long, the daemon stops and exits non-zero so a supervisor restarts
     /// it, in ms. Until then `/healthz` and the API answer 503.
     pub store_failure_exit_ms: u64,
+    /// A store write (a commit group's write and fsync) under way for this
+    /// long makes `/healthz` answer 503 `store_stalled` until it returns,
+    /// in ms. The daemon keeps running: a stall is not a failure.
+    pub store_stall_ms: u64,
     /// Most distinct queue label values in metrics; the rest are `_other`.
     pub metrics_queue_labels_max: usize,
     /// How often queue depth and oldest-item age are sampled, in ms.
@@ -135,6 +139,9 @@ pub struct StagingSection {
     /// Longest a pop with no wait waits in line for the fulfiller's answer
     /// (normally one round), in ms.
     pub lost_race_wait_ms: u64,
+    /// Longest a pop leaving its line waits for a round that claimed it to
+    /// commit, in ms (see `StagingConfig::hand_off_wait_ms`).
+    pub hand_off_wait_ms: u64,
     /// Staged pops wait as memory requests in this daemon's request line
     /// (true, the default), or register in the store's request subspace
     /// (false; see `StagingConfig::requests_in_memory`).
@@ -151,6 +158,7 @@ impl Default for StagingSection {
             reap_interval_ms: staging.reap_interval_ms,
             fulfiller_idle_ms: staging.fulfiller_idle_ms,
             lost_race_wait_ms: staging.lost_race_wait_ms,
+            hand_off_wait_ms: staging.hand_off_wait_ms,
             requests_in_memory: staging.requests_in_memory,
         }
     }
@@ -172,6 +180,7 @@ impl Default for Config {
             wait_max_ms: 60_000,
             shutdown_grace_ms: 10_000,
             store_failure_exit_ms: 5_000,
+            store_stall_ms: 10_000,
             metrics_queue_labels_max: 100,
             metrics_sample_interval_ms: 1_000,
             metrics_sample_queues_max: 1_000,
@@ -216,6 +225,8 @@ pub struct Overrides {
 
 /// Most runtime worker threads a configuration may ask for.
 pub const WORKER_THREADS_MAX: usize = 1_024;
+/// Most `staging.hand_off_wait_ms`: ten minutes.
+pub const HAND_OFF_WAIT_MS_MAX: u64 = 600_000;
 
 impl Config {
     /// How many threads the daemon's async runtime runs, when set:
@@ -317,8 +328,10 @@ impl Config {
             ),
             ("staging.reap_interval_ms", self.staging.reap_interval_ms),
             ("staging.fulfiller_idle_ms", self.staging.fulfiller_idle_ms),
+            ("staging.hand_off_wait_ms", self.staging.hand_off_wait_ms),
             ("leases.max_deliveries", self.leases.max_deliveries as u64),
             ("store_failure_exit_ms", self.store_failure_exit_ms),
+            ("store_stall_ms", self.store_stall_ms),
             ("leases.lease_max_ms", self.leases.lease_max_ms),
             ("leases.delay_max_ms", self.leases.delay_max_ms),
         ];
@@ -339,6 +352,11 @@ impl Config {
             return Err(ConfigError(
                 "staging.fulfill_batch_max must be at most 10000".into(),
             ));
+        }
+        if self.staging.hand_off_wait_ms > HAND_OFF_WAIT_MS_MAX {
+            return Err(ConfigError(format!(
+                "staging.hand_off_wait_ms must be at most {HAND_OFF_WAIT_MS_MAX}"
+            )));
         }
         if self.staging.lost_race_wait_ms > self.wait_max_ms {
             return Err(ConfigError(
@@ -434,6 +452,7 @@ impl Config {
             fulfiller_idle_ms: self.staging.fulfiller_idle_ms,
             wait_max_ms: self.wait_max_ms,
             lost_race_wait_ms: self.staging.lost_race_wait_ms,
+            hand_off_wait_ms: self.staging.hand_off_wait_ms,
             requests_in_memory: self.staging.requests_in_memory,
             delivery: DeliveryPolicy {
                 max_deliveries_default: self.leases.max_deliveries,

@@ -121,6 +121,11 @@ const GAUGES: &[(&str, Unit, &str)] = &[
         "Age of the queue's oldest item (sampled).",
     ),
     (
+        PANICS,
+        Unit::Count,
+        "Panics in any task of the daemon (each a bug; the daemon goes on serving).",
+    ),
+    (
         STORE_UNAVAILABLE,
         Unit::Count,
         "1 while the store has failed or does not answer: the API answers 503 store_unavailable \

@@ -100,6 +100,10 @@ pub const FSYNC_SECONDS: &str = "hotq_fsync_seconds";
 /// 1 while the store has failed or does not answer its health probe
 /// (the daemon then answers 503 and exits after `store_failure_exit_ms`).
 pub const STORE_UNAVAILABLE: &str = "hotq_store_unavailable";
+/// Panics in any task of the daemon (a handler, a round, the timer). Each
+/// is a bug; none stops the others (locks do not poison, a handler's
+/// panic answers 500), so this counter is how they are seen.
+pub const PANICS: &str = "hotq_panics_total";
 
 /// The label value for queues past the label cap.
 pub const OVERFLOW_QUEUE_LABEL: &str = "_other";
@@ -141,6 +145,16 @@ struct Labels {
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 static LABELS: OnceLock<Labels> = OnceLock::new();
 
+/// Counts every panic of the process in [`PANICS`], then runs the hook
+/// that was there (the default one prints it).
+fn count_panics() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        metrics::counter!(PANICS).increment(1);
+        previous(info);
+    }));
+}
+
 /// True once [`install`] has installed the recorder.
 fn installed() -> bool {
     HANDLE.get().is_some()
@@ -149,6 +163,8 @@ fn installed() -> bool {
 /// Installs the Prometheus recorder once per process and returns its
 /// handle (later calls return the same handle; the first cap wins).
 pub fn install(queue_labels_max: usize) -> PrometheusHandle {
+    static PANIC_HOOK: std::sync::Once = std::sync::Once::new();
+    PANIC_HOOK.call_once(count_panics);
     LABELS.get_or_init(|| Labels {
         max: queue_labels_max.max(1),
         seen: Mutex::new(HashSet::new()),
@@ -236,6 +252,7 @@ const STATUSES: &[u16] = &[200, 201, 204, 400, 401, 404, 405, 409, 413, 500, 503
 /// ([`register_queue`]).
 fn register_at_start() {
     metrics::gauge!(STORE_UNAVAILABLE).set(0.0);
+    metrics::counter!(PANICS).absolute(0);
     metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
     for histogram in [
         STORE_COMMIT_GROUP_SIZE,

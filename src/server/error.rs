@@ -105,6 +105,14 @@ impl From<StoreError> for ApiError {
             // supervisor restarts it; 503 tells clients to retry elsewhere
             // or later, not that their request was wrong.
             error if error.is_unavailable() => ApiError::store_unavailable(error.to_string()),
+            // The request's writes may or may not have applied (a pop whose
+            // riding acks a stalled round still carries): retrying blindly
+            // is not safe for everything, so it has a code of its own.
+            StoreError::MaybeCommitted => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "maybe_committed",
+                error.to_string(),
+            ),
             error if error.is_retryable() => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "store_busy",

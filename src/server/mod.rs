@@ -231,7 +231,20 @@ pub fn router<S: Store>(state: Arc<AppState<S>>) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(state.config.body_max_bytes))
         .layer(axum::middleware::from_fn(every_request))
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(panicked))
         .with_state(state)
+}
+
+/// A handler that panicked answers 500 `internal_error` instead of having
+/// its connection closed (the panic is a bug, logged by the panic hook and
+/// counted in `hotq_panics_total`; no lock it held stays poisoned).
+fn panicked(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    ApiError::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "internal_error",
+        "the daemon hit a bug handling this request (counted in hotq_panics_total)",
+    )
+    .into_response()
 }
 
 // The API's middleware is two functions, not one per concern: each
@@ -329,10 +342,11 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     difference == 0
 }
 
-/// `GET /healthz`: 200 when the store answers a read, 503 otherwise.
+/// `GET /healthz`: 200 when the store answers a read, 503 otherwise
+/// (failed, or a write stalled past `store_stall_ms`).
 #[utoipa::path(get, path = "/healthz", tag = "daemon", security(()),
     responses((status = 200, description = "The store answers"),
-        (status = 503, description = "store_unavailable: the store does not answer", body = error::ErrorBody)))]
+        (status = 503, description = "store_unavailable: the store does not answer; store_stalled: a store write has not returned within store_stall_ms", body = error::ErrorBody)))]
 async fn healthz<S: Store>(State(state): State<Arc<AppState<S>>>) -> Response {
     // The store's own verdict first: a failed store may still serve reads
     // from its cache, which would make the probe below pass.
@@ -342,6 +356,20 @@ async fn healthz<S: Store>(State(state): State<Arc<AppState<S>>>) -> Response {
         .or_else(|| state.store_health.failure())
     {
         return ApiError::store_unavailable(reason).into_response();
+    }
+    // A write stuck in the disk serves no pop: say so, so that a load
+    // balancer sends elsewhere until it returns.
+    let stall_bound = Duration::from_millis(state.config.store_stall_ms);
+    if let Some(under_way) = state.store.write_under_way_for()
+        && under_way >= stall_bound
+    {
+        let message = format!(
+            "a store write has not returned for {} ms (store_stall_ms = {})",
+            under_way.as_millis(),
+            state.config.store_stall_ms
+        );
+        return ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store_stalled", message)
+            .into_response();
     }
     let probe = async {
         let txn = state.store.begin()?;

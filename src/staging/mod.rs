@@ -86,6 +86,13 @@ pub struct StagingConfig {
     /// With stored requests (which cannot answer "empty"), how long such a
     /// pop waits after losing the race.
     pub lost_race_wait_ms: u64,
+    /// Longest a pop that stops waiting waits for a fulfill round that has
+    /// already claimed it to answer (the round's commit decides whether an
+    /// item, and the acks riding on the pop, went to it). Past it the pop
+    /// answers without learning: its acks' outcome is unknown (503), and a
+    /// hand-off landing later goes back to the queue. Only a stalled store
+    /// makes a commit take this long.
+    pub hand_off_wait_ms: u64,
     /// A staged pop waits as a memory request in its own process's
     /// request line (one commit per batch of pops; see [`line`](mod@line)) instead
     /// of registering in the store. Off: every request is written to the
@@ -106,6 +113,7 @@ impl Default for StagingConfig {
             fulfiller_idle_ms: 30_000,
             wait_max_ms: 60_000,
             lost_race_wait_ms: 5_000,
+            hand_off_wait_ms: 30_000,
             requests_in_memory: true,
             delivery: crate::lease::DeliveryPolicy::default(),
         }

@@ -62,6 +62,7 @@ impl<S: Store> Pops<S> {
         shutdown: watch::Receiver<bool>,
         lease_issued: LeaseIssued,
     ) -> Self {
+        let local = Arc::new(LocalWaiters::new(config.hand_off_wait_ms));
         Pops {
             inner: Arc::new(Inner {
                 store,
@@ -69,7 +70,7 @@ impl<S: Store> Pops<S> {
                 stats,
                 fulfillers: Mutex::new(HashMap::new()),
                 shutdown,
-                local: Arc::new(LocalWaiters::default()),
+                local,
                 lease_issued,
                 line: rand::random(),
             }),

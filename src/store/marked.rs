@@ -203,6 +203,10 @@ impl<S: Store> Store for Marked<S> {
     fn failure(&self) -> Option<String> {
         self.inner.failure()
     }
+
+    fn write_under_way_for(&self) -> Option<Duration> {
+        self.inner.write_under_way_for()
+    }
 }
 
 /// A transaction of [`Marked`]. Clones share one transaction.

@@ -247,6 +247,14 @@ pub trait Store: Clone + Send + Sync + 'static {
     fn failure(&self) -> Option<String> {
         None
     }
+
+    /// How long the write the storage engine is doing now (a commit
+    /// group's write and fsync) has taken, while one is under way; `None`
+    /// when none is, or when the backend cannot tell. A stalled disk shows
+    /// here: `/healthz` reports the daemon unhealthy past a bound.
+    fn write_under_way_for(&self) -> Option<std::time::Duration> {
+        None
+    }
 }
 
 /// A serializable optimistic transaction with FoundationDB's rules.

@@ -81,6 +81,7 @@ mod reap_large_results;
 mod redrive_large_items;
 mod settle_batch;
 mod shutdown_under_load;
+mod slow_commit_with_riding_acks;
 mod slow_readers_of_large_pops;
 mod sqs_protocol;
 mod staged_pop_protocol;

@@ -52,7 +52,8 @@ impl Claims {
     }
 
     /// The acks riding on these claims not settled yet, by place in the
-    /// line, in line order.
+    /// line, in line order; from now on theirs to settle or release
+    /// ([`Self::resolve`]), not their pops'.
     pub fn acks(&self) -> Vec<(u64, Vec<Receipt>)> {
         let queues = self.waiters.queues.lock().expect("local waiters lock");
         let Some(queue) = queues.get(&(self.keys.kind(), self.keys.name().clone())) else {
@@ -62,9 +63,8 @@ impl Claims {
         for request in &self.requests {
             let riding = queue.line.get(&request.seq).and_then(|e| e.acks.as_ref());
             let Some(riding) = riding else { continue };
-            let riding = riding.lock().expect("riding acks lock");
-            if riding.outcomes.is_none() && !riding.receipts.is_empty() {
-                acks.push((request.seq, riding.receipts.clone()));
+            if let Some(receipts) = riding.lock().expect("riding acks lock").take_for_round() {
+                acks.push((request.seq, receipts));
             }
         }
         acks

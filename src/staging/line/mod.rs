@@ -35,9 +35,6 @@ use crate::keys::{QueueKeys, QueueKind, QueueName};
 use crate::queue::Item;
 pub use crate::staging::round::riding::{AckOutcome, RidingAcks, SharedAcks};
 
-/// Longest wait for a hand-off the fulfiller already took.
-const HAND_OFF_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
-
 /// Where a local requester's items go: one or more items, or none (a pop
 /// that must not wait, told by its fulfiller's read that nothing is
 /// visible).
@@ -123,6 +120,9 @@ struct QueueWaiters {
 /// memory request is removed when its claim is resolved).
 #[derive(Debug, Default)]
 pub struct LocalWaiters {
+    /// Longest wait for a hand-off a round already took (zero: the
+    /// default, 30 s; see `StagingConfig::hand_off_wait_ms`).
+    hand_off_wait_ms: u64,
     /// Registered requests' ids.
     slots: Mutex<HashMap<RequesterId, Slot>>,
     /// Per queue (entries removed when no pop waits and the line is empty).
@@ -132,6 +132,22 @@ pub struct LocalWaiters {
 }
 
 impl LocalWaiters {
+    /// No waiters yet; a pop leaving waits at most `hand_off_wait_ms` for
+    /// a round that claimed it.
+    pub fn new(hand_off_wait_ms: u64) -> LocalWaiters {
+        LocalWaiters {
+            hand_off_wait_ms,
+            ..LocalWaiters::default()
+        }
+    }
+
+    fn hand_off_wait(&self) -> std::time::Duration {
+        match self.hand_off_wait_ms {
+            0 => std::time::Duration::from_secs(30),
+            ms => std::time::Duration::from_millis(ms),
+        }
+    }
+
     /// How many pops of queue `keys` wait in this process now.
     pub fn waiting_on(&self, keys: &QueueKeys) -> usize {
         let queues = self.queues.lock().expect("local waiters lock");
@@ -216,20 +232,17 @@ impl LocalWaiters {
             return unclaimed;
         };
         // Ack outcomes first: a pop answered below reads them at once.
+        // Acks this round carried but did not settle go back to waiting.
+        let settled: std::collections::HashSet<u64> = acked.iter().map(|(seq, _)| *seq).collect();
         for (seq, outcomes) in acked {
-            let acks = queue
-                .line
-                .get(&seq)
-                .and_then(|entry| entry.acks.as_ref())
-                .expect("a claimed memory request with acks stays until resolved");
-            let mut acks = acks.lock().expect("riding acks lock");
-            assert!(acks.outcomes.is_none(), "a pop's acks are settled once");
-            assert_eq!(
-                acks.receipts.len(),
-                outcomes.len(),
-                "one outcome per receipt"
-            );
-            acks.outcomes = Some(outcomes);
+            if let Some(acks) = queue.line.get(&seq).and_then(|entry| entry.acks.as_ref()) {
+                acks.lock().expect("riding acks lock").settle(outcomes);
+            }
+        }
+        for request in claimed.iter().filter(|r| !settled.contains(&r.seq)) {
+            if let Some(acks) = queue.line.get(&request.seq).and_then(|e| e.acks.as_ref()) {
+                acks.lock().expect("riding acks lock").release();
+            }
         }
         let answered = served
             .into_iter()
@@ -381,7 +394,8 @@ impl LocalWaiter {
         if !self.close() {
             return None;
         }
-        match tokio::time::timeout(HAND_OFF_WAIT, &mut self.receiver).await {
+        let wait = self.waiters.hand_off_wait();
+        match tokio::time::timeout(wait, &mut self.receiver).await {
             Ok(received) => received.ok(),
             // Gave up: a hand-off landing from now on must fail (so its
             // fulfiller puts the item back), and one that just landed is

@@ -77,7 +77,13 @@ fn commit_group(shared: &Shared, mut group: Vec<CommitRequest>) {
         .zip(&fresh)
         .map(|((request, _), fresh)| (request, fresh.as_slice()));
     let written = match version {
-        Some(version) => write_group(shared, version, accepted),
+        Some(version) => {
+            let began_us = shared.opened.elapsed().as_micros() as u64 + 1;
+            shared.writing_since_us.store(began_us, Ordering::Release);
+            let written = write_group(shared, version, accepted);
+            shared.writing_since_us.store(0, Ordering::Release);
+            written
+        }
         None => Ok(BTreeMap::new()),
     };
     let final_values = match written {

@@ -152,6 +152,11 @@ pub(crate) struct Shared {
     /// group whose commit was reported failed; nothing may read them, and
     /// nothing may build on a journal that could not be made durable).
     failed: std::sync::OnceLock<String>,
+    /// When the store opened: the origin of [`Self::writing_since_us`].
+    opened: std::time::Instant,
+    /// While the committer writes a group (fjall's batch and its fsync):
+    /// when it began, in µs since [`Self::opened`], plus one; 0 when idle.
+    writing_since_us: AtomicU64,
 }
 
 struct Inner {
@@ -212,6 +217,8 @@ impl EmbeddedStore {
             stats: StoreStats::default(),
             scans: ScanTracer::default(),
             failed: std::sync::OnceLock::new(),
+            opened: std::time::Instant::now(),
+            writing_since_us: AtomicU64::new(0),
         });
         let (commits, requests) = mpsc::channel(config.commit_queue_max.max(1));
         let group_max = config.commit_group_max.max(1);
@@ -285,6 +292,17 @@ impl Store for EmbeddedStore {
 
     fn failure(&self) -> Option<String> {
         self.inner.shared.failed.get().cloned()
+    }
+
+    fn write_under_way_for(&self) -> Option<Duration> {
+        let shared = &self.inner.shared;
+        match shared.writing_since_us.load(Ordering::Acquire) {
+            0 => None,
+            since => {
+                let began = Duration::from_micros(since - 1);
+                Some(shared.opened.elapsed().saturating_sub(began))
+            }
+        }
     }
 
     fn flush(&self) -> Result<(), StoreError> {

@@ -1,0 +1,296 @@
+//! A store write that stalls past a pop's hand-off wait while acks ride on
+//! the pop (issue #35, defect 1). The pop gives up on the round that
+//! claimed it and answers 503 `maybe_committed`; when the stalled round
+//! then commits, nothing panics and no lock is left poisoned: every queue
+//! serves again, `/healthz` says 503 `store_stalled` during the stall and
+//! 200 after, and the acks the round carried applied exactly once.
+//!
+//! The stall is injected by a store wrapper whose writing commits wait at
+//! a gate, as they would behind a slow fsync.
+
+use crate::common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use common::client::Client;
+use common::daemon::http;
+use hotq::config::Config;
+use hotq::store::embedded::{Durability, EmbeddedStore, EmbeddedTxn};
+use hotq::store::{KeyValue, RangeRead, Read, Store, StoreError, Transaction, Watch};
+use reqwest::StatusCode;
+use tokio::sync::watch;
+
+/// Longest any wait of this test may take.
+const BOUND: Duration = Duration::from_secs(60);
+
+/// Writing commits wait here while the gate is shut.
+struct Gate {
+    shut: watch::Sender<bool>,
+    /// Writing commits waiting at the gate now.
+    waiting: AtomicUsize,
+    /// When the first of them arrived, while any waits.
+    since: std::sync::Mutex<Option<Instant>>,
+}
+
+#[derive(Clone)]
+struct Stalling {
+    inner: EmbeddedStore,
+    gate: Arc<Gate>,
+}
+
+impl Stalling {
+    fn new(inner: EmbeddedStore) -> Stalling {
+        let gate = Gate {
+            shut: watch::channel(false).0,
+            waiting: AtomicUsize::new(0),
+            since: std::sync::Mutex::new(None),
+        };
+        Stalling {
+            inner,
+            gate: Arc::new(gate),
+        }
+    }
+
+    fn shut(&self) {
+        self.gate.shut.send_replace(true);
+    }
+
+    fn open(&self) {
+        self.gate.shut.send_replace(false);
+    }
+
+    fn waiting(&self) -> usize {
+        self.gate.waiting.load(Ordering::SeqCst)
+    }
+}
+
+impl Store for Stalling {
+    type Txn = StallingTxn;
+
+    fn begin(&self) -> Result<StallingTxn, StoreError> {
+        Ok(StallingTxn {
+            inner: self.inner.begin()?,
+            gate: self.gate.clone(),
+            writes: Arc::new(AtomicBool::new(false)),
+        })
+    }
+
+    fn flush(&self) -> Result<(), StoreError> {
+        self.inner.flush()
+    }
+
+    fn write_under_way_for(&self) -> Option<Duration> {
+        let since = *self.gate.since.lock().unwrap();
+        since.map(|since| since.elapsed())
+    }
+}
+
+#[derive(Clone)]
+struct StallingTxn {
+    inner: EmbeddedTxn,
+    gate: Arc<Gate>,
+    writes: Arc<AtomicBool>,
+}
+
+impl StallingTxn {
+    fn wrote(&self) {
+        self.writes.store(true, Ordering::SeqCst);
+    }
+
+    /// Waits while the gate is shut (bounded), as a commit behind a
+    /// stalled fsync would.
+    async fn pass_gate(&self) {
+        let mut shut = self.gate.shut.subscribe();
+        if !*shut.borrow() {
+            return;
+        }
+        if self.gate.waiting.fetch_add(1, Ordering::SeqCst) == 0 {
+            *self.gate.since.lock().unwrap() = Some(Instant::now());
+        }
+        let _ = tokio::time::timeout(BOUND, shut.wait_for(|shut| !*shut)).await;
+        if self.gate.waiting.fetch_sub(1, Ordering::SeqCst) == 1 {
+            *self.gate.since.lock().unwrap() = None;
+        }
+    }
+}
+
+impl Transaction for StallingTxn {
+    async fn get(&self, key: &[u8], read: Read) -> Result<Option<Vec<u8>>, StoreError> {
+        self.inner.get(key, read).await
+    }
+
+    async fn get_range(&self, range: RangeRead<'_>) -> Result<Vec<KeyValue>, StoreError> {
+        self.inner.get_range(range).await
+    }
+
+    fn add_read_conflict_range(&self, begin: &[u8], end: &[u8]) -> Result<(), StoreError> {
+        self.inner.add_read_conflict_range(begin, end)
+    }
+
+    fn set(&self, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+        self.wrote();
+        self.inner.set(key, value)
+    }
+
+    fn clear(&self, key: &[u8]) -> Result<(), StoreError> {
+        self.wrote();
+        self.inner.clear(key)
+    }
+
+    fn clear_range(&self, begin: &[u8], end: &[u8]) -> Result<(), StoreError> {
+        self.wrote();
+        self.inner.clear_range(begin, end)
+    }
+
+    fn atomic_add(&self, key: &[u8], delta: i64) -> Result<(), StoreError> {
+        self.wrote();
+        self.inner.atomic_add(key, delta)
+    }
+
+    fn atomic_max(&self, key: &[u8], value: u64) -> Result<(), StoreError> {
+        self.wrote();
+        self.inner.atomic_max(key, value)
+    }
+
+    fn watch(&self, key: &[u8]) -> Result<Watch, StoreError> {
+        self.inner.watch(key)
+    }
+
+    async fn commit(&self) -> Result<(), StoreError> {
+        if self.writes.load(Ordering::SeqCst) {
+            self.pass_gate().await;
+        }
+        self.inner.commit().await
+    }
+}
+
+/// The daemon on `store`: its API and metrics URLs.
+async fn start(store: Stalling) -> (String, String) {
+    let mut config = Config::default();
+    // A pop gives up on its round's commit after 300 ms, and /healthz
+    // reports a write stalled past 200 ms: the test's stall is short.
+    config.staging.hand_off_wait_ms = 300;
+    config.store_stall_ms = 200;
+    let api = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let metrics = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let urls = (
+        format!("http://{}", api.local_addr().unwrap()),
+        format!("http://{}/metrics", metrics.local_addr().unwrap()),
+    );
+    tokio::spawn(hotq::server::serve(
+        store,
+        config,
+        api,
+        Some(metrics),
+        std::future::pending(),
+    ));
+    urls
+}
+
+async fn health(url: &str) -> (StatusCode, serde_json::Value) {
+    let response = http().get(format!("{url}/healthz")).send().await.unwrap();
+    let status = response.status();
+    (status, response.json().await.unwrap())
+}
+
+async fn pop_status(url: &str, queue: &str, query: &str) -> (StatusCode, serde_json::Value) {
+    let response = http()
+        .post(format!("{url}/v1/queues/{queue}/pop?{query}"))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    let body = response.bytes().await.unwrap();
+    (status, serde_json::from_slice(&body).unwrap_or_default())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_stalled_past_the_hand_off_wait_takes_nothing_down() {
+    let (embedded, _dir) = common::embedded_store(Durability::Buffered);
+    let store = Stalling::new(embedded);
+    let (url, metrics_url) = start(store.clone()).await;
+    let api = Client::new(&url);
+    for item in ["r1", "r2", "r3"] {
+        api.push("stalled", item).await;
+    }
+    let mut receipts = Vec::new();
+    for _ in 0..3 {
+        receipts.push(api.pop_leased("stalled", 600_000).await.unwrap().receipt);
+    }
+    // A long poll keeps the queue's fulfiller running, so the next pop
+    // joins the line at once and its acks ride into the round.
+    let waiting = tokio::spawn({
+        let url = url.clone();
+        async move { pop_status(&url, "stalled", "wait_ms=3000").await.0 }
+    });
+    common::eventually("the long poll waits in line", BOUND, || async {
+        api.stats("stalled").await.waiting >= 1
+    })
+    .await;
+
+    store.shut();
+    let ack = receipts.join(",");
+    let riding = tokio::spawn({
+        let url = url.clone();
+        async move {
+            pop_status(
+                &url,
+                "stalled",
+                &format!("wait_ms=200&lease_ms=600000&ack={ack}"),
+            )
+            .await
+        }
+    });
+    common::eventually("the round's commit stalls", BOUND, || async {
+        store.waiting() >= 1
+    })
+    .await;
+    common::eventually("/healthz reports the stall", BOUND, || async {
+        let (status, body) = health(&url).await;
+        status == StatusCode::SERVICE_UNAVAILABLE && body["error"]["code"] == "store_stalled"
+    })
+    .await;
+    let (status, body) = riding.await.unwrap();
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(body["error"]["code"], "maybe_committed", "{body}");
+
+    store.open();
+    assert_eq!(waiting.await.unwrap(), StatusCode::NO_CONTENT);
+    common::eventually("/healthz is healthy again", BOUND, || async {
+        health(&url).await.0 == StatusCode::OK
+    })
+    .await;
+    // Every queue serves, this one and others, plain and leased.
+    for queue in ["stalled", "other"] {
+        api.push(queue, format!("after-{queue}")).await;
+        assert_eq!(
+            api.pop(queue, 5_000).await.unwrap(),
+            format!("after-{queue}")
+        );
+        api.push(queue, "leased").await;
+        let leased = api.pop_leased(queue, 600_000).await.unwrap();
+        assert_eq!(
+            api.ack(queue, &leased.receipt).await,
+            StatusCode::NO_CONTENT
+        );
+    }
+    // The stalled round committed the acks: each applied once, none twice.
+    for receipt in &receipts {
+        assert_eq!(api.ack("stalled", receipt).await, StatusCode::NOT_FOUND);
+    }
+    assert_eq!(api.depth("stalled").await, 0);
+    assert_eq!(panics(&metrics_url).await, 0.0);
+}
+
+/// `hotq_panics_total`, which has no labels (and must be exported).
+async fn panics(metrics_url: &str) -> f64 {
+    let text = http().get(metrics_url).send().await.unwrap();
+    let text = text.text().await.unwrap();
+    let line = text
+        .lines()
+        .find(|line| line.starts_with("hotq_panics_total "))
+        .expect("hotq_panics_total is exported");
+    line.rsplit(' ').next().unwrap().parse().unwrap()
+}
