@@ -13,10 +13,8 @@ use std::time::{Duration, Instant};
 use super::client::{ClientError, Connection, Endpoint, Limits, Response};
 use super::report::{DrainResult, Tally, payloads};
 use super::sqs::{self, SqsCalls};
-use super::{BenchArgs, Mode, process_cpu_us};
+use super::{BenchArgs, LEASE_MS, Mode, process_cpu_us};
 
-/// A leased pop's lease, as peerbench's `http-leased` target takes it.
-pub const LEASE_MS: u64 = 30_000;
 /// Bound on opening one worker's connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Pause before polling again after an empty answer (peerbench's).

@@ -18,8 +18,8 @@ use hyper::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 use std::time::Duration;
 
+use super::LEASE_MS;
 use super::client::{ClientError, Connection, Endpoint, Response};
-use super::over_http::LEASE_MS;
 
 /// The AWS JSON 1.0 content type.
 const JSON_1_0: &str = "application/x-amz-json-1.0";

@@ -25,13 +25,15 @@
 use std::num::NonZeroU64;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::store::VALUE_SIZE_MAX;
-
 /// Largest payload an item can carry, in bytes. Below the store's value
-/// limit by enough to carry the item through a result or lease envelope,
-/// which add a deadline, a receipt, the item's original key and a
-/// dead-letter origin.
-pub const PAYLOAD_SIZE_MAX: usize = VALUE_SIZE_MAX - 1_024;
+/// limit (`crate::store::VALUE_SIZE_MAX`, 100,000 bytes) by enough to
+/// carry the item through a result or lease envelope, which add a
+/// deadline, a receipt, the item's original key and a dead-letter origin.
+/// Written out rather than imported so this leaf imports nothing above
+/// it; the store checks the two agree at compile time.
+pub const PAYLOAD_SIZE_MAX: usize = 100_000 - ENVELOPE_HEADROOM;
+/// What a payload leaves of a store value for its envelope, in bytes.
+pub const ENVELOPE_HEADROOM: usize = 1_024;
 /// Bytes of a lease receipt.
 pub const RECEIPT_LEN: usize = 16;
 

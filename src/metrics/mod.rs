@@ -278,7 +278,6 @@ fn register_at_start() {
     for status in STATUSES {
         metrics::counter!(HTTP_RESPONSES, "status" => status.to_string()).absolute(0);
     }
-    crate::sqs::register_metrics();
 }
 
 /// The `kind` label of a queue kind.

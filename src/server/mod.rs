@@ -453,6 +453,8 @@ pub async fn serve<S: Store>(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
     let handle = crate::metrics::install(config.metrics_queue_labels_max);
+    // Each front end registers its own series (at 0) as it is mounted.
+    crate::sqs::register_metrics();
     let grace = Duration::from_millis(config.shutdown_grace_ms);
     let coordinator = Coordinator::new(store.clone(), config.staging_config());
     let state = Arc::new(AppState {

@@ -31,6 +31,10 @@ pub use retry::{RetryPolicy, transact};
 pub const KEY_SIZE_MAX: usize = 10_000;
 /// Longest value a store accepts, in bytes (FoundationDB's limit).
 pub const VALUE_SIZE_MAX: usize = 100_000;
+// The envelope (a leaf) writes its payload bound out by hand.
+const _: () = assert!(
+    crate::envelope::PAYLOAD_SIZE_MAX + crate::envelope::ENVELOPE_HEADROOM == VALUE_SIZE_MAX
+);
 /// Largest transaction (writes plus conflict ranges), in bytes (FoundationDB's limit).
 pub const TRANSACTION_SIZE_MAX: usize = 10_000_000;
 /// How long a transaction may live before it is too old (FoundationDB's limit).
