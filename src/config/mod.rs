@@ -8,10 +8,42 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::lease::{DeliveryPolicy, MAX_DELIVERIES_DEFAULT};
+mod sqs;
+pub use sqs::SqsSection;
 
-use crate::staging::StagingConfig;
-use crate::store::embedded::Durability;
+/// Default of `max_deliveries`: deliveries under a lease before an item
+/// goes to the dead-letter queue.
+pub const MAX_DELIVERIES_DEFAULT: u32 = 5;
+/// Default dedup window: 5 minutes, as SQS.
+pub const DEDUP_WINDOW_MS_DEFAULT: u64 = 5 * 60 * 1_000;
+/// Longest dedup window a queue may set.
+pub const DEDUP_WINDOW_MS_MAX: u64 = 7 * 24 * 60 * 60 * 1_000;
+
+/// When a commit counts as done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Durability {
+    /// fsync before the commit returns: a returned commit survives power loss.
+    #[default]
+    Sync,
+    /// Written to the OS before the commit returns: survives a killed
+    /// process, not a crashed machine.
+    Buffered,
+}
+
+impl std::str::FromStr for Durability {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "sync" => Ok(Durability::Sync),
+            "buffered" => Ok(Durability::Buffered),
+            other => Err(format!(
+                "durability must be sync or buffered, not {other:?}"
+            )),
+        }
+    }
+}
 
 /// Which store the daemon runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
@@ -74,7 +106,7 @@ pub struct Config {
     /// Leases, dead letters and delays.
     pub leases: LeasesSection,
     /// The `[sqs]` table: the Amazon SQS API (see [`crate::sqs`]).
-    pub sqs: crate::sqs::SqsSection,
+    pub sqs: SqsSection,
 }
 
 /// The `[leases]` table.
@@ -116,7 +148,7 @@ impl Default for LeasesSection {
             delay_max_ms: 7 * 24 * 60 * 60 * 1_000,
             queues: HashMap::new(),
             default_lease_ms: None,
-            dedup_window_ms: crate::queue::settings::DEDUP_WINDOW_MS_DEFAULT,
+            dedup_window_ms: DEDUP_WINDOW_MS_DEFAULT,
             delivery_delay_ms: 0,
         }
     }
@@ -150,16 +182,17 @@ pub struct StagingSection {
 
 impl Default for StagingSection {
     fn default() -> Self {
-        let staging = StagingConfig::default();
+        // The protocol's defaults: `StagingConfig::default()` is made
+        // from these.
         StagingSection {
-            fulfill_batch_max: staging.fulfill_batch_max,
-            fulfill_bytes_max: staging.fulfill_bytes_max,
-            result_grace_ms: staging.result_grace_ms,
-            reap_interval_ms: staging.reap_interval_ms,
-            fulfiller_idle_ms: staging.fulfiller_idle_ms,
-            lost_race_wait_ms: staging.lost_race_wait_ms,
-            hand_off_wait_ms: staging.hand_off_wait_ms,
-            requests_in_memory: staging.requests_in_memory,
+            fulfill_batch_max: 256,
+            fulfill_bytes_max: 4 * 1024 * 1024,
+            result_grace_ms: 5_000,
+            reap_interval_ms: 1_000,
+            fulfiller_idle_ms: 30_000,
+            lost_race_wait_ms: 5_000,
+            hand_off_wait_ms: 30_000,
+            requests_in_memory: true,
         }
     }
 }
@@ -187,7 +220,7 @@ impl Default for Config {
             worker_threads: 0,
             staging: StagingSection::default(),
             leases: LeasesSection::default(),
-            sqs: crate::sqs::SqsSection::default(),
+            sqs: SqsSection::default(),
         }
     }
 }
@@ -363,7 +396,7 @@ impl Config {
                 "staging.lost_race_wait_ms must be at most wait_max_ms".into(),
             ));
         }
-        let window_max = crate::queue::settings::DEDUP_WINDOW_MS_MAX;
+        let window_max = DEDUP_WINDOW_MS_MAX;
         if self.leases.dedup_window_ms == 0 || self.leases.dedup_window_ms > window_max {
             return Err(ConfigError(format!(
                 "leases.dedup_window_ms must be 1 to {window_max}"
@@ -428,42 +461,6 @@ impl Config {
             )));
         }
         Ok(())
-    }
-
-    /// The defaults of every queue's settings (see [`crate::queue::settings`]).
-    pub fn settings_defaults(&self) -> crate::queue::settings::Defaults {
-        crate::queue::settings::Defaults {
-            delivery: self.staging_config().delivery,
-            default_lease_ms: self.leases.default_lease_ms,
-            dedup_window_ms: self.leases.dedup_window_ms,
-            delivery_delay_ms: self.leases.delivery_delay_ms,
-            lease_max_ms: self.leases.lease_max_ms,
-            delay_max_ms: self.leases.delay_max_ms,
-        }
-    }
-
-    /// The staging protocol's settings.
-    pub fn staging_config(&self) -> StagingConfig {
-        StagingConfig {
-            fulfill_batch_max: self.staging.fulfill_batch_max,
-            fulfill_bytes_max: self.staging.fulfill_bytes_max,
-            result_grace_ms: self.staging.result_grace_ms,
-            reap_interval_ms: self.staging.reap_interval_ms,
-            fulfiller_idle_ms: self.staging.fulfiller_idle_ms,
-            wait_max_ms: self.wait_max_ms,
-            lost_race_wait_ms: self.staging.lost_race_wait_ms,
-            hand_off_wait_ms: self.staging.hand_off_wait_ms,
-            requests_in_memory: self.staging.requests_in_memory,
-            delivery: DeliveryPolicy {
-                max_deliveries_default: self.leases.max_deliveries,
-                per_queue: self
-                    .leases
-                    .queues
-                    .iter()
-                    .map(|(name, queue)| (name.clone(), queue.max_deliveries))
-                    .collect(),
-            },
-        }
     }
 }
 

@@ -37,7 +37,7 @@ fn unknown_and_invalid_keys_are_named() {
         "jobs.max_deliveries",
     );
     let config = Config::from_toml("[leases.queues.jobs]\nmax_deliveries = 2", "test").unwrap();
-    let policy = config.staging_config().delivery;
+    let policy = crate::staging::StagingConfig::from_config(&config).delivery;
     assert_eq!(
         policy.max_deliveries(&crate::keys::QueueName::new("jobs").unwrap()),
         Some(2)

@@ -46,9 +46,7 @@ use crate::store::{StoreError, Transaction};
 
 pub use receipt::{Lease, Receipt};
 
-/// Default of `max_deliveries`: deliveries under a lease before an item
-/// goes to the dead-letter queue.
-pub const MAX_DELIVERIES_DEFAULT: u32 = 5;
+pub use crate::config::MAX_DELIVERIES_DEFAULT;
 
 /// Why a receipt could not be acted on, or the store failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,6 +112,18 @@ impl Default for DeliveryPolicy {
 }
 
 impl DeliveryPolicy {
+    /// The policy the `[leases]` table sets.
+    pub fn from_config(leases: &crate::config::LeasesSection) -> DeliveryPolicy {
+        DeliveryPolicy {
+            max_deliveries_default: leases.max_deliveries,
+            per_queue: leases
+                .queues
+                .iter()
+                .map(|(name, queue)| (name.clone(), queue.max_deliveries))
+                .collect(),
+        }
+    }
+
     /// Deliveries `queue` allows; `None` for a dead-letter queue, whose
     /// items are redelivered however often (there is nowhere further to send them).
     pub fn max_deliveries(&self, queue: &QueueName) -> Option<u32> {

@@ -23,10 +23,7 @@ use crate::queue::QueueError;
 use crate::store::Read;
 use crate::store::{RetryPolicy, Store, StoreError, Transaction, transact};
 
-/// Default dedup window: 5 minutes, as SQS.
-pub const DEDUP_WINDOW_MS_DEFAULT: u64 = 5 * 60 * 1_000;
-/// Longest dedup window a queue may set.
-pub const DEDUP_WINDOW_MS_MAX: u64 = 7 * 24 * 60 * 60 * 1_000;
+pub use crate::config::{DEDUP_WINDOW_MS_DEFAULT, DEDUP_WINDOW_MS_MAX};
 /// Most deliveries a queue may allow.
 pub const MAX_DELIVERIES_MAX: u32 = 1_000;
 
@@ -72,6 +69,20 @@ pub struct Defaults {
     pub lease_max_ms: u64,
     /// Longest delay a queue may default to.
     pub delay_max_ms: u64,
+}
+
+impl Defaults {
+    /// The defaults `config` sets for every queue.
+    pub fn from_config(config: &crate::config::Config) -> Defaults {
+        Defaults {
+            delivery: DeliveryPolicy::from_config(&config.leases),
+            default_lease_ms: config.leases.default_lease_ms,
+            dedup_window_ms: config.leases.dedup_window_ms,
+            delivery_delay_ms: config.leases.delivery_delay_ms,
+            lease_max_ms: config.leases.lease_max_ms,
+            delay_max_ms: config.leases.delay_max_ms,
+        }
+    }
 }
 
 impl Default for Defaults {

@@ -456,11 +456,14 @@ pub async fn serve<S: Store>(
     // Each front end registers its own series (at 0) as it is mounted.
     crate::sqs::register_metrics();
     let grace = Duration::from_millis(config.shutdown_grace_ms);
-    let coordinator = Coordinator::new(store.clone(), config.staging_config());
+    let coordinator = Coordinator::new(
+        store.clone(),
+        crate::staging::StagingConfig::from_config(&config),
+    );
     let state = Arc::new(AppState {
         store: store.clone(),
         coordinator: coordinator.clone(),
-        settings_defaults: config.settings_defaults(),
+        settings_defaults: crate::queue::settings::Defaults::from_config(&config),
         config,
         known_queues: Mutex::new(KnownQueues::default()),
         store_health: store_watch::StoreHealth::default(),

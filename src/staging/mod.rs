@@ -103,20 +103,29 @@ pub struct StagingConfig {
     pub delivery: crate::lease::DeliveryPolicy,
 }
 
-impl Default for StagingConfig {
-    fn default() -> Self {
+impl StagingConfig {
+    /// The protocol's settings as `config` sets them.
+    pub fn from_config(config: &crate::config::Config) -> StagingConfig {
+        let staging = &config.staging;
         StagingConfig {
-            fulfill_batch_max: 256,
-            fulfill_bytes_max: 4 * 1024 * 1024,
-            result_grace_ms: 5_000,
-            reap_interval_ms: 1_000,
-            fulfiller_idle_ms: 30_000,
-            wait_max_ms: 60_000,
-            lost_race_wait_ms: 5_000,
-            hand_off_wait_ms: 30_000,
-            requests_in_memory: true,
-            delivery: crate::lease::DeliveryPolicy::default(),
+            fulfill_batch_max: staging.fulfill_batch_max,
+            fulfill_bytes_max: staging.fulfill_bytes_max,
+            result_grace_ms: staging.result_grace_ms,
+            reap_interval_ms: staging.reap_interval_ms,
+            fulfiller_idle_ms: staging.fulfiller_idle_ms,
+            wait_max_ms: config.wait_max_ms,
+            lost_race_wait_ms: staging.lost_race_wait_ms,
+            hand_off_wait_ms: staging.hand_off_wait_ms,
+            requests_in_memory: staging.requests_in_memory,
+            delivery: crate::lease::DeliveryPolicy::from_config(&config.leases),
         }
+    }
+}
+
+impl Default for StagingConfig {
+    /// The configuration's defaults (one source: `crate::config`).
+    fn default() -> Self {
+        StagingConfig::from_config(&crate::config::Config::default())
     }
 }
 

@@ -248,7 +248,7 @@ fn write_group<'a>(
         let mut batch = shared
             .db
             .batch()
-            .durability(Some(shared.durability.persist_mode()));
+            .durability(Some(super::persist_mode(shared.durability)));
         for (key, value) in &values {
             match value {
                 Some(value) => batch.insert(&shared.data, key.as_slice(), value.as_slice()),

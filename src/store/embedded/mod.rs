@@ -25,7 +25,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fjall::{KeyspaceCreateOptions, PersistMode};
-use serde::Deserialize;
 use tokio::sync::mpsc;
 
 pub use scan_trace::ScanTrace;
@@ -37,38 +36,13 @@ use watches::Watches;
 
 use super::{Store, StoreError, TRANSACTION_AGE_MAX_MS};
 
-/// When a commit counts as done.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Durability {
-    /// fsync before the commit returns: a returned commit survives power loss.
-    #[default]
-    Sync,
-    /// Written to the OS before the commit returns: survives a killed
-    /// process, not a crashed machine.
-    Buffered,
-}
+pub use crate::config::Durability;
 
-impl Durability {
-    fn persist_mode(self) -> PersistMode {
-        match self {
-            Durability::Sync => PersistMode::SyncAll,
-            Durability::Buffered => PersistMode::Buffer,
-        }
-    }
-}
-
-impl std::str::FromStr for Durability {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        match text {
-            "sync" => Ok(Durability::Sync),
-            "buffered" => Ok(Durability::Buffered),
-            other => Err(format!(
-                "durability must be sync or buffered, not {other:?}"
-            )),
-        }
+/// fjall's persist mode for `durability`.
+fn persist_mode(durability: Durability) -> PersistMode {
+    match durability {
+        Durability::Sync => PersistMode::SyncAll,
+        Durability::Buffered => PersistMode::Buffer,
     }
 }
 
