@@ -258,6 +258,8 @@ pub struct Overrides {
 
 /// Most runtime worker threads a configuration may ask for.
 pub const WORKER_THREADS_MAX: usize = 1_024;
+/// Most `staging.result_grace_ms`: an hour.
+pub const RESULT_GRACE_MS_MAX: u64 = 3_600_000;
 /// Most `staging.hand_off_wait_ms`: ten minutes.
 pub const HAND_OFF_WAIT_MS_MAX: u64 = 600_000;
 
@@ -385,6 +387,11 @@ impl Config {
             return Err(ConfigError(
                 "staging.fulfill_batch_max must be at most 10000".into(),
             ));
+        }
+        if self.staging.result_grace_ms > RESULT_GRACE_MS_MAX {
+            return Err(ConfigError(format!(
+                "staging.result_grace_ms must be at most {RESULT_GRACE_MS_MAX}"
+            )));
         }
         if self.staging.hand_off_wait_ms > HAND_OFF_WAIT_MS_MAX {
             return Err(ConfigError(format!(

@@ -26,6 +26,8 @@ fn unknown_and_invalid_keys_are_named() {
     let error = Config::from_toml("[staging]\nbatch = 3", "test").unwrap_err();
     assert!(error.0.contains("batch"), "{error}");
     assert_refused("[staging]\nlost_race_wait_ms = 70000", "lost_race_wait_ms");
+    assert_refused("[staging]\nresult_grace_ms = 3600001", "result_grace_ms");
+    assert_refused("[staging]\nhand_off_wait_ms = 600001", "hand_off_wait_ms");
     let error = Config::from_toml("durability = \"fast\"", "test").unwrap_err();
     assert!(
         error.0.contains("durability") || error.0.contains("fast"),

@@ -196,6 +196,31 @@ impl<S: Store> Settler<S> {
     }
 }
 
+/// Marks a queue's settler stopped if its task ends without emptying its
+/// backlog (it panicked, or its runtime is shutting down): its pending
+/// settles are dropped, so their callers learn `Cancelled` instead of
+/// waiting for good, and the next settle starts a new task. Without it, a
+/// panic in one batch would leave `running` set and every later settle of
+/// the queue waiting forever.
+struct RunningGuard {
+    backlogs: Arc<Backlogs>,
+    id: (QueueKind, QueueName),
+    ended: bool,
+}
+
+impl Drop for RunningGuard {
+    fn drop(&mut self) {
+        if self.ended {
+            return;
+        }
+        let mut backlogs = self.backlogs.lock().expect("settle backlogs lock");
+        if let Some(backlog) = backlogs.remove(&self.id) {
+            tracing::error!(queue = %self.id.1, pending = backlog.pending.len(),
+                "a queue's settler stopped before its backlog was empty; its pending settles are cancelled");
+        }
+    }
+}
+
 /// Settles past a full backlog, in batches within the backlog's bounds.
 fn overflow_chunks(mut pending: Vec<Pending>) -> Vec<Vec<Pending>> {
     let mut chunks = Vec::new();
@@ -219,6 +244,17 @@ impl<S: Store> Task<S> {
     /// Serves the backlog until it is empty (bounded: each turn takes at
     /// least one settle, and callers add at most [`SETTLE_BACKLOG_MAX`]).
     async fn run(self) {
+        let mut guard = RunningGuard {
+            backlogs: self.backlogs.clone(),
+            id: self.id.clone(),
+            ended: false,
+        };
+        self.serve_backlog().await;
+        guard.ended = true;
+    }
+
+    /// The body of [`Self::run`].
+    async fn serve_backlog(&self) {
         loop {
             let batch: Vec<Pending> = {
                 let mut backlogs = self.backlogs.lock().expect("settle backlogs lock");

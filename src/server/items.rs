@@ -118,9 +118,18 @@ pub fn items_response(items: Vec<Item>, json: bool) -> Response {
     let mut response = (StatusCode::OK, item.payload).into_response();
     for (name, value) in headers {
         // Digits, hex, queue names (A-Z a-z 0-9 . _ -) and group keys
-        // (those and : @ /) are valid header values.
-        let value = HeaderValue::from_str(&value).expect("a valid header value");
-        response.headers_mut().insert(name, value);
+        // (those and : @ /) are valid header values; an item another build
+        // stored may carry something else: that header is left out, after
+        // its item's commit, rather than failing the answer.
+        match HeaderValue::from_str(&value) {
+            Ok(value) => {
+                response.headers_mut().insert(name, value);
+            }
+            Err(_) => tracing::warn!(
+                header = name,
+                "an item's metadata is not a valid header value; left out"
+            ),
+        }
     }
     response
 }

@@ -290,10 +290,10 @@ fn next_sequence_number() -> String {
     let floor = now_ms().saturating_mul(1_000_000);
     let previous = LAST
         .fetch_update(Ordering::AcqRel, Ordering::Acquire, |last| {
-            Some(last.max(floor - 1) + 1)
+            Some(last.max(floor.saturating_sub(1)) + 1)
         })
         .expect("the update always succeeds");
-    format!("{:020}", previous.max(floor - 1) + 1)
+    format!("{:020}", previous.max(floor.saturating_sub(1)) + 1)
 }
 
 /// Pushes prepared messages (one delay) in one commit.

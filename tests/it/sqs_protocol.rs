@@ -189,3 +189,39 @@ async fn v1_consumers_see_the_envelope_and_receipts_are_shared() {
     );
     daemon.stop().await;
 }
+
+/// A `/v1` push shaped like an SQS envelope but carrying an attribute no
+/// send would accept (neither a string nor a binary value) is received
+/// through SQS without a panic: before, the attributes' digest hit an
+/// `unreachable!` after the lease committed (500, the message leased and
+/// never delivered, again on every receive).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_v1_push_shaped_like_an_sqs_envelope_is_received_whole() {
+    let daemon = Daemon::start(|_| {}).await;
+    let url = sqs(&daemon, "CreateQueue", json!({"QueueName": "crafted"}))
+        .await
+        .json::<Value>()
+        .await
+        .unwrap()["QueueUrl"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let crafted = "hotq.sqs/1\n{\"id\":\"x\",\"attrs\":{\"a\":{\"DataType\":\"String\"}}}\nbody";
+    let pushed = http()
+        .post(format!("{}/v1/queues/crafted/items", daemon.url))
+        .body(crafted)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(pushed.status(), 201);
+    let received = sqs(
+        &daemon,
+        "ReceiveMessage",
+        json!({"QueueUrl": url, "MessageAttributeNames": ["All"], "WaitTimeSeconds": 1}),
+    )
+    .await;
+    assert_eq!(received.status(), 200);
+    let body: Value = received.json().await.unwrap();
+    assert_eq!(body["Messages"].as_array().map(Vec::len), Some(1), "{body}");
+    assert_eq!(body["Messages"][0]["Body"], "body");
+}

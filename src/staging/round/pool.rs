@@ -97,7 +97,7 @@ pub fn result_of(item: Item, request: &RequestValue, grace_ms: u64) -> ResultVal
         expires_at_ms: lease.expires_at_ms,
     });
     ResultValue {
-        deadline_ms: request.deadline_ms + grace_ms,
+        deadline_ms: request.deadline_ms.saturating_add(grace_ms),
         lease,
         item: item.value(),
         item_key: item.key,
