@@ -60,6 +60,7 @@ mod lean_leases;
 mod lease_delivery;
 mod leased_pop_caller_leaves;
 mod leases_survive_kills;
+mod layers;
 mod limits_and_races;
 mod line_requests_in_the_store;
 mod message_groups;

@@ -1,0 +1,200 @@
+//! The layers of `src/` run one way (issue #36): no import circle between
+//! files, and the leaves (`keys`, `envelope`, `metrics`, `config`) import
+//! nothing of the crate above them. Read from the source's own
+//! `crate::…` paths, no external tool.
+//!
+//! What counts as an import: every `crate::a::b…` path in a file's code
+//! (a `use` line, grouped `use crate::{a, b::c}` included, or a path
+//! written inline), resolved to the file that defines the longest module
+//! prefix. `super::`/`self::` paths are a module's ties to its own parent
+//! and children, not layers, and are left out; so is everything from a
+//! file's first `#[cfg(test)]` on, and `tests.rs` files (tests may reach
+//! anywhere).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The leaves, by top module: they may import each other, nothing else.
+const LEAVES: &[&str] = &["keys", "envelope", "metrics", "config"];
+
+/// Every `.rs` file under `dir`.
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// `src/a/b.rs` or `src/a/b/mod.rs` → `a::b`; `src/lib.rs` → ``.
+fn module_of(src: &Path, file: &Path) -> String {
+    let relative = file.strip_prefix(src).unwrap().with_extension("");
+    let parts: Vec<String> = relative
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .filter(|part| part != "mod" && part != "lib")
+        .collect();
+    parts.join("::")
+}
+
+/// The code of `text` before its first `#[cfg(test)]`, without comments.
+fn code(text: &str) -> String {
+    let body = text.split("#[cfg(test)]").next().unwrap_or_default();
+    body.lines()
+        .map(|line| line.split("//").next().unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Module paths named after `crate::` in `code`, braces expanded.
+fn crate_paths(code: &str) -> Vec<String> {
+    let mut paths = Vec::new();
+    let mut rest = code;
+    while let Some(at) = rest.find("crate::") {
+        rest = &rest[at + "crate::".len()..];
+        paths.extend(expand("", rest));
+    }
+    paths
+}
+
+/// Paths starting at `text` (after `prefix`): `a::b::{c, d::e}` gives
+/// `a::b::c` and `a::b::d::e`.
+fn expand(prefix: &str, text: &str) -> Vec<String> {
+    let ident_end = text
+        .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+        .unwrap_or(text.len());
+    let head = format!("{prefix}{}", &text[..ident_end]);
+    if !text[ident_end..].starts_with('{') || !head.ends_with("::") {
+        return vec![head.trim_end_matches("::").to_string()];
+    }
+    let inner = &text[ident_end + 1..];
+    let mut depth = 0;
+    let mut start = 0;
+    let mut out = Vec::new();
+    for (i, c) in inner.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => {
+                out.extend(expand(&head, inner[start..i].trim_start()));
+                return out;
+            }
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                out.extend(expand(&head, inner[start..i].trim_start()));
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The file-level import graph of `src/`: file → files it imports.
+fn graph() -> BTreeMap<String, BTreeSet<String>> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let modules: BTreeMap<String, String> = files
+        .iter()
+        .map(|f| (module_of(&src, f), f.strip_prefix(&src).unwrap().display().to_string()))
+        .collect();
+    let mut edges = BTreeMap::new();
+    for file in &files {
+        let name = file.strip_prefix(&src).unwrap().display().to_string();
+        if name.ends_with("tests.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(file).unwrap();
+        let mut targets = BTreeSet::new();
+        for path in crate_paths(&code(&text)) {
+            let mut parts: Vec<&str> = path.split("::").collect();
+            while !parts.is_empty() {
+                if let Some(target) = modules.get(&parts.join("::")) {
+                    if *target != name {
+                        targets.insert(target.clone());
+                    }
+                    break;
+                }
+                parts.pop();
+            }
+        }
+        edges.insert(name, targets);
+    }
+    edges
+}
+
+/// Every file on some circle, as the circles (strongly connected
+/// components of more than one file).
+fn circles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    let reach = |from: &String| {
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![from.clone()];
+        while let Some(file) = todo.pop() {
+            for next in graph.get(&file).into_iter().flatten() {
+                if seen.insert(next.clone()) {
+                    todo.push(next.clone());
+                }
+            }
+        }
+        seen
+    };
+    let reaches: BTreeMap<&String, BTreeSet<String>> =
+        graph.keys().map(|file| (file, reach(file))).collect();
+    let mut placed = BTreeSet::new();
+    let mut out = Vec::new();
+    for file in graph.keys() {
+        if placed.contains(file) || !reaches[file].contains(file) {
+            continue;
+        }
+        let circle: Vec<String> = reaches[file]
+            .iter()
+            .filter(|other| reaches[other].contains(file))
+            .cloned()
+            .collect();
+        placed.extend(circle.iter().cloned());
+        out.push(circle);
+    }
+    out
+}
+
+fn top(file: &str) -> &str {
+    file.split(['/', '.']).next().unwrap_or_default()
+}
+
+#[test]
+fn no_file_imports_another_that_imports_it_back() {
+    let circles = circles(&graph());
+    assert!(
+        circles.is_empty(),
+        "import circles in src/ (files importing each other through crate:: paths):\n{circles:#?}"
+    );
+}
+
+#[test]
+fn leaves_import_only_leaves() {
+    let mut upward = Vec::new();
+    for (file, targets) in graph() {
+        if !LEAVES.contains(&top(&file)) {
+            continue;
+        }
+        for target in targets.iter().filter(|t| !LEAVES.contains(&top(t))) {
+            upward.push(format!("{file} -> {target}"));
+        }
+    }
+    assert!(upward.is_empty(), "leaves importing upward:\n{upward:#?}");
+}
+
+#[test]
+fn the_check_sees_grouped_and_inline_paths() {
+    let paths = crate_paths("use crate::a::{b, c::{d, e}};\nlet x = crate::f::g(1);");
+    assert_eq!(paths, ["a::b", "a::c::d", "a::c::e", "f::g"]);
+    let graph = BTreeMap::from([
+        ("a.rs".to_string(), BTreeSet::from(["b.rs".to_string()])),
+        ("b.rs".to_string(), BTreeSet::from(["a.rs".to_string()])),
+        ("c.rs".to_string(), BTreeSet::from(["a.rs".to_string()])),
+    ]);
+    assert_eq!(circles(&graph), [["a.rs", "b.rs"]]);
+}
