@@ -38,6 +38,7 @@ mod crash_during_fulfill;
 mod dashboard_under_prometheus;
 mod dedup_pushes;
 mod dedup_window_edges;
+mod delete_forgets_the_queue;
 mod delete_outlives_its_client;
 mod delete_race_ledger;
 mod delete_race_store;
