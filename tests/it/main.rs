@@ -79,6 +79,7 @@ mod priority_staged_pops;
 mod promtool_checks;
 mod queue_settings;
 mod reap_large_results;
+mod receipts_of_colliding_queues;
 mod redrive_large_items;
 mod settle_batch;
 mod shutdown_under_load;
