@@ -166,3 +166,57 @@ async fn a_deleted_queue_leaves_the_traffic_tally() {
     );
     daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_queue_made_again_by_a_dead_letter_is_exported_again() {
+    use reqwest::Method;
+    // The exporter's hidden series are the process's: alone in one.
+    let name = "a_deleted_queue_made_again_by_a_dead_letter_is_exported_again";
+    if !common::alone::here(module_path!(), name).await {
+        return;
+    }
+    let daemon = Daemon::start(|config| config.metrics_sample_interval_ms = 20).await;
+    let (source, dead) = (
+        format!("{}/v1/queues/doomed", daemon.url),
+        format!("{}/v1/queues/doomed.dead", daemon.url),
+    );
+    push(format!("{dead}/items")).await;
+    let depth_of_dead = || async {
+        let text = http().get(&daemon.metrics_url).send().await.unwrap();
+        let text = text.text().await.unwrap();
+        let samples = common::exposition::parse(&text);
+        let labels = [("queue", "doomed.dead"), ("kind", "fifo")];
+        common::exposition::value(&samples, "hotq_queue_depth", &labels)
+    };
+    common::eventually("the dead-letter queue's depth", BOUND, || async {
+        depth_of_dead().await == Some(1.0)
+    })
+    .await;
+    let (status, _, _) = call(Method::DELETE, dead.clone(), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        depth_of_dead().await,
+        None,
+        "a deleted queue leaves the exporter"
+    );
+
+    // Made again by no push or pop of its own: an item out of deliveries.
+    let set = json!({"max_deliveries": 1});
+    let (status, _, _) = call(Method::PUT, format!("{source}/settings"), Some(set)).await;
+    assert_eq!(status, StatusCode::OK);
+    push(format!("{source}/items")).await;
+    let (status, receipt, _) =
+        call(Method::POST, format!("{source}/pop?lease_ms=60000"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    let nack = format!("{source}/nack/{}", receipt.unwrap());
+    let (status, _, answer) = call(Method::POST, nack, None).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    common::eventually("the queue made again in the exporter", BOUND, || async {
+        depth_of_dead().await == Some(1.0)
+    })
+    .await;
+    daemon.stop().await;
+}
+
+/// How long the sampler may take to publish what a test waits for.
+const BOUND: std::time::Duration = std::time::Duration::from_secs(30);
