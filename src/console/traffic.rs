@@ -1,7 +1,8 @@
 //! This daemon's push and pop counts per queue, for the console's rates
 //! (`GET /v1/traffic`). Prometheus has the same counts, but the console
 //! calls only the API, and the exporter may listen elsewhere or not at
-//! all. Bounded: at most [`TRAFFIC_QUEUES_KEPT_MAX`] queues per kind; when
+//! all. A queue deleted through this daemon is forgotten ([`forget`]).
+//! Bounded: at most [`TRAFFIC_QUEUES_KEPT_MAX`] queues per kind; when
 //! a new queue finds it full it starts over (a console then sees counts
 //! fall and shows no rate for one refresh).
 
@@ -66,4 +67,11 @@ pub fn counts(kind: QueueKind, queue: &str) -> Option<Counts> {
     tally().lock().expect("traffic lock")[index(kind)]
         .get(queue)
         .copied()
+}
+
+/// Drops the counts of the deleted `queue`: a queue of the same name made
+/// later counts from 0 (a console sees its counts fall and shows no rate
+/// for one refresh), and a deleted queue holds no place in the tally.
+pub fn forget(kind: QueueKind, queue: &str) {
+    tally().lock().expect("traffic lock")[index(kind)].remove(queue);
 }

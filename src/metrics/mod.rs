@@ -14,8 +14,9 @@ mod describe;
 mod handles;
 pub(crate) mod process;
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Mutex, OnceLock};
+use std::time::Instant;
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
@@ -288,15 +289,16 @@ pub fn kind_label(kind: QueueKind) -> &'static str {
     }
 }
 
-/// Queues deleted since they were last used, as `(kind, label)`: their
-/// series are left out of [`render`]. The `metrics` registry cannot remove
-/// one series, so the exporter hides them instead; only labelled queues
-/// enter, so this holds at most two entries per label slot.
-static FORGOTTEN: Mutex<BTreeSet<(&'static str, String)>> = Mutex::new(BTreeSet::new());
+/// Queues deleted since they were last used, as `(kind, label)`, with
+/// when they were forgotten: their series are left out of [`render`]. The
+/// `metrics` registry cannot remove one series, so the exporter hides them
+/// instead; only labelled queues enter, so this holds at most two entries
+/// per label slot.
+static FORGOTTEN: Mutex<BTreeMap<(&'static str, String), Instant>> = Mutex::new(BTreeMap::new());
 
 /// Drops the deleted queue's series from the exporter's output, until the
-/// queue is used again ([`register_queue`]). A queue counted under
-/// `_other` stays in that sum.
+/// queue is used again ([`register_queue`]) or found in the store again
+/// ([`found_in_store`]). A queue counted under `_other` stays in that sum.
 pub fn forget_queue(kind: QueueKind, queue: &QueueName) {
     let labelled = LABELS.get().is_some_and(|labels| {
         labels
@@ -306,10 +308,23 @@ pub fn forget_queue(kind: QueueKind, queue: &QueueName) {
             .contains(queue.as_str())
     });
     if labelled {
-        FORGOTTEN
-            .lock()
-            .expect("forgotten queues lock")
-            .insert((kind_label(kind), queue.as_str().to_string()));
+        FORGOTTEN.lock().expect("forgotten queues lock").insert(
+            (kind_label(kind), queue.as_str().to_string()),
+            Instant::now(),
+        );
+    }
+}
+
+/// The sampler found `queue` in a store read that began at `read_began`:
+/// a queue forgotten before that exists again, made by no push or pop of
+/// this daemon (an item dead-lettered into it, a redrive, another
+/// daemon), and its series are exported again. One forgotten after the
+/// read began stays hidden: its delete may have come after the read.
+pub fn found_in_store(kind: QueueKind, queue: &QueueName, read_began: Instant) {
+    let mut forgotten = FORGOTTEN.lock().expect("forgotten queues lock");
+    let key = (kind_label(kind), queue.as_str().to_string());
+    if forgotten.get(&key).is_some_and(|at| *at < read_began) {
+        forgotten.remove(&key);
     }
 }
 
@@ -333,7 +348,7 @@ pub fn render(handle: &PrometheusHandle) -> String {
 }
 
 /// True when the sample `line`'s labels name a forgotten queue and kind.
-fn names_forgotten(line: &str, forgotten: &BTreeSet<(&'static str, String)>) -> bool {
+fn names_forgotten(line: &str, forgotten: &BTreeMap<(&'static str, String), Instant>) -> bool {
     let Some(labels) = line
         .split_once('{')
         .and_then(|(_, rest)| rest.split_once('}'))
@@ -353,7 +368,7 @@ fn names_forgotten(line: &str, forgotten: &BTreeSet<(&'static str, String)>) -> 
         Some("priority") => kind_label(QueueKind::Priority),
         _ => return false,
     };
-    value("queue").is_some_and(|queue| forgotten.contains(&(kind, queue.to_string())))
+    value("queue").is_some_and(|queue| forgotten.contains_key(&(kind, queue.to_string())))
 }
 
 /// Registers `queue`'s counters at 0 (see [`register_at_start`]); called

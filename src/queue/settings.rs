@@ -5,12 +5,15 @@
 //! holds the defaults
 //! ([`Defaults`]); a stored value overrides its default for one queue.
 //!
-//! There is no cache: every transaction that needs a setting reads the
-//! settings key itself (one point read, snapshot). A cache would need an
-//! invalidation every daemon sees at once; the read costs less than that
+//! This layer keeps no cache: every transaction that needs a setting reads
+//! the settings key itself (one point read, snapshot). A cache would need
+//! an invalidation every daemon sees at once; the read costs less than that
 //! machinery, and with it a `PUT` is in force for every daemon from the
 //! commit on — a push, nack or lease expiry that starts after the `PUT`
-//! answered uses the new values.
+//! answered uses the new values. The one exception is above this layer:
+//! the daemon answers a plain pop's default lease from memory
+//! (`server::settings::DefaultLeases`, at most 1 s old, forgotten at once
+//! when the settings change or the queue is deleted through that daemon).
 
 use std::collections::BTreeMap;
 

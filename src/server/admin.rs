@@ -279,7 +279,7 @@ async fn delete_of<S: Store>(
     let result = async {
         let name = queue_name(queue)?;
         let keys = QueueKeys::of_kind(kind, &name);
-        let dropped = admin::delete(&state.store, &keys).await?;
+        let dropped = state.delete_queue(&keys).await?;
         let answer = DeleteAnswer {
             deleted: dropped.done,
             items: dropped.items,
@@ -291,7 +291,6 @@ async fn delete_of<S: Store>(
         if !dropped.done {
             return Ok(queue_busy(answer));
         }
-        state.forget_queue(kind, &name);
         Ok(Json(answer).into_response())
     }
     .await;

@@ -52,7 +52,7 @@ use tokio::sync::watch;
 
 use crate::config::Config;
 use crate::coordinator::Coordinator;
-use crate::keys::{QueueKind, QueueName};
+use crate::keys::{QueueKeys, QueueKind, QueueName};
 use crate::store::Read;
 use crate::store::{Store, Transaction};
 use error::ApiError;
@@ -66,14 +66,17 @@ pub struct AppState<S: Store> {
     /// The running configuration.
     pub config: Config,
     /// Queues this daemon has served recently, for the sampler (bounded).
-    pub known_queues: Mutex<KnownQueues>,
+    /// Like every memory of a queue, forgotten when it is deleted (see
+    /// [`AppState::delete_queue`]).
+    pub known_queues: Arc<Mutex<KnownQueues>>,
     /// Whether the store answers, as the store watcher last saw it.
     pub store_health: store_watch::StoreHealth,
     /// The defaults of queue settings (from `config`).
     pub settings_defaults: crate::queue::settings::Defaults,
     /// Queues' default leases, shared by every pop handler so a plain pop
-    /// does not read the settings key each time (bounded, short-lived).
-    pub default_leases: settings::DefaultLeases,
+    /// does not read the settings key each time (bounded, short-lived;
+    /// forgotten when the queue's settings change or it is deleted here).
+    pub default_leases: Arc<settings::DefaultLeases>,
     /// The OpenAPI spec for this configuration, built on first request.
     pub openapi: std::sync::OnceLock<String>,
 }
@@ -119,14 +122,22 @@ impl KnownQueues {
 }
 
 impl<S: Store> AppState<S> {
-    /// Forgets the deleted queue `name`: the sampler stops sampling it and
-    /// the exporter drops its series (until it is used again).
-    pub fn forget_queue(&self, kind: QueueKind, name: &QueueName) {
-        self.known_queues
-            .lock()
-            .expect("known queue lock")
-            .forget(&(kind, name.clone()));
-        crate::metrics::forget_queue(kind, name);
+    /// Deletes the queue of `keys` (see [`crate::queue::admin::delete`]):
+    /// the one way every front end deletes a queue, so none can leave
+    /// this daemon remembering it. Its memories of the queue are forgotten
+    /// in the delete's own task, before the delete answers, even if the
+    /// caller went away meanwhile (see [`forget_deleted`]).
+    pub async fn delete_queue(
+        &self,
+        keys: &QueueKeys,
+    ) -> Result<crate::queue::admin::Dropped, crate::queue::QueueError> {
+        let (known, leases) = (self.known_queues.clone(), self.default_leases.clone());
+        let gone = keys.clone();
+        crate::queue::admin::delete(&self.store, keys, move |outcome| {
+            let finished = matches!(outcome, Ok(dropped) if dropped.done);
+            forget_deleted(&known, &leases, &gone, finished);
+        })
+        .await
     }
 
     /// Notes that `name` is in use, for the sampler.
@@ -138,6 +149,31 @@ impl<S: Store> AppState<S> {
             crate::metrics::register_queue(kind, name);
         }
     }
+}
+
+/// Forgets what this daemon keeps in memory of the queue of `keys`, which
+/// a delete just ended on: its cached default lease whatever the outcome
+/// (a failed delete may have committed part of its work; a pop reads the
+/// settings afresh), and once the delete `finished`, the queue itself: the
+/// sampler stops sampling it, the exporter hides its series and the
+/// console's traffic tally drops its counts, until it is used again.
+fn forget_deleted(
+    known: &Mutex<KnownQueues>,
+    leases: &settings::DefaultLeases,
+    keys: &QueueKeys,
+    finished: bool,
+) {
+    leases.forget(keys);
+    if !finished {
+        return;
+    }
+    let (kind, name) = (keys.kind(), keys.name());
+    known
+        .lock()
+        .expect("known queue lock")
+        .forget(&(kind, name.clone()));
+    crate::metrics::forget_queue(kind, name);
+    crate::console::traffic::forget(kind, name.as_str());
 }
 
 /// Why the daemon stopped with an error.
@@ -465,9 +501,9 @@ pub async fn serve<S: Store>(
         coordinator: coordinator.clone(),
         settings_defaults: crate::queue::settings::Defaults::from_config(&config),
         config,
-        known_queues: Mutex::new(KnownQueues::default()),
+        known_queues: Arc::default(),
         store_health: store_watch::StoreHealth::default(),
-        default_leases: settings::DefaultLeases::default(),
+        default_leases: Arc::default(),
         openapi: std::sync::OnceLock::new(),
     });
     let failure_exit = Duration::from_millis(state.config.store_failure_exit_ms);

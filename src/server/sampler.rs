@@ -104,9 +104,12 @@ pub async fn sample_once<S: Store>(state: &AppState<S>, rotation: &mut Rotation)
     // however busy the other two sources are.
     let rotation_budget = budget.saturating_sub(sampled.len()).max(budget / 4);
     for _ in 0..rotation_budget {
+        let read_began = std::time::Instant::now();
         let Some(queue) = next_queue(state, rotation).await else {
             break;
         };
+        // It is in the store: if deleted earlier, it was made again.
+        crate::metrics::found_in_store(queue.0, &queue.1, read_began);
         let Some(gauges) = read_gauges(state, &queue).await else {
             continue;
         };

@@ -165,7 +165,11 @@ pub const DEFAULT_LEASE_CACHE_MS: u64 = 1_000;
 const DEFAULT_LEASE_CACHE_MAX: usize = 10_000;
 
 /// Default leases of recently popped queues, read at most once per
-/// [`DEFAULT_LEASE_CACHE_MS`] per queue.
+/// [`DEFAULT_LEASE_CACHE_MS`] per queue. Every path that changes a
+/// queue's settings through this daemon forgets its entry: `PUT
+/// .../settings`, SQS CreateQueue and SetQueueAttributes, and a delete
+/// through any front end ([`AppState::delete_queue`]); a stale entry would
+/// lease a plain pop, which is at-most-once, and deliver its item twice.
 #[derive(Debug, Default)]
 pub struct DefaultLeases {
     /// Queue → (default lease in ms, or `None` once forgotten; when it
@@ -197,7 +201,8 @@ impl DefaultLeases {
         entries.insert(name.clone(), (Some(lease_ms), read_at));
     }
 
-    /// The queue's settings changed through this daemon.
+    /// The queue's settings changed, or the queue was deleted, through
+    /// this daemon: its next pop here reads them afresh.
     pub fn forget(&self, keys: &QueueKeys) {
         // Kept as a mark, so a read already under way is not remembered.
         self.entries

@@ -193,16 +193,13 @@ pub async fn list_queues<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError
 /// DeleteQueue: drops the queue and everything in it, as `DELETE /v1/queues/{q}`.
 pub async fn delete_queue<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
     let queue = queues::load_url(&call.state.store, call.config(), &call.input).await?;
-    let dropped = crate::queue::admin::delete(&call.state.store, &queue.keys).await?;
+    let dropped = call.state.delete_queue(&queue.keys).await?;
     if !dropped.done {
         return Err(SqsError::service(
             axum::http::StatusCode::SERVICE_UNAVAILABLE,
             "the queue is busy; its delete is not finished, call again".into(),
         ));
     }
-    call.state.default_leases.forget(&queue.keys);
-    call.state
-        .forget_queue(crate::keys::QueueKind::Fifo, queue.keys.name());
     Ok(json!({}))
 }
 

@@ -51,11 +51,28 @@ async fn a_delete_whose_client_hangs_up_runs_to_its_end_and_is_counted() {
         "the client hung up"
     );
 
-    // The delete goes on without it, to the end, and is counted.
+    // The delete goes on without it, to the end, and is counted. Its end
+    // hides the deleted queue's series, as a delete whose client waits
+    // does; they come back, counting on, once the queue is used again.
     common::eventually("the queue is deleted", EVENT_BOUND, || async {
-        client.depth(QUEUE).await == 0
+        client.depth(QUEUE).await == 0 && client.stats(QUEUE).await.leased == 0
     })
     .await;
+    // Its series exist (at 0 from the queue's first push) until then.
+    common::eventually(
+        "the deleted queue leaves the exporter",
+        EVENT_BOUND,
+        || async {
+            let text = http().get(&daemon.metrics_url).send().await.unwrap();
+            !text
+                .text()
+                .await
+                .unwrap()
+                .contains(&format!("queue=\"{QUEUE}\""))
+        },
+    )
+    .await;
+    client.push(QUEUE, "again").await;
     common::eventually("what it dropped is counted", EVENT_BOUND, || async {
         let series = format!("queue=\"{QUEUE}\"");
         metric_sum(&daemon.metrics_url, "hotq_dropped_items_total", &[&series]).await

@@ -248,18 +248,36 @@ impl Dropped {
 /// even if its caller goes away (see [`to_the_end`]).
 pub async fn purge<S: Store>(store: &S, keys: &QueueKeys) -> Result<Dropped, QueueError> {
     let (store, keys) = (store.clone(), keys.clone());
-    to_the_end(keys.clone(), async move { purge_now(&store, &keys).await }).await
+    to_the_end(
+        keys.clone(),
+        async move { purge_now(&store, &keys).await },
+        |_| {},
+    )
+    .await
 }
 
 /// Deletes the queue (see [`delete_now`]), to its end even if its caller
-/// goes away (see [`to_the_end`]).
-pub async fn delete<S: Store>(store: &S, keys: &QueueKeys) -> Result<Dropped, QueueError> {
+/// goes away (see [`to_the_end`]), then calls `after` with its outcome in
+/// the delete's own task: a daemon forgets what it keeps in memory of the
+/// queue there (see `server::AppState::delete_queue`, the one caller), so
+/// a caller that goes away mid-delete cannot leave it remembering a
+/// deleted queue.
+pub async fn delete<S: Store>(
+    store: &S,
+    keys: &QueueKeys,
+    after: impl FnOnce(&Result<Dropped, QueueError>) + Send + 'static,
+) -> Result<Dropped, QueueError> {
     let (store, keys) = (store.clone(), keys.clone());
-    to_the_end(keys.clone(), async move { delete_now(&store, &keys).await }).await
+    to_the_end(
+        keys.clone(),
+        async move { delete_now(&store, &keys).await },
+        after,
+    )
+    .await
 }
 
-/// Runs a purge or delete in a task of its own and counts what it dropped
-/// in [`crate::metrics::DROPPED_ITEMS`] when it ends.
+/// Runs a purge or delete in a task of its own, counts what it dropped
+/// in [`crate::metrics::DROPPED_ITEMS`] when it ends, then calls `after`.
 ///
 /// A purge or delete commits batch after batch, and each batch drops items
 /// for good. Run in its caller's task, it stopped wherever the caller was
@@ -270,6 +288,7 @@ pub async fn delete<S: Store>(store: &S, keys: &QueueKeys) -> Result<Dropped, Qu
 async fn to_the_end(
     keys: QueueKeys,
     work: impl Future<Output = Result<Dropped, QueueError>> + Send + 'static,
+    after: impl FnOnce(&Result<Dropped, QueueError>) + Send + 'static,
 ) -> Result<Dropped, QueueError> {
     let task = tokio::spawn(async move {
         let outcome = work.await;
@@ -281,6 +300,7 @@ async fn to_the_end(
                 dropped.total(),
             );
         }
+        after(&outcome);
         outcome
     });
     match task.await {
