@@ -17,9 +17,9 @@ use super::browse::{self, GROUPS_LIMIT_MAX, ITEM_ID_HEX_LEN_MAX, ITEMS_LIMIT_MAX
 use super::preview::Preview;
 use crate::keys::{QueueKeys, QueueKind};
 use crate::queue::item::Item;
-use crate::server::AppState;
 use crate::server::admin::{limit, query};
 use crate::server::error::{ApiError, ApiPath, ErrorBody, queue_name};
+use crate::server::state::AppState;
 use crate::store::Store;
 
 const QUEUE_PARAM: &str = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue";
@@ -431,7 +431,7 @@ pub struct Traffic {
     /// When the counts were read, in ms since the epoch.
     pub now_ms: u64,
     /// Queue name → counts; a queue this daemon has not counted is absent.
-    pub queues: BTreeMap<String, super::traffic::Counts>,
+    pub queues: BTreeMap<String, crate::metrics::traffic::Counts>,
 }
 
 /// Most queues one traffic call names.
@@ -471,7 +471,12 @@ pub async fn traffic<S: Store>(
     }
     let queues = names
         .into_iter()
-        .filter_map(|name| Some((name.to_string(), super::traffic::counts(kind, name)?)))
+        .filter_map(|name| {
+            Some((
+                name.to_string(),
+                crate::metrics::traffic::counts(kind, name)?,
+            ))
+        })
         .collect();
     Ok(Json(Traffic {
         now_ms: crate::envelope::now_ms(),

@@ -10,7 +10,8 @@
 //!   items and groups, delete one item, pause and resume, traffic counts.
 //! - [`browse`]: those reads and the exact delete, over any store.
 //! - [`preview`]: a payload as a listing shows it.
-//! - [`traffic`]: this daemon's push and pop counts, for rates.
+//! - this daemon's push and pop counts, for rates, are kept where they
+//!   are counted: [`crate::metrics::traffic`].
 //!
 //! Pausing itself is a queue setting ([`crate::queue::settings::paused_in`]),
 //! obeyed where items are handed out (the direct pop and the fulfillment
@@ -20,14 +21,13 @@ pub(crate) mod api;
 pub(crate) mod assets;
 pub mod browse;
 pub(crate) mod preview;
-pub(crate) mod traffic;
 
 use std::sync::Arc;
 
 use axum::Router;
 use axum::routing::{delete, get, post};
 
-use crate::server::AppState;
+use crate::server::state::AppState;
 use crate::store::Store;
 
 /// The console's API routes (behind the API's gate, as every `/v1` call).

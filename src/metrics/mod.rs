@@ -13,6 +13,7 @@
 mod describe;
 mod handles;
 pub(crate) mod process;
+pub mod traffic;
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Mutex, OnceLock};
@@ -419,7 +420,7 @@ pub fn register_queue(kind: QueueKind, queue: &QueueName) {
 
 /// Counts `count` items of queue `keys` pushed (their commit returned).
 pub fn pushed(keys: &crate::keys::QueueKeys, count: usize) {
-    crate::console::traffic::pushed(keys.kind(), keys.name().as_str(), count as u64);
+    crate::metrics::traffic::pushed(keys.kind(), keys.name().as_str(), count as u64);
     queue_count(PUSHED, keys.kind(), keys.name(), count as u64);
 }
 
@@ -494,7 +495,7 @@ pub fn operation(queue: &str, op: &'static str, outcome: &'static str) {
 
 /// Counts `n` items delivered from `queue` by `path` (`direct`, `staged`).
 pub fn pops(kind: QueueKind, queue: &QueueName, path: &'static str, n: u64) {
-    crate::console::traffic::popped(kind, queue.as_str(), n);
+    crate::metrics::traffic::popped(kind, queue.as_str(), n);
     let kind = kind_label(kind);
     handles::count_queue(queue.as_str(), (POPS, kind, path, ""), n, |queue| {
         let counter =

@@ -5,7 +5,8 @@
 //! setting names it. The second is kept as a store-wide index,
 //! `("hotq-dlq", target, kind, origin)` (see
 //! [`crate::keys::dead_letter_role_key`]), written in the same transaction
-//! as the setting (see [`note_target_in`]), so every daemon on one store
+//! as the setting (see [`crate::queue::settings::note_target_in`]), so
+//! every daemon on one store
 //! sees the role from the setting's commit on.
 //!
 //! An entry outlives its origin's settings when the origin queue is
@@ -20,43 +21,15 @@
 //! dashboard and alerts use to tell dead-letter queues from live ones.
 
 use crate::keys::{
-    QueueKeys, QueueKind, QueueName, dead_letter_role_key, dead_letter_role_origin,
-    dead_letter_roles_range,
+    QueueKeys, QueueKind, QueueName, dead_letter_role_origin, dead_letter_roles_range,
 };
 use crate::queue::QueueError;
-use crate::store::{RangeRead, StoreError, Transaction};
+use crate::store::{RangeRead, Transaction};
 
 /// Most index entries read for one target: a dead-letter queue shared by
 /// more origins than this is still one (the role needs one valid entry),
 /// but only these are offered as a redrive's default origin.
 pub const ORIGINS_READ_MAX: usize = 64;
-
-/// Records in `txn` that queue `keys` changed its dead-letter target from
-/// `before` to `after` (both as stored; `None`: the default, `{queue}.dead`,
-/// which is a dead-letter queue by its name and needs no entry).
-pub fn note_target_in<T: Transaction>(
-    txn: &T,
-    keys: &QueueKeys,
-    before: Option<&str>,
-    after: Option<&str>,
-) -> Result<(), StoreError> {
-    if before == after {
-        return Ok(());
-    }
-    let entry = |target: &str| {
-        // Both were checked when stored.
-        QueueName::new(target)
-            .ok()
-            .map(|target| dead_letter_role_key(&target, keys.kind(), keys.name()))
-    };
-    if let Some(key) = before.and_then(entry) {
-        txn.clear(&key)?;
-    }
-    if let Some(key) = after.and_then(entry) {
-        txn.set(&key, b"")?;
-    }
-    Ok(())
-}
 
 /// The queues whose stored settings name `target` as their dead-letter
 /// queue (up to [`ORIGINS_READ_MAX`] index entries read), in index order.

@@ -12,7 +12,7 @@
 //! commit on — a push, nack or lease expiry that starts after the `PUT`
 //! answered uses the new values. The one exception is above this layer:
 //! the daemon answers a plain pop's default lease from memory
-//! (`server::settings::DefaultLeases`, at most 1 s old, forgotten at once
+//! (`server::default_leases::DefaultLeases`, at most 1 s old, forgotten at once
 //! when the settings change or the queue is deleted through that daemon).
 
 use std::collections::BTreeMap;
@@ -291,6 +291,33 @@ pub async fn update<S: Store>(
     Ok(outcome)
 }
 
+/// Records in `txn` that queue `keys` changed its dead-letter target from
+/// `before` to `after` (both as stored; `None`: the default, `{queue}.dead`,
+/// which is a dead-letter queue by its name and needs no entry).
+fn note_target_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    before: Option<&str>,
+    after: Option<&str>,
+) -> Result<(), StoreError> {
+    if before == after {
+        return Ok(());
+    }
+    let entry = |target: &str| {
+        // Both were checked when stored.
+        QueueName::new(target)
+            .ok()
+            .map(|target| crate::keys::dead_letter_role_key(&target, keys.kind(), keys.name()))
+    };
+    if let Some(key) = before.and_then(entry) {
+        txn.clear(&key)?;
+    }
+    if let Some(key) = after.and_then(entry) {
+        txn.set(&key, b"")?;
+    }
+    Ok(())
+}
+
 /// [`update`] in `txn`: nothing is written when the change is invalid.
 pub async fn update_in<T: Transaction>(
     txn: &T,
@@ -310,7 +337,7 @@ pub async fn update_in<T: Transaction>(
         Ok(next) => next,
         Err(invalid) => return Ok(Err(invalid)),
     };
-    crate::queue::dead_letters::note_target_in(
+    note_target_in(
         txn,
         keys,
         stored.dead_letter_queue.as_deref(),

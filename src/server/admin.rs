@@ -12,10 +12,10 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
-use super::AppState;
 use super::error::{ApiError, ApiPath, ErrorBody, ErrorDetail};
-use super::fifo::{outcome, queue_name};
+use super::error::{outcome, queue_name};
 use super::items::QueueStats;
+use super::state::AppState;
 use crate::keys::{QueueKeys, QueueKind};
 use crate::metrics::operation;
 use crate::queue::admin::{self, LEASES_LIMIT_MAX, LIST_LIMIT_MAX};

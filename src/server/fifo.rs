@@ -12,9 +12,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
-use super::AppState;
 use super::error::{ApiError, ApiPath, ErrorBody};
 use super::pop_acks::{Riding, pop_with_acks, with_acked};
+use super::state::AppState;
 use crate::envelope::{End, PAYLOAD_SIZE_MAX};
 use crate::keys::{QueueKeys, QueueKind};
 use crate::queue::Queue;
@@ -23,9 +23,9 @@ use crate::store::Read;
 use crate::store::{Store, Transaction, decode_counter};
 
 use super::items::QueueStats;
-pub use super::items::{PoppedItem, answers_json, items_response};
+use super::items::{PoppedItem, answers_json, items_response};
 
-pub use super::error::{body_bytes, outcome, queue_name};
+use super::error::queue_name;
 
 /// Checks one item's size.
 pub fn check_item(payload: &[u8]) -> Result<(), ApiError> {

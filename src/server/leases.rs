@@ -13,10 +13,11 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
-use super::AppState;
 use super::error::{ApiError, ApiPath, ErrorBody};
-use super::fifo::{body_bytes, check_delay_ms, check_lease_ms, queue_name};
+use super::error::{body_bytes, queue_name};
+use super::fifo::{check_delay_ms, check_lease_ms};
 use super::items::{AckBatchAnswer, AckResult, RedriveAnswer};
+use super::state::AppState;
 use crate::keys::{QueueKeys, QueueKind};
 use crate::lease::redrive::{REDRIVE_BATCH_MAX, redrive as redrive_items};
 use crate::lease::settle::Returned;

@@ -14,13 +14,13 @@ use utoipa::Modify;
 use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 
-use super::AppState;
 use super::admin::{DeleteAnswer, DeleteBusy, LeaseInfo, LeaseList, PurgeAnswer, QueueList};
 use super::error::{ErrorBody, ErrorDetail};
 use super::items::{AckBatchAnswer, AckResult, PoppedItem, PushAnswer, QueueStats, RedriveAnswer};
 use super::leases::{ExtendAnswer, NackAnswer, NackOutcome};
 use super::push::{BatchItem, BatchObject};
 use super::settings::SettingsAnswer;
+use super::state::AppState;
 use super::{admin, fifo, leases, pqueue, pqueue_leases, push, settings};
 use crate::queue::settings::{Effective, Stored};
 use crate::store::Store;
@@ -113,7 +113,7 @@ use crate::store::Store;
         crate::console::api::GroupList,
         crate::console::api::PauseAnswer,
         crate::console::api::Traffic,
-        crate::console::traffic::Counts,
+        crate::metrics::traffic::Counts,
         crate::server::fifo::PopPath,
     )),
     modifiers(&BearerToken),

@@ -7,8 +7,8 @@
 use axum::http::HeaderValue;
 use axum::response::Response;
 
-use super::AppState;
 use super::error::ApiError;
+use super::state::AppState;
 use crate::keys::QueueKeys;
 use crate::lease::{LeaseError, Receipt};
 use crate::metrics;

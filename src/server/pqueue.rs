@@ -11,15 +11,15 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
-use super::AppState;
 use super::error::{ApiError, ApiPath, ErrorBody};
+use super::error::{body_bytes, queue_name};
 use super::fifo::{
-    PopParams, answers_json, body_bytes, check_delay_ms, check_item, check_lease_ms,
-    items_response, pop_limits, pop_outcome, queue_name, queue_stats,
+    PopParams, check_delay_ms, check_item, check_lease_ms, pop_limits, pop_outcome, queue_stats,
 };
-use super::items::{PoppedItem, PushAnswer, QueueStats};
+use super::items::{PoppedItem, PushAnswer, QueueStats, answers_json, items_response};
 use super::pop_acks::{Riding, pop_with_acks, with_acked};
 use super::push::{DEDUP_ID_HEADER, dedup_id};
+use super::state::AppState;
 use crate::envelope::End;
 use crate::keys::{QueueKeys, QueueKind};
 use crate::queue::priority::{Deduplicated, PriorityQueue};

@@ -12,11 +12,11 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::response::Response;
 
-use super::AppState;
 use super::error::{ApiError, ApiPath, ErrorBody};
 use super::leases::{
     ExtendAnswer, ExtendParams, NackAnswer, NackParams, ack_of, extend_of, nack_of,
 };
+use super::state::AppState;
 use crate::keys::QueueKind;
 use crate::store::Store;
 

@@ -14,10 +14,11 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde::Deserialize;
 
-use super::AppState;
 use super::error::{ApiError, ApiPath, ErrorBody};
-use super::fifo::{body_bytes, check_delay_ms, check_item, queue_name};
+use super::error::{body_bytes, queue_name};
+use super::fifo::{check_delay_ms, check_item};
 use super::items::PushAnswer;
+use super::state::AppState;
 use crate::keys::{QueueKeys, QueueKind, QueueName};
 use crate::queue::PUSH_BATCH_MAX;
 use crate::queue::dedup::{PushItem, check_id, push};

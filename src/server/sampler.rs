@@ -21,8 +21,8 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::AppState;
 use super::fifo::queue_stats;
+use super::state::AppState;
 use crate::keys::{QueueKeys, QueueKind, QueueName, queue_of_key, queues_root_range};
 use crate::metrics::{
     DELAYED_ITEMS, LEASED_ITEMS, OLDEST_ITEM_AGE, OVERFLOW_QUEUE_LABEL, QUEUE_DEAD_LETTER,

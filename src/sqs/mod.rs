@@ -44,7 +44,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
 use crate::envelope::now_ms;
-use crate::server::AppState;
+use crate::server::state::AppState;
 use crate::store::Store;
 use error::{JSON_1_0, SqsError};
 

@@ -3,13 +3,13 @@
 //! nothing of the crate above them. Read from the source's own
 //! `crate::…` paths, no external tool.
 //!
-//! What counts as an import: every `crate::a::b…` path in a file's code
-//! (a `use` line, grouped `use crate::{a, b::c}` included, or a path
-//! written inline), resolved to the file that defines the longest module
-//! prefix. `super::`/`self::` paths are a module's ties to its own parent
-//! and children, not layers, and are left out; so is everything from a
-//! file's first `#[cfg(test)]` on, and `tests.rs` files (tests may reach
-//! anywhere).
+//! What counts as an import: every `crate::a::b…` or `super::b…` path in
+//! a file's code (a `use` line, grouped `use crate::{a, b::c}` included,
+//! or a path written inline), resolved to the file that defines the
+//! longest module prefix (a `super::` path from its module's parent). A
+//! parent's `mod child;` is no import; its `pub use child::X` is.
+//! Everything from a file's first `#[cfg(test)]` on is left out, and so
+//! are `tests.rs` files (tests may reach anywhere).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -49,13 +49,34 @@ fn code(text: &str) -> String {
         .join("\n")
 }
 
-/// Module paths named after `crate::` in `code`, braces expanded.
-fn crate_paths(code: &str) -> Vec<String> {
+/// Module paths named after `crate::` in `code`, braces expanded, and
+/// after `super::` as seen from module `module` (`a::b`: `super::` is `a`).
+fn crate_paths(code: &str, module: &str) -> Vec<String> {
+    let parent = module.rsplit_once("::").map_or("", |(parent, _)| parent);
     let mut paths = Vec::new();
     let mut rest = code;
     while let Some(at) = rest.find("crate::") {
+        // `pub(crate)`-less `crate::` only: `$crate::` is a macro's.
+        let starts_path =
+            at == 0 || !rest[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == '$');
         rest = &rest[at + "crate::".len()..];
-        paths.extend(expand("", rest));
+        if starts_path {
+            paths.extend(expand("", rest));
+        }
+    }
+    let mut rest = code;
+    while let Some(at) = rest.find("super::") {
+        let starts_path =
+            at == 0 || !rest[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == ':');
+        rest = &rest[at + "super::".len()..];
+        if starts_path {
+            let prefix = if parent.is_empty() {
+                String::new()
+            } else {
+                format!("{parent}::")
+            };
+            paths.extend(expand(&prefix, rest));
+        }
     }
     paths
 }
@@ -99,7 +120,12 @@ fn graph() -> BTreeMap<String, BTreeSet<String>> {
     sources(&src, &mut files);
     let modules: BTreeMap<String, String> = files
         .iter()
-        .map(|f| (module_of(&src, f), f.strip_prefix(&src).unwrap().display().to_string()))
+        .map(|f| {
+            (
+                module_of(&src, f),
+                f.strip_prefix(&src).unwrap().display().to_string(),
+            )
+        })
         .collect();
     let mut edges = BTreeMap::new();
     for file in &files {
@@ -109,7 +135,7 @@ fn graph() -> BTreeMap<String, BTreeSet<String>> {
         }
         let text = std::fs::read_to_string(file).unwrap();
         let mut targets = BTreeSet::new();
-        for path in crate_paths(&code(&text)) {
+        for path in crate_paths(&code(&text), &module_of(&src, file)) {
             let mut parts: Vec<&str> = path.split("::").collect();
             while !parts.is_empty() {
                 if let Some(target) = modules.get(&parts.join("::")) {
@@ -189,8 +215,11 @@ fn leaves_import_only_leaves() {
 
 #[test]
 fn the_check_sees_grouped_and_inline_paths() {
-    let paths = crate_paths("use crate::a::{b, c::{d, e}};\nlet x = crate::f::g(1);");
-    assert_eq!(paths, ["a::b", "a::c::d", "a::c::e", "f::g"]);
+    let paths = crate_paths(
+        "use crate::a::{b, c::{d, e}};\nlet x = crate::f::g(1);\nuse super::h::I;",
+        "m::n",
+    );
+    assert_eq!(paths, ["a::b", "a::c::d", "a::c::e", "f::g", "m::h::I"]);
     let graph = BTreeMap::from([
         ("a.rs".to_string(), BTreeSet::from(["b.rs".to_string()])),
         ("b.rs".to_string(), BTreeSet::from(["a.rs".to_string()])),

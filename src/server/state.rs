@@ -1,0 +1,132 @@
+//! What every handler of every HTTP front end shares (`/v1`, SQS, the
+//! console): the daemon's state, below the routers that mount them, so
+//! that a front end importing it imports no other front end.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+
+use super::default_leases::DefaultLeases;
+use super::store_watch;
+use crate::config::Config;
+use crate::coordinator::Coordinator;
+use crate::keys::{QueueKeys, QueueKind, QueueName};
+use crate::store::Store;
+
+/// What every handler shares.
+pub struct AppState<S: Store> {
+    /// The store.
+    pub store: S,
+    /// Staged pops and fulfillment.
+    pub coordinator: Coordinator<S>,
+    /// The running configuration.
+    pub config: Config,
+    /// Queues this daemon has served recently, for the sampler (bounded).
+    /// Like every memory of a queue, forgotten when it is deleted (see
+    /// [`AppState::delete_queue`]).
+    pub known_queues: Arc<Mutex<KnownQueues>>,
+    /// Whether the store answers, as the store watcher last saw it.
+    pub store_health: store_watch::StoreHealth,
+    /// The defaults of queue settings (from `config`).
+    pub settings_defaults: crate::queue::settings::Defaults,
+    /// Queues' default leases, shared by every pop handler so a plain pop
+    /// does not read the settings key each time (bounded, short-lived;
+    /// forgotten when the queue's settings change or it is deleted here).
+    pub default_leases: Arc<DefaultLeases>,
+    /// The OpenAPI spec for this configuration, built on first request.
+    pub openapi: std::sync::OnceLock<String>,
+}
+
+/// The most recently used queues, at most a bound of them: when full, the
+/// queue used longest ago makes room.
+#[derive(Debug, Default)]
+pub struct KnownQueues {
+    order: std::collections::VecDeque<(QueueKind, QueueName)>,
+    members: BTreeSet<(QueueKind, QueueName)>,
+}
+
+impl KnownQueues {
+    /// Notes a use of `queue`, keeping at most `max` queues; true when it
+    /// was not held.
+    pub fn note(&mut self, queue: (QueueKind, QueueName), max: usize) -> bool {
+        if self.members.contains(&queue) {
+            // Refreshing the order on every use would cost a scan; a queue
+            // in steady use is re-noted after it ages out, which is enough.
+            return false;
+        }
+        while self.order.len() >= max.max(1) {
+            if let Some(oldest) = self.order.pop_front() {
+                self.members.remove(&oldest);
+            }
+        }
+        self.members.insert(queue.clone());
+        self.order.push_back(queue);
+        true
+    }
+
+    /// Drops `queue`, if held.
+    pub fn forget(&mut self, queue: &(QueueKind, QueueName)) {
+        if self.members.remove(queue) {
+            self.order.retain(|held| held != queue);
+        }
+    }
+
+    /// The queues held.
+    pub fn iter(&self) -> impl Iterator<Item = &(QueueKind, QueueName)> {
+        self.order.iter()
+    }
+}
+
+impl<S: Store> AppState<S> {
+    /// Deletes the queue of `keys` (see [`crate::queue::admin::delete`]):
+    /// the one way every front end deletes a queue, so none can leave
+    /// this daemon remembering it. Its memories of the queue are forgotten
+    /// in the delete's own task, before the delete answers, even if the
+    /// caller went away meanwhile (see [`forget_deleted`]).
+    pub async fn delete_queue(
+        &self,
+        keys: &QueueKeys,
+    ) -> Result<crate::queue::admin::Dropped, crate::queue::QueueError> {
+        let (known, leases) = (self.known_queues.clone(), self.default_leases.clone());
+        let gone = keys.clone();
+        crate::queue::admin::delete(&self.store, keys, move |outcome| {
+            let finished = matches!(outcome, Ok(dropped) if dropped.done);
+            forget_deleted(&known, &leases, &gone, finished);
+        })
+        .await
+    }
+
+    /// Notes that `name` is in use, for the sampler.
+    pub fn note_queue(&self, kind: QueueKind, name: &QueueName) {
+        let mut known = self.known_queues.lock().expect("known queue lock");
+        if known.note((kind, name.clone()), self.config.metrics_sample_queues_max) {
+            // Only valid names get here, after validation: the queue's
+            // counters exist (at 0) from its first use on.
+            crate::metrics::register_queue(kind, name);
+        }
+    }
+}
+
+/// Forgets what this daemon keeps in memory of the queue of `keys`, which
+/// a delete just ended on: its cached default lease whatever the outcome
+/// (a failed delete may have committed part of its work; a pop reads the
+/// settings afresh), and once the delete `finished`, the queue itself: the
+/// sampler stops sampling it, the exporter hides its series and the
+/// console's traffic tally drops its counts, until it is used again.
+fn forget_deleted(
+    known: &Mutex<KnownQueues>,
+    leases: &DefaultLeases,
+    keys: &QueueKeys,
+    finished: bool,
+) {
+    leases.forget(keys);
+    if !finished {
+        return;
+    }
+    let (kind, name) = (keys.kind(), keys.name());
+    known
+        .lock()
+        .expect("known queue lock")
+        .forget(&(kind, name.clone()));
+    crate::metrics::forget_queue(kind, name);
+    crate::metrics::traffic::forget(kind, name.as_str());
+}
