@@ -283,7 +283,7 @@ async fn every_dashboard_and_alert_expression_evaluates_with_data() {
         table.push((expr, outcome, detail));
     }
     let rules = prometheus.rules().await;
-    assert_eq!(rules.len(), 6, "every rule of {RULES} loaded: {rules:?}");
+    assert_eq!(rules.len(), 7, "every rule of {RULES} loaded: {rules:?}");
     for (name, query, health, last_error) in &rules {
         let label = format!("alert {name}: {query}");
         let (outcome, detail) = match prometheus.query(query).await {
