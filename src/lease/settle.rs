@@ -3,7 +3,7 @@
 
 use crate::envelope::{HeldItem, ItemValue, decode_held, encode_held, encode_item_value, now_ms};
 use crate::keys::QueueKeys;
-use crate::queue::{QueueError, append_in};
+use crate::queue::QueueError;
 use crate::store::{Read, StoreError, Transaction};
 
 use super::{LeaseError, Receipt};
@@ -234,9 +234,9 @@ pub(crate) async fn return_held<T: Transaction>(
         && held.item.deliveries >= max
         && let Some(dead) = stored.dead_letter_target(keys.name())
     {
-        // The item leaves its group for good: the next one is released,
-        // and in the dead-letter queue (where nothing holds its group) it
-        // is an ordinary item.
+        // The item leaves its group here for good: the next one is
+        // released. In the dead-letter queue it joins the tail of its group
+        // there (so a re-drive can give it back its group and its order).
         if let Some(group) = &held.item.group {
             crate::queue::groups::leave_in(txn, keys, group, now_ms).await?;
         }
@@ -256,10 +256,13 @@ pub(crate) async fn return_held<T: Transaction>(
                     ),
                 },
             }),
-            group: None,
             ..held.item
         };
-        append_in(txn, &QueueKeys::new(&dead), &[encode_item_value(&item)]).await?;
+        let moved = crate::queue::groups::Moved {
+            item,
+            visible_at_ms: now_ms,
+        };
+        crate::queue::groups::move_in(txn, &QueueKeys::new(&dead), &[moved], now_ms).await?;
         return Ok(Returned::DeadLettered { queue: dead });
     }
     if delay_ms > 0 {

@@ -81,6 +81,7 @@ mod promtool_checks;
 mod queue_settings;
 mod reap_large_results;
 mod receipts_of_colliding_queues;
+mod redrive_groups;
 mod redrive_large_items;
 mod settle_batch;
 mod shutdown_under_load;
