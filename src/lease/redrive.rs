@@ -147,9 +147,11 @@ async fn redrive_pass<S: Store>(
 
 /// In `txn`: after `group`'s head in the dead-letter queue was taken into
 /// `plan`, takes the items waiting behind it there, in group order, as far
-/// as the plan admits them; then the first item left (if any) becomes the
-/// group's head in the dead-letter queue, or the group ends there. So a
-/// group is never left without a head while items wait in it.
+/// as the plan admits them (read a page at a time, so a group of large
+/// items is not read far past the plan's bytes); then the first item left
+/// (if any) becomes the group's head in the dead-letter queue, or the
+/// group ends there. So a group is never left without a head while items
+/// wait in it.
 async fn take_group_in<T: Transaction>(
     txn: &T,
     dead_keys: &QueueKeys,
@@ -157,15 +159,30 @@ async fn take_group_in<T: Transaction>(
     plan: &mut Plan<'_>,
     now_ms: u64,
 ) -> Result<(), StoreError> {
-    let waiting = crate::queue::groups::waiting_in(txn, dead_keys, group, plan.room()).await?;
-    for item in &waiting {
-        if !plan.admit(item.item.clone(), item.key.len(), item.visible_at_ms) {
+    // Each page but the last takes a full page, so this ends within
+    // `items_max / WAITING_PAGE_MAX + 1` pages.
+    'pages: while plan.room() > 0 {
+        let asked = plan.room().min(WAITING_PAGE_MAX);
+        let page = crate::queue::groups::waiting_in(txn, dead_keys, group, asked).await?;
+        for item in &page {
+            if !plan.admit(item.item.clone(), item.key.len(), item.visible_at_ms) {
+                break 'pages;
+            }
+            crate::queue::groups::take_waiting_in(txn, dead_keys, item)?;
+        }
+        if page.len() < asked {
             break;
         }
-        crate::queue::groups::take_waiting_in(txn, dead_keys, item)?;
+    }
+    if plan.room() == 0 {
+        // Items may still wait in the group: the re-drive goes on.
+        plan.stop.get_or_insert(Stop::Full);
     }
     crate::queue::groups::leave_in(txn, dead_keys, group, now_ms).await
 }
+
+/// Most waiting items of one group read at once.
+const WAITING_PAGE_MAX: usize = 16;
 
 /// Why a pass stopped taking items.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

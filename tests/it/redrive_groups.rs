@@ -307,6 +307,38 @@ async fn a_redrive_in_small_steps_keeps_group_order() {
     daemon.stop().await;
 }
 
+/// A group longer than one commit of a redrive (300 items; 256 a commit)
+/// and a group of large items (cut by the commit's 4 MB) both come back
+/// whole and in order in one redrive call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn groups_longer_than_a_commit_come_back_whole_in_order() {
+    let daemon = Daemon::start(|_| {}).await;
+    let url = &daemon.url;
+    let long: Vec<(String, String)> = (0..300)
+        .map(|seq| ("long".to_string(), format!("long-{seq}")))
+        .collect();
+    push_batch_grouped(url, "long.dead", &long).await;
+    assert_eq!(redrive(url, "long.dead", 1_000).await, 300);
+    assert_no_group_left(url, "long.dead").await;
+    let drained = drain_one_out_per_group(url, "long", 300).await;
+    assert_eq!(drained["long"], bodies("long", 0..300));
+
+    // 60 items of 98 kB: about 42 fit one commit's 4 MB.
+    let filler = "x".repeat(98_000);
+    for seq in 0..60 {
+        push_grouped(url, "large.dead", "big", &format!("big-{seq} {filler}")).await;
+    }
+    assert_eq!(redrive(url, "large.dead", 1_000).await, 60);
+    assert_no_group_left(url, "large.dead").await;
+    let drained = drain_one_out_per_group(url, "large", 60).await;
+    let seqs: Vec<String> = drained["big"]
+        .iter()
+        .map(|body| body.split_once(' ').unwrap().0.to_string())
+        .collect();
+    assert_eq!(seqs, bodies("big", 0..60));
+    daemon.stop().await;
+}
+
 /// Console actions on grouped dead letters after a partial redrive: the
 /// item delete and the purge leave no group stranded in the dead-letter
 /// queue, and what the redrive moved flows in its origin.
