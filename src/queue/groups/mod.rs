@@ -43,6 +43,12 @@
 //! them: a recipe pop whose caller hangs up mid-commit puts its item back
 //! behind the group's next head (its order is lost, not the invariant).
 //!
+//! An item that moves to another queue keeps its group there: a dead
+//! letter joins its group's tail in the dead-letter queue, and a redrive
+//! takes a group's head there with the items waiting behind it and puts
+//! each at its group's tail in its origin ([`move_in`], [`waiting_in`],
+//! [`take_waiting_in`]; see [`crate::lease::redrive`]).
+//!
 //! Purge drops the items waiting behind heads pushed before it began and
 //! every visible or delayed head (each dropped head promotes the next
 //! item pushed after the purge began, if any); a leased head stays out and
