@@ -36,6 +36,7 @@ mod console_api;
 mod coordinators_share_a_queue;
 mod crash_during_fulfill;
 mod dashboard_under_prometheus;
+mod dead_letter_paths;
 mod dedup_pushes;
 mod dedup_window_edges;
 mod delete_forgets_the_queue;
