@@ -2,8 +2,8 @@
 //! another transaction, for a leased item that reached nobody).
 
 use crate::envelope::{HeldItem, ItemValue, decode_held, encode_held, encode_item_value, now_ms};
-use crate::keys::QueueKeys;
-use crate::queue::{QueueError, append_in};
+use crate::keys::{QueueKeys, QueueName};
+use crate::queue::QueueError;
 use crate::store::{Read, StoreError, Transaction};
 
 use super::{LeaseError, Receipt};
@@ -209,10 +209,46 @@ pub(crate) async fn release_in<T: Transaction>(
     Ok(Ok(true))
 }
 
+/// Where `held` goes once out of deliveries, if it is: its queue's
+/// dead-letter queue, when it has had `max_deliveries` (the queue's stored
+/// settings override the configured default). A dead-letter queue by role
+/// (one some queue's `dead_letter_queue` names; a `.dead` name has no
+/// default limit already) does not dead-letter again unless its own
+/// settings set `max_deliveries`: its items would lose the origin a
+/// redrive returns them to. The role is read only for an item out of
+/// deliveries.
+async fn dead_letter_target_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    held: &HeldItem,
+    max_deliveries: Option<u32>,
+) -> Result<Option<QueueName>, StoreError> {
+    let stored = crate::queue::settings::read_in(txn, keys)
+        .await
+        .map_err(crate::queue::corrupt_as_store)?;
+    // A stored 0 is "no limit" (see `queue_settings::Stored`).
+    let limit = stored
+        .max_deliveries
+        .or(max_deliveries)
+        .filter(|max| *max > 0);
+    let out = limit.is_some_and(|max| held.item.deliveries >= max);
+    let Some(dead) = stored.dead_letter_target(keys.name()).filter(|_| out) else {
+        return Ok(None);
+    };
+    if stored.max_deliveries.is_none()
+        && crate::queue::dead_letters::is_dead_letter_queue_in(txn, keys)
+            .await
+            .map_err(crate::queue::corrupt_as_store)?
+    {
+        return Ok(None);
+    }
+    Ok(Some(dead))
+}
+
 /// Puts an item that left its lease (nack, expiry) where it belongs next:
-/// the dead-letter queue when it is out of deliveries (`max_deliveries`
-/// and the target as the queue's stored settings say, else as given), the delayed
-/// subspace when `delay_ms` > 0, its original key otherwise.
+/// the dead-letter queue when it is out of deliveries (see
+/// [`dead_letter_target_in`]), the delayed subspace when `delay_ms` > 0,
+/// its original key otherwise.
 pub(crate) async fn return_held<T: Transaction>(
     txn: &T,
     keys: &QueueKeys,
@@ -221,22 +257,10 @@ pub(crate) async fn return_held<T: Transaction>(
     now_ms: u64,
     max_deliveries: Option<u32>,
 ) -> Result<Returned, StoreError> {
-    // The queue's stored settings override the configured defaults.
-    let stored = crate::queue::settings::read_in(txn, keys)
-        .await
-        .map_err(crate::queue::corrupt_as_store)?;
-    // A stored 0 is "no limit" (see `queue_settings::Stored`).
-    let max_deliveries = stored
-        .max_deliveries
-        .or(max_deliveries)
-        .filter(|max| *max > 0);
-    if let Some(max) = max_deliveries
-        && held.item.deliveries >= max
-        && let Some(dead) = stored.dead_letter_target(keys.name())
-    {
-        // The item leaves its group for good: the next one is released,
-        // and in the dead-letter queue (where nothing holds its group) it
-        // is an ordinary item.
+    if let Some(dead) = dead_letter_target_in(txn, keys, &held, max_deliveries).await? {
+        // The item leaves its group here for good: the next one is
+        // released. In the dead-letter queue it joins the tail of its group
+        // there (so a re-drive can give it back its group and its order).
         if let Some(group) = &held.item.group {
             crate::queue::groups::leave_in(txn, keys, group, now_ms).await?;
         }
@@ -256,10 +280,13 @@ pub(crate) async fn return_held<T: Transaction>(
                     ),
                 },
             }),
-            group: None,
             ..held.item
         };
-        append_in(txn, &QueueKeys::new(&dead), &[encode_item_value(&item)]).await?;
+        let moved = crate::queue::groups::Moved {
+            item,
+            visible_at_ms: now_ms,
+        };
+        crate::queue::groups::move_in(txn, &QueueKeys::new(&dead), &[moved], now_ms).await?;
         return Ok(Returned::DeadLettered { queue: dead });
     }
     if delay_ms > 0 {

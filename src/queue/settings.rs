@@ -124,7 +124,20 @@ pub struct Effective {
 impl Stored {
     /// The settings in force for `name` under `defaults`.
     pub fn effective(&self, name: &QueueName, defaults: &Defaults) -> Effective {
-        let max_deliveries = if name.is_dead_letter() && self.max_deliveries.is_none() {
+        self.effective_in_role(name, defaults, name.is_dead_letter())
+    }
+
+    /// The settings in force for `name` under `defaults`, when it is a
+    /// dead-letter queue (by its name, or by role: some queue's
+    /// `dead_letter_queue` names it, see `crate::queue::dead_letters`) or
+    /// not: a dead-letter queue has no delivery limit unless it sets one.
+    pub fn effective_in_role(
+        &self,
+        name: &QueueName,
+        defaults: &Defaults,
+        dead_letter_queue: bool,
+    ) -> Effective {
+        let max_deliveries = if dead_letter_queue && self.max_deliveries.is_none() {
             None
         } else {
             self.max_deliveries

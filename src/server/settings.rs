@@ -36,14 +36,27 @@ pub struct SettingsAnswer {
     pub stored: Stored,
 }
 
-fn answer<S: Store>(state: &AppState<S>, name: &QueueName, stored: &Stored) -> Response {
-    let effective = stored.effective(name, &state.settings_defaults);
-    Json(SettingsAnswer {
+async fn answer<S: Store>(
+    state: &AppState<S>,
+    keys: &QueueKeys,
+    stored: &Stored,
+) -> Result<Response, ApiError> {
+    // A dead-letter queue by role has no delivery limit of its own, as the
+    // nack and the timer apply it (`crate::lease::settle`).
+    let txn = state.store.begin()?;
+    let role = crate::queue::dead_letters::is_dead_letter_queue_in(&txn, keys).await?;
+    let name = keys.name();
+    let effective = stored.effective_in_role(
+        name,
+        &state.settings_defaults,
+        role || name.is_dead_letter(),
+    );
+    Ok(Json(SettingsAnswer {
         queue: name.as_str().to_string(),
         settings: effective,
         stored: stored.clone(),
     })
-    .into_response()
+    .into_response())
 }
 
 /// `GET /v1/queues/{queue}/settings`: 200 `{"queue", "settings": in force,
@@ -80,8 +93,9 @@ async fn get_of<S: Store>(
 ) -> Result<Response, ApiError> {
     counted(queue, op_name(kind, "settings_get"), async {
         let name = queue_name(queue)?;
-        let stored = read(&state.store, &QueueKeys::of_kind(kind, &name)).await?;
-        Ok(answer(state, &name, &stored))
+        let keys = QueueKeys::of_kind(kind, &name);
+        let stored = read(&state.store, &keys).await?;
+        answer(state, &keys, &stored).await
     })
     .await
 }
@@ -144,7 +158,7 @@ async fn put_of<S: Store>(
         state.default_leases.forget(&keys);
         let updated = updated?;
         match updated {
-            Ok(stored) => Ok(answer(state, &name, &stored)),
+            Ok(stored) => answer(state, &keys, &stored).await,
             Err(invalid) => Err(ApiError::new(
                 StatusCode::BAD_REQUEST,
                 "invalid_settings",

@@ -43,6 +43,12 @@
 //! them: a recipe pop whose caller hangs up mid-commit puts its item back
 //! behind the group's next head (its order is lost, not the invariant).
 //!
+//! An item that moves to another queue keeps its group there: a dead
+//! letter joins its group's tail in the dead-letter queue, and a redrive
+//! takes a group's head there with the items waiting behind it and puts
+//! each at its group's tail in its origin ([`move_in`], [`waiting_in`],
+//! [`take_waiting_in`]; see [`crate::lease::redrive`]).
+//!
 //! Purge drops the items waiting behind heads pushed before it began and
 //! every visible or delayed head (each dropped head promotes the next
 //! item pushed after the purge began, if any); a leased head stays out and
@@ -204,32 +210,17 @@ pub async fn push_in<T: Transaction>(
     let visible_at_ms = now_ms.saturating_add(delay_ms);
     // Snapshot, as every push: the group state reads below are what orders
     // two pushes to one group.
-    let next_index = decode_mark(
-        txn.get(&keys.next_index(), Read::Snapshot)
-            .await?
-            .as_deref(),
-    );
-    // Each group's state, read once and all at once (a store with remote
-    // reads waits for them together, not once per group).
-    let mut groups: Vec<&str> = items.iter().filter_map(|item| item.group).collect();
-    groups.sort_unstable();
-    groups.dedup();
-    let states = join_all(groups.iter().map(|group| state_in(txn, keys, group))).await;
-    let mut has_head = BTreeMap::new();
-    for (group, state) in groups.into_iter().zip(states) {
-        has_head.insert(group, state?.is_some());
-    }
-    let (mut visible, mut delayed, mut waiting) = (0i64, 0i64, 0i64);
+    let next_index = next_index_in(txn, keys).await?;
+    let mut has_head = heads_in(txn, keys, items.iter().filter_map(|item| item.group)).await?;
+    let mut counts = Counts::default();
     let mut plain_delayed = Vec::new();
     for (offset, new) in items.iter().enumerate() {
         let index = next_index + offset as u64;
-        let mut random = [0u8; RANDOM_LEN];
-        rand::rng().fill_bytes(&mut random);
+        let random = fresh_random();
         let item = ItemValue {
             group: new.group.map(str::to_string),
             ..ItemValue::new(now_ms, new.payload.to_vec())
         };
-        let envelope = encode_item_value(&item);
         let Some(group) = new.group else {
             if delay_ms > 0 {
                 plain_delayed.push(encode_held(&HeldItem {
@@ -237,8 +228,8 @@ pub async fn push_in<T: Transaction>(
                     item,
                 }));
             } else {
-                txn.set(&keys.item(index, &random), &envelope)?;
-                visible += 1;
+                txn.set(&keys.item(index, &random), &encode_item_value(&item))?;
+                counts.visible += 1;
             }
             continue;
         };
@@ -246,37 +237,119 @@ pub async fn push_in<T: Transaction>(
             check_key(group).is_ok(),
             "group keys are checked by the caller"
         );
-        let head = has_head
-            .get_mut(group)
-            .expect("every group's state was read");
-        if *head {
-            let pending = encode_pending(visible_at_ms, &envelope);
-            txn.set(&keys.grouped_item(group, index, &random), &pending)?;
-            waiting += 1;
-            continue;
-        }
-        *head = true;
-        txn.set(&keys.group(group), &encode_state(&State::Head))?;
-        if delay_ms > 0 {
-            let held = HeldItem {
-                item_key: keys.item(index, &random),
-                item,
-            };
-            txn.set(&keys.delayed(visible_at_ms, &random), &encode_held(&held))?;
-            delayed += 1;
-        } else {
-            txn.set(&keys.item(index, &random), &envelope)?;
-            visible += 1;
-        }
+        let at = Place {
+            index,
+            random: &random,
+            visible_at_ms,
+            now_ms,
+        };
+        place_in(txn, keys, &mut has_head, group, &item, &at, &mut counts)?;
     }
     txn.atomic_max(&keys.next_index(), next_index + items.len() as u64)?;
     if !plain_delayed.is_empty() {
         crate::queue::item::hold_in(txn, keys, &plain_delayed, visible_at_ms)?;
     }
-    add(txn, &keys.depth(), visible)?;
-    add(txn, &keys.delayed_count(), delayed)?;
-    add(txn, &keys.grouped_count(), waiting)?;
+    counts.add_in(txn, keys)?;
     Ok((delay_ms > 0).then_some(visible_at_ms))
+}
+
+/// The queue's next push index (a snapshot read, as every push's).
+async fn next_index_in<T: Transaction>(txn: &T, keys: &QueueKeys) -> Result<u64, StoreError> {
+    Ok(decode_mark(
+        txn.get(&keys.next_index(), Read::Snapshot)
+            .await?
+            .as_deref(),
+    ))
+}
+
+fn fresh_random() -> [u8; RANDOM_LEN] {
+    let mut random = [0u8; RANDOM_LEN];
+    rand::rng().fill_bytes(&mut random);
+    random
+}
+
+/// Whether each of `groups` has a head, from its state read without
+/// snapshot: all read at once (a store with remote reads waits for them
+/// together, not once per group).
+async fn heads_in<'a, T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    groups: impl Iterator<Item = &'a str>,
+) -> Result<BTreeMap<&'a str, bool>, StoreError> {
+    let mut groups: Vec<&str> = groups.collect();
+    groups.sort_unstable();
+    groups.dedup();
+    let states = join_all(groups.iter().map(|group| state_in(txn, keys, group))).await;
+    let mut has_head = BTreeMap::new();
+    for (group, state) in groups.into_iter().zip(states) {
+        has_head.insert(group, state?.is_some());
+    }
+    Ok(has_head)
+}
+
+/// What a push or move added to a queue's counters.
+#[derive(Debug, Default)]
+struct Counts {
+    visible: i64,
+    delayed: i64,
+    waiting: i64,
+}
+
+impl Counts {
+    fn add_in<T: Transaction>(&self, txn: &T, keys: &QueueKeys) -> Result<(), StoreError> {
+        add(txn, &keys.depth(), self.visible)?;
+        add(txn, &keys.delayed_count(), self.delayed)?;
+        add(txn, &keys.grouped_count(), self.waiting)
+    }
+}
+
+/// Where a grouped item is placed: its push index and random suffix, and
+/// from when it may be seen.
+struct Place<'a> {
+    index: u64,
+    random: &'a [u8],
+    visible_at_ms: u64,
+    now_ms: u64,
+}
+
+/// In `txn`: places `item` of `group` at `at`: behind the group's head
+/// when it has one (`has_head`, read for every group of the batch), else
+/// as the head, visible or (not yet visible) delayed.
+fn place_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    has_head: &mut BTreeMap<&str, bool>,
+    group: &str,
+    item: &ItemValue,
+    at: &Place<'_>,
+    counts: &mut Counts,
+) -> Result<(), StoreError> {
+    let head = has_head
+        .get_mut(group)
+        .expect("every group's state was read");
+    if *head {
+        let pending = encode_pending(at.visible_at_ms, &encode_item_value(item));
+        txn.set(&keys.grouped_item(group, at.index, at.random), &pending)?;
+        counts.waiting += 1;
+        return Ok(());
+    }
+    *head = true;
+    txn.set(&keys.group(group), &encode_state(&State::Head))?;
+    if at.visible_at_ms > at.now_ms {
+        let held = HeldItem {
+            item_key: keys.item(at.index, at.random),
+            item: item.clone(),
+        };
+        txn.set(
+            &keys.delayed(at.visible_at_ms, at.random),
+            &encode_held(&held),
+        )?;
+        counts.delayed += 1;
+    } else {
+        txn.set(&keys.item(at.index, at.random), &encode_item_value(item))?;
+        counts.visible += 1;
+    }
+    Ok(())
 }
 
 fn add<T: Transaction>(txn: &T, key: &[u8], delta: i64) -> Result<(), StoreError> {
@@ -391,9 +464,11 @@ pub async fn dropped_in<T: Transaction>(
 }
 
 mod handoff;
+mod moves;
 pub use handoff::{
     deliver_soon, delivered, delivered_in, give_back_in, handoff_due_in, handoff_due_ms, handoff_in,
 };
+pub use moves::{Moved, Waiting, move_in, take_waiting_in, waiting_in};
 
 #[cfg(test)]
 mod tests;

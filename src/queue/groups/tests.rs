@@ -411,3 +411,51 @@ async fn a_stored_result_nobody_collected_is_reaped_back_as_the_head() {
     crate::due::sweep(&store, &policy, later).await.unwrap();
     assert_eq!(visible(&store, &keys).await, ["1"], "the hand-off ended");
 }
+
+#[tokio::test]
+async fn moved_items_join_their_groups_tails_and_waiting_items_leave_in_order() {
+    let (store, _dir) = store();
+    let keys = qkeys();
+    push(&store, &keys, &[(Some("a"), "a1"), (Some("a"), "a2")]).await;
+    let now = crate::envelope::now_ms();
+    let moved = |group: Option<&str>, payload: &str, visible_at_ms: u64| Moved {
+        item: ItemValue {
+            group: group.map(str::to_string),
+            ..ItemValue::new(now, payload.as_bytes().to_vec())
+        },
+        visible_at_ms,
+    };
+    let items = vec![
+        moved(Some("a"), "a0", now),
+        moved(Some("b"), "b0", now),
+        moved(Some("b"), "b1", now),
+        moved(None, "x", now),
+        moved(Some("c"), "c0", now + 60_000),
+    ];
+    run(&store, |txn| async move {
+        move_in(&txn, &qkeys(), &items, now).await
+    })
+    .await;
+    // a already had a head: a0 waits behind a2; b0 heads b, b1 waits; c0
+    // heads c but is not visible yet.
+    assert_eq!(visible(&store, &keys).await, ["a1", "b0", "x"]);
+    assert_eq!(counter(&store, &keys.grouped_count()).await, 3);
+    assert_eq!(counter(&store, &keys.delayed_count()).await, 1);
+    let waiting = {
+        let txn = store.begin().unwrap();
+        waiting_in(&txn, &keys, "a", 10).await.unwrap()
+    };
+    let payloads: Vec<&[u8]> = waiting.iter().map(|w| w.item.payload.as_slice()).collect();
+    assert_eq!(payloads, [b"a2".as_slice(), b"a0".as_slice()]);
+    // Taking the first waiting item, then the head's leave: the next one
+    // left becomes the head, at the index it was moved in at (before b0).
+    take(&store, &keys, "a1").await;
+    let first = waiting[0].clone();
+    run(&store, |txn| async move {
+        take_waiting_in(&txn, &qkeys(), &first)?;
+        leave_in(&txn, &qkeys(), "a", now).await
+    })
+    .await;
+    assert_eq!(visible(&store, &keys).await, ["a0", "b0", "x"]);
+    assert_eq!(counter(&store, &keys.grouped_count()).await, 1);
+}
