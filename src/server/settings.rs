@@ -20,7 +20,7 @@ use super::admin::op_name;
 use super::error::{ApiError, ApiPath, ErrorBody};
 use super::error::{body_bytes, queue_name};
 use super::state::AppState;
-use crate::keys::{QueueKeys, QueueKind, QueueName};
+use crate::keys::{QueueKeys, QueueKind};
 use crate::queue::QueueError;
 use crate::queue::settings::{Effective, Stored, read, update};
 use crate::store::Store;
