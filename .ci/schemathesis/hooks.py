@@ -6,7 +6,9 @@ request the spec allows may be refused with 400. Each is let through here
 by its exact error code and message, and only for a request the spec
 allows (a "schema-valid request rejected" failure). Queues exist
 implicitly, so a deleted queue is found again (ST301 on a queue's delete).
-Every other failure of every check stands.
+Every other failure of every check stands: a refusal one parameter's
+schema can state is stated in the spec (src/server/openapi_contract.rs),
+not let through here.
 """
 
 import schemathesis
@@ -15,10 +17,12 @@ import schemathesis
 # schema-valid request, and why the spec cannot rule the request out.
 CROSS_FIELD_REFUSALS = [
     # A receipt carries a tag of the queue that issued it; a well-formed
-    # receipt of another queue is refused on this one.
+    # receipt of another queue is refused on this one (a rule between the
+    # path's queue and its receipt: the fuzzer's all-zero receipt on a
+    # queue whose tag is not 0000).
     ("receipt_queue_mismatch", "was not issued by"),
-    # path=direct (the benchmark's comparison path) takes no wait, lease
-    # or max > 1: a rule between parameters.
+    # path=direct (the benchmark's comparison path) takes no wait, lease,
+    # max > 1 or receipt to ack: a rule between parameters.
     ("bad_parameter", "path=direct takes"),
     # A queue's dead_letter_queue setting may name any queue but itself:
     # a rule between the path and the body.

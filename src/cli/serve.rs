@@ -96,25 +96,24 @@ async fn run(config: Config) -> Result<u8, String> {
         worker_threads = tokio::runtime::Handle::current().metrics().num_workers(),
         "starting"
     );
-    let api = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
-    let metrics = tokio::net::TcpListener::bind(config.metrics_listen)
-        .await
-        .map_err(|e| format!("cannot listen on {}: {e}", config.metrics_listen))?;
     let shutdown = shutdown_signal();
+    // The store first: a second daemon started with the same configuration
+    // is told that the data directory is in use (and by whom), not only
+    // that the port is.
     let served = match config.backend {
         Backend::Embedded => {
             let mut store_config = EmbeddedConfig::new(&config.data_dir);
             store_config.durability = config.durability;
-            let store =
-                EmbeddedStore::open(store_config).map_err(|e| format!("opening the store: {e}"))?;
+            let store = EmbeddedStore::open(store_config)
+                .map_err(|e| format!("cannot open the store: {e}"))?;
+            let (api, metrics) = listen(&config).await?;
             crate::server::serve(store, config, api, Some(metrics), shutdown).await
         }
         #[cfg(feature = "fdb")]
         Backend::Fdb => {
             let store = crate::store::fdb::open_for_daemon(config.fdb_cluster_file.as_deref())
                 .map_err(|e| format!("opening the FoundationDB cluster: {e}"))?;
+            let (api, metrics) = listen(&config).await?;
             crate::server::serve(store, config, api, Some(metrics), shutdown).await
         }
         #[cfg(not(feature = "fdb"))]
@@ -122,6 +121,19 @@ async fn run(config: Config) -> Result<u8, String> {
     };
     served.map_err(|e| e.to_string())?;
     Ok(EXIT_OK)
+}
+
+/// The API's and the exporter's listeners.
+async fn listen(
+    config: &Config,
+) -> Result<(tokio::net::TcpListener, tokio::net::TcpListener), String> {
+    let api = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+    let metrics = tokio::net::TcpListener::bind(config.metrics_listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", config.metrics_listen))?;
+    Ok((api, metrics))
 }
 
 /// Resolves on SIGINT or SIGTERM.

@@ -319,6 +319,15 @@ impl QueueKeys {
         self.0.receipts.range()
     }
 
+    /// The receipt whose row (see [`Self::receipt`]) is `key`.
+    pub fn receipt_of(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.0
+            .receipts
+            .unpack::<(Bytes,)>(key)
+            .ok()
+            .map(|(receipt,)| receipt.into_owned())
+    }
+
     /// The key of a delayed item, visible from `visible_at_ms` (in the due
     /// index).
     pub fn delayed(&self, visible_at_ms: u64, random: &[u8]) -> Vec<u8> {

@@ -133,7 +133,8 @@ pub async fn ack_in<T: Transaction>(
     Ok(Ok(()))
 }
 
-/// Moves the lease's expiry in `txn` to `lease_ms` after `now_ms`;
+/// Moves the lease's expiry in `txn` to `lease_ms` after `now_ms` (1 ms
+/// more for an extended lease that would land on its issued expiry);
 /// returns the new expiry.
 pub async fn extend_in<T: Transaction>(
     txn: &T,
@@ -147,21 +148,23 @@ pub async fn extend_in<T: Transaction>(
         Ok(open) => open,
         Err(error) => return Ok(Err(error)),
     };
-    let expires_at_ms = now_ms.saturating_add(lease_ms);
+    let mut expires_at_ms = now_ms.saturating_add(lease_ms);
+    if open.receipt_key.is_some() && expires_at_ms == receipt.issued_expiry_ms() {
+        // An extended lease never goes back to its issued expiry (1 ms
+        // more here): a lease listing passes the issued expiries first and
+        // the receipt rows after, so one coming back behind it would be
+        // missed (see `crate::queue::admin::leases`).
+        expires_at_ms += 1;
+    }
     txn.clear(&open.lease_key)?;
     txn.set(
         &keys.lease(expires_at_ms, &receipt.0),
         &encode_held(&open.held),
     )?;
-    // The receipt row forwards to the new expiry, unless the lease is back
-    // where its receipt says.
-    let receipt_key = keys.receipt(&receipt.0);
-    if expires_at_ms == receipt.issued_expiry_ms() {
-        if open.receipt_key.is_some() {
-            txn.clear(&receipt_key)?;
-        }
-    } else {
-        txn.set(&receipt_key, &expires_at_ms.to_be_bytes())?;
+    // The receipt row forwards to the new expiry, unless the lease never
+    // left the expiry its receipt says.
+    if expires_at_ms != receipt.issued_expiry_ms() {
+        txn.set(&keys.receipt(&receipt.0), &expires_at_ms.to_be_bytes())?;
     }
     Ok(Ok(expires_at_ms))
 }

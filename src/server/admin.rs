@@ -316,13 +316,15 @@ pub struct LeasesParams {
 
 /// `GET /v1/queues/{queue}/leases?limit=&after=`: 200 `{"leases":
 /// [{"receipt", "delivery_count", "lease_expires_at_ms",
-/// "enqueued_at_ms", "group"}], "next"}`, in expiry order. A lease is one
-/// row of the store-wide due index, so a page reads at most
-/// 100,000 of its rows and may end short (even empty) with
+/// "enqueued_at_ms", "group"}], "next"}`: the leases at their issued
+/// expiry in expiry order, then the extended ones (see
+/// [`admin::leases`]: every lease that lives through the listing is
+/// listed). A lease is one row of the store-wide due index, so a page
+/// reads at most 100,000 of its rows and may end short (even empty) with
 /// a `next`; `next` is null once the listing is complete.
 #[utoipa::path(get, path = "/v1/queues/{queue}/leases", tag = "admin", operation_id = "list_leases",
     params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue"), LeasesParams),
-    responses((status = 200, description = "One page of the leases in flight, in expiry order; it may end short, even empty, with a `next`", body = LeaseList),
+    responses((status = 200, description = "One page of the leases in flight: those at their issued expiry in expiry order, then the extended ones; every lease that lives through the listing is listed, one extended meanwhile perhaps twice. A page may end short, even empty, with a `next`", body = LeaseList),
         (status = 400, description = "bad_parameter: `after` is not the `next` of an earlier page, or `limit` is out of range", body = ErrorBody),
         (status = "4XX", description = "Refused", body = ErrorBody),
         (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
@@ -338,7 +340,7 @@ pub async fn leases<S: Store>(
 /// priority queue (its leased pops).
 #[utoipa::path(get, path = "/v1/pqueues/{queue}/leases", tag = "admin", operation_id = "pq_list_leases",
     params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue"), LeasesParams),
-    responses((status = 200, description = "One page of the leases in flight, in expiry order; it may end short, even empty, with a `next`", body = LeaseList),
+    responses((status = 200, description = "One page of the leases in flight: those at their issued expiry in expiry order, then the extended ones; every lease that lives through the listing is listed, one extended meanwhile perhaps twice. A page may end short, even empty, with a `next`", body = LeaseList),
         (status = 400, description = "bad_parameter: `after` is not the `next` of an earlier page, or `limit` is out of range", body = ErrorBody),
         (status = "4XX", description = "Refused", body = ErrorBody),
         (status = "5XX", description = "The store failed or is busy", body = ErrorBody),))]
@@ -408,7 +410,8 @@ pub struct LeaseInfo {
 /// One page of `GET /v1/queues/{queue}/leases`.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct LeaseList {
-    /// The leases of the page, in expiry order.
+    /// The leases of the page: at their issued expiry in expiry order,
+    /// then extended ones.
     pub leases: Vec<LeaseInfo>,
     /// The `after` of the next page; null on the last page.
     #[schema(required = true)]

@@ -179,14 +179,18 @@ pub async fn pop<S: Store>(
                 };
                 pop_with_acks(&state, &keys, pop, riding).await?
             }
+            // An empty `ack=` names no receipt: nothing rides.
             PopPath::Direct
-                if wait.is_zero() && max == 1 && lease_ms.is_none() && riding.is_none() =>
+                if wait.is_zero()
+                    && max == 1
+                    && lease_ms.is_none()
+                    && riding.as_ref().is_none_or(Riding::is_empty) =>
             {
                 (state.coordinator.pop_recipe(&keys).await?, None)
             }
             PopPath::Direct => {
                 return Err(ApiError::bad_parameter(
-                    "path=direct takes neither wait_ms, nor max > 1, nor lease_ms, nor ack",
+                    "path=direct takes neither wait_ms, nor max > 1, nor lease_ms, nor receipts to ack",
                 ));
             }
         };

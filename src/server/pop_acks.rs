@@ -44,6 +44,11 @@ impl Riding {
         Ok(Riding { parsed })
     }
 
+    /// True when `ack` named no receipt (`ack=`).
+    pub fn is_empty(&self) -> bool {
+        self.parsed.is_empty()
+    }
+
     /// The well-formed receipts, in order.
     fn receipts(&self) -> Vec<Receipt> {
         self.parsed.iter().flatten().copied().collect()

@@ -1,14 +1,14 @@
 //! A lease is one row: its entry in the due index, at the key its receipt
 //! names (the receipt holds the expiry it was issued with). An extend
 //! leaves a forwarding row under the queue's receipts until the lease is
-//! settled, expires or is dropped; listings and deletes find leases in the
-//! due index.
+//! settled, expires or is dropped; deletes find leases in the due index,
+//! listings there and, once extended, by their forwarding rows.
 
 use crate::common;
 use crate::common::client::Client;
 use crate::common::daemon::{Daemon, get_json, http};
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::num::NonZeroU64;
 use std::time::Duration;
 
@@ -122,8 +122,12 @@ async fn an_extended_lease_forwards_its_receipt_until_settled() {
     assert_eq!(again.delivery_count, 2, "the nacked item came back");
 }
 
+/// An extended lease stays extended: asked to go back to exactly its
+/// issued expiry, it goes 1 ms past it and keeps its forwarding row. A
+/// lease listing passes the issued expiries before the receipt rows, so
+/// a lease coming back to a place the listing had passed would be missed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn extending_back_to_the_issued_expiry_drops_the_forwarding_row() {
+async fn extending_back_to_the_issued_expiry_keeps_the_forwarding_row() {
     let (store, _dir, coordinator, keys) = setup("back", 1).await;
     let lease = leased_one(&coordinator, &keys).await;
     coordinator
@@ -139,12 +143,18 @@ async fn extending_back_to_the_issued_expiry_drops_the_forwarding_row() {
         .unwrap()
         .unwrap();
     txn.commit().await.unwrap();
-    assert_eq!(extended, lease.expires_at_ms);
+    assert_eq!(
+        extended,
+        lease.expires_at_ms + 1,
+        "1 ms past the issued expiry"
+    );
     assert_eq!(
         lease_rows(&store, &keys).await,
-        (1, 0, 1),
-        "back where the receipt says"
+        (1, 1, 1),
+        "still forwarded"
     );
+    let due = common::due_of(&store, &keys, DueWhat::Lease).await;
+    assert_eq!(due[0].key, keys.lease(extended, &lease.receipt.0));
     coordinator.ack(&keys, &lease.receipt).await.unwrap();
     assert_eq!(lease_rows(&store, &keys).await, (0, 0, 0));
 }
@@ -316,5 +326,96 @@ async fn lease_listings_page_past_other_queues_due_entries() {
             .unwrap();
         assert_eq!(response.status(), 400, "after={after:?}");
     }
+    daemon.stop().await;
+}
+
+/// One page of `queue`'s lease listing: its receipts and its `next`.
+async fn lease_page(
+    url: &str,
+    queue: &str,
+    limit: usize,
+    after: Option<&str>,
+) -> (Vec<String>, Option<String>) {
+    let mut page_url = format!("{url}/v1/queues/{queue}/leases?limit={limit}");
+    if let Some(after) = after {
+        page_url.push_str(&format!("&after={after}"));
+    }
+    let page = get_json(&page_url).await;
+    let receipts = page["leases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|lease| lease["receipt"].as_str().unwrap().to_string())
+        .collect();
+    (receipts, page["next"].as_str().map(str::to_string))
+}
+
+/// A listing paged while leases are extended — shorter and longer, between
+/// its pages and during them, some already extended before it began —
+/// lists every lease that exists from its first page to its last (none
+/// ends here), and none more than twice: once at the expiry it was issued
+/// with, once as extended. A listing in expiry order alone misses a lease
+/// extended to an expiry the listing has passed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listing_paged_while_leases_are_extended_lists_every_lease() {
+    const LEASES: usize = 300;
+    const LIMIT: usize = 7;
+    let daemon = Daemon::start(|_| {}).await;
+    let client = Client::new(&daemon.url);
+    let items: Vec<String> = (0..LEASES).map(|n| n.to_string()).collect();
+    client.push_batch("extending", &items).await;
+    // In issued-expiry order: the order a listing's first run takes.
+    let receipts = leased_over_http(&client, "extending", LEASES).await;
+    for receipt in receipts.iter().step_by(10) {
+        assert_eq!(client.extend("extending", receipt, 2 * HOUR_MS).await, 200);
+    }
+    let extender = {
+        let (client, receipts) = (client.clone(), receipts.clone());
+        tokio::spawn(async move {
+            for n in 0..LEASES {
+                let lease_ms = if n % 2 == 0 { HOUR_MS / 2 } else { 2 * HOUR_MS };
+                let receipt = &receipts[(n * 7) % LEASES];
+                assert_eq!(
+                    client
+                        .extend("extending", receipt, lease_ms + n as u64)
+                        .await,
+                    200
+                );
+            }
+        })
+    };
+    let mut listed: HashMap<String, usize> = HashMap::new();
+    let (mut after, mut pages) = (None::<String>, 0usize);
+    loop {
+        let (page, next) = lease_page(&daemon.url, "extending", LIMIT, after.as_deref()).await;
+        assert!(page.len() <= LIMIT);
+        for receipt in page {
+            *listed.entry(receipt).or_default() += 1;
+        }
+        pages += 1;
+        assert!(pages < 1_000, "a listing ends");
+        let Some(next) = next else { break };
+        after = Some(next);
+        // Between pages: one not listed yet (from the back) to an expiry
+        // before every issued one, one listed already (from the front) to
+        // one after them all.
+        let ahead = &receipts[LEASES - 1 - pages % LEASES];
+        assert_eq!(client.extend("extending", ahead, HOUR_MS / 4).await, 200);
+        let behind = &receipts[pages % LEASES];
+        assert_eq!(client.extend("extending", behind, 3 * HOUR_MS).await, 200);
+    }
+    extender.await.unwrap();
+    let missed: Vec<&String> = receipts
+        .iter()
+        .filter(|r| !listed.contains_key(*r))
+        .collect();
+    assert!(
+        missed.is_empty(),
+        "{} leases missed: {missed:?}",
+        missed.len()
+    );
+    assert_eq!(listed.len(), LEASES, "nothing but the leases listed");
+    let most = listed.values().max().copied();
+    assert!(most <= Some(2), "listed at most twice, not {most:?}");
     daemon.stop().await;
 }

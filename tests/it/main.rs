@@ -70,6 +70,7 @@ mod metrics_exported;
 mod metrics_queue_label_cap;
 mod metrics_truth;
 mod no_wait_pops_in_line;
+mod one_daemon_per_data_dir;
 mod openapi_spec;
 mod pause_resume;
 mod pop_answers;

@@ -412,6 +412,63 @@ async fn the_spec_states_the_limits_of_the_code_and_the_running_configuration() 
     daemon.stop().await;
 }
 
+/// Requests the spec allows that a fuzzer (Schemathesis, every check, seed
+/// 7) reported refused, answered as the spec says: the longest queue name
+/// the spec allows (128 characters plus `.dead`) on every lease call, and
+/// an `ack=` that names no receipt on a direct pop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_the_spec_allows_are_served() {
+    let daemon = Daemon::start(|_| {}).await;
+    let client = common::client::Client::new(&daemon.url);
+    let longest = format!(
+        "{}{}",
+        "0".repeat(hotq::keys::QUEUE_NAME_LEN_MAX),
+        hotq::keys::DEAD_LETTER_SUFFIX
+    );
+    client.push_batch(&longest, &["a", "b"]).await;
+    let receipt = client.pop_leased(&longest, 60_000).await.unwrap().receipt;
+    assert_eq!(client.extend(&longest, &receipt, 60_000).await, 200);
+    let nacked = http()
+        .post(format!("{}/v1/queues/{longest}/nack/{receipt}", daemon.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(nacked.status(), StatusCode::OK);
+    let receipt = client.pop_leased(&longest, 60_000).await.unwrap().receipt;
+    let popped = http()
+        .post(format!(
+            "{}/v1/queues/{longest}/pop?lease_ms=60000&ack={receipt}",
+            daemon.url
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(popped.status(), StatusCode::OK);
+    assert_eq!(popped.headers()["hotq-acked"], "acked");
+    let receipt = popped.headers()["hotq-receipt"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(client.ack(&longest, &receipt).await, 204);
+
+    client.push("direct", "x").await;
+    let direct = http()
+        .post(format!(
+            "{}/v1/queues/direct/pop?path=direct&ack=",
+            daemon.url
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        direct.status(),
+        StatusCode::OK,
+        "an empty ack names nothing"
+    );
+    assert_eq!(direct.text().await.unwrap(), "x");
+    daemon.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docs_api_md_lists_every_route_and_its_statuses() {
     let daemon = Daemon::start(|_| {}).await;

@@ -1,6 +1,6 @@
 //! Listings: queues with their counters, and a queue's leases in flight.
 //! Both read with snapshot and page, bounded: queues by name, leases by
-//! their place in the store-wide due index (a lease is one row there).
+//! keys that do not move while the lease lives there (see [`leases`]).
 
 use crate::envelope::{RECEIPT_LEN, decode_held};
 use crate::keys::{
@@ -137,7 +137,8 @@ pub struct LeaseSummary {
     pub group: Option<String>,
 }
 
-/// Where a lease listing goes on: just after a due-index key, written as
+/// Where a lease listing goes on: the key of the first row the next page
+/// reads, a due-index key or one of the queue's receipt rows, written as
 /// hex (opaque to callers).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseCursor(Vec<u8>);
@@ -148,8 +149,8 @@ impl LeaseCursor {
         if text.is_empty() || text.len() > LEASES_CURSOR_LEN_MAX {
             return None;
         }
-        // Any key will do as a place to go on from: one outside the due
-        // index lists from its start, or nothing.
+        // Any key will do as a place to go on from: one before the due
+        // index lists from its start, one past it lists the extended leases.
         hex::decode(text).ok().map(LeaseCursor)
     }
 }
@@ -160,11 +161,23 @@ impl std::fmt::Display for LeaseCursor {
     }
 }
 
-/// Up to `limit` leases of the queue in expiry order, from after `after`;
-/// and where to continue, when more may follow. Reads at most
-/// [`LEASES_SCAN_ROWS_MAX`] due-index rows (and about
-/// [`LEASES_SCAN_BYTES_MAX`] bytes): a page can end short (even empty)
-/// with a `next`.
+/// Up to `limit` leases of the queue, from `after` on; and where to
+/// continue, when more may follow. A listing is two runs, each over keys
+/// that do not move while a lease is in its run:
+///
+/// 1. the leases at the expiry their receipt was issued with, in expiry
+///    order: their due-index rows. The first extend moves a lease out of
+///    this run for good (see [`crate::lease::settle::extend_in`]);
+/// 2. the extended leases, in receipt order: the queue's receipt rows,
+///    each naming where its lease is, from the lease's first extend to
+///    its end.
+///
+/// So a lease that exists from a listing's first page to its last is
+/// listed: it is in the first run when that run passes its row, or in the
+/// second from then on. One extended during the listing may be listed
+/// twice, once in each run. Reads at most [`LEASES_SCAN_ROWS_MAX`] rows
+/// (and about [`LEASES_SCAN_BYTES_MAX`] bytes): a page can end short
+/// (even empty) with a `next`.
 pub async fn leases<S: Store>(
     store: &S,
     keys: &QueueKeys,
@@ -180,41 +193,145 @@ pub async fn leases<S: Store>(
     if leased <= 0 {
         return Ok((Vec::new(), None));
     }
-    let (begin, end) = due_range();
-    let mut read_from = after.map_or(begin.clone(), |after| key_after(&after.0).max(begin));
-    if read_from >= end {
-        return Ok((Vec::new(), None));
+    let mut page = Page {
+        leases: Vec::with_capacity(limit),
+        limit,
+        rows_read: 0,
+        bytes_read: 0,
+    };
+    let (receipts_begin, receipts_end) = keys.receipts_range();
+    let extended_from = match after {
+        Some(after) if (receipts_begin..receipts_end).contains(&after.0) => after.0.clone(),
+        _ => match issued_leases(&txn, keys, after, &mut page).await? {
+            Some(next) => return Ok((page.leases, Some(next))),
+            None => keys.receipts_range().0,
+        },
+    };
+    let next = extended_leases(&txn, keys, extended_from, &mut page).await?;
+    Ok((page.leases, next))
+}
+
+/// A lease listing page being read, and what it has read.
+struct Page {
+    leases: Vec<LeaseSummary>,
+    limit: usize,
+    rows_read: usize,
+    bytes_read: usize,
+}
+
+impl Page {
+    fn full(&self) -> bool {
+        self.leases.len() >= self.limit
     }
-    let mut page = Vec::with_capacity(limit);
-    // The last row read, this queue's or another's: everything before it
-    // is listed or not this queue's.
-    let mut last_read: Option<Vec<u8>> = None;
-    let mut bytes_read = 0;
+
+    fn read(&mut self, key: &[u8], value: &[u8]) {
+        self.rows_read += 1;
+        self.bytes_read += key.len() + value.len();
+    }
+
+    fn out_of_budget(&self) -> bool {
+        self.rows_read >= LEASES_SCAN_ROWS_MAX || self.bytes_read > LEASES_SCAN_BYTES_MAX
+    }
+}
+
+/// The listing's first run, from `after` on: the queue's leases at their
+/// issued expiry, in the due index (ordered by expiry across every queue,
+/// so a page may step over other queues' rows). Where the page stops, or
+/// `None` once the run is over (the page goes on with the second run).
+async fn issued_leases<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    after: Option<&LeaseCursor>,
+    page: &mut Page,
+) -> Result<Option<LeaseCursor>, QueueError> {
+    let (begin, end) = due_range();
+    let mut read_from = after.map_or(begin.clone(), |after| after.0.clone().max(begin));
     for _ in 0..LEASES_SCAN_ROWS_MAX / LEASES_SCAN_BATCH {
-        if bytes_read > LEASES_SCAN_BYTES_MAX {
-            break;
+        if read_from >= end {
+            return Ok(None);
         }
         let rows = txn
             .get_range(RangeRead::new(&read_from, &end, LEASES_SCAN_BATCH).snapshot())
             .await?;
         for row in &rows {
-            bytes_read += row.key.len() + row.value.len();
-            if let Some(lease) = lease_of(keys, &row.key, &row.value) {
-                if page.len() == limit {
+            page.read(&row.key, &row.value);
+            let lease = lease_of(keys, &row.key, &row.value)
+                .filter(|lease| lease.expires_at_ms == lease.receipt.issued_expiry_ms());
+            if let Some(lease) = lease {
+                if page.full() {
                     // One more exists: the next page starts with it.
-                    return Ok((page, last_read.map(LeaseCursor)));
+                    return Ok(Some(LeaseCursor(row.key.clone())));
                 }
-                page.push(lease);
+                page.leases.push(lease);
             }
-            last_read = Some(row.key.clone());
         }
         let Some(last) = rows.last().filter(|_| rows.len() == LEASES_SCAN_BATCH) else {
-            return Ok((page, None));
+            return Ok(None);
+        };
+        read_from = key_after(&last.key);
+        if page.out_of_budget() {
+            break;
+        }
+    }
+    // Out of budget: the next page reads on after the last row read.
+    Ok(Some(LeaseCursor(read_from)))
+}
+
+/// The listing's second run, from receipt row `from` on: the queue's
+/// extended leases, each found by its receipt row. Where the page stops,
+/// or `None` once the listing is complete.
+async fn extended_leases<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    from: Vec<u8>,
+    page: &mut Page,
+) -> Result<Option<LeaseCursor>, QueueError> {
+    let end = keys.receipts_range().1;
+    let mut read_from = from;
+    for _ in 0..LEASES_SCAN_ROWS_MAX / LEASES_SCAN_BATCH {
+        let rows = txn
+            .get_range(RangeRead::new(&read_from, &end, LEASES_SCAN_BATCH).snapshot())
+            .await?;
+        for row in &rows {
+            if page.out_of_budget() {
+                return Ok(Some(LeaseCursor(row.key.clone())));
+            }
+            page.read(&row.key, &row.value);
+            let Some(lease) = extended_lease(txn, keys, &row.key, &row.value, page).await? else {
+                continue;
+            };
+            if page.full() {
+                return Ok(Some(LeaseCursor(row.key.clone())));
+            }
+            page.leases.push(lease);
+        }
+        let Some(last) = rows.last().filter(|_| rows.len() == LEASES_SCAN_BATCH) else {
+            return Ok(None);
         };
         read_from = key_after(&last.key);
     }
-    // Out of budget: the next page reads on after the last row read.
-    Ok((page, last_read.map(LeaseCursor)))
+    Ok(Some(LeaseCursor(read_from)))
+}
+
+/// The lease receipt row `key` (value: the lease's expiry) names; `None`
+/// when there is none in the due index (a lease an older binary wrote,
+/// not yet moved there: see [`crate::due::migrate`]).
+async fn extended_lease<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    key: &[u8],
+    value: &[u8],
+    page: &mut Page,
+) -> Result<Option<LeaseSummary>, QueueError> {
+    let (Some(receipt), Ok(expires)) = (keys.receipt_of(key), <[u8; 8]>::try_from(value)) else {
+        return Err(QueueError::Corrupt { key: key.to_vec() });
+    };
+    let lease_key = keys.lease(u64::from_be_bytes(expires), &receipt);
+    let Some(lease) = txn.get(&lease_key, Read::Snapshot).await? else {
+        return Ok(None);
+    };
+    page.read(&lease_key, &lease);
+    Ok(lease_of(keys, &lease_key, &lease))
 }
 
 /// The listing entry of due-index row `key` when it is a lease of `keys`' queue.

@@ -12,6 +12,7 @@
 
 mod committer;
 mod empty_ranges;
+mod lock;
 mod resolver;
 mod scan;
 mod scan_trace;
@@ -27,6 +28,7 @@ use std::time::Duration;
 use fjall::{KeyspaceCreateOptions, PersistMode};
 use tokio::sync::mpsc;
 
+pub use lock::{LockHolder, OpenError};
 pub use scan_trace::ScanTrace;
 pub use txn::EmbeddedTxn;
 
@@ -161,14 +163,17 @@ impl std::fmt::Debug for EmbeddedStore {
 }
 
 impl EmbeddedStore {
-    /// Opens (or creates) the store at `config.path` and starts its committer.
-    pub fn open(config: EmbeddedConfig) -> Result<EmbeddedStore, StoreError> {
-        let io = |e: fjall::Error| StoreError::Io(e.to_string());
-        std::fs::create_dir_all(&config.path).map_err(|e| StoreError::Io(e.to_string()))?;
+    /// Opens (or creates) the store at `config.path` and starts its
+    /// committer. [`OpenError::Locked`] when another store has the
+    /// directory open (one store per directory).
+    pub fn open(config: EmbeddedConfig) -> Result<EmbeddedStore, OpenError> {
+        let io = |e: fjall::Error| OpenError::Store(StoreError::Io(e.to_string()));
+        std::fs::create_dir_all(&config.path)
+            .map_err(|e| OpenError::Store(StoreError::Io(e.to_string())))?;
         let db = fjall::Database::builder(&config.path)
             .cache_size(config.cache_bytes)
             .open()
-            .map_err(io)?;
+            .map_err(|e| lock::open_error(&config.path, e))?;
         let memtable_bytes = config.memtable_bytes;
         let data = db
             .keyspace("data", || {
@@ -201,7 +206,7 @@ impl EmbeddedStore {
             std::thread::Builder::new()
                 .name("hotq-committer".into())
                 .spawn(move || committer::run(shared, requests, group_max))
-                .map_err(|e| StoreError::Io(e.to_string()))?
+                .map_err(|e| OpenError::Store(StoreError::Io(e.to_string())))?
         };
         Ok(EmbeddedStore {
             inner: Arc::new(Inner {
