@@ -5,9 +5,9 @@
 //! conflicts per pop, and each coordinator's share of the items against
 //! its share of the waiters.
 
+use parking_lot::Mutex;
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -158,7 +158,7 @@ async fn drain(
                         .await
                         .map_err(|e| e.to_string())?;
                     if let Some(item) = popped {
-                        seen.lock().expect("seen lock").push(item.payload);
+                        seen.lock().push(item.payload);
                         counts[index].fetch_add(1, Ordering::Relaxed);
                         delivered.fetch_add(1, Ordering::SeqCst);
                         last_us.fetch_max(started.elapsed().as_micros() as u64, Ordering::Relaxed);
@@ -173,7 +173,7 @@ async fn drain(
     }
     let (_, conflicts_after, _) = store.counts();
     let [fulfill_conflicts, results, asked, rounds] = stop_and_count(&coordinators).await;
-    let seen = std::mem::take(&mut *seen.lock().expect("seen lock"));
+    let seen = std::mem::take(&mut *seen.lock());
     let pops = seen.len();
     let distinct: HashSet<&Vec<u8>> = seen.iter().collect();
     let dup = pops - distinct.len();

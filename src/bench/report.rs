@@ -1,8 +1,8 @@
 //! A drain's tally and its report: one table row or one JSON line per
 //! (mode, W).
 
+use parking_lot::Mutex;
 use std::collections::HashSet;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
@@ -97,9 +97,8 @@ impl Tally {
         let now = Instant::now();
         self.latencies_us
             .lock()
-            .expect("tally lock")
             .push((now - call).as_micros() as u64);
-        if !self.seen.lock().expect("tally lock").insert(payload) {
+        if !self.seen.lock().insert(payload) {
             self.duplicates.fetch_add(1, Ordering::Relaxed);
         }
         self.delivered.fetch_add(1, Ordering::SeqCst);
@@ -117,10 +116,10 @@ impl Tally {
         mode: Mode,
         workers: usize,
     ) -> DrainResult {
-        let mut latencies = self.latencies_us.lock().expect("tally lock").clone();
+        let mut latencies = self.latencies_us.lock().clone();
         latencies.sort_unstable();
         let delivered = self.delivered.load(Ordering::SeqCst);
-        let seen = self.seen.lock().expect("tally lock");
+        let seen = self.seen.lock();
         let lost = preloaded
             .iter()
             .filter(|item| !seen.contains(*item))

@@ -33,9 +33,10 @@ mod round;
 mod tally;
 pub(crate) mod timer;
 
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use crate::envelope::{decode_held, encode_item_value};
 use crate::keys::{DueWhat, QueueKeys, QueueKind, QueueName, due_entry, due_range, due_until};
@@ -186,7 +187,7 @@ fn touched_set() -> &'static Mutex<BTreeSet<(QueueKind, QueueName)>> {
 /// it soon (at most [`TOUCHED_MAX`] are remembered; the rest wait for the
 /// sampler's rotation).
 fn touch(queue: (QueueKind, QueueName)) {
-    let mut touched = touched_set().lock().expect("touched set lock");
+    let mut touched = touched_set().lock();
     if touched.len() < TOUCHED_MAX {
         touched.insert(queue);
     }
@@ -194,7 +195,7 @@ fn touch(queue: (QueueKind, QueueName)) {
 
 /// Takes up to `max` of the queues the timer changed since the last call.
 pub fn take_touched(max: usize) -> Vec<(QueueKind, QueueName)> {
-    let mut touched = touched_set().lock().expect("touched set lock");
+    let mut touched = touched_set().lock();
     let mut taken = Vec::new();
     while taken.len() < max {
         let Some(queue) = touched.pop_first() else {

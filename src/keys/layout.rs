@@ -10,9 +10,10 @@
 //! over. A daemon sweeping a million queues (the timer) then packs
 //! layouts as it did before the cache, never holds more than the bound.
 
+use parking_lot::Mutex;
 use std::borrow::Borrow;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use foundationdb_tuple::Subspace;
 
@@ -77,9 +78,7 @@ pub(super) fn layout(kind: QueueKind, name: &QueueName) -> Arc<Layout> {
     };
     // A poisoned lock only means another thread panicked mid-insert; the
     // map holds whole entries either way.
-    let mut cached = LAYOUTS
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut cached = LAYOUTS.lock();
     let map = cached[slot].get_or_insert_with(HashMap::new);
     if let Some(layout) = map.get(name.as_str()) {
         return layout.clone();

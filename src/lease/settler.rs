@@ -12,9 +12,10 @@
 //! writes (the second finds the lease gone). A settle whose caller left
 //! still runs to its end in the task: it applies fully or not at all.
 
+use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::oneshot;
@@ -148,7 +149,7 @@ impl<S: Store> Settler<S> {
         let mut overflow = Vec::new();
         {
             let id = (keys.kind(), keys.name().clone());
-            let mut backlogs = self.backlogs.lock().expect("settle backlogs lock");
+            let mut backlogs = self.backlogs.lock();
             let backlog = backlogs.entry(id.clone()).or_default();
             for (receipt, op) in settles {
                 if let SettleOp::Extend { lease_ms } = op {
@@ -213,7 +214,7 @@ impl Drop for RunningGuard {
         if self.ended {
             return;
         }
-        let mut backlogs = self.backlogs.lock().expect("settle backlogs lock");
+        let mut backlogs = self.backlogs.lock();
         if let Some(backlog) = backlogs.remove(&self.id) {
             tracing::error!(queue = %self.id.1, pending = backlog.pending.len(),
                 "a queue's settler stopped before its backlog was empty; its pending settles are cancelled");
@@ -257,7 +258,7 @@ impl<S: Store> Task<S> {
     async fn serve_backlog(&self) {
         loop {
             let batch: Vec<Pending> = {
-                let mut backlogs = self.backlogs.lock().expect("settle backlogs lock");
+                let mut backlogs = self.backlogs.lock();
                 let Some(backlog) = backlogs.get_mut(&self.id) else {
                     return;
                 };

@@ -8,8 +8,8 @@
 //! Until the recorder is installed nothing is kept: a handle taken then
 //! would count nowhere, forever.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::Mutex;
 
 use metrics::{Counter, Histogram};
 
@@ -35,9 +35,7 @@ struct Handles {
 static HANDLES: Mutex<Option<Handles>> = Mutex::new(None);
 
 fn with_handles<R>(act: impl FnOnce(&mut Handles) -> R) -> R {
-    // A poisoned lock only means a panic elsewhere mid-insert: every entry
-    // is a whole handle either way.
-    let mut handles = HANDLES.lock().unwrap_or_else(|p| p.into_inner());
+    let mut handles = HANDLES.lock();
     act(handles.get_or_insert_with(Handles::default))
 }
 

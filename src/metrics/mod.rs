@@ -15,8 +15,9 @@ mod handles;
 pub(crate) mod process;
 pub mod traffic;
 
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashSet};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::Instant;
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
@@ -301,15 +302,11 @@ static FORGOTTEN: Mutex<BTreeMap<(&'static str, String), Instant>> = Mutex::new(
 /// queue is used again ([`register_queue`]) or found in the store again
 /// ([`found_in_store`]). A queue counted under `_other` stays in that sum.
 pub fn forget_queue(kind: QueueKind, queue: &QueueName) {
-    let labelled = LABELS.get().is_some_and(|labels| {
-        labels
-            .seen
-            .lock()
-            .expect("label set lock")
-            .contains(queue.as_str())
-    });
+    let labelled = LABELS
+        .get()
+        .is_some_and(|labels| labels.seen.lock().contains(queue.as_str()));
     if labelled {
-        FORGOTTEN.lock().expect("forgotten queues lock").insert(
+        FORGOTTEN.lock().insert(
             (kind_label(kind), queue.as_str().to_string()),
             Instant::now(),
         );
@@ -322,7 +319,7 @@ pub fn forget_queue(kind: QueueKind, queue: &QueueName) {
 /// daemon), and its series are exported again. One forgotten after the
 /// read began stays hidden: its delete may have come after the read.
 pub fn found_in_store(kind: QueueKind, queue: &QueueName, read_began: Instant) {
-    let mut forgotten = FORGOTTEN.lock().expect("forgotten queues lock");
+    let mut forgotten = FORGOTTEN.lock();
     let key = (kind_label(kind), queue.as_str().to_string());
     if forgotten.get(&key).is_some_and(|at| *at < read_began) {
         forgotten.remove(&key);
@@ -333,7 +330,7 @@ pub fn found_in_store(kind: QueueKind, queue: &QueueName, read_began: Instant) {
 /// queues (see [`forget_queue`]).
 pub fn render(handle: &PrometheusHandle) -> String {
     let text = handle.render();
-    let forgotten = FORGOTTEN.lock().expect("forgotten queues lock").clone();
+    let forgotten = FORGOTTEN.lock().clone();
     if forgotten.is_empty() {
         return text;
     }
@@ -378,7 +375,6 @@ fn names_forgotten(line: &str, forgotten: &BTreeMap<(&'static str, String), Inst
 pub fn register_queue(kind: QueueKind, queue: &QueueName) {
     FORGOTTEN
         .lock()
-        .expect("forgotten queues lock")
         .remove(&(kind_label(kind), queue.as_str().to_string()));
     let label = queue_label(queue.as_str());
     let kind_name = kind_label(kind);
@@ -451,7 +447,7 @@ pub fn queue_label(queue: &str) -> String {
     let Some(labels) = LABELS.get() else {
         return queue.to_string();
     };
-    let mut seen = labels.seen.lock().expect("label set lock");
+    let mut seen = labels.seen.lock();
     if seen.contains(queue) {
         return queue.to_string();
     }

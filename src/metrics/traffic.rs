@@ -6,8 +6,9 @@
 //! a new queue finds it full it starts over (a console then sees counts
 //! fall and shows no rate for one refresh).
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
@@ -40,7 +41,7 @@ fn index(kind: QueueKind) -> usize {
 }
 
 fn add(kind: QueueKind, queue: &str, change: impl FnOnce(&mut Counts)) {
-    let mut tally = tally().lock().expect("traffic lock");
+    let mut tally = tally().lock();
     let queues = &mut tally[index(kind)];
     if let Some(counts) = queues.get_mut(queue) {
         change(counts);
@@ -64,14 +65,12 @@ pub fn popped(kind: QueueKind, queue: &str, n: u64) {
 
 /// The counts of `queue`, if this daemon keeps any.
 pub fn counts(kind: QueueKind, queue: &str) -> Option<Counts> {
-    tally().lock().expect("traffic lock")[index(kind)]
-        .get(queue)
-        .copied()
+    tally().lock()[index(kind)].get(queue).copied()
 }
 
 /// Drops the counts of the deleted `queue`: a queue of the same name made
 /// later counts from 0 (a console sees its counts fall and shows no rate
 /// for one refresh), and a deleted queue holds no place in the tally.
 pub fn forget(kind: QueueKind, queue: &str) {
-    tally().lock().expect("traffic lock")[index(kind)].remove(queue);
+    tally().lock()[index(kind)].remove(queue);
 }

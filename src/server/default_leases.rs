@@ -1,8 +1,8 @@
 //! Queues' default leases, remembered briefly so a plain pop does not
 //! read its queue's settings key each time.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::keys::{QueueKeys, QueueKind, QueueName};
@@ -31,7 +31,7 @@ pub struct DefaultLeases {
 
 impl DefaultLeases {
     pub(super) fn fresh(&self, keys: &QueueKeys) -> Option<u64> {
-        let entries = self.entries.lock().expect("default leases lock");
+        let entries = self.entries.lock();
         let (lease_ms, read_at) = entries.get(&entry(keys))?;
         let fresh = read_at.elapsed() < Duration::from_millis(DEFAULT_LEASE_CACHE_MS);
         if fresh { *lease_ms } else { None }
@@ -39,7 +39,7 @@ impl DefaultLeases {
 
     pub(super) fn remember(&self, keys: &QueueKeys, lease_ms: u64, read_at: Instant) {
         let name = &entry(keys);
-        let mut entries = self.entries.lock().expect("default leases lock");
+        let mut entries = self.entries.lock();
         // A read that began before a change through this daemon (or before
         // a newer read) must not put its older value back.
         if let Some((_, newer)) = entries.get(name)
@@ -59,7 +59,6 @@ impl DefaultLeases {
         // Kept as a mark, so a read already under way is not remembered.
         self.entries
             .lock()
-            .expect("default leases lock")
             .insert(entry(keys), (None, Instant::now()));
     }
 }

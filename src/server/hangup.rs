@@ -16,9 +16,10 @@
 //! have only shut its write side, but nothing tells the two apart before
 //! a write fails, and a waiting pop must not take an item on a guess.
 
+use parking_lot::Mutex;
 use std::io;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::extract::Request;
@@ -115,7 +116,7 @@ impl Watched {
     }
 
     fn hung_up(&self) -> bool {
-        self.read.lock().expect("read side lock").hung_up
+        self.read.lock().hung_up
     }
 }
 
@@ -125,7 +126,7 @@ impl AsyncRead for Watched {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let mut side = self.read.lock().expect("read side lock");
+        let mut side = self.read.lock();
         if side.hung_up {
             return Poll::Ready(Ok(()));
         }
@@ -196,7 +197,7 @@ impl HangUp {
     /// connection serves nothing more.
     pub async fn gone(&self) {
         std::future::poll_fn(|cx| {
-            let mut side = self.0.lock().expect("read side lock");
+            let mut side = self.0.lock();
             if side.hung_up {
                 return Poll::Ready(());
             }

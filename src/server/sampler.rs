@@ -92,7 +92,6 @@ pub async fn sample_once<S: Store>(state: &AppState<S>, rotation: &mut Rotation)
     let known: Vec<_> = state
         .known_queues
         .lock()
-        .expect("known queue lock")
         .iter()
         .take(budget / 2)
         .cloned()

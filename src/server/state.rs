@@ -2,8 +2,9 @@
 //! console): the daemon's state, below the routers that mount them, so
 //! that a front end importing it imports no other front end.
 
+use parking_lot::Mutex;
 use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use super::default_leases::DefaultLeases;
 use super::store_watch;
@@ -97,7 +98,7 @@ impl<S: Store> AppState<S> {
 
     /// Notes that `name` is in use, for the sampler.
     pub fn note_queue(&self, kind: QueueKind, name: &QueueName) {
-        let mut known = self.known_queues.lock().expect("known queue lock");
+        let mut known = self.known_queues.lock();
         if known.note((kind, name.clone()), self.config.metrics_sample_queues_max) {
             // Only valid names get here, after validation: the queue's
             // counters exist (at 0) from its first use on.
@@ -123,10 +124,7 @@ fn forget_deleted(
         return;
     }
     let (kind, name) = (keys.kind(), keys.name());
-    known
-        .lock()
-        .expect("known queue lock")
-        .forget(&(kind, name.clone()));
+    known.lock().forget(&(kind, name.clone()));
     crate::metrics::forget_queue(kind, name);
     crate::metrics::traffic::forget(kind, name.as_str());
 }

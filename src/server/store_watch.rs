@@ -8,7 +8,7 @@
 //! supervisor restarts it, on a disk that by then may have room again.
 //! The grace lets load balancers and scrapes see the 503s first.
 
-use std::sync::Mutex;
+use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::store::Read;
@@ -24,13 +24,13 @@ pub struct StoreHealth {
 impl StoreHealth {
     /// Why the store does not answer, while it does not.
     pub fn failure(&self) -> Option<String> {
-        let failing = self.failing.lock().expect("store health lock");
+        let failing = self.failing.lock();
         failing.as_ref().map(|(_, reason)| reason.clone())
     }
 
     /// Records a probe's outcome; returns how long the store has failed.
     fn note(&self, outcome: Result<(), String>) -> Option<(Duration, String)> {
-        let mut failing = self.failing.lock().expect("store health lock");
+        let mut failing = self.failing.lock();
         match outcome {
             Ok(()) => {
                 *failing = None;
@@ -111,7 +111,7 @@ mod tests {
     #[test]
     fn a_failure_lasts_from_its_first_report_until_a_success() {
         let health = StoreHealth::default();
-        let since = |health: &StoreHealth| health.failing.lock().unwrap().as_ref().unwrap().0;
+        let since = |health: &StoreHealth| health.failing.lock().as_ref().unwrap().0;
         assert_eq!(health.failure(), None);
         health.note(Err("disk full".into())).unwrap();
         let first = since(&health);

@@ -3,8 +3,9 @@
 //! a stored request), until the fulfiller hands it items (see
 //! [`super::round::fulfiller`] and [`super::handoff`]).
 
+use parking_lot::Mutex;
 use std::num::NonZeroU64;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -111,7 +112,7 @@ impl<S: Store> Pops<S> {
             let started = std::time::Instant::now();
             let outcome = pops.pop_attempts(&keys, pop, acks, gone_rx.clone()).await;
             let (path, items, outcomes) = outcome?;
-            *acked_out.lock().expect("ack outcomes lock") = outcomes;
+            *acked_out.lock() = outcomes;
             pops.leases_issued(&items);
             // A pop finishing after its caller left puts its items back
             // (counted as put-backs): only items that reach a caller count.
@@ -123,7 +124,7 @@ impl<S: Store> Pops<S> {
         let items = Finishing::new(self, keys, gone, Box::pin(attempts)).await?;
         // No await since the pop completed: these items reached the caller.
         crate::queue::groups::deliver_soon(&self.inner.store, keys, &items);
-        let acked = std::mem::take(&mut *acked.lock().expect("ack outcomes lock"));
+        let acked = std::mem::take(&mut *acked.lock());
         Ok(Popped { items, acked })
     }
 

@@ -3,8 +3,9 @@
 //! [`super::pop`], [`super::round::fulfill`], [`super::round::fulfiller`] and
 //! [`super::handoff`].
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;

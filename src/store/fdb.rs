@@ -17,9 +17,10 @@
 //! mechanism and for why FoundationDB 7.3's automatic idempotency is not
 //! used instead.
 
+use parking_lot::{Mutex, MutexGuard};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, OnceLock};
 
 use foundationdb::api::{FdbApiBuilder, NetworkAutoStop};
 use foundationdb::options::{ConflictRangeType, MutationType, StreamingMode};
@@ -230,8 +231,7 @@ impl fmt::Debug for FdbTransaction {
 
 impl FdbTransaction {
     fn lock(&self) -> MutexGuard<'_, Option<foundationdb::Transaction>> {
-        // Nothing panics while the lock is held; a poisoned slot is still sound.
-        self.slot.lock().unwrap_or_else(PoisonError::into_inner)
+        self.slot.lock()
     }
 
     /// Runs `f` on the live transaction, under the lock. `f` only issues

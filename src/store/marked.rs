@@ -46,8 +46,9 @@
 //! [`sweep_markers`] clears slots that have not been written for a long
 //! time (those of processes that are gone).
 
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use foundationdb_tuple::Subspace;
@@ -111,11 +112,7 @@ impl Slots {
     }
 
     fn take(self: &Arc<Self>) -> Slot {
-        let free = self
-            .free
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pop();
+        let free = self.free.lock().pop();
         let number = free.unwrap_or_else(|| self.minted.fetch_add(1, Ordering::Relaxed));
         let sequence = self.sequence.fetch_add(1, Ordering::Relaxed);
         Slot {
@@ -140,11 +137,7 @@ struct Slot {
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.slots
-            .free
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(self.number);
+        self.slots.free.lock().push(self.number);
     }
 }
 

@@ -2,9 +2,10 @@
 //! answer with exactly the bytes each case needs.
 
 use super::*;
+use parking_lot::Mutex;
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -37,7 +38,7 @@ async fn server(answers: Vec<Option<Vec<u8>>>, limits: Limits) -> (Endpoint, Arc
                         head.drain(..end + 4);
                         assert!(request.starts_with("POST /prefix/"), "{request}");
                         assert!(request.contains("authorization: Bearer t0k"), "{request}");
-                        let answer = answers.lock().unwrap().pop_front().flatten();
+                        let answer = answers.lock().pop_front().flatten();
                         match answer {
                             Some(answer) => stream.write_all(&answer).await.unwrap(),
                             None => std::future::pending::<()>().await,

@@ -55,7 +55,7 @@ impl Claims {
     /// line, in line order; from now on theirs to settle or release
     /// ([`Self::resolve`]), not their pops'.
     pub fn acks(&self) -> Vec<(u64, Vec<Receipt>)> {
-        let queues = self.waiters.queues.lock().expect("local waiters lock");
+        let queues = self.waiters.queues.lock();
         let Some(queue) = queues.get(&(self.keys.kind(), self.keys.name().clone())) else {
             return Vec::new();
         };
@@ -63,7 +63,7 @@ impl Claims {
         for request in &self.requests {
             let riding = queue.line.get(&request.seq).and_then(|e| e.acks.as_ref());
             let Some(riding) = riding else { continue };
-            if let Some(receipts) = riding.lock().expect("riding acks lock").take_for_round() {
+            if let Some(receipts) = riding.lock().take_for_round() {
                 acks.push((request.seq, receipts));
             }
         }

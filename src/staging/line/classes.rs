@@ -24,7 +24,7 @@ impl LocalWaiters {
     /// `now_ms` or later, not a pop that must not wait), by end and lease;
     /// at most `max` per class.
     pub fn waiting_by_class(&self, keys: &QueueKeys, now_ms: u64, max: usize) -> Vec<Waiting> {
-        let queues = self.queues.lock().expect("local waiters lock");
+        let queues = self.queues.lock();
         let mut classes: Vec<Waiting> = Vec::new();
         let Some(queue) = queues.get(&(keys.kind(), keys.name().clone())) else {
             return classes;

@@ -23,9 +23,10 @@
 //! queue in a commit and is lost if the process dies before answering;
 //! leases exist for work that must survive that.
 
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 use tokio::sync::oneshot;
 
@@ -150,7 +151,7 @@ impl LocalWaiters {
 
     /// How many pops of queue `keys` wait in this process now.
     pub fn waiting_on(&self, keys: &QueueKeys) -> usize {
-        let queues = self.queues.lock().expect("local waiters lock");
+        let queues = self.queues.lock();
         queues
             .get(&(keys.kind(), keys.name().clone()))
             .map_or(0, |queue| queue.waiting)
@@ -160,7 +161,7 @@ impl LocalWaiters {
     /// now (including those whose pop is leaving, until their fulfillment
     /// is resolved: an item may still be taken for them).
     pub fn memory_waiting(&self, keys: &QueueKeys) -> usize {
-        let queues = self.queues.lock().expect("local waiters lock");
+        let queues = self.queues.lock();
         queues
             .get(&(keys.kind(), keys.name().clone()))
             .map_or(0, |queue| queue.line.len())
@@ -170,7 +171,7 @@ impl LocalWaiters {
     /// in arrival order, for one fulfillment transaction. The caller must
     /// [`Self::resolve_claims`] them whatever the transaction's outcome.
     pub fn claim_memory(&self, keys: &QueueKeys, max: usize) -> Vec<MemoryRequest> {
-        let mut queues = self.queues.lock().expect("local waiters lock");
+        let mut queues = self.queues.lock();
         let Some(queue) = queues.get_mut(&(keys.kind(), keys.name().clone())) else {
             return Vec::new();
         };
@@ -222,7 +223,7 @@ impl LocalWaiters {
         } = answered;
         let id = (keys.kind(), keys.name().clone());
         let mut unclaimed = Vec::new();
-        let mut queues = self.queues.lock().expect("local waiters lock");
+        let mut queues = self.queues.lock();
         let Some(queue) = queues.get_mut(&id) else {
             // Entries live until resolved: a claimed one keeps its queue's.
             assert!(
@@ -236,12 +237,12 @@ impl LocalWaiters {
         let settled: std::collections::HashSet<u64> = acked.iter().map(|(seq, _)| *seq).collect();
         for (seq, outcomes) in acked {
             if let Some(acks) = queue.line.get(&seq).and_then(|entry| entry.acks.as_ref()) {
-                acks.lock().expect("riding acks lock").settle(outcomes);
+                acks.lock().settle(outcomes);
             }
         }
         for request in claimed.iter().filter(|r| !settled.contains(&r.seq)) {
             if let Some(acks) = queue.line.get(&request.seq).and_then(|e| e.acks.as_ref()) {
-                acks.lock().expect("riding acks lock").release();
+                acks.lock().release();
             }
         }
         let answered = served
@@ -270,7 +271,7 @@ impl LocalWaiters {
             if entry.leaving {
                 let entry = queue.line.remove(&request.seq).expect("present");
                 // Dropping the sender tells the leaving pop: nothing came.
-                drop(entry.slot.lock().expect("local slot lock").take());
+                drop(entry.slot.lock().take());
             } else {
                 entry.claimed = false;
             }
@@ -285,11 +286,7 @@ impl LocalWaiters {
     /// when nobody here takes it (the requester has gone, or was already
     /// handed one).
     pub fn hand_over(&self, requester: &RequesterId, item: Item) -> Vec<Item> {
-        let slot = self
-            .slots
-            .lock()
-            .expect("local waiters lock")
-            .remove(requester);
+        let slot = self.slots.lock().remove(requester);
         let Some(slot) = slot else {
             return vec![item];
         };
@@ -298,17 +295,14 @@ impl LocalWaiters {
 
     /// True when `requester` waits in this process.
     pub fn is_local(&self, requester: &RequesterId) -> bool {
-        self.slots
-            .lock()
-            .expect("local waiters lock")
-            .contains_key(requester)
+        self.slots.lock().contains_key(requester)
     }
 }
 
 /// Sends `items` through `slot`; gives them back when the slot was
 /// already used or closed, or its receiver has gone.
 fn send(slot: &Slot, items: Vec<Item>) -> Vec<Item> {
-    let sender = slot.lock().expect("local slot lock").take();
+    let sender = slot.lock().take();
     match sender {
         Some(sender) => sender.send(items).err().unwrap_or_default(),
         None => items,
@@ -337,7 +331,6 @@ impl LocalWaiter {
         waiters
             .queues
             .lock()
-            .expect("local waiters lock")
             .entry(queue.clone())
             .or_default()
             .waiting += 1;
@@ -360,7 +353,7 @@ impl LocalWaiter {
             "a pop waits in one line"
         );
         let seq = self.waiters.next_seq.fetch_add(1, Ordering::Relaxed);
-        let mut queues = self.waiters.queues.lock().expect("local waiters lock");
+        let mut queues = self.waiters.queues.lock();
         let queue = queues
             .get_mut(&self.queue)
             .expect("a waiter's queue entry lives as long as the waiter");
@@ -382,7 +375,6 @@ impl LocalWaiter {
         self.waiters
             .slots
             .lock()
-            .expect("local waiters lock")
             .insert(requester.clone(), self.slot.clone());
         self.ids.push(requester.clone());
     }
@@ -420,13 +412,13 @@ impl LocalWaiter {
     /// item, or an error once the claim is resolved without one.
     pub fn close(&mut self) -> bool {
         if !self.ids.is_empty() {
-            let mut slots = self.waiters.slots.lock().expect("local waiters lock");
+            let mut slots = self.waiters.slots.lock();
             for id in self.ids.drain(..) {
                 slots.remove(&id);
             }
         }
         if let Some(seq) = self.seq.take() {
-            let mut queues = self.waiters.queues.lock().expect("local waiters lock");
+            let mut queues = self.waiters.queues.lock();
             if let Some(queue) = queues.get_mut(&self.queue)
                 && let Some(entry) = queue.line.get_mut(&seq)
             {
@@ -439,7 +431,7 @@ impl LocalWaiter {
                 queue.line.remove(&seq);
             }
         }
-        self.slot.lock().expect("local slot lock").take().is_none()
+        self.slot.lock().take().is_none()
     }
 }
 
@@ -453,7 +445,7 @@ impl Drop for LocalWaiter {
             // fulfiller.
             tracing::error!(queue = %self.queue.1, "an item handed to a pop whose task was dropped is lost");
         }
-        let mut queues = self.waiters.queues.lock().expect("local waiters lock");
+        let mut queues = self.waiters.queues.lock();
         if let Some(queue) = queues.get_mut(&self.queue) {
             queue.waiting -= 1;
             // A leaving memory request stays until its claim is resolved.

@@ -48,10 +48,7 @@ async fn a_hand_off_reaches_its_waiter_once_and_comes_back_when_nobody_waits() {
         waiter
     };
     drop(dropped);
-    assert!(
-        waiters.slots.lock().unwrap().is_empty(),
-        "entries are removed"
-    );
+    assert!(waiters.slots.lock().is_empty(), "entries are removed");
 }
 
 #[tokio::test]
@@ -75,7 +72,7 @@ async fn a_claimed_pop_dropped_while_its_claim_is_resolved_loses_no_item() {
         vec![item(b"a")],
         "the fulfiller got it back to put back"
     );
-    assert!(waiters.queues.lock().unwrap().is_empty());
+    assert!(waiters.queues.lock().is_empty());
 }
 
 #[tokio::test]
@@ -136,10 +133,7 @@ async fn a_memory_request_claimed_by_a_fulfillment_leaves_only_once_resolved() {
     );
     assert_eq!(put_back, vec![item(b"b")]);
     drop((served, leaving, unclaimed));
-    assert!(
-        waiters.queues.lock().unwrap().is_empty(),
-        "entries are removed"
-    );
+    assert!(waiters.queues.lock().is_empty(), "entries are removed");
 }
 
 #[tokio::test]
@@ -180,7 +174,7 @@ async fn a_pop_that_must_not_wait_is_answered_empty_and_a_pop_of_many_takes_seve
         "answered: nothing visible"
     );
     drop((many, no_wait));
-    assert!(waiters.queues.lock().unwrap().is_empty());
+    assert!(waiters.queues.lock().is_empty());
 }
 
 fn id(name: &str) -> RequesterId {

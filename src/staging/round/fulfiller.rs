@@ -87,7 +87,7 @@ impl<S: Store> Pops<S> {
             return;
         }
         let id = (keys.kind(), keys.name().clone());
-        let mut fulfillers = self.inner.fulfillers.lock().expect("fulfiller map lock");
+        let mut fulfillers = self.inner.fulfillers.lock();
         if let Some(running) = fulfillers.get(&id).filter(|f| !f.task.is_finished()) {
             if wake {
                 // A permit is kept if the loop is busy: never lost.
@@ -105,7 +105,7 @@ impl<S: Store> Pops<S> {
 
     /// True while the fulfillment loop of `keys` runs in this process.
     pub(in crate::staging) fn fulfiller_runs(&self, keys: &QueueKeys) -> bool {
-        let fulfillers = self.inner.fulfillers.lock().expect("fulfiller map lock");
+        let fulfillers = self.inner.fulfillers.lock();
         fulfillers
             .get(&(keys.kind(), keys.name().clone()))
             .is_some_and(|f| !f.task.is_finished())
@@ -369,7 +369,7 @@ impl<S: Store> Pops<S> {
 
     /// Removes an idle fulfiller from the map (it is about to return).
     fn retire(&self, keys: &QueueKeys) {
-        let mut fulfillers = self.inner.fulfillers.lock().expect("fulfiller map lock");
+        let mut fulfillers = self.inner.fulfillers.lock();
         fulfillers.remove(&(keys.kind(), keys.name().clone()));
     }
 
@@ -377,7 +377,7 @@ impl<S: Store> Pops<S> {
     /// shutdown was signalled: in-flight commits finish and hand over.
     pub async fn join_fulfillers(&self, wait: Duration) {
         let tasks: Vec<JoinHandle<()>> = {
-            let mut fulfillers = self.inner.fulfillers.lock().expect("fulfiller map lock");
+            let mut fulfillers = self.inner.fulfillers.lock();
             fulfillers.drain().map(|(_, f)| f.task).collect()
         };
         let all = async {

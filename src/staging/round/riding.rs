@@ -9,7 +9,8 @@
 //! transaction of their own. Every ack reads its lease without snapshot,
 //! so an ack racing the lease's expiry has exactly one winner.
 
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 
 use crate::keys::QueueKeys;
 use crate::lease::settle::ack_in;
@@ -188,7 +189,7 @@ pub async fn outcomes_after_line<S: Store>(
     let Some(acks) = acks else {
         return Ok(Vec::new());
     };
-    let leaving = acks.lock().expect("riding acks lock").leave();
+    let leaving = acks.lock().leave();
     match leaving {
         Leaving::Settled(outcomes) => Ok(outcomes),
         Leaving::AckAlone(receipts) => ack_alone(store, keys, &receipts).await,

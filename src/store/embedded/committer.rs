@@ -51,7 +51,7 @@ pub(crate) fn run(
         }
         commit_group(&shared, group);
     }
-    shared.watches.lock().expect("watch lock").cancel_all();
+    shared.watches.lock().cancel_all();
 }
 
 /// One group: resolve it, write and publish what it accepted (one fjall
@@ -132,7 +132,7 @@ fn resolve(shared: &Shared, group: &[CommitRequest]) -> Resolved {
     let mut outcomes: Vec<Result<(), StoreError>> = Vec::with_capacity(group.len());
     // Per accepted request: which of its atomic bases are still the latest value.
     let mut fresh: Vec<Vec<bool>> = Vec::with_capacity(group.len());
-    let mut resolver = shared.resolver.lock().expect("resolver lock");
+    let mut resolver = shared.resolver.lock();
     let version = resolver.last_version + 1;
     let mut accepted_writes = false;
     for request in group {
@@ -173,7 +173,7 @@ fn arm_watches(
     outcomes: &[Result<(), StoreError>],
     final_values: &BTreeMap<Vec<u8>, Option<Vec<u8>>>,
 ) {
-    let mut watches = shared.watches.lock().expect("watch lock");
+    let mut watches = shared.watches.lock();
     for (key, value) in final_values {
         watches.changed(key, value.as_deref());
     }
@@ -221,12 +221,8 @@ fn answer(shared: &Shared, group: Vec<CommitRequest>, outcomes: Vec<Result<(), S
 }
 
 fn prune(shared: &Shared) {
-    let visible = shared.visibility.lock().expect("visibility lock").published + 1;
-    shared
-        .resolver
-        .lock()
-        .expect("resolver lock")
-        .prune(visible);
+    let visible = shared.visibility.lock().published + 1;
+    shared.resolver.lock().prune(visible);
 }
 
 /// Writes the accepted requests of group `version` as one fjall batch and
@@ -257,11 +253,7 @@ fn write_group<'a>(
         }
         // From here until published, new snapshots that could see part of
         // this batch are refused (see `Visibility`).
-        shared
-            .visibility
-            .lock()
-            .expect("visibility lock")
-            .inflight_floor = Some(shared.db.seqno());
+        shared.visibility.lock().inflight_floor = Some(shared.db.seqno());
         let write_began = Instant::now();
         batch.commit().map_err(|e| StoreError::Io(e.to_string()))?;
         if shared.durability == Durability::Sync {
@@ -270,7 +262,7 @@ fn write_group<'a>(
         }
         Ok(values)
     });
-    let mut visibility = shared.visibility.lock().expect("visibility lock");
+    let mut visibility = shared.visibility.lock();
     assert!(version > visibility.published, "group versions only grow");
     visibility.published = version;
     visibility.inflight_floor = None;

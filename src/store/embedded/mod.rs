@@ -20,9 +20,10 @@ mod txn;
 mod watches;
 mod write_set;
 
+use parking_lot::Mutex;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fjall::{KeyspaceCreateOptions, PersistMode};
@@ -146,7 +147,7 @@ impl Drop for Inner {
         // Transactions hold their own sender clones, so the committer ends
         // after the last of them; waiting for it here would deadlock when a
         // transaction outlives the store, so it is detached instead.
-        drop(self.committer.lock().map(|mut handle| handle.take()));
+        drop(self.committer.lock().take());
     }
 }
 
@@ -225,8 +226,8 @@ impl EmbeddedStore {
     /// Sizes of the resolver's bounded state: (live transactions, conflict
     /// history keys, empty stretches, armed watches).
     pub fn footprint(&self) -> (usize, usize, usize, usize) {
-        let resolver = self.inner.shared.resolver.lock().expect("resolver lock");
-        let watches = self.inner.shared.watches.lock().expect("watch lock").len();
+        let resolver = self.inner.shared.resolver.lock();
+        let watches = self.inner.shared.watches.lock().len();
         (
             resolver.live_count(),
             resolver.history_len(),

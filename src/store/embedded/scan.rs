@@ -98,7 +98,7 @@ impl<'a> GappedScan<'a> {
                 (self.position.clone(), self.end.to_vec())
             }
         } else {
-            let resolver = self.shared.resolver.lock().expect("resolver lock");
+            let resolver = self.shared.resolver.lock();
             if self.reverse {
                 resolver
                     .empty

@@ -5,7 +5,7 @@
 //! walked from these intervals. Off unless a test turns it on, and bounded
 //! while on.
 
-use std::sync::Mutex;
+use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Most intervals kept between two takes; past it the trace says it overflowed.
@@ -31,7 +31,7 @@ impl ScanTracer {
     pub(crate) fn set(&self, on: bool) {
         self.on.store(on, Ordering::Relaxed);
         if !on {
-            *self.trace.lock().expect("scan trace lock") = ScanTrace::default();
+            *self.trace.lock() = ScanTrace::default();
         }
     }
 
@@ -43,7 +43,7 @@ impl ScanTracer {
         if !self.is_on() || begin >= end {
             return;
         }
-        let mut trace = self.trace.lock().expect("scan trace lock");
+        let mut trace = self.trace.lock();
         if trace.intervals.len() < INTERVALS_MAX {
             trace.intervals.push((begin.to_vec(), end.to_vec()));
         } else {
@@ -52,6 +52,6 @@ impl ScanTracer {
     }
 
     pub(crate) fn take(&self) -> ScanTrace {
-        std::mem::take(&mut *self.trace.lock().expect("scan trace lock"))
+        std::mem::take(&mut *self.trace.lock())
     }
 }

@@ -1,7 +1,8 @@
 //! The embedded transaction: a fjall snapshot at the read version, the
 //! transaction's own writes on top, and its read-conflict ranges.
 
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::time::Instant;
 
 use fjall::Readable;
@@ -39,9 +40,7 @@ struct TxnInner {
 impl Drop for TxnInner {
     fn drop(&mut self) {
         // The resolver keeps history for this read version until now.
-        if let Ok(mut resolver) = self.shared.resolver.lock() {
-            resolver.unregister(self.read_version);
-        }
+        self.shared.resolver.lock().unregister(self.read_version);
     }
 }
 
@@ -73,7 +72,7 @@ impl EmbeddedTxn {
         // Bounded: a group in flight finishes within an fsync; a store that
         // stalls for the whole transaction age limit is reported.
         let (snapshot, read_version) = loop {
-            let visibility = shared.visibility.lock().expect("visibility lock");
+            let visibility = shared.visibility.lock();
             let snapshot = shared.db.snapshot();
             let torn = visibility
                 .inflight_floor
@@ -83,11 +82,7 @@ impl EmbeddedTxn {
                 let read_version = visibility.published + 1;
                 // Registration under the same lock: pruning cannot drop
                 // history this read version needs in between.
-                shared
-                    .resolver
-                    .lock()
-                    .expect("resolver lock")
-                    .register(read_version);
+                shared.resolver.lock().register(read_version);
                 break (snapshot, read_version);
             }
             // fjall made a batch visible before the committer published
@@ -132,7 +127,7 @@ impl EmbeddedTxn {
         &self,
         f: impl FnOnce(&mut Pending) -> Result<R, StoreError>,
     ) -> Result<R, StoreError> {
-        let mut pending = self.inner.pending.lock().expect("transaction lock");
+        let mut pending = self.inner.pending.lock();
         match pending.as_mut() {
             Some(pending) => f(pending),
             None => Err(StoreError::UsedAfterCommit),
@@ -218,7 +213,7 @@ impl EmbeddedTxn {
         );
         let observed_empty = committed.finish();
         if !observed_empty.is_empty() {
-            let mut resolver = shared.resolver.lock().expect("resolver lock");
+            let mut resolver = shared.resolver.lock();
             for (begin, end) in observed_empty {
                 resolver.observe_empty(read_version, begin, end);
             }
@@ -328,7 +323,6 @@ impl Transaction for EmbeddedTxn {
             .inner
             .pending
             .lock()
-            .expect("transaction lock")
             .take()
             .ok_or(StoreError::UsedAfterCommit)?;
         if pending.writes.is_empty() && pending.watches.is_empty() {
