@@ -245,7 +245,9 @@ async fn read_requests<'a, T: Transaction>(
     Ok(RequestsRead { rows, memory, now })
 }
 
-/// A round with nothing to do: commits a watch on the wake key.
+/// A round with nothing to do: commits a watch on the wake key. It writes
+/// nothing, so the watch's read of the key can make it conflict with
+/// nothing.
 async fn commit_idle<T: Transaction>(txn: T, keys: &QueueKeys) -> Result<Fulfilled, QueueError> {
     let watch = txn.watch(&keys.wake())?;
     txn.commit().await?;
