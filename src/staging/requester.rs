@@ -91,6 +91,9 @@ async fn try_register<S: Store>(
     txn.atomic_add(&keys.wake(), 1)?;
     txn.set(&keys.registry_key(), b"")?;
     crate::staging::reap::note_request(&txn, keys, request.deadline_ms)?;
+    // The watch reads the result key (a read conflict, as in
+    // FoundationDB): nobody writes it before this request exists, so it
+    // costs this writing transaction no conflict.
     let watch = txn.watch(&result_key)?;
     txn.commit().await?;
     Ok(Registration {

@@ -1,11 +1,34 @@
 //! The store contract: FoundationDB's transactions, exactly.
 //!
 //! Serializable optimistic transactions over ordered byte keys. Reads see the
-//! read version taken at [`Store::begin`] plus the transaction's own writes.
-//! A non-snapshot read adds a read-conflict range; `commit` fails with
-//! [`StoreError::Conflict`] when any read-conflict range intersects a write
-//! committed after the read version. Everything above this module is written
-//! once, generic over [`Store`], and never learns which backend it runs on.
+//! transaction's read version plus its own writes. A non-snapshot read adds
+//! a read-conflict range; `commit` fails with [`StoreError::Conflict`] when
+//! any read-conflict range intersects a write committed after the read
+//! version. Everything above this module is written once, generic over
+//! [`Store`], and never learns which backend it runs on.
+//!
+//! # When the read version is taken
+//!
+//! As FoundationDB's client takes it, on every backend: at the
+//! transaction's first read that the store answers (a `get`, `get_range`
+//! or [`Transaction::watch`], snapshot or not; a read its own writes
+//! answer alone takes none), or, for a transaction that read nothing, at
+//! commit. Not at [`Store::begin`]. Conflict ranges are checked from the
+//! read version, so a read-conflict key guards only what the transaction
+//! read itself: a transaction that acts on what it learned elsewhere (an
+//! earlier transaction, memory) and adds a conflict key without reading
+//! first cannot conflict with anything committed before its commit. Read
+//! first, or read the key itself.
+//!
+//! # Watches read their key
+//!
+//! [`Transaction::watch`] is a non-snapshot read of its key: it takes the
+//! read version and adds a read conflict on the key (unless the
+//! transaction's own write decides the key's value). A writing transaction
+//! that watches a counter therefore conflicts with every concurrent atomic
+//! add to it; watch in a read-only transaction of its own instead (a
+//! read-only transaction never conflicts), comparing what it reads with
+//! what the writing transaction left, so no change in between is lost.
 //!
 //! Backends:
 //! - [`embedded`]: fjall plus an in-process resolver (the default).
@@ -235,8 +258,8 @@ pub trait Store: Clone + Send + Sync + 'static {
     /// The transaction type of this backend.
     type Txn: Transaction;
 
-    /// Starts a transaction. Its read version is taken now (embedded) or at
-    /// its first read (FoundationDB).
+    /// Starts a transaction. It takes no read version yet: see the module
+    /// doc (at its first read, or at commit if it reads nothing).
     fn begin(&self) -> Result<Self::Txn, StoreError>;
 
     /// Makes every commit that returned durable, whatever the durability
@@ -279,7 +302,8 @@ pub trait Transaction: Clone + Send + Sync + 'static {
         range: RangeRead<'_>,
     ) -> impl Future<Output = Result<Vec<KeyValue>, StoreError>> + Send;
 
-    /// Adds `[begin, end)` to the read-conflict ranges.
+    /// Adds `[begin, end)` to the read-conflict ranges, checked from the
+    /// read version (which this does not take: see the module doc).
     fn add_read_conflict_range(&self, begin: &[u8], end: &[u8]) -> Result<(), StoreError>;
 
     /// Adds `key` alone to the read-conflict ranges.
@@ -304,9 +328,12 @@ pub trait Transaction: Clone + Send + Sync + 'static {
     /// at commit time: a write conflict only, never a read conflict.
     fn atomic_max(&self, key: &[u8], value: u64) -> Result<(), StoreError>;
 
-    /// Watches `key`: active once this transaction commits, fires when the
-    /// key's value changes after that. Fails with [`StoreError::Cancelled`]
-    /// if the transaction does not commit.
+    /// Watches `key`: reads it (a non-snapshot read, so a read conflict on
+    /// it, through this transaction's own writes), is active once this
+    /// transaction commits, and fires when the key holds any other value
+    /// than the one read, whenever that value was committed (before this
+    /// commit too). Fails with [`StoreError::Cancelled`] if the
+    /// transaction does not commit.
     fn watch(&self, key: &[u8]) -> Result<Watch, StoreError>;
 
     /// Commits. Fails with a typed error; a conflict writes nothing.

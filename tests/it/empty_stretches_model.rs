@@ -5,7 +5,8 @@
 //! times and kept open while others commit, so stretches are recorded,
 //! split by writes inside them, rejoined, and consulted by readers both
 //! newer and older than them. Every read is checked against a model: the
-//! committed state when the transaction began plus its own writes.
+//! committed state at the transaction's read version (taken at its first
+//! read, not when it began) plus its own writes.
 
 use crate::common;
 
@@ -29,11 +30,14 @@ fn key(n: u8) -> Vec<u8> {
 /// An open transaction and what it must see.
 struct Open {
     txn: EmbeddedTxn,
-    view: State,
+    /// From its read version on: the committed state then, plus its own
+    /// writes. `None` before (`begin` takes no read version).
+    view: Option<State>,
     /// Its own writes in order, applied to the committed state if it commits.
     writes: Vec<Write>,
 }
 
+#[derive(Clone)]
 enum Write {
     Set(Vec<u8>, Vec<u8>),
     Clear(Vec<u8>),
@@ -75,7 +79,7 @@ async fn run(seed: u64) {
         if open.is_empty() || (open.len() < OPEN_MAX && rng.random_bool(0.2)) {
             open.push(Open {
                 txn: store.begin().unwrap(),
-                view: committed.clone(),
+                view: None,
                 writes: Vec::new(),
             });
             continue;
@@ -88,7 +92,9 @@ async fn run(seed: u64) {
                 let (begin, end) = (key(a.min(b)), key(a.max(b)));
                 let o = &mut open[at];
                 o.txn.clear_range(&begin, &end).unwrap();
-                apply(&mut o.view, Write::ClearRange(begin.clone(), end.clone()));
+                if let Some(view) = o.view.as_mut() {
+                    apply(view, Write::ClearRange(begin.clone(), end.clone()));
+                }
                 o.writes.push(Write::ClearRange(begin, end));
             }
             // Writes: mostly clears, so stretches of tombstones form.
@@ -97,11 +103,15 @@ async fn run(seed: u64) {
                 let o = &mut open[at];
                 if rng.random_bool(0.4) {
                     o.txn.set(&key(n), &[step as u8]).unwrap();
-                    o.view.insert(key(n), vec![step as u8]);
+                    if let Some(view) = o.view.as_mut() {
+                        view.insert(key(n), vec![step as u8]);
+                    }
                     o.writes.push(Write::Set(key(n), vec![step as u8]));
                 } else {
                     o.txn.clear(&key(n)).unwrap();
-                    o.view.remove(&key(n));
+                    if let Some(view) = o.view.as_mut() {
+                        view.remove(&key(n));
+                    }
                     o.writes.push(Write::Clear(key(n)));
                 }
             }
@@ -123,6 +133,18 @@ async fn run(seed: u64) {
                 let (begin, end) = (key(a.min(b)), key(a.max(b)));
                 let limit = rng.random_range(1..6);
                 let reverse = rng.random_bool(0.5);
+                let o = &mut open[at];
+                if o.view.is_none() {
+                    // Its first read: a read of a key it never writes
+                    // takes the read version now, so the view is the
+                    // committed state now plus what it wrote before.
+                    o.txn.get(b"anchor", Read::Snapshot).await.unwrap();
+                    let mut view = committed.clone();
+                    for write in &o.writes {
+                        apply(&mut view, write.clone());
+                    }
+                    o.view = Some(view);
+                }
                 let o = &open[at];
                 let mut read = RangeRead::new(&begin, &end, limit);
                 read.reverse = reverse;
@@ -139,7 +161,8 @@ async fn run(seed: u64) {
                     }
                     Err(error) => panic!("step {step}: read failed: {error}"),
                 };
-                let want = expected(&o.view, &begin, &end, limit, reverse);
+                let view = o.view.as_ref().expect("taken above");
+                let want = expected(view, &begin, &end, limit, reverse);
                 assert_eq!(
                     got,
                     want,

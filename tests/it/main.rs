@@ -55,6 +55,7 @@ mod expiry_of_large_leases;
 mod fdb_suites_skipped;
 mod fifo_queue;
 mod fsync_histograms;
+mod fulfill_watches_after_its_round;
 mod fulfill_with_unknown_commit_outcome;
 mod grouped_plain_pops_survive_kills;
 mod http_api;

@@ -12,11 +12,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use fjall::Readable;
 use tokio::sync::{mpsc, oneshot};
 
 use super::resolver::Resolver;
-use super::watches::WatchSender;
+use super::txn::PendingWatch;
 use super::write_set::{KeyOp, WriteSet, apply_all};
 use super::{Durability, Shared};
 use crate::store::StoreError;
@@ -30,8 +29,7 @@ pub(crate) struct CommitRequest {
     pub(crate) began: std::time::Instant,
     pub(crate) reads: Vec<(Vec<u8>, Vec<u8>)>,
     pub(crate) writes: WriteSet,
-    pub(crate) watches: Vec<(Vec<u8>, WatchSender)>,
-    pub(crate) snapshot: fjall::Snapshot,
+    pub(crate) watches: Vec<PendingWatch>,
     pub(crate) reply: oneshot::Sender<Result<(), StoreError>>,
 }
 
@@ -166,7 +164,7 @@ fn resolve(shared: &Shared, group: &[CommitRequest]) -> Resolved {
 }
 
 /// Fires the watches the group's writes changed, and arms the watches its
-/// committed requests asked for against what each saw or wrote.
+/// committed requests asked for against what each read.
 fn arm_watches(
     shared: &Shared,
     group: &mut [CommitRequest],
@@ -181,22 +179,14 @@ fn arm_watches(
         if outcome.is_err() {
             continue;
         }
-        for (key, sender) in std::mem::take(&mut request.watches) {
+        for watch in std::mem::take(&mut request.watches) {
             let current = final_values
-                .get(&key)
+                .get(&watch.key)
                 .cloned()
-                .unwrap_or_else(|| read_latest(shared, &key));
-            // What this transaction saw (or wrote) there: any other
-            // value, whoever wrote it, fires the watch.
-            let seen = read_snapshot(shared, &request.snapshot, &key);
-            let expected = match request.writes.ops.get(&key) {
-                Some(KeyOp::Set(value)) => Some(value.clone()),
-                Some(KeyOp::Clear) => None,
-                Some(KeyOp::Atomic(mutations)) => Some(apply_all(seen.as_deref(), mutations)),
-                None if request.writes.is_cleared(&key) => None,
-                None => seen,
-            };
-            watches.arm(key, expected, current.as_deref(), sender);
+                .unwrap_or_else(|| read_latest(shared, &watch.key));
+            // What the watch read: any other value, whoever wrote it (this
+            // transaction too, after the watch), fires it.
+            watches.arm(watch.key, watch.seen, current.as_deref(), watch.sender);
         }
     }
 }
@@ -331,14 +321,6 @@ fn read_latest(shared: &Shared, key: &[u8]) -> Option<Vec<u8>> {
     // A read failure here is an I/O fault fjall already poisoned itself for;
     // treating it as absent only fires a watch early, which callers tolerate.
     shared.data.get(key).ok().flatten().map(|v| v.to_vec())
-}
-
-fn read_snapshot(shared: &Shared, snapshot: &fjall::Snapshot, key: &[u8]) -> Option<Vec<u8>> {
-    snapshot
-        .get(&shared.data, key)
-        .ok()
-        .flatten()
-        .map(|v| v.to_vec())
 }
 
 fn fail_writers(

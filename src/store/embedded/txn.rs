@@ -1,5 +1,14 @@
-//! The embedded transaction: a fjall snapshot at the read version, the
-//! transaction's own writes on top, and its read-conflict ranges.
+//! The embedded transaction: the transaction's own writes, its
+//! read-conflict ranges, and, from its first read on, a fjall snapshot at
+//! its read version.
+//!
+//! The read version is taken as FoundationDB's client takes it: at the
+//! first read the store must answer (a `get`, `get_range` or `watch`,
+//! snapshot or not, that the transaction's own writes do not answer
+//! alone), or at commit by a transaction that read nothing. Conflict
+//! ranges are checked against the writes committed since then, so an
+//! explicit read-conflict key protects nothing a transaction learned
+//! before its read version.
 
 use parking_lot::Mutex;
 use std::sync::Arc;
@@ -18,21 +27,38 @@ use crate::store::{
     check_key, check_value, key_after,
 };
 
+/// A watch asked for, armed when its transaction commits.
+pub(crate) struct PendingWatch {
+    pub(crate) key: Vec<u8>,
+    /// What the watch read (through the transaction's own writes): any
+    /// other value once the transaction committed fires it.
+    pub(crate) seen: Option<Vec<u8>>,
+    pub(crate) sender: WatchSender,
+}
+
 /// What a transaction accumulates until it commits.
 #[derive(Default)]
 struct Pending {
     writes: WriteSet,
     reads: Vec<(Vec<u8>, Vec<u8>)>,
     read_bytes: usize,
-    watches: Vec<(Vec<u8>, WatchSender)>,
+    watches: Vec<PendingWatch>,
+}
+
+/// A transaction's read version and the data as of it.
+struct ReadState {
+    read_version: u64,
+    /// When the read version was taken: the age limit counts from here,
+    /// as FoundationDB's does from its read version.
+    taken: Instant,
+    snapshot: fjall::Snapshot,
 }
 
 struct TxnInner {
     shared: Arc<Shared>,
     commits: mpsc::Sender<CommitRequest>,
-    read_version: u64,
-    began: Instant,
-    snapshot: fjall::Snapshot,
+    /// `None` until the first read that needs the store (or the commit).
+    read: Mutex<Option<Arc<ReadState>>>,
     /// `None` once the transaction was handed to the committer.
     pending: Mutex<Option<Pending>>,
 }
@@ -40,7 +66,9 @@ struct TxnInner {
 impl Drop for TxnInner {
     fn drop(&mut self) {
         // The resolver keeps history for this read version until now.
-        self.shared.resolver.lock().unregister(self.read_version);
+        if let Some(state) = self.read.get_mut().take() {
+            self.shared.resolver.lock().unregister(state.read_version);
+        }
     }
 }
 
@@ -59,6 +87,55 @@ fn io(error: fjall::Error) -> StoreError {
     }
 }
 
+/// Takes a read version: the newest published group, with a fjall
+/// snapshot holding exactly the groups up to it, registered with the
+/// resolver so the history it needs is kept.
+fn take_read_version(shared: &Shared) -> Result<ReadState, StoreError> {
+    if let Some(failure) = shared.failed.get() {
+        return Err(StoreError::Unavailable(failure.clone()));
+    }
+    let started = Instant::now();
+    let mut spins = 0u32;
+    // Bounded: a group in flight finishes within an fsync; a store that
+    // stalls for the whole transaction age limit is reported.
+    loop {
+        let visibility = shared.visibility.lock();
+        let snapshot = shared.db.snapshot();
+        let torn = visibility
+            .inflight_floor
+            .is_some_and(|floor| snapshot.seqno() > floor);
+        if !torn {
+            // Every group up to `published` is in this snapshot, none after.
+            let read_version = visibility.published + 1;
+            // Registration under the same lock: pruning cannot drop
+            // history this read version needs in between.
+            shared.resolver.lock().register(read_version);
+            return Ok(ReadState {
+                read_version,
+                taken: Instant::now(),
+                snapshot,
+            });
+        }
+        // fjall made a batch visible before the committer published
+        // it: wait for the committer rather than read half a group.
+        drop(snapshot);
+        drop(visibility);
+        if started.elapsed() > shared.age_max {
+            return Err(StoreError::Io(
+                "the committer has not published a group for 5 s".into(),
+            ));
+        }
+        // Usually the committer publishes within microseconds; if a
+        // flush opened the window during an fsync, stop spinning.
+        spins += 1;
+        if spins < 64 {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        }
+    }
+}
+
 impl EmbeddedTxn {
     pub(crate) fn begin(
         shared: Arc<Shared>,
@@ -67,59 +144,31 @@ impl EmbeddedTxn {
         if let Some(failure) = shared.failed.get() {
             return Err(StoreError::Unavailable(failure.clone()));
         }
-        let started = Instant::now();
-        let mut spins = 0u32;
-        // Bounded: a group in flight finishes within an fsync; a store that
-        // stalls for the whole transaction age limit is reported.
-        let (snapshot, read_version) = loop {
-            let visibility = shared.visibility.lock();
-            let snapshot = shared.db.snapshot();
-            let torn = visibility
-                .inflight_floor
-                .is_some_and(|floor| snapshot.seqno() > floor);
-            if !torn {
-                // Every group up to `published` is in this snapshot, none after.
-                let read_version = visibility.published + 1;
-                // Registration under the same lock: pruning cannot drop
-                // history this read version needs in between.
-                shared.resolver.lock().register(read_version);
-                break (snapshot, read_version);
-            }
-            // fjall made a batch visible before the committer published
-            // it: wait for the committer rather than read half a group.
-            drop(snapshot);
-            drop(visibility);
-            if started.elapsed() > shared.age_max {
-                return Err(StoreError::Io(
-                    "the committer has not published a group for 5 s".into(),
-                ));
-            }
-            // Usually the committer publishes within microseconds; if a
-            // flush opened the window during an fsync, stop spinning.
-            spins += 1;
-            if spins < 64 {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(std::time::Duration::from_micros(50));
-            }
-        };
         Ok(EmbeddedTxn {
             inner: Arc::new(TxnInner {
                 shared,
                 commits,
-                read_version,
-                began: Instant::now(),
-                snapshot,
+                read: Mutex::new(None),
                 pending: Mutex::new(Some(Pending::default())),
             }),
         })
     }
 
-    fn check_age(&self) -> Result<(), StoreError> {
-        if self.inner.began.elapsed() > self.inner.shared.age_max {
+    /// The read version, taken now if this is the transaction's first
+    /// read (or its commit); fails once it is too old.
+    fn read_state(&self) -> Result<Arc<ReadState>, StoreError> {
+        let mut read = self.inner.read.lock();
+        let state = match read.as_ref() {
+            Some(state) => state.clone(),
+            None => read
+                .insert(Arc::new(take_read_version(&self.inner.shared)?))
+                .clone(),
+        };
+        drop(read);
+        if state.taken.elapsed() > self.inner.shared.age_max {
             return Err(StoreError::TooOld);
         }
-        Ok(())
+        Ok(state)
     }
 
     /// Runs `f` on the pending state, failing if the transaction was committed.
@@ -154,14 +203,40 @@ impl EmbeddedTxn {
         Ok(())
     }
 
-    fn committed_value(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+    fn committed_value(
+        &self,
+        state: &ReadState,
+        key: &[u8],
+    ) -> Result<Option<Vec<u8>>, StoreError> {
         let shared = &self.inner.shared;
-        Ok(self
-            .inner
+        Ok(state
             .snapshot
             .get(&shared.data, key)
             .map_err(io)?
             .map(|v| v.to_vec()))
+    }
+
+    /// Reads `key` through this transaction's own writes. A key they
+    /// decide (set, cleared) is answered without the store, as
+    /// FoundationDB's client answers it: no read version is taken and no
+    /// read conflict added (the value cannot depend on another writer).
+    fn read_key(&self, key: &[u8], read: Read) -> Result<Option<Vec<u8>>, StoreError> {
+        check_key(key)?;
+        let overlay = self.with_pending(|pending| Ok(pending.writes.overlay(key)))?;
+        if let Overlay::Known(value) = overlay {
+            return Ok(value);
+        }
+        let state = self.read_state()?;
+        if !read.is_snapshot() {
+            self.with_pending(|pending| {
+                Self::add_read_range(pending, key.to_vec(), key_after(key))
+            })?;
+        }
+        let base = self.committed_value(&state, key)?;
+        match overlay {
+            Overlay::Apply(mutations) => Ok(Some(apply_all(base.as_deref(), &mutations))),
+            _ => Ok(base),
+        }
     }
 
     fn atomic(&self, key: &[u8], mutation: Atomic) -> Result<(), StoreError> {
@@ -177,12 +252,16 @@ impl EmbeddedTxn {
     /// committer (one thread for the whole store) reads a key only when a
     /// commit since this read version wrote it: with many queues due at
     /// once, reading the counters it adds to was most of its time.
-    fn atomic_bases(&self, writes: &WriteSet) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+    fn atomic_bases(
+        &self,
+        state: &ReadState,
+        writes: &WriteSet,
+    ) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         writes
             .ops
             .iter()
             .filter(|(_, op)| matches!(op, KeyOp::Atomic(_)))
-            .map(|(key, _)| self.committed_value(key))
+            .map(|(key, _)| self.committed_value(state, key))
             .collect()
     }
 
@@ -191,14 +270,15 @@ impl EmbeddedTxn {
     /// transaction's own writes; reports what it saw empty on the way.
     fn read_committed(
         &self,
+        state: &ReadState,
         range: &RangeRead<'_>,
         overlay: &WriteSet,
     ) -> Result<Vec<KeyValue>, StoreError> {
         let shared = &self.inner.shared;
-        let read_version = self.inner.read_version;
+        let read_version = state.read_version;
         let mut committed = GappedScan::new(
             shared,
-            &self.inner.snapshot,
+            &state.snapshot,
             read_version,
             range.begin,
             range.end,
@@ -224,33 +304,39 @@ impl EmbeddedTxn {
 
 impl Transaction for EmbeddedTxn {
     async fn get(&self, key: &[u8], read: Read) -> Result<Option<Vec<u8>>, StoreError> {
-        check_key(key)?;
-        self.check_age()?;
-        let overlay = self.with_pending(|pending| {
-            if !read.is_snapshot() {
-                Self::add_read_range(pending, key.to_vec(), key_after(key))?;
-            }
-            Ok(pending.writes.overlay(key))
-        })?;
-        match overlay {
-            Overlay::Known(value) => Ok(value),
-            Overlay::Apply(mutations) => {
-                let base = self.committed_value(key)?;
-                Ok(Some(apply_all(base.as_deref(), &mutations)))
-            }
-            Overlay::Untouched => self.committed_value(key),
-        }
+        self.read_key(key, read)
     }
 
     async fn get_range(&self, range: RangeRead<'_>) -> Result<Vec<KeyValue>, StoreError> {
         range.validate()?;
         check_key(range.begin)?;
         check_key(range.end)?;
-        self.check_age()?;
         // The overlay is copied out of the lock so the scan holds none.
-        let overlay = self.with_pending(|pending| Ok(clone_overlay(&pending.writes, &range)))?;
-        let rows = self.read_committed(&range, &overlay)?;
+        let (overlay, answered) = self.with_pending(|pending| {
+            let answered =
+                pending
+                    .writes
+                    .answers_range(range.begin, range.end, range.limit, range.reverse);
+            Ok((clone_overlay(&pending.writes, &range), answered))
+        })?;
+        if answered {
+            // Every key the read covers is this transaction's own to
+            // decide: FoundationDB's client reads nothing from the
+            // database, takes no read version and adds no conflict.
+            return overlay.merge_range(
+                range.begin,
+                range.end,
+                range.limit,
+                range.reverse,
+                std::iter::empty(),
+            );
+        }
+        let state = self.read_state()?;
+        let rows = self.read_committed(&state, &range, &overlay)?;
         if !range.read.is_snapshot() {
+            // The whole range, own writes included: FoundationDB leaves
+            // out the keys a transaction wrote itself, so this may conflict
+            // more than it does, never less.
             let (begin, end) = range.conflict_range(&rows);
             self.with_pending(|pending| Self::add_read_range(pending, begin, end))?;
         }
@@ -304,10 +390,16 @@ impl Transaction for EmbeddedTxn {
     }
 
     fn watch(&self, key: &[u8]) -> Result<Watch, StoreError> {
-        check_key(key)?;
+        // As FoundationDB's client does: the watch reads its key, with a
+        // read conflict, and fires on any value other than the one read.
+        let seen = self.read_key(key, Read::Serializable)?;
         let (sender, receiver) = oneshot::channel();
         self.with_pending(|pending| {
-            pending.watches.push((key.to_vec(), sender));
+            pending.watches.push(PendingWatch {
+                key: key.to_vec(),
+                seen,
+                sender,
+            });
             Ok(())
         })?;
         Ok(Watch::new(async move {
@@ -329,18 +421,18 @@ impl Transaction for EmbeddedTxn {
             // Read-only: serializable at its read version, nothing to resolve.
             return Ok(());
         }
-        self.check_age()?;
-        let atomic_bases = self.atomic_bases(&pending.writes)?;
+        // A transaction that read nothing takes its read version here.
+        let state = self.read_state()?;
+        let atomic_bases = self.atomic_bases(&state, &pending.writes)?;
         let submitted = Instant::now();
         let (reply, outcome) = oneshot::channel();
         let request = CommitRequest {
             atomic_bases,
-            read_version: self.inner.read_version,
-            began: self.inner.began,
+            read_version: state.read_version,
+            began: state.taken,
             reads: pending.reads,
             writes: pending.writes,
             watches: pending.watches,
-            snapshot: self.inner.snapshot.clone(),
             reply,
         };
         self.inner

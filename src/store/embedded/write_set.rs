@@ -129,6 +129,92 @@ impl WriteSet {
         }
     }
 
+    /// True when a range read of `[begin, end)` (at most `limit` rows,
+    /// from `end` down when `reverse`) is answered by these writes alone,
+    /// as FoundationDB's client answers it without the database: walking
+    /// from where the read starts, it meets only keys this transaction
+    /// set or cleared and ranges it cleared until it has `limit` rows or
+    /// reaches the range's other end. (A key under an atomic mutation
+    /// depends on the stored value; a key never written is unknown.)
+    pub(crate) fn answers_range(
+        &self,
+        begin: &[u8],
+        end: &[u8],
+        limit: usize,
+        reverse: bool,
+    ) -> bool {
+        let sets_in = |from: &[u8], to: &[u8]| {
+            self.ops
+                .range::<[u8], _>((Bound::Included(from), Bound::Excluded(to)))
+                .filter(|(_, op)| matches!(op, KeyOp::Set(_)))
+                .take(limit)
+                .count()
+        };
+        let mut rows = 0usize;
+        let mut at = if reverse { end } else { begin }.to_vec();
+        // Bounded: each pass moves `at` past a cleared range or a key of
+        // `ops`, or returns.
+        loop {
+            let done = if reverse {
+                at.as_slice() <= begin
+            } else {
+                at.as_slice() >= end
+            };
+            if done || rows >= limit {
+                return true;
+            }
+            if reverse {
+                // The stretch just below `at`: a cleared range, or one key.
+                if let Some((b, _)) = self.cleared_below(&at) {
+                    let stop = b.as_slice().max(begin).to_vec();
+                    rows += sets_in(&stop, &at);
+                    at = stop;
+                    continue;
+                }
+                let Some(key) = at.strip_suffix(&[0u8]) else {
+                    return false;
+                };
+                match self.ops.get(key) {
+                    Some(KeyOp::Set(_)) => rows += 1,
+                    Some(KeyOp::Clear) => {}
+                    _ => return false,
+                }
+                at = key.to_vec();
+            } else {
+                if let Some((_, e)) = self.cleared_at(&at) {
+                    let stop = e.as_slice().min(end).to_vec();
+                    rows += sets_in(&at, &stop);
+                    at = stop;
+                    continue;
+                }
+                match self.ops.get(&at) {
+                    Some(KeyOp::Set(_)) => rows += 1,
+                    Some(KeyOp::Clear) => {}
+                    _ => return false,
+                }
+                at.push(0);
+            }
+        }
+    }
+
+    /// The cleared range holding `key`.
+    fn cleared_at(&self, key: &[u8]) -> Option<&(Vec<u8>, Vec<u8>)> {
+        let after = self.cleared.partition_point(|(b, _)| b.as_slice() <= key);
+        after
+            .checked_sub(1)
+            .map(|i| &self.cleared[i])
+            .filter(|(_, e)| key < e.as_slice())
+    }
+
+    /// The cleared range holding the keys just below `end` (exclusive).
+    fn cleared_below(&self, end: &[u8]) -> Option<&(Vec<u8>, Vec<u8>)> {
+        let after = self.cleared.partition_point(|(b, _)| b.as_slice() < end);
+        after
+            .checked_sub(1)
+            .map(|i| &self.cleared[i])
+            .filter(|(_, e)| end <= e.as_slice())
+    }
+
     /// Merges committed rows of `[begin, end)` (in read order, from
     /// `committed`) with this write set, returning at most `limit` rows.
     /// `committed` is pulled lazily: no more rows are read than needed.
@@ -254,6 +340,36 @@ mod tests {
             .merge_range(b"a", b"z", 2, true, committed.into_iter().rev())
             .unwrap();
         assert_eq!(keys(&rows), ["g", "e"]);
+    }
+
+    #[test]
+    fn a_range_is_answered_alone_only_inside_what_the_writes_decide() {
+        let mut writes = WriteSet::default();
+        writes.clear_range(b"c", b"m");
+        writes.set(b"e", b"1");
+        writes.set(b"g", b"2");
+        writes.set(b"p", b"3");
+        writes.clear(b"p\0");
+        writes.atomic(b"r", Atomic::Add(1));
+        // Inside the cleared range, either way.
+        assert!(writes.answers_range(b"c", b"m", 10, false));
+        assert!(writes.answers_range(b"d", b"k", 10, true));
+        // Past it, the stored keys are unknown, unless the limit is met first.
+        assert!(!writes.answers_range(b"c", b"z", 10, false));
+        assert!(writes.answers_range(b"c", b"z", 2, false));
+        assert!(!writes.answers_range(b"a", b"z", 1, true));
+        assert!(writes.answers_range(b"a", b"m", 2, true));
+        assert!(!writes.answers_range(b"a", b"m", 3, true));
+        // A key set outside any cleared range answers a read starting on it,
+        // and the key cleared right after it continues the walk.
+        assert!(writes.answers_range(b"p", b"z", 1, false));
+        assert!(!writes.answers_range(b"p", b"z", 2, false));
+        assert!(writes.answers_range(b"p", b"p\0\0", 5, false));
+        assert!(writes.answers_range(b"a", b"p\0", 1, true));
+        // An atomic mutation depends on the stored value.
+        assert!(!writes.answers_range(b"r", b"z", 1, false));
+        // An empty range needs nothing.
+        assert!(writes.answers_range(b"x", b"x", 1, false));
     }
 
     #[test]

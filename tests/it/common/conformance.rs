@@ -192,10 +192,73 @@ pub async fn point_reads_and_explicit_conflicts<S: Store>(store: S) {
         "a write elsewhere is no conflict"
     );
 
+    // An explicit conflict key counts from the read version, which the
+    // snapshot read of another key took.
     let reader = store.begin().unwrap();
+    reader.get(&other, Read::Snapshot).await.unwrap();
     reader.add_read_conflict_key(&k).unwrap();
     reader.set(&space.key("marker"), b"x").unwrap();
     write(&store, &[(&k, b"1")]).await;
+    assert_eq!(reader.commit().await, Err(StoreError::Conflict));
+}
+
+/// The read version is taken at the first read the store answers (a
+/// `get` or `get_range`, snapshot or not), or at commit by a transaction
+/// that read nothing, as FoundationDB's client takes it; conflicts count
+/// from there. `begin` takes none: a conflict key added before any read
+/// protects nothing the transaction learned elsewhere.
+pub async fn read_version_is_taken_at_the_first_read<S: Store>(store: S) {
+    let space = Space::new();
+    let (k, other) = (space.key("k"), space.key("other"));
+    write(&store, &[(&other, b"0")]).await;
+
+    // Read nothing: the read version is the commit's, after the write.
+    let blind = store.begin().unwrap();
+    blind.add_read_conflict_key(&k).unwrap();
+    blind.set(&space.key("marker"), b"x").unwrap();
+    write(&store, &[(&k, b"1")]).await;
+    assert_eq!(
+        blind.commit().await,
+        Ok(()),
+        "a transaction that read nothing cannot conflict with a write before its commit"
+    );
+
+    // A read after another commit sees it, though the transaction began first.
+    let late = store.begin().unwrap();
+    write(&store, &[(&k, b"2")]).await;
+    assert_eq!(
+        late.get(&k, Read::Snapshot).await.unwrap(),
+        Some(b"2".to_vec())
+    );
+
+    // Reads the transaction's own writes answer take no read version.
+    let own = store.begin().unwrap();
+    let (mine, cleared) = (space.key("mine"), space.key("cleared/"));
+    own.set(&mine, b"m").unwrap();
+    own.clear_range(&cleared, &space.key("cleared0")).unwrap();
+    assert_eq!(
+        own.get(&mine, Read::Serializable).await.unwrap(),
+        Some(b"m".to_vec())
+    );
+    let rows = own
+        .get_range(RangeRead::new(&cleared, &space.key("cleared0"), 10))
+        .await
+        .unwrap();
+    assert!(rows.is_empty());
+    own.add_read_conflict_key(&k).unwrap();
+    write(&store, &[(&k, b"3")]).await;
+    assert_eq!(
+        own.commit().await,
+        Ok(()),
+        "reads of its own writes took no read version"
+    );
+
+    // A snapshot read takes it too: the write after it conflicts.
+    let reader = store.begin().unwrap();
+    reader.get(&other, Read::Snapshot).await.unwrap();
+    reader.add_read_conflict_key(&k).unwrap();
+    reader.set(&space.key("marker"), b"x").unwrap();
+    write(&store, &[(&k, b"4")]).await;
     assert_eq!(reader.commit().await, Err(StoreError::Conflict));
 }
 
@@ -394,11 +457,11 @@ pub async fn watch_fires_on_change_only<S: Store>(store: S) {
     );
 }
 
-/// A watch on a key the watching transaction also wrote compares against
-/// what that transaction left there: a write by another transaction that
-/// committed in between fires it (the fulfiller watches the depth counter
-/// it decrements, and must wake for a push that landed meanwhile).
-pub async fn watch_on_a_written_key_sees_other_writers<S: Store>(store: S) {
+/// A watch reads its key, as FoundationDB's client does: a read conflict
+/// on it, so a writing transaction that watches a counter conflicts with
+/// every add to it committed meanwhile. (The fulfiller therefore watches
+/// in a transaction of its own, after its round commits.)
+pub async fn a_watch_reads_its_key<S: Store>(store: S) {
     let space = Space::new();
     let counter = space.key("depth");
     let setup = store.begin().unwrap();
@@ -415,11 +478,53 @@ pub async fn watch_on_a_written_key_sees_other_writers<S: Store>(store: S) {
     let pusher = store.begin().unwrap();
     pusher.atomic_add(&counter, 1).unwrap();
     pusher.commit().await.unwrap();
-    watcher.commit().await.unwrap();
-    // The watcher left 4; the store holds 5.
+    assert_eq!(watcher.commit().await, Err(StoreError::Conflict));
+    let outcome = tokio::time::timeout(Duration::from_secs(30), watch).await;
+    assert!(
+        matches!(outcome, Ok(Err(_))),
+        "the watch of a transaction that did not commit fails: {outcome:?}"
+    );
+
+    // A key the transaction set itself is read from its own write: no
+    // conflict, and the watch waits for a value other than that one.
+    let mine = space.key("mine");
+    let setter = store.begin().unwrap();
+    setter.set(&mine, b"mine").unwrap();
+    let mut watch = setter.watch(&mine).unwrap();
+    write(&store, &[(&mine, b"theirs")]).await;
+    assert_eq!(setter.commit().await, Ok(()));
+    let early = tokio::time::timeout(Duration::from_millis(300), &mut watch).await;
+    assert!(early.is_err(), "the store holds what the watch read");
+    write(&store, &[(&mine, b"later")]).await;
+    let fired = tokio::time::timeout(Duration::from_secs(30), watch).await;
+    assert_eq!(fired.expect("the watch fires for the change"), Ok(()));
+}
+
+/// A watch fires for any value other than the one it read, even one
+/// committed before the watching transaction did: a read-only
+/// transaction (which never conflicts) watching after another writer's
+/// commit loses no change made since its read.
+pub async fn a_watch_fires_for_a_change_after_its_read<S: Store>(store: S) {
+    let space = Space::new();
+    let counter = space.key("depth");
+    write(&store, &[(&counter, &4i64.to_le_bytes())]).await;
+    let watcher = store.begin().unwrap();
+    assert_eq!(
+        watcher.get(&counter, Read::Snapshot).await.unwrap(),
+        Some(4i64.to_le_bytes().to_vec())
+    );
+    let watch = watcher.watch(&counter).unwrap();
+    let pusher = store.begin().unwrap();
+    pusher.atomic_add(&counter, 1).unwrap();
+    pusher.commit().await.unwrap();
+    assert_eq!(
+        watcher.commit().await,
+        Ok(()),
+        "a read-only watch never conflicts"
+    );
     let fired = tokio::time::timeout(Duration::from_secs(30), watch).await;
     assert_eq!(
-        fired.expect("the watch fires for the other writer's add"),
+        fired.expect("the watch fires for the add after its read"),
         Ok(())
     );
 }
@@ -481,12 +586,14 @@ macro_rules! conformance_tests {
             snapshot_pops_both_commit,
             range_read_conflict_ranges,
             point_reads_and_explicit_conflicts,
+            read_version_is_taken_at_the_first_read,
             blind_writes_and_atomic_adds,
             atomic_adds_apply_to_the_value_at_commit,
             atomic_max_keeps_the_largest,
             read_your_writes,
             watch_fires_on_change_only,
-            watch_on_a_written_key_sees_other_writers,
+            a_watch_reads_its_key,
+            a_watch_fires_for_a_change_after_its_read,
             old_transaction_is_too_old,
             oversized_writes_fail,
         );

@@ -10,7 +10,10 @@
 //! requests, sort them and collect this line's results, settle the acks
 //! riding on this line's pops, plan who is served, read the items, serve
 //! each source, answer the pops that must not wait, sync this line's
-//! counted requests in the store with its pops still waiting, decide what to wait on next, commit.
+//! counted requests in the store with its pops still waiting, decide what to wait on next, commit,
+//! then arm the loop's watches in a read-only transaction of their own
+//! (see [`Watched`]: a watch in the round's transaction would make it
+//! conflict with every push).
 //!
 //! Requests and items are read with snapshot (so reading many costs no
 //! conflicts), and a read-conflict key is added on each one consumed: the
@@ -44,7 +47,7 @@ pub use crate::staging::round::fulfilled::{Fulfilled, LocalHandoff};
 use crate::staging::round::fulfilled::{Handover, Next, Seen, WaitOn, what_next};
 use crate::staging::round::pool::{Pool, read_pool, take_turns};
 use crate::staging::round::requests::Source;
-use crate::store::{KeyValue, RangeRead, Store, Transaction};
+use crate::store::{KeyValue, RangeRead, Read, Store, StoreError, Transaction, Watch};
 
 mod serve;
 mod sources;
@@ -107,16 +110,105 @@ pub async fn fulfill_round<S: Store>(
     state.answer_empty(&plan.live_memory, &pool);
     state.sync_line(&line, plan.joins_store).await?;
     state.write_counters()?;
-    let seen = state.seen(&pool);
-    let watch = match what_next(seen) {
+    let wait_on = match what_next(state.seen(&pool)) {
         WaitOn::Now => None,
-        WaitOn::Depth => Some(txn.watch(&keys.depth())?),
-        WaitOn::Wake => Some(txn.watch(&keys.wake())?),
+        WaitOn::Depth => Some(keys.depth()),
+        WaitOn::Wake => Some(keys.wake()),
     };
-    let mut fulfilled = state.finish()?;
-    fulfilled.next.watch = watch;
+    let own_key = state.own_watch_key.take();
+    let left = match wait_on {
+        Some(key) => Some(Watched::read(&txn, key, own_key).await?),
+        None => None,
+    };
+    let mut fulfilled = state.finish();
     commit(store, txn, &local, &fulfilled.handover).await?;
+    if let Some(left) = left {
+        let (watch, own_watch) = left.watch_after(store).await;
+        fulfilled.next.watch = Some(watch);
+        fulfilled.next.own_watch = own_watch;
+    }
     Ok(fulfilled)
+}
+
+/// What a round that waits leaves at the keys its loop watches: the key
+/// it waits on (the depth or the wake key) and, when this line stands in
+/// the store, its oldest counted request.
+///
+/// The watches are armed after the round commits, in a read-only
+/// transaction of their own: a watch reads its key, so in the round's
+/// transaction a watch on the depth would make the round conflict with
+/// every push committed meanwhile (each adds to the depth). The round
+/// reads (snapshot: no conflict) what it leaves there, its own writes
+/// applied; the watching transaction compares that with what it reads,
+/// and a difference (a push, or another process serving this line's
+/// request, between the two) wakes the loop at once. What comes after
+/// the watching transaction's read fires its watch, so no change is lost.
+struct Watched {
+    /// Each key with the value the round leaves there.
+    keys: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    /// `keys[1]` is this line's oldest counted request.
+    has_own: bool,
+}
+
+impl Watched {
+    /// Reads, in the round's transaction, what it leaves at `key` and at
+    /// `own_key`.
+    async fn read<T: Transaction>(
+        txn: &T,
+        key: Vec<u8>,
+        own_key: Option<Vec<u8>>,
+    ) -> Result<Watched, QueueError> {
+        let has_own = own_key.is_some();
+        let mut keys = Vec::with_capacity(2);
+        for key in std::iter::once(key).chain(own_key) {
+            let value = txn.get(&key, Read::Snapshot).await?;
+            keys.push((key, value));
+        }
+        Ok(Watched { keys, has_own })
+    }
+
+    /// Arms the watches once the round committed: the loop's, and the
+    /// one on this line's oldest request if it stands in the store.
+    /// Never fails (the round's items are handed over whatever happens
+    /// here): a watch that cannot be armed resolves with its error, and
+    /// the loop pauses before its next round.
+    async fn watch_after<S: Store>(self, store: &S) -> (Watch, Option<Watch>) {
+        let has_own = self.has_own;
+        match watch_changes(store, self.keys).await {
+            Ok(mut watches) => {
+                let own = has_own.then(|| watches.pop()).flatten();
+                let watch = watches.pop().unwrap_or_else(|| fired(Ok(())));
+                (watch, own)
+            }
+            Err(error) => (fired(Err(error)), None),
+        }
+    }
+}
+
+/// A watch on each of `keys` in one read-only transaction (which never
+/// conflicts): one that reads a value other than the one given has
+/// fired already.
+async fn watch_changes<S: Store>(
+    store: &S,
+    keys: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+) -> Result<Vec<Watch>, StoreError> {
+    let txn = store.begin()?;
+    let mut watches = Vec::with_capacity(keys.len());
+    for (key, left) in keys {
+        let now = txn.get(&key, Read::Snapshot).await?;
+        watches.push(if now == left {
+            txn.watch(&key)?
+        } else {
+            fired(Ok(()))
+        });
+    }
+    txn.commit().await?;
+    Ok(watches)
+}
+
+/// A watch that has already fired with `outcome`.
+fn fired(outcome: Result<(), StoreError>) -> Watch {
+    Watch::new(std::future::ready(outcome))
 }
 
 /// What a round read of its requests.
@@ -153,7 +245,9 @@ async fn read_requests<'a, T: Transaction>(
     Ok(RequestsRead { rows, memory, now })
 }
 
-/// A round with nothing to do: commits a watch on the wake key.
+/// A round with nothing to do: commits a watch on the wake key. It writes
+/// nothing, so the watch's read of the key can make it conflict with
+/// nothing.
 async fn commit_idle<T: Transaction>(txn: T, keys: &QueueKeys) -> Result<Fulfilled, QueueError> {
     let watch = txn.watch(&keys.wake())?;
     txn.commit().await?;

@@ -180,13 +180,9 @@ impl<T: Transaction> RoundState<'_, '_, T> {
         Ok(())
     }
 
-    /// The round's answer (its watch is armed by the caller): each memory
-    /// request's items filled in, in service order.
-    pub(super) fn finish(mut self) -> Result<Fulfilled, StoreError> {
-        let own_watch = match self.own_watch_key.take() {
-            Some(key) => Some(self.take.txn.watch(&key)?),
-            None => None,
-        };
+    /// The round's answer (its watches are armed by the caller, after the
+    /// commit): each memory request's items filled in, in service order.
+    pub(super) fn finish(mut self) -> Fulfilled {
         let got = std::mem::take(&mut self.got);
         let mut got = items_by_seq(&self.memory, got);
         for (id, items) in self.handover.handed.iter_mut() {
@@ -195,7 +191,7 @@ impl<T: Transaction> RoundState<'_, '_, T> {
             }
         }
         debug_assert!(got.is_empty(), "every memory request served is handed over");
-        Ok(Fulfilled {
+        Fulfilled {
             handover: self.handover,
             counts: self.counts,
             carry: Carry {
@@ -205,9 +201,9 @@ impl<T: Transaction> RoundState<'_, '_, T> {
             },
             next: Next {
                 watch: None,
-                own_watch,
+                own_watch: None,
                 next_deadline_ms: self.next_deadline_ms,
             },
-        })
+        }
     }
 }
