@@ -15,7 +15,7 @@ use std::time::Instant;
 use tokio::sync::{mpsc, oneshot};
 
 use super::resolver::Resolver;
-use super::txn::PendingWatch;
+use super::watches::PendingWatch;
 use super::write_set::{KeyOp, WriteSet, apply_all};
 use super::{Durability, Shared};
 use crate::store::StoreError;

@@ -20,21 +20,12 @@ use tokio::sync::{mpsc, oneshot};
 use super::Shared;
 use super::committer::CommitRequest;
 use super::scan::GappedScan;
-use super::watches::WatchSender;
+use super::watches::PendingWatch;
 use super::write_set::{KeyOp, Overlay, WriteSet, apply_all};
 use crate::store::{
     Atomic, KeyValue, RangeRead, Read, StoreError, TRANSACTION_SIZE_MAX, Transaction, Watch,
     check_key, check_value, key_after,
 };
-
-/// A watch asked for, armed when its transaction commits.
-pub(crate) struct PendingWatch {
-    pub(crate) key: Vec<u8>,
-    /// What the watch read (through the transaction's own writes): any
-    /// other value once the transaction committed fires it.
-    pub(crate) seen: Option<Vec<u8>>,
-    pub(crate) sender: WatchSender,
-}
 
 /// What a transaction accumulates until it commits.
 #[derive(Default)]
