@@ -280,7 +280,8 @@ async fn a_commit_stalled_past_the_hand_off_wait_takes_nothing_down() {
     for receipt in &receipts {
         assert_eq!(api.ack("stalled", receipt).await, StatusCode::NOT_FOUND);
     }
-    assert_eq!(api.depth("stalled").await, 0);
+    let stats = api.stats("stalled").await;
+    assert_eq!(stats.depth, 0, "{stats}");
     assert_eq!(panics(&metrics_url).await, 0.0);
 }
 

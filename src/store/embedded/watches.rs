@@ -131,6 +131,15 @@ impl Watches {
     }
 }
 
+/// A watch asked for, armed when its transaction commits.
+pub(crate) struct PendingWatch {
+    pub(crate) key: Vec<u8>,
+    /// What the watch read (through the transaction's own writes): any
+    /// other value once the transaction committed fires it.
+    pub(crate) seen: Option<Vec<u8>>,
+    pub(crate) sender: WatchSender,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,13 +170,4 @@ mod tests {
         }
         assert_eq!(watches.len() - watches.abandoned(), live.len());
     }
-}
-
-/// A watch asked for, armed when its transaction commits.
-pub(crate) struct PendingWatch {
-    pub(crate) key: Vec<u8>,
-    /// What the watch read (through the transaction's own writes): any
-    /// other value once the transaction committed fires it.
-    pub(crate) seen: Option<Vec<u8>>,
-    pub(crate) sender: WatchSender,
 }
