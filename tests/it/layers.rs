@@ -8,8 +8,8 @@
 //! or a path written inline), resolved to the file that defines the
 //! longest module prefix (a `super::` path from its module's parent). A
 //! parent's `mod child;` is no import; its `pub use child::X` is.
-//! Everything from a file's first `#[cfg(test)]` on is left out, and so
-//! are `tests.rs` files (tests may reach anywhere).
+//! A file's test module (`#[cfg(test)] mod …` and what follows it) is left
+//! out, and so are `tests.rs` files (tests may reach anywhere).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -40,9 +40,10 @@ fn module_of(src: &Path, file: &Path) -> String {
     parts.join("::")
 }
 
-/// The code of `text` before its first `#[cfg(test)]`, without comments.
+/// The code of `text` before its test module (`#[cfg(test)] mod …`),
+/// without comments.
 fn code(text: &str) -> String {
-    let body = text.split("#[cfg(test)]").next().unwrap_or_default();
+    let body = text.split("#[cfg(test)]\nmod ").next().unwrap_or_default();
     body.lines()
         .map(|line| line.split("//").next().unwrap_or_default())
         .collect::<Vec<_>>()
