@@ -36,14 +36,50 @@ pub struct SettingsAnswer {
     pub stored: Stored,
 }
 
-fn answer<S: Store>(state: &AppState<S>, name: &QueueName, stored: &Stored) -> Response {
-    let effective = stored.effective(name, &state.settings_defaults);
-    Json(SettingsAnswer {
+fn settings_answer<S: Store>(
+    state: &AppState<S>,
+    name: &QueueName,
+    stored: &Stored,
+) -> SettingsAnswer {
+    SettingsAnswer {
         queue: name.as_str().to_string(),
-        settings: effective,
+        settings: stored.effective(name, &state.settings_defaults),
         stored: stored.clone(),
-    })
-    .into_response()
+    }
+}
+
+/// The settings of the queue `name` of `kind` (every front end's reads).
+pub(crate) async fn get_checked<S: Store>(
+    state: &AppState<S>,
+    kind: QueueKind,
+    name: &QueueName,
+) -> Result<SettingsAnswer, ApiError> {
+    let stored = read(&state.store, &QueueKeys::of_kind(kind, name)).await?;
+    Ok(settings_answer(state, name, &stored))
+}
+
+/// Applies `change` to the settings of the queue `name` of `kind` (every
+/// front end's changes): 400 `invalid_settings`, nothing changed, for an
+/// unknown key or a value out of range.
+pub(crate) async fn put_checked<S: Store>(
+    state: &AppState<S>,
+    kind: QueueKind,
+    name: &QueueName,
+    change: &BTreeMap<String, Value>,
+) -> Result<SettingsAnswer, ApiError> {
+    let keys = QueueKeys::of_kind(kind, name);
+    let updated = update(&state.store, &keys, change, &state.settings_defaults).await;
+    // Read afresh on this daemon's next pop, whatever the outcome (an
+    // error may still have committed).
+    state.default_leases.forget(&keys);
+    match updated? {
+        Ok(stored) => Ok(settings_answer(state, name, &stored)),
+        Err(invalid) => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_settings",
+            invalid.to_string(),
+        )),
+    }
 }
 
 /// `GET /v1/queues/{queue}/settings`: 200 `{"queue", "settings": in force,
@@ -80,8 +116,7 @@ async fn get_of<S: Store>(
 ) -> Result<Response, ApiError> {
     counted(queue, op_name(kind, "settings_get"), async {
         let name = queue_name(queue)?;
-        let stored = read(&state.store, &QueueKeys::of_kind(kind, &name)).await?;
-        Ok(answer(state, &name, &stored))
+        Ok(Json(get_checked(state, kind, &name).await?).into_response())
     })
     .await
 }
@@ -137,20 +172,7 @@ async fn put_of<S: Store>(
                     format!("the body must be a JSON object of settings: {e}"),
                 )
             })?;
-        let keys = QueueKeys::of_kind(kind, &name);
-        let updated = update(&state.store, &keys, &change, &state.settings_defaults).await;
-        // Read afresh on this daemon's next pop, whatever the outcome (an
-        // error may still have committed).
-        state.default_leases.forget(&keys);
-        let updated = updated?;
-        match updated {
-            Ok(stored) => Ok(answer(state, &name, &stored)),
-            Err(invalid) => Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "invalid_settings",
-                invalid.to_string(),
-            )),
-        }
+        Ok(Json(put_checked(state, kind, &name, &change).await?).into_response())
     })
     .await
 }
