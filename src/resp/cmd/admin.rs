@@ -56,7 +56,7 @@ pub async fn queue_admin<S: Store>(
             (op_name(kind, "purge"), answer.await)
         }
         "delete" => (op_name(kind, "delete"), delete(ctx, kind, queue).await),
-        "settings" => match args.next() {
+        "settings" => match args.next_arg() {
             None => {
                 let answer = async {
                     let name = queue_name(queue)?;
@@ -125,7 +125,7 @@ struct Page {
 fn page_options(args: &mut Args, kinds: bool) -> Result<Page, CmdError> {
     let mut page = Page::default();
     while let Some(keyword) = args.peek_keyword() {
-        args.next();
+        args.next_arg();
         match keyword.as_str() {
             "LIMIT" if args.left() > 0 => page.limit = Some(args.number("LIMIT")? as usize),
             "AFTER" if args.left() > 0 => page.after = Some(args.text()?),

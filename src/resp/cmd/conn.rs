@@ -18,7 +18,7 @@ pub const REDIS_VERSION: &str = "7.2.0";
 /// Runs a connection or server command.
 pub fn run<S: Store>(ctx: &mut Ctx<'_, S>, spec: &'static Spec, mut args: Args) -> Answer {
     match spec.name {
-        "ping" => Ok(match args.next() {
+        "ping" => Ok(match args.next_arg() {
             None => Reply::Simple("PONG"),
             Some(message) => Reply::Bulk(message),
         }),
@@ -73,7 +73,7 @@ fn wrong_pass() -> CmdError {
 /// the token is the secret).
 fn auth<S: Store>(ctx: &mut Ctx<'_, S>, mut args: Args) -> Answer {
     let first = args.required()?;
-    let (token, named_user) = match args.next() {
+    let (token, named_user) = match args.next_arg() {
         Some(token) => (token, true),
         None => (first, false),
     };
@@ -100,7 +100,7 @@ fn auth<S: Store>(ctx: &mut Ctx<'_, S>, mut args: Args) -> Answer {
 /// `HELLO [protover [AUTH username token] [SETNAME name]]`.
 fn hello<S: Store>(ctx: &mut Ctx<'_, S>, mut args: Args) -> Answer {
     let mut protocol = ctx.session.protocol;
-    if let Some(version) = args.next() {
+    if let Some(version) = args.next_arg() {
         protocol = match std::str::from_utf8(&version).ok().map(str::parse::<i64>) {
             Some(Ok(2)) => Protocol::Resp2,
             Some(Ok(3)) => Protocol::Resp3,
@@ -119,7 +119,7 @@ fn hello<S: Store>(ctx: &mut Ctx<'_, S>, mut args: Args) -> Answer {
     let mut name = None;
     let mut authenticated = ctx.session.authenticated;
     while let Some(option) = args.peek_keyword() {
-        args.next();
+        args.next_arg();
         match option.as_str() {
             "AUTH" if args.left() >= 2 => {
                 let (_user, token) = (args.required()?, args.required()?);
@@ -172,7 +172,7 @@ fn client_name(name: Bytes) -> Result<Bytes, CmdError> {
 /// `CLIENT SETNAME|GETNAME|SETINFO|ID|INFO`.
 fn client<S: Store>(ctx: &mut Ctx<'_, S>, mut args: Args) -> Answer {
     let sub = args.peek_keyword().unwrap_or_default();
-    args.next();
+    args.next_arg();
     let arity_error = || {
         CmdError::Line(format!(
             "ERR wrong number of arguments for 'client|{}' command",
@@ -251,7 +251,7 @@ fn command(mut args: Args) -> Answer {
     let Some(sub) = args.peek_keyword() else {
         return Ok(Reply::Array(COMMANDS.iter().map(command_info).collect()));
     };
-    args.next();
+    args.next_arg();
     let names = args.rest();
     match sub.as_str() {
         "COUNT" if names.is_empty() => Ok(Reply::Int(COMMANDS.len() as i64)),

@@ -22,7 +22,7 @@ pub async fn run<S: Store>(ctx: &mut Ctx<'_, S>, spec: &'static Spec, mut args: 
                 let name = queue_name(&queue)?;
                 let max = match args.peek_keyword().as_deref() {
                     Some("MAX") if args.left() == 2 => {
-                        args.next();
+                        args.next_arg();
                         Some(args.number("MAX")? as usize)
                     }
                     None => None,
@@ -86,7 +86,7 @@ pub async fn nack<S: Store>(
         let receipt = args.text()?;
         let delay_ms = match args.peek_keyword().as_deref() {
             Some("DELAY") if args.left() == 2 => {
-                args.next();
+                args.next_arg();
                 args.number("DELAY")?
             }
             None => 0,

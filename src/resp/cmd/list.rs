@@ -93,7 +93,7 @@ async fn push<S: Store>(ctx: &mut Ctx<'_, S>, mut args: Args) -> Answer {
 /// array of up to `count` (at most `pop_max_items`) or a nil array.
 async fn pop<S: Store>(ctx: &mut Ctx<'_, S>, mut args: Args) -> Answer {
     let key = args.text()?;
-    let count = match args.next() {
+    let count = match args.next_arg() {
         None => None,
         Some(raw) => Some(count(&raw)?),
     };

@@ -139,13 +139,13 @@ impl Args {
     }
 
     /// The next argument (the table's arity guarantees the required ones).
-    pub fn next(&mut self) -> Option<Bytes> {
+    pub fn next_arg(&mut self) -> Option<Bytes> {
         self.parts.next()
     }
 
     /// The next argument, which the command requires.
     pub fn required(&mut self) -> Result<Bytes, CmdError> {
-        self.next().ok_or_else(CmdError::syntax)
+        self.next_arg().ok_or_else(CmdError::syntax)
     }
 
     /// The rest of the arguments.

@@ -87,15 +87,15 @@ async fn push<S: Store>(ctx: &mut Ctx<'_, S>, queue: &str, mut args: Args) -> An
         loop {
             match args.peek_keyword().as_deref() {
                 Some("DELAY") if args.left() > 1 => {
-                    args.next();
+                    args.next_arg();
                     delay_ms = Some(check_delay_ms(ctx.state, args.number("DELAY")?)?);
                 }
                 Some("DEDUP") if args.left() > 1 => {
-                    args.next();
+                    args.next_arg();
                     dedup_id = Some(crate::server::push::dedup_id(&args.required()?)?);
                 }
                 Some("ITEMS") => {
-                    args.next();
+                    args.next_arg();
                     break;
                 }
                 _ => break,

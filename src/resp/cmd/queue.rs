@@ -82,19 +82,19 @@ async fn push<S: Store>(ctx: &mut Ctx<'_, S>, queue: &str, mut args: Args) -> An
         loop {
             match args.peek_keyword().as_deref() {
                 Some("DELAY") if args.left() > 1 => {
-                    args.next();
+                    args.next_arg();
                     delay_ms = Some(check_delay_ms(ctx.state, args.number("DELAY")?)?);
                 }
                 Some("GROUP") if args.left() > 1 => {
-                    args.next();
+                    args.next_arg();
                     group = Some(crate::server::push::group_key(args.text()?)?);
                 }
                 Some("DEDUP") if args.left() > 1 => {
-                    args.next();
+                    args.next_arg();
                     dedup_id = Some(crate::server::push::dedup_id(&args.required()?)?);
                 }
                 Some("ITEMS") => {
-                    args.next();
+                    args.next_arg();
                     break;
                 }
                 _ => break,
@@ -159,7 +159,7 @@ impl PopOptions {
     pub fn parse(args: &mut Args) -> Result<PopOptions, CmdError> {
         let mut options = PopOptions::default();
         while let Some(keyword) = args.peek_keyword() {
-            args.next();
+            args.next_arg();
             match keyword.as_str() {
                 "WAIT" => options.wait_ms = args.number("WAIT")?,
                 "LEASE" => options.lease_ms = Some(args.number("LEASE")?),
@@ -205,7 +205,7 @@ pub async fn pop<S: Store>(
             .map(|lease_ms| check_lease_ms(state, lease_ms))
             .transpose()?;
         let riding = match &options.acks {
-            Some(acks) => Some(Riding::of(acks.iter().map(|ack| receipt_text(ack)))?),
+            Some(acks) => Some(Riding::of(acks.iter().map(receipt_text))?),
             None => None,
         };
         state.note_queue(kind, &name);
