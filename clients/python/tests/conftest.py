@@ -64,6 +64,8 @@ class Daemon:
             except ValueError:
                 continue
             fields = log.get("fields", {})
+            if fields.get("message") == "RESP listening":
+                self.resp_url = f"resp://{fields['address']}"
             if fields.get("message") == "API listening":
                 self.url = f"http://{fields['address']}"
                 return
