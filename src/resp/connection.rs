@@ -35,6 +35,9 @@ use crate::store::Store;
 /// pipeline of them a few kB.
 const READ_CHUNK_BYTES: usize = 16 * 1024;
 
+/// Most bytes a request may hold before the connection authenticated.
+const UNAUTHENTICATED_REQUEST_MAX_BYTES: usize = 64 * 1024;
+
 /// What running one request came to.
 enum Ran {
     /// Its reply, to be written.
@@ -113,11 +116,11 @@ impl Connection {
                 }
             }
             self.flush(writer).await?;
-            if self.input.len() >= self.buffer_max_bytes {
+            let limit = self.request_max_bytes();
+            if self.input.len() >= limit {
                 stats::closed("buffer_max_bytes");
                 let line = format!(
-                    "ERR Protocol error: a request larger than {} bytes (resp.buffer_max_bytes)",
-                    self.buffer_max_bytes
+                    "ERR Protocol error: a request larger than {limit} bytes (resp.buffer_max_bytes; {UNAUTHENTICATED_REQUEST_MAX_BYTES} before AUTH)"
                 );
                 return self.close_with(writer, line).await;
             }
@@ -130,6 +133,16 @@ impl Connection {
                 }
                 () = super::stopped(&mut stop) => return Ok(()),
             }
+        }
+    }
+
+    /// The most bytes a request not yet whole may hold: before `AUTH` (with
+    /// a token set), only what `AUTH` or `HELLO` takes, as Redis limits
+    /// unauthenticated clients.
+    fn request_max_bytes(&self) -> usize {
+        match self.session.authenticated {
+            true => self.buffer_max_bytes,
+            false => UNAUTHENTICATED_REQUEST_MAX_BYTES.min(self.buffer_max_bytes),
         }
     }
 

@@ -204,11 +204,31 @@ impl Reply {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProtocolError(pub String);
 
+/// Most arguments one request may carry: the longest command served
+/// (`PUSH` of 1,000 items with its options, `ACK` of 1,000 receipts) and
+/// room to spare. A longer array is refused as soon as its header is
+/// read: its elements would be decoded anew each time more of it arrives.
+pub const REQUEST_ARGS_MAX: u64 = 4_096;
+
+/// The element count of the array whose header starts `buffer`, once
+/// that header line is whole (`*<n>\r\n`). Only this line is read here,
+/// to refuse a request too long before the codec decodes any of it.
+fn array_header(buffer: &[u8]) -> Option<u64> {
+    let line = buffer.strip_prefix(b"*")?;
+    let end = line.iter().take(24).position(|byte| *byte == b'\r')?;
+    std::str::from_utf8(&line[..end]).ok()?.parse().ok()
+}
+
 /// Decodes one request off the front of `buffer`: its arguments (`None`
 /// while the request is not whole). A request is an array of bulk
 /// strings, as every Redis client sends them; an empty array is skipped.
 pub fn decode_request(buffer: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolError> {
     loop {
+        if array_header(buffer).is_some_and(|count| count > REQUEST_ARGS_MAX) {
+            return Err(ProtocolError(format!(
+                "Protocol error: invalid multibulk length (at most {REQUEST_ARGS_MAX} arguments)"
+            )));
+        }
         let decoded = redis_protocol::resp2::decode::decode_bytes_mut(buffer)
             .map_err(|error| ProtocolError(format!("Protocol error: {}", error.details())))?;
         let Some((frame, _, _)) = decoded else {
@@ -282,5 +302,9 @@ mod tests {
         assert!(decode_request(&mut garbage).is_err());
         let mut inline = BytesMut::from(&b"+PING\r\n"[..]);
         assert!(decode_request(&mut inline).is_err());
+        let mut long = BytesMut::from(&b"*4097\r\n$4\r\nPUSH\r\n"[..]);
+        assert!(decode_request(&mut long).is_err());
+        let mut longest = BytesMut::from(&b"*4096\r\n$4\r\nPUSH\r\n"[..]);
+        assert_eq!(decode_request(&mut longest), Ok(None));
     }
 }

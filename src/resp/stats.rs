@@ -4,6 +4,7 @@
 //! at 0 from start-up), counted through handles kept here, so a command
 //! costs no registry look-up.
 
+use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use metrics::Counter;
@@ -23,6 +24,9 @@ struct Handles {
     /// One row per command of [`COMMANDS`] then [`PQ_SUBCOMMANDS`], then
     /// one for unknown commands; one counter per outcome.
     commands: Vec<[Counter; 3]>,
+    /// A command's row, by name (the table is a `const`: its entries'
+    /// addresses are not one per command).
+    rows: HashMap<&'static str, usize>,
     closed: [Counter; 3],
 }
 
@@ -52,7 +56,15 @@ pub fn register() {
             counter
         });
         metrics::gauge!(RESP_CONNECTIONS).set(0.0);
-        Handles { commands, closed }
+        let rows = specs()
+            .enumerate()
+            .map(|(row, spec)| (spec.name, row))
+            .collect();
+        Handles {
+            commands,
+            rows,
+            closed,
+        }
     });
 }
 
@@ -62,7 +74,7 @@ pub fn command(spec: Option<&'static Spec>, outcome: &'static str) {
         return;
     };
     let row = spec
-        .and_then(|spec| specs().position(|known| std::ptr::eq(known, spec)))
+        .and_then(|spec| handles.rows.get(spec.name).copied())
         .unwrap_or(handles.commands.len() - 1);
     let column = OUTCOMES
         .iter()

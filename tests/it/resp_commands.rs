@@ -491,3 +491,65 @@ async fn with_a_token_every_command_needs_auth_first() {
     open.stop().await;
     daemon.stop().await;
 }
+
+/// Each command counts in `hotq_resp_commands_total` by outcome, and the
+/// queue operations in `hotq_operations_total` as over HTTP (alone: the
+/// metrics recorder is the process's).
+#[tokio::test]
+async fn commands_count_by_outcome_beside_the_http_api_s_operations() {
+    if !crate::common::alone::here(
+        module_path!(),
+        "commands_count_by_outcome_beside_the_http_api_s_operations",
+    )
+    .await
+    {
+        return;
+    }
+    use crate::common::daemon::metric_sum;
+    let daemon = Daemon::start_resp(|_| {}).await;
+    let mut raw = Raw::connect(daemon.resp.unwrap()).await;
+    raw.call(&[b"PUSH", b"counted", b"x"]).await;
+    raw.call(&[b"POP", b"counted"]).await;
+    raw.call(&[b"POP", b"counted"]).await;
+    raw.call(&[b"LPOP", b"counted"]).await;
+    raw.call(&[b"FROB"]).await;
+    raw.call(&[b"POP", b"bad/name"]).await;
+    let url = &daemon.metrics_url;
+    let resp = "hotq_resp_commands_total";
+    assert_eq!(
+        metric_sum(url, resp, &["command=\"pop\"", "outcome=\"ok\""]).await,
+        1.0
+    );
+    assert_eq!(
+        metric_sum(url, resp, &["command=\"pop\"", "outcome=\"empty\""]).await,
+        1.0
+    );
+    assert_eq!(
+        metric_sum(url, resp, &["command=\"pop\"", "outcome=\"error\""]).await,
+        1.0
+    );
+    assert_eq!(
+        metric_sum(url, resp, &["command=\"lpop\"", "outcome=\"empty\""]).await,
+        1.0
+    );
+    assert_eq!(
+        metric_sum(url, resp, &["command=\"unknown\"", "outcome=\"error\""]).await,
+        1.0
+    );
+    let ops = "hotq_operations_total";
+    let counted = "queue=\"counted\"";
+    assert_eq!(
+        metric_sum(url, ops, &[counted, "op=\"push\"", "outcome=\"ok\""]).await,
+        1.0
+    );
+    assert_eq!(
+        metric_sum(url, ops, &[counted, "op=\"pop\"", "outcome=\"ok\""]).await,
+        1.0
+    );
+    assert_eq!(
+        metric_sum(url, ops, &[counted, "op=\"pop\"", "outcome=\"empty\""]).await,
+        2.0
+    );
+    assert_eq!(metric_sum(url, "hotq_resp_connections", &[]).await, 0.0);
+    daemon.stop().await;
+}

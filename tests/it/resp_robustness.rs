@@ -97,6 +97,16 @@ async fn bad_input_costs_only_its_own_connection() {
     assert!(huge.closed_by_daemon().await);
     served(&mut other).await;
 
+    let mut long = Raw::connect(address).await;
+    long.send(b"*1000000\r\n$4\r\nPUSH\r\n").await;
+    let refused = long.reply().await;
+    assert!(
+        refused.starts_with("-ERR Protocol error: invalid multibulk length"),
+        "{refused}"
+    );
+    assert!(long.closed_by_daemon().await);
+    served(&mut other).await;
+
     // The half-sent pop, made whole, is answered (nothing in queue "hang").
     half.send(b"ng\r\n").await;
     assert_eq!(half.reply().await, "$-1\r\n");
@@ -247,4 +257,51 @@ async fn blpop_over_several_keys_takes_one_item_and_leaves_the_rest() {
         assert_eq!(other.call(&[b"LLEN", b"b"]).await, ":0\r\n");
     }
     daemon.stop().await;
+}
+
+/// Before `AUTH`, a connection to a daemon with a token may send only a
+/// small request: a large one is refused and the connection closed.
+#[tokio::test]
+async fn before_auth_a_large_request_is_refused() {
+    let daemon = Daemon::start_resp(|config| config.token = Some("t0ken".into())).await;
+    let mut raw = Raw::connect(daemon.resp.unwrap()).await;
+    raw.send(b"*2\r\n$4\r\nAUTH\r\n$300000\r\n").await;
+    let chunk = vec![b'x'; 16 * 1024];
+    for _ in 0..8 {
+        if tokio::io::AsyncWriteExt::write_all(&mut raw.stream, &chunk)
+            .await
+            .is_err()
+        {
+            break;
+        }
+    }
+    let refused = raw.reply().await;
+    assert!(
+        refused.starts_with("-ERR Protocol error: a request larger than 65536"),
+        "{refused}"
+    );
+    assert!(raw.closed_by_daemon().await);
+    let mut authed = Raw::connect(daemon.resp.unwrap()).await;
+    assert_eq!(authed.call(&[b"AUTH", b"t0ken"]).await, "+OK\r\n");
+    let large = vec![b'y'; 90_000];
+    assert_eq!(authed.call(&[b"PUSH", b"q", &large]).await, ":1\r\n");
+    daemon.stop().await;
+}
+
+/// A `BLPOP` without end ends when the daemon shuts down: it answers nil
+/// (or its connection closes), and the daemon stops within its grace.
+#[tokio::test]
+async fn a_blpop_without_end_ends_at_shutdown() {
+    let daemon = Daemon::start_resp(|config| config.shutdown_grace_ms = 20_000).await;
+    let address = daemon.resp.unwrap();
+    let mut waiter = Raw::connect(address).await;
+    waiter.command(&[b"BLPOP", b"idle", b"0"]).await;
+    let mut other = Raw::connect(address).await;
+    until_waiting(&mut other, b"idle", 1).await;
+    let stopped = tokio::time::timeout(Duration::from_secs(60), daemon.stop()).await;
+    assert!(stopped.is_ok(), "the daemon stopped within its grace");
+    match waiter.reply_within(Duration::from_secs(30)).await {
+        None => {}
+        Some(reply) => assert_eq!(reply, "*-1\r\n"),
+    }
 }
