@@ -177,8 +177,8 @@ impl Connection {
     ) -> Ran {
         let (spec, named_by) = match cmd::lookup(&request) {
             Ok(found) => found,
-            Err(error) => {
-                stats::command(None, "error");
+            Err((spec, error)) => {
+                stats::command(spec, "error");
                 return Ran::Replied(error.into_reply());
             }
         };

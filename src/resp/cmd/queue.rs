@@ -71,11 +71,7 @@ pub async fn stats<S: Store>(ctx: &Ctx<'_, S>, kind: QueueKind, queue: &str) -> 
 /// `PUSH queue [DELAY ms] [GROUP group] [DEDUP id] [ITEMS] item [item ...]`:
 /// the number stored (duplicates left out), all in one commit.
 async fn push<S: Store>(ctx: &mut Ctx<'_, S>, queue: &str, mut args: Args) -> Answer {
-    let op = if args.left() > 1 {
-        "push_batch"
-    } else {
-        "push"
-    };
+    let mut op = "push";
     let answer = async {
         let name = queue_name(queue)?;
         let (mut delay_ms, mut group, mut dedup_id) = (None, None, None);
@@ -101,6 +97,9 @@ async fn push<S: Store>(ctx: &mut Ctx<'_, S>, queue: &str, mut args: Args) -> An
             }
         }
         let payloads = args.rest();
+        if payloads.len() > 1 {
+            op = "push_batch";
+        }
         let items = push_items(payloads, dedup_id, group)?;
         let answer = crate::server::push::push_checked(ctx.state, name, &items, delay_ms).await?;
         Ok(Reply::Int(answer.pushed as i64))

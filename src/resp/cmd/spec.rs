@@ -465,31 +465,34 @@ fn arity_fits(arity: i64, words: usize) -> bool {
     }
 }
 
+/// Why [`lookup`] found no command to run: the command named, when it is
+/// served (its arity was wrong), and the error Redis gives.
+pub type NotFound = (Option<&'static Spec>, CmdError);
+
 /// The command `words` names (its name first) and how many words name it
 /// (2 for a subcommand), its arity checked; else the error Redis gives.
-pub fn lookup(words: &[Bytes]) -> Result<(&'static Spec, usize), CmdError> {
+pub fn lookup(words: &[Bytes]) -> Result<(&'static Spec, usize), NotFound> {
     let name = words.first().map(|word| &word[..]).unwrap_or_default();
     let Some(spec) = find(COMMANDS, name) else {
-        return Err(unknown_command(words));
+        return Err((None, unknown_command(words)));
     };
     let (spec, named_by) = match (spec.subcommands, words.get(1)) {
         ([], _) | (_, None) => (spec, 1),
         (subcommands, Some(sub)) => match find(subcommands, sub) {
             Some(sub_spec) => (sub_spec, 2),
             None => {
-                return Err(CmdError::Line(format!(
+                let line = format!(
                     "ERR unknown subcommand '{}'. Try {} HELP.",
                     shown(sub, 128),
                     spec.name.to_ascii_uppercase()
-                )));
+                );
+                return Err((None, CmdError::Line(line)));
             }
         },
     };
     if !arity_fits(spec.arity, words.len()) {
-        return Err(CmdError::Line(format!(
-            "ERR wrong number of arguments for '{}' command",
-            spec.name
-        )));
+        let line = format!("ERR wrong number of arguments for '{}' command", spec.name);
+        return Err((Some(spec), CmdError::Line(line)));
     }
     Ok((spec, named_by))
 }
@@ -532,7 +535,7 @@ mod tests {
         let (spec, named) = lookup(&words("Pq PUSH jobs 1 x")).unwrap();
         assert_eq!((spec.name, named), ("pq|push", 2));
         let error = |text| match lookup(&words(text)) {
-            Err(CmdError::Line(line)) => line,
+            Err((_, CmdError::Line(line))) => line,
             other => panic!("{other:?}"),
         };
         assert_eq!(
