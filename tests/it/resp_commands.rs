@@ -553,3 +553,38 @@ async fn commands_count_by_outcome_beside_the_http_api_s_operations() {
     assert_eq!(metric_sum(url, "hotq_resp_connections", &[]).await, 0.0);
     daemon.stop().await;
 }
+
+/// `hotq serve` binds the RESP listener where `--resp-listen` or
+/// `HOTQ_RESP_LISTEN` says, and none with an empty value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_listener_is_off_with_an_empty_flag_or_environment_value() {
+    use crate::common::process;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    let (on, by_flag, by_env) = tokio::task::spawn_blocking(move || {
+        let on = process::start(&path.join("on"));
+        // `serve_args` binds RESP on port 0: these name it themselves.
+        let without_resp = |data: &std::path::Path| {
+            let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_hotq"));
+            let args = process::serve_args(data);
+            let at = args.iter().position(|arg| arg == "--resp-listen").unwrap();
+            command.args(&args[..at]).args(&args[at + 2..]);
+            command
+        };
+        let mut command = without_resp(&path.join("flag"));
+        command.args(["--resp-listen", ""]);
+        let by_flag = process::start_command(command);
+        let mut command = without_resp(&path.join("env"));
+        command.env("HOTQ_RESP_LISTEN", "");
+        let by_env = process::start_command(command);
+        (on, by_flag, by_env)
+    })
+    .await
+    .unwrap();
+    let mut raw = Raw::connect(on.resp.parse().unwrap()).await;
+    assert_eq!(raw.call(&[b"PING"]).await, "+PONG\r\n");
+    assert_eq!((by_flag.resp.as_str(), by_env.resp.as_str()), ("", ""));
+    for running in [on, by_flag, by_env] {
+        process::terminate(running);
+    }
+}
