@@ -6,7 +6,7 @@
 # counted N pushed items (the preload's end) and again at the end.
 BIN=$1; MODE=$2; W=${3:-64}; N=${4:-30000}
 D=$(mktemp -d /tmp/hq-cc.XXXX)
-$BIN serve --listen 127.0.0.1:17171 --metrics-listen 127.0.0.1:19471 --data-dir $D/data >$D/log 2>&1 &
+$BIN serve --listen 127.0.0.1:17171 --metrics-listen 127.0.0.1:19471 --resp-listen "" --data-dir $D/data >$D/log 2>&1 &
 P=$!
 for i in $(seq 100); do curl -s 127.0.0.1:17171/healthz >/dev/null && break; sleep 0.1; done
 T=$(for t in /proc/$P/task/*; do [ "$(cat $t/comm)" = hotq-committer ] && echo ${t##*/}; done)

@@ -31,6 +31,8 @@
 //! - [`server`]: the daemon: HTTP API, exporter, sampler, graceful shutdown.
 //! - [`console`]: the web console at `/ui`, and the API calls it added.
 //! - [`sqs`]: the Amazon SQS API (AWS JSON 1.0) over the same queues.
+//! - [`resp`]: the RESP (Redis protocol) listener: hotq's commands and
+//!   Redis's list commands over the same queues.
 //! - [`cli`]: the `hotq` command line (daemon, client, bench); the binary
 //!   in `main.rs` only calls it.
 //! - [`bench`](mod@bench): `hotq bench`.
@@ -48,6 +50,7 @@ pub mod keys;
 pub mod lease;
 pub mod metrics;
 pub mod queue;
+pub mod resp;
 pub mod server;
 pub(crate) mod sqs;
 pub mod staging;

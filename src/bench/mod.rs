@@ -30,6 +30,7 @@ pub(crate) mod coordinators;
 pub(crate) mod due;
 mod inproc;
 mod over_http;
+mod over_resp;
 mod report;
 mod sqs;
 mod tombstones;
@@ -42,9 +43,10 @@ use crate::store::embedded::{Durability, EmbeddedConfig, EmbeddedStore};
 use ceiling::ceiling;
 pub use inproc::drain_in_process;
 pub use over_http::{drain_http, pop_query};
+pub use over_resp::drain_resp;
 
 /// A leased pop's lease, as peerbench's `http-leased` target takes it
-/// (over HTTP and, as a visibility timeout, over SQS).
+/// (over HTTP, over RESP and, as a visibility timeout, over SQS).
 pub const LEASE_MS: u64 = 30_000;
 pub use report::DrainResult;
 use report::print_drain;
@@ -89,6 +91,15 @@ pub enum Mode {
     /// a token): ReceiveMessage (1 message, no wait, visibility 30 s),
     /// then DeleteMessage of its receipt handle. Not in the default modes.
     Sqs,
+    /// Over RESP (`--resp-addr`): `POP <queue>`, the item or nil.
+    Resp,
+    /// Over RESP: `POP <queue> LEASE 30000`, then `ACK <queue> <receipt>`.
+    RespLeased,
+    /// Over RESP: `POP <queue> LEASE 30000 ACK <the previous receipt>`:
+    /// one round trip and one commit per item.
+    RespLeasedNext,
+    /// Over RESP: `LPOP <queue>`, Redis's list command.
+    RespLpop,
 }
 
 impl Mode {
@@ -103,6 +114,10 @@ impl Mode {
             Mode::LeasedLongpoll => "leased-longpoll",
             Mode::LeasedNext => "leased-next",
             Mode::Sqs => "sqs",
+            Mode::Resp => "resp",
+            Mode::RespLeased => "resp-leased",
+            Mode::RespLeasedNext => "resp-leased-next",
+            Mode::RespLpop => "resp-lpop",
         }
     }
 
@@ -110,7 +125,20 @@ impl Mode {
     pub fn leased(self) -> bool {
         matches!(
             self,
-            Mode::Leased | Mode::LeasedLongpoll | Mode::LeasedNext | Mode::Sqs
+            Mode::Leased
+                | Mode::LeasedLongpoll
+                | Mode::LeasedNext
+                | Mode::Sqs
+                | Mode::RespLeased
+                | Mode::RespLeasedNext
+        )
+    }
+
+    /// Whether it pops over the RESP listener (`--resp-addr`).
+    pub fn over_resp(self) -> bool {
+        matches!(
+            self,
+            Mode::Resp | Mode::RespLeased | Mode::RespLeasedNext | Mode::RespLpop
         )
     }
 
@@ -147,7 +175,9 @@ pub struct BenchArgs {
     pub workers: Vec<usize>,
     /// Pop modes to run, comma-separated (default: staged,naive in
     /// process; plain,longpoll,leased,leased-longpoll,leased-next over HTTP;
-    /// sqs, the SQS API's receive + delete, over HTTP when asked for).
+    /// sqs, the SQS API's receive + delete, over HTTP when asked for;
+    /// resp,resp-leased,resp-leased-next,resp-lpop over RESP, with
+    /// `--resp-addr`).
     #[arg(long, alias = "mode", value_enum, value_delimiter = ',')]
     pub modes: Vec<Mode>,
     /// Coordinator counts to sweep (the `coordinators` scenario; W is
@@ -164,6 +194,10 @@ pub struct BenchArgs {
     /// Run against a daemon at this URL instead of in process.
     #[arg(long)]
     pub url: Option<String>,
+    /// The daemon's RESP listener (HOST:PORT), for the `resp*` modes
+    /// (which preload and count over `--url`).
+    #[arg(long)]
+    pub resp_addr: Option<String>,
     /// Bearer token for `--url`.
     #[arg(long, env = "HOTQ_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
@@ -281,6 +315,12 @@ pub async fn run(args: BenchArgs) -> Result<u8, String> {
                 for &workers in &args.workers {
                     let result = match (&store, &args.url) {
                         (Some(store), _) => drain_in_process(store, &args, mode, workers).await?,
+                        (None, Some(url)) if mode.over_resp() => {
+                            let resp_addr = args.resp_addr.as_deref().ok_or(
+                                "the resp modes need --resp-addr HOST:PORT (and --url for the preload)",
+                            )?;
+                            drain_resp(url, resp_addr, &args, mode, workers).await?
+                        }
                         (None, Some(url)) => drain_http(url, &args, mode, workers).await?,
                         (None, None) => unreachable!("no store means a URL was given"),
                     };

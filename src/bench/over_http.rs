@@ -27,6 +27,8 @@ const PRELOAD_BATCH: usize = 1_000;
 pub fn pop_query(mode: Mode, wait_ms: u64) -> String {
     match mode {
         Mode::Plain | Mode::Sqs => String::new(),
+        // The RESP modes do not pop over HTTP.
+        Mode::Resp | Mode::RespLeased | Mode::RespLeasedNext | Mode::RespLpop => String::new(),
         Mode::Staged | Mode::Longpoll => format!("?wait_ms={wait_ms}"),
         Mode::Naive => "?path=direct".into(),
         Mode::Leased | Mode::LeasedNext => format!("?lease_ms={LEASE_MS}"),
@@ -298,14 +300,14 @@ impl Worker {
 
 /// The untimed calls around a drain (preload, the stats at the end), over
 /// reqwest: a few requests with JSON bodies.
-struct Stats {
-    client: reqwest::Client,
+pub(super) struct Stats {
+    pub(super) client: reqwest::Client,
     queue_url: String,
     authorization: Option<String>,
 }
 
 impl Stats {
-    fn new(
+    pub(super) fn new(
         url: &str,
         queue: &str,
         token: Option<&str>,
@@ -330,7 +332,7 @@ impl Stats {
     }
 
     /// Pushes `items`; with `groups` > 0, item `i` into group `g{i % groups}`.
-    async fn preload(&self, items: &[Vec<u8>], groups: usize) -> Result<(), String> {
+    pub(super) async fn preload(&self, items: &[Vec<u8>], groups: usize) -> Result<(), String> {
         use base64::Engine;
         let base64 = base64::engine::general_purpose::STANDARD;
         for (chunk_index, chunk) in items.chunks(PRELOAD_BATCH).enumerate() {
@@ -363,7 +365,7 @@ impl Stats {
     }
 
     /// Items the queue still holds, queued or leased.
-    async fn left(&self) -> Result<u64, String> {
+    pub(super) async fn left(&self) -> Result<u64, String> {
         let response = self
             .request(reqwest::Method::GET, self.queue_url.clone())
             .send()

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::EXIT_OK;
-use crate::config::{Backend, Config, Overrides};
+use crate::config::{Backend, Config, Overrides, RespListen};
 use crate::store::embedded::{Durability, EmbeddedConfig, EmbeddedStore};
 
 /// `hotq serve` flags; each overrides the configuration file.
@@ -22,6 +22,10 @@ pub struct ServeArgs {
     /// Prometheus exporter address (default 127.0.0.1:9464).
     #[arg(long, env = "HOTQ_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
+    /// RESP (Redis protocol) listener address (default 127.0.0.1:7379;
+    /// empty: off).
+    #[arg(long, env = "HOTQ_RESP_LISTEN")]
+    pub resp_listen: Option<RespListen>,
     /// Embedded store directory (default ./data).
     #[arg(long, env = "HOTQ_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
@@ -63,6 +67,7 @@ pub fn serve(args: ServeArgs) -> Result<u8, String> {
             config.apply(Overrides {
                 listen: args.listen,
                 metrics_listen: args.metrics_listen,
+                resp_listen: args.resp_listen,
                 data_dir: args.data_dir,
                 token: args.token,
                 durability: args.durability,
@@ -89,6 +94,7 @@ async fn run(config: Config) -> Result<u8, String> {
     tracing::info!(
         listen = %config.listen,
         metrics_listen = %config.metrics_listen,
+        resp_listen = %config.resp_listen,
         backend = ?config.backend,
         data_dir = %config.data_dir.display(),
         durability = ?config.durability,
@@ -106,15 +112,15 @@ async fn run(config: Config) -> Result<u8, String> {
             store_config.durability = config.durability;
             let store = EmbeddedStore::open(store_config)
                 .map_err(|e| format!("cannot open the store: {e}"))?;
-            let (api, metrics) = listen(&config).await?;
-            crate::server::serve(store, config, api, Some(metrics), shutdown).await
+            let listeners = listen(&config).await?;
+            crate::server::serve_on(store, config, listeners, shutdown).await
         }
         #[cfg(feature = "fdb")]
         Backend::Fdb => {
             let store = crate::store::fdb::open_for_daemon(config.fdb_cluster_file.as_deref())
                 .map_err(|e| format!("opening the FoundationDB cluster: {e}"))?;
-            let (api, metrics) = listen(&config).await?;
-            crate::server::serve(store, config, api, Some(metrics), shutdown).await
+            let listeners = listen(&config).await?;
+            crate::server::serve_on(store, config, listeners, shutdown).await
         }
         #[cfg(not(feature = "fdb"))]
         Backend::Fdb => unreachable!("Config::validate refuses backend fdb without the feature"),
@@ -124,16 +130,26 @@ async fn run(config: Config) -> Result<u8, String> {
 }
 
 /// The API's and the exporter's listeners.
-async fn listen(
-    config: &Config,
-) -> Result<(tokio::net::TcpListener, tokio::net::TcpListener), String> {
+async fn listen(config: &Config) -> Result<crate::server::Listeners, String> {
     let api = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
     let metrics = tokio::net::TcpListener::bind(config.metrics_listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.metrics_listen))?;
-    Ok((api, metrics))
+    let resp = match config.resp_listen {
+        RespListen(Some(address)) => Some(
+            tokio::net::TcpListener::bind(address)
+                .await
+                .map_err(|e| format!("cannot listen on {address} (resp_listen): {e}"))?,
+        ),
+        RespListen(None) => None,
+    };
+    Ok(crate::server::Listeners {
+        api,
+        metrics: Some(metrics),
+        resp,
+    })
 }
 
 /// Resolves on SIGINT or SIGTERM.

@@ -11,6 +11,9 @@ use serde::Deserialize;
 mod sqs;
 pub use sqs::SqsSection;
 
+mod resp;
+pub use resp::{RESP_CONNECTIONS_MAX, RESP_LISTEN_DEFAULT, RespListen, RespSection};
+
 /// Default of `max_deliveries`: deliveries under a lease before an item
 /// goes to the dead-letter queue.
 pub const MAX_DELIVERIES_DEFAULT: u32 = 5;
@@ -64,6 +67,8 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Prometheus exporter address.
     pub metrics_listen: SocketAddr,
+    /// RESP (Redis protocol) listener address; empty: off (see `crate::resp`).
+    pub resp_listen: RespListen,
     /// Bearer token every API call must carry (`/healthz` excepted).
     pub token: Option<String>,
     /// Allow a non-loopback `listen` without a token.
@@ -107,6 +112,8 @@ pub struct Config {
     pub leases: LeasesSection,
     /// The `[sqs]` table: the Amazon SQS API (see [`crate::sqs`]).
     pub sqs: SqsSection,
+    /// The `[resp]` table: the RESP listener's limits (see `crate::resp`).
+    pub resp: RespSection,
 }
 
 /// The `[leases]` table.
@@ -202,6 +209,7 @@ impl Default for Config {
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 7070)),
             metrics_listen: SocketAddr::from(([127, 0, 0, 1], 9464)),
+            resp_listen: RespListen::default(),
             token: None,
             allow_insecure_bind: false,
             backend: Backend::Embedded,
@@ -221,6 +229,7 @@ impl Default for Config {
             staging: StagingSection::default(),
             leases: LeasesSection::default(),
             sqs: SqsSection::default(),
+            resp: RespSection::default(),
         }
     }
 }
@@ -244,6 +253,8 @@ pub struct Overrides {
     pub listen: Option<SocketAddr>,
     /// `--metrics-listen` / `HOTQ_METRICS_LISTEN`.
     pub metrics_listen: Option<SocketAddr>,
+    /// `--resp-listen` / `HOTQ_RESP_LISTEN` (empty: off).
+    pub resp_listen: Option<RespListen>,
     /// `--data-dir` / `HOTQ_DATA_DIR`.
     pub data_dir: Option<PathBuf>,
     /// `--token` / `HOTQ_TOKEN`.
@@ -304,6 +315,9 @@ impl Config {
         if let Some(listen) = overrides.metrics_listen {
             self.metrics_listen = listen;
         }
+        if let Some(listen) = overrides.resp_listen {
+            self.resp_listen = listen;
+        }
         if let Some(dir) = overrides.data_dir {
             self.data_dir = dir;
         }
@@ -328,6 +342,7 @@ impl Config {
         self.validate_lease_queues()?;
         self.validate_access()?;
         self.sqs.validate().map_err(ConfigError)?;
+        self.resp.validate().map_err(ConfigError)?;
         if self.backend == Backend::Fdb && !cfg!(feature = "fdb") {
             return Err(ConfigError(
                 "backend = \"fdb\" needs a build with --features fdb".into(),
@@ -465,6 +480,16 @@ impl Config {
                 "listen = {} is not a loopback address and no token is set: set a token, \
                  or allow_insecure_bind = true (--allow-insecure-bind) to serve it unauthenticated",
                 self.listen
+            )));
+        }
+        if let RespListen(Some(resp)) = self.resp_listen
+            && !resp.ip().is_loopback()
+            && self.token.is_none()
+            && !self.allow_insecure_bind
+        {
+            return Err(ConfigError(format!(
+                "resp_listen = {resp} is not a loopback address and no token is set: set a token, \
+                 or allow_insecure_bind = true (--allow-insecure-bind) to serve it unauthenticated"
             )));
         }
         Ok(())

@@ -83,3 +83,27 @@ fn worker_threads_are_left_to_tokio_unless_set() {
     assert_eq!(set.runtime_workers(), Some(3));
     assert_refused("worker_threads = 5000", "worker_threads");
 }
+
+#[test]
+fn the_resp_listener_is_on_by_default_and_off_with_an_empty_value() {
+    let default = Config::default();
+    assert_eq!(
+        default.resp_listen,
+        RespListen(Some(SocketAddr::from(RESP_LISTEN_DEFAULT)))
+    );
+    let off = Config::from_toml("resp_listen = \"\"", "test").unwrap();
+    assert_eq!(off.resp_listen, RespListen(None));
+    let set = Config::from_toml("resp_listen = \"127.0.0.1:6380\"", "test").unwrap();
+    assert_eq!(set.resp_listen.to_string(), "127.0.0.1:6380");
+    assert!(Config::from_toml("resp_listen = \"nowhere\"", "test").is_err());
+    let flag = set
+        .apply(Overrides {
+            resp_listen: Some("".parse().unwrap()),
+            ..Overrides::default()
+        })
+        .unwrap();
+    assert_eq!(flag.resp_listen, RespListen(None));
+    assert_refused("resp_listen = \"0.0.0.0:7379\"", "resp_listen");
+    assert_refused("[resp]\nconnections_max = 0", "resp.connections_max");
+    assert_refused("[resp]\nbuffer_max_bytes = 1000", "resp.buffer_max_bytes");
+}

@@ -392,24 +392,32 @@ async fn set_paused<S: Store>(
 ) -> Result<Response, ApiError> {
     counted(&queue, op, async {
         let keys = QueueKeys::of_kind(kind, &queue_name(&queue)?);
-        let change = BTreeMap::from([("paused".to_string(), serde_json::Value::Bool(paused))]);
-        let stored =
-            crate::queue::settings::update(&state.store, &keys, &change, &state.settings_defaults)
-                .await?
-                .map_err(|invalid| {
-                    ApiError::new(
-                        StatusCode::BAD_REQUEST,
-                        "invalid_settings",
-                        invalid.to_string(),
-                    )
-                })?;
-        Ok(Json(PauseAnswer {
-            queue: keys.name().as_str().to_string(),
-            paused: stored.paused == Some(true),
-        })
-        .into_response())
+        Ok(Json(set_paused_checked(&state, &keys, paused).await?).into_response())
     })
     .await
+}
+
+/// Pauses or resumes `keys`' queue (every front end's pauses and resumes).
+pub(crate) async fn set_paused_checked<S: Store>(
+    state: &AppState<S>,
+    keys: &QueueKeys,
+    paused: bool,
+) -> Result<PauseAnswer, ApiError> {
+    let change = BTreeMap::from([("paused".to_string(), serde_json::Value::Bool(paused))]);
+    let stored =
+        crate::queue::settings::update(&state.store, keys, &change, &state.settings_defaults)
+            .await?
+            .map_err(|invalid| {
+                ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_settings",
+                    invalid.to_string(),
+                )
+            })?;
+    Ok(PauseAnswer {
+        queue: keys.name().as_str().to_string(),
+        paused: stored.paused == Some(true),
+    })
 }
 
 /// Query of `GET /v1/traffic`: `kind` and `queues` (comma-separated, at

@@ -45,6 +45,16 @@ const COUNTERS: &[(&str, Unit, &str)] = &[
         "API responses by status code, unknown routes (404) and methods (405) included.",
     ),
     (
+        RESP_COMMANDS,
+        Unit::Count,
+        "RESP (Redis protocol) commands by command and outcome (ok, empty, error).",
+    ),
+    (
+        RESP_CLOSED,
+        Unit::Count,
+        "RESP connections the daemon refused or closed, by reason (connections_max, protocol, buffer_max_bytes).",
+    ),
+    (
         SQS_REQUESTS,
         Unit::Count,
         "SQS API calls by action and outcome (ok, or the SQS error's shape, e.g. QueueDoesNotExist).",
@@ -99,6 +109,7 @@ const COUNTERS: &[(&str, Unit, &str)] = &[
 
 /// The gauges: name, unit, help.
 const GAUGES: &[(&str, Unit, &str)] = &[
+    (RESP_CONNECTIONS, Unit::Count, "RESP connections open now."),
     (
         REQUESTS_WAITING,
         Unit::Count,

@@ -45,6 +45,15 @@ pub const POP_EMPTY_WAIT: &str = "hotq_pop_empty_wait_seconds";
 pub const HTTP_RESPONSES: &str = "hotq_http_responses_total";
 /// SQS API calls by action and outcome (see [`crate::sqs`]).
 pub const SQS_REQUESTS: &str = "hotq_sqs_requests_total";
+/// RESP (Redis protocol) commands by command and outcome (`ok`, `empty`,
+/// `error`; see `crate::resp`): the RESP listener's counterpart of
+/// [`HTTP_RESPONSES`]; its queue operations count in [`OPERATIONS`] too.
+pub const RESP_COMMANDS: &str = "hotq_resp_commands_total";
+/// RESP connections open now.
+pub const RESP_CONNECTIONS: &str = "hotq_resp_connections";
+/// RESP connections refused or closed by the daemon, by reason
+/// (`connections_max`, `protocol`, `buffer_max_bytes`).
+pub const RESP_CLOSED: &str = "hotq_resp_connections_closed_total";
 /// 1, labelled with the running version.
 pub const BUILD_INFO: &str = "hotq_build_info";
 /// Item wait, enqueue to delivery.

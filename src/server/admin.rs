@@ -79,30 +79,42 @@ pub async fn list<S: Store>(
             }
         };
         let after = params.after.as_deref().map(queue_name).transpose()?;
-        let (page, next) = admin::list(&state.store, kind, after.as_ref(), limit).await?;
-        let queues: Vec<QueueStats> = page
-            .iter()
-            .map(|queue| {
-                // This daemon's waiters in memory count too, as in a queue's stats.
-                let memory = state
-                    .coordinator
-                    .memory_waiting(&QueueKeys::of_kind(queue.kind, &queue.name));
-                QueueStats {
-                    queue: queue.name.as_str().to_string(),
-                    depth: queue.depth,
-                    leased: queue.leased,
-                    delayed: queue.delayed,
-                    grouped: queue.grouped,
-                    waiting: queue.waiting + memory as i64,
-                    oldest_item_age_ms: queue.oldest_item_age_ms,
-                    paused: queue.paused,
-                    dead_letter: queue.dead_letter,
-                }
-            })
-            .collect();
-        Ok(Json(QueueList { queues, next }).into_response())
+        let page = list_page(&state, kind, after.as_ref(), limit).await?;
+        Ok(Json(page).into_response())
     }
     .await
+}
+
+/// One page of the queues of `kind` after `after`, at most `limit` (every
+/// front end's listings; `limit` checked by the caller).
+pub(crate) async fn list_page<S: Store>(
+    state: &AppState<S>,
+    kind: QueueKind,
+    after: Option<&crate::keys::QueueName>,
+    limit: usize,
+) -> Result<QueueList, ApiError> {
+    let (page, next) = admin::list(&state.store, kind, after, limit).await?;
+    let queues: Vec<QueueStats> = page
+        .iter()
+        .map(|queue| {
+            // This daemon's waiters in memory count too, as in a queue's stats.
+            let memory = state
+                .coordinator
+                .memory_waiting(&QueueKeys::of_kind(queue.kind, &queue.name));
+            QueueStats {
+                queue: queue.name.as_str().to_string(),
+                depth: queue.depth,
+                leased: queue.leased,
+                delayed: queue.delayed,
+                grouped: queue.grouped,
+                waiting: queue.waiting + memory as i64,
+                oldest_item_age_ms: queue.oldest_item_age_ms,
+                paused: queue.paused,
+                dead_letter: queue.dead_letter,
+            }
+        })
+        .collect();
+    Ok(QueueList { queues, next })
 }
 
 /// One page of `GET /v1/queues`.
@@ -212,22 +224,30 @@ async fn purge_of<S: Store>(
 ) -> Result<Response, ApiError> {
     counted(queue, op_name(kind, "purge"), async {
         let keys = QueueKeys::of_kind(kind, &queue_name(queue)?);
-        let dropped = admin::purge(&state.store, &keys).await?;
-        Ok(Json(PurgeAnswer {
-            purged: dropped.items + dropped.delayed,
-            items: dropped.items,
-            delayed: dropped.delayed,
-            leased: dropped.leased,
-            results: dropped.results,
-            done: dropped.done,
-        })
-        .into_response())
+        Ok(Json(purge_checked(state, &keys).await?).into_response())
     })
     .await
 }
 
+/// Drops `keys`' visible and delayed items pushed before the call (every
+/// front end's purges).
+pub(crate) async fn purge_checked<S: Store>(
+    state: &AppState<S>,
+    keys: &QueueKeys,
+) -> Result<PurgeAnswer, ApiError> {
+    let dropped = admin::purge(&state.store, keys).await?;
+    Ok(PurgeAnswer {
+        purged: dropped.items + dropped.delayed,
+        items: dropped.items,
+        delayed: dropped.delayed,
+        leased: dropped.leased,
+        results: dropped.results,
+        done: dropped.done,
+    })
+}
+
 /// The operation label of `op` on a queue of `kind` (priority ops are `pq_*`).
-pub(super) fn op_name(kind: QueueKind, op: &'static str) -> &'static str {
+pub(crate) fn op_name(kind: QueueKind, op: &'static str) -> &'static str {
     match (kind, op) {
         (QueueKind::Fifo, op) => op,
         (QueueKind::Priority, "purge") => "pq_purge",
@@ -278,17 +298,8 @@ async fn delete_of<S: Store>(
 ) -> Result<Response, ApiError> {
     let result = async {
         let name = queue_name(queue)?;
-        let keys = QueueKeys::of_kind(kind, &name);
-        let dropped = state.delete_queue(&keys).await?;
-        let answer = DeleteAnswer {
-            deleted: dropped.done,
-            items: dropped.items,
-            delayed: dropped.delayed,
-            leased: dropped.leased,
-            results: dropped.results,
-            done: dropped.done,
-        };
-        if !dropped.done {
+        let answer = delete_checked(state, kind, &name).await?;
+        if !answer.done {
             return Ok(queue_busy(answer));
         }
         Ok(Json(answer).into_response())
@@ -301,6 +312,25 @@ async fn delete_of<S: Store>(
     };
     operation(queue, op_name(kind, "delete"), label);
     result
+}
+
+/// Deletes the queue `name` of `kind` and all it holds (every front end's
+/// deletes); `done` false when pushes kept it from finishing (call again).
+pub(crate) async fn delete_checked<S: Store>(
+    state: &AppState<S>,
+    kind: QueueKind,
+    name: &crate::keys::QueueName,
+) -> Result<DeleteAnswer, ApiError> {
+    // The one delete path: it forgets every memory of the queue here.
+    let dropped = state.delete_queue(&QueueKeys::of_kind(kind, name)).await?;
+    Ok(DeleteAnswer {
+        deleted: dropped.done,
+        items: dropped.items,
+        delayed: dropped.delayed,
+        leased: dropped.leased,
+        results: dropped.results,
+        done: dropped.done,
+    })
 }
 
 /// Query of a lease listing: `limit` (default 100, at most 1,000), `after`.
@@ -361,21 +391,33 @@ async fn leases_of<S: Store>(
     counted(queue, op_name(kind, "leases"), async {
         let keys = QueueKeys::of_kind(kind, &queue_name(queue)?);
         let params = query(params)?;
-        let limit = limit(params.limit, 100, LEASES_LIMIT_MAX)?;
-        let after = match params.after.as_deref() {
-            None => None,
-            Some(text) => Some(admin::LeaseCursor::parse(text).ok_or_else(|| {
-                ApiError::bad_parameter(format!(
-                    "after must be the next of an earlier page, got {text:?}"
-                ))
-            })?),
-        };
-        let (page, next) = admin::leases(&state.store, &keys, after.as_ref(), limit).await?;
-        let leases: Vec<LeaseInfo> = page.iter().map(LeaseInfo::from).collect();
-        let next = next.map(|next| next.to_string());
-        Ok(Json(LeaseList { leases, next }).into_response())
+        let page = leases_page(state, &keys, params.after.as_deref(), params.limit).await?;
+        Ok(Json(page).into_response())
     })
     .await
+}
+
+/// One page of `keys`' leases in flight, at most `limit` (default 100,
+/// checked) after the cursor `after` (every front end's lease listings).
+pub(crate) async fn leases_page<S: Store>(
+    state: &AppState<S>,
+    keys: &QueueKeys,
+    after: Option<&str>,
+    limit_asked: Option<usize>,
+) -> Result<LeaseList, ApiError> {
+    let limit = limit(limit_asked, 100, LEASES_LIMIT_MAX)?;
+    let after = match after {
+        None => None,
+        Some(text) => Some(admin::LeaseCursor::parse(text).ok_or_else(|| {
+            ApiError::bad_parameter(format!(
+                "after must be the next of an earlier page, got {text:?}"
+            ))
+        })?),
+    };
+    let (page, next) = admin::leases(&state.store, keys, after.as_ref(), limit).await?;
+    let leases: Vec<LeaseInfo> = page.iter().map(LeaseInfo::from).collect();
+    let next = next.map(|next| next.to_string());
+    Ok(LeaseList { leases, next })
 }
 
 impl From<&admin::LeaseSummary> for LeaseInfo {

@@ -112,20 +112,30 @@ pub fn pop_limits<S: Store>(
     params: Result<Query<PopParams>, QueryRejection>,
 ) -> Result<(Duration, usize), ApiError> {
     let Query(params) = params.map_err(|e| ApiError::bad_parameter(e.body_text()))?;
-    if params.wait_ms > state.config.wait_max_ms {
+    check_pop(state, params.wait_ms, params.max)
+}
+
+/// Checks a pop's `wait_ms` and `max` (default 1) against the configured
+/// caps (every front end's pops).
+pub fn check_pop<S: Store>(
+    state: &AppState<S>,
+    wait_ms: u64,
+    max: Option<usize>,
+) -> Result<(Duration, usize), ApiError> {
+    if wait_ms > state.config.wait_max_ms {
         return Err(ApiError::bad_parameter(format!(
-            "wait_ms must be at most {}, got {}",
-            state.config.wait_max_ms, params.wait_ms
+            "wait_ms must be at most {}, got {wait_ms}",
+            state.config.wait_max_ms
         )));
     }
-    let max = params.max.unwrap_or(1);
+    let max = max.unwrap_or(1);
     if max == 0 || max > state.config.pop_max_items {
         return Err(ApiError::bad_parameter(format!(
             "max must be 1 to {}, got {max}",
             state.config.pop_max_items
         )));
     }
-    Ok((Duration::from_millis(params.wait_ms), max))
+    Ok((Duration::from_millis(wait_ms), max))
 }
 
 /// `POST /v1/queues/{queue}/pop?wait_ms=&max=&lease_ms=`.
@@ -242,6 +252,14 @@ pub async fn peek<S: Store>(
         ))
     })
     .await
+}
+
+/// The visible items of one queue (its `depth` stat).
+pub async fn queue_depth<S: Store>(state: &AppState<S>, keys: &QueueKeys) -> Result<i64, ApiError> {
+    let txn = state.store.begin()?;
+    Ok(decode_counter(
+        txn.get(&keys.depth(), Read::Snapshot).await?.as_deref(),
+    ))
 }
 
 /// Depth, waiting requests (in the store, and in this daemon's memory

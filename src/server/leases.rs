@@ -43,7 +43,7 @@ impl From<LeaseError> for ApiError {
 
 /// The error of a settle that failed: an unknown receipt carrying another
 /// queue's tag was used with the wrong queue (400), not a lease that is gone.
-pub(super) fn settle_error(error: LeaseError, receipt: &Receipt, keys: &QueueKeys) -> ApiError {
+pub(crate) fn settle_error(error: LeaseError, receipt: &Receipt, keys: &QueueKeys) -> ApiError {
     if error == LeaseError::UnknownReceipt && !receipt.names_queue(keys) {
         return queue_mismatch(keys);
     }
@@ -52,7 +52,7 @@ pub(super) fn settle_error(error: LeaseError, receipt: &Receipt, keys: &QueueKey
 
 /// 400 `receipt_queue_mismatch`: a receipt used with a queue that did not
 /// issue it.
-pub(super) fn queue_mismatch(keys: &QueueKeys) -> ApiError {
+pub(crate) fn queue_mismatch(keys: &QueueKeys) -> ApiError {
     ApiError::new(
         StatusCode::BAD_REQUEST,
         "receipt_queue_mismatch",
@@ -64,7 +64,8 @@ pub(super) fn queue_mismatch(keys: &QueueKeys) -> ApiError {
     )
 }
 
-pub(super) fn receipt(raw: &str) -> Result<Receipt, ApiError> {
+/// A receipt from its text, or 400 `invalid_receipt`.
+pub(crate) fn receipt(raw: &str) -> Result<Receipt, ApiError> {
     Receipt::parse(raw).ok_or_else(|| {
         // The batch ack calls the same receipt `invalid`.
         ApiError::new(
@@ -146,56 +147,75 @@ pub async fn ack_batch<S: Store>(
                 format!("the body must be a JSON array of receipts: {e}"),
             )
         })?;
-        if raw.is_empty() || raw.len() > ACK_BATCH_MAX {
-            return Err(ApiError::bad_parameter(format!(
-                "a batch ack names 1 to {ACK_BATCH_MAX} receipts, got {}",
-                raw.len()
-            )));
-        }
-        let parsed: Vec<Option<Receipt>> = raw.iter().map(|r| Receipt::parse(r)).collect();
-        let settles = parsed
+        let raw: Vec<&str> = raw.iter().map(String::as_str).collect();
+        let outcomes = ack_many(&state, &keys, &raw).await?;
+        let results = raw
             .iter()
-            .flatten()
-            .map(|receipt| (*receipt, SettleOp::Ack))
-            .collect();
-        let mut settled = state
-            .coordinator
-            .settler()
-            .settle_many(&keys, settles)
-            .await
-            .into_iter();
-        let mut results = Vec::with_capacity(raw.len());
-        let mut acked = 0u64;
-        for (text, receipt) in raw.iter().zip(&parsed) {
-            let outcome = match receipt {
-                None => "invalid",
-                Some(receipt) => match settled.next().expect("one outcome per receipt") {
-                    Ok(Settled::Acked) => {
-                        acked += 1;
-                        "acked"
-                    }
-                    Ok(other) => unreachable!("an ack is answered as an ack, not {other:?}"),
-                    Err(LeaseError::UnknownReceipt) if !receipt.names_queue(&keys) => {
-                        "receipt_queue_mismatch"
-                    }
-                    Err(LeaseError::UnknownReceipt) => "unknown_receipt",
-                    Err(LeaseError::Expired { .. }) => "lease_expired",
-                    // The store failed: the batch's transaction did not
-                    // commit (or may have); the caller retries the batch.
-                    Err(LeaseError::Queue(error)) => return Err(error.into()),
-                },
-            };
-            results.push(AckResult {
-                receipt: text.clone(),
+            .zip(outcomes)
+            .map(|(text, outcome)| AckResult {
+                receipt: text.to_string(),
                 outcome: outcome.to_string(),
-            });
-        }
-        if acked > 0 {
-            metrics::queue_count(metrics::ACKS, keys.kind(), keys.name(), acked);
-        }
+            })
+            .collect();
         Ok(Json(AckBatchAnswer { results }).into_response())
     })
     .await
+}
+
+/// Acks the receipts `raw` on `keys`' queue in shared settle commits
+/// (every front end's batch acks): one outcome word per receipt, in
+/// order (`acked`, `unknown_receipt`, `lease_expired`,
+/// `receipt_queue_mismatch`, `invalid`). 1 to [`ACK_BATCH_MAX`] receipts.
+pub(crate) async fn ack_many<S: Store>(
+    state: &AppState<S>,
+    keys: &QueueKeys,
+    raw: &[&str],
+) -> Result<Vec<&'static str>, ApiError> {
+    if raw.is_empty() || raw.len() > ACK_BATCH_MAX {
+        return Err(ApiError::bad_parameter(format!(
+            "a batch ack names 1 to {ACK_BATCH_MAX} receipts, got {}",
+            raw.len()
+        )));
+    }
+    let parsed: Vec<Option<Receipt>> = raw.iter().map(|r| Receipt::parse(r)).collect();
+    let settles = parsed
+        .iter()
+        .flatten()
+        .map(|receipt| (*receipt, SettleOp::Ack))
+        .collect();
+    let mut settled = state
+        .coordinator
+        .settler()
+        .settle_many(keys, settles)
+        .await
+        .into_iter();
+    let mut outcomes = Vec::with_capacity(raw.len());
+    let mut acked = 0u64;
+    for receipt in &parsed {
+        let outcome = match receipt {
+            None => "invalid",
+            Some(receipt) => match settled.next().expect("one outcome per receipt") {
+                Ok(Settled::Acked) => {
+                    acked += 1;
+                    "acked"
+                }
+                Ok(other) => unreachable!("an ack is answered as an ack, not {other:?}"),
+                Err(LeaseError::UnknownReceipt) if !receipt.names_queue(keys) => {
+                    "receipt_queue_mismatch"
+                }
+                Err(LeaseError::UnknownReceipt) => "unknown_receipt",
+                Err(LeaseError::Expired { .. }) => "lease_expired",
+                // The store failed: the batch's transaction did not
+                // commit (or may have); the caller retries the batch.
+                Err(LeaseError::Queue(error)) => return Err(error.into()),
+            },
+        };
+        outcomes.push(outcome);
+    }
+    if acked > 0 {
+        metrics::queue_count(metrics::ACKS, keys.kind(), keys.name(), acked);
+    }
+    Ok(outcomes)
 }
 
 /// Query of a nack.
@@ -237,16 +257,29 @@ pub(super) async fn nack_of<S: Store>(
 ) -> Result<Response, ApiError> {
     counted(queue, op, async {
         let keys = QueueKeys::of_kind(kind, &queue_name(queue)?);
-        let delay_ms = check_delay_ms(state, query(params)?.delay_ms)?;
-        let receipt = receipt(raw)?;
-        let returned = state
-            .coordinator
-            .nack(&keys, &receipt, delay_ms)
-            .await
-            .map_err(|e| settle_error(e, &receipt, &keys))?;
-        Ok(Json(NackAnswer::from(returned)).into_response())
+        let delay_ms = query(params)?.delay_ms;
+        let answer = nack_checked(state, &keys, raw, delay_ms).await?;
+        Ok(Json(answer).into_response())
     })
     .await
+}
+
+/// Nacks receipt `raw` on `keys`' queue, its `delay_ms` checked (every
+/// front end's nacks): where the item went.
+pub(crate) async fn nack_checked<S: Store>(
+    state: &AppState<S>,
+    keys: &QueueKeys,
+    raw: &str,
+    delay_ms: u64,
+) -> Result<NackAnswer, ApiError> {
+    let delay_ms = check_delay_ms(state, delay_ms)?;
+    let receipt = receipt(raw)?;
+    let returned = state
+        .coordinator
+        .nack(keys, &receipt, delay_ms)
+        .await
+        .map_err(|e| settle_error(e, &receipt, keys))?;
+    Ok(NackAnswer::from(returned))
 }
 
 /// Where a nacked item went.
@@ -343,19 +376,30 @@ pub(super) async fn extend_of<S: Store>(
         let lease_ms = query(params)?
             .lease_ms
             .ok_or_else(|| ApiError::bad_parameter("lease_ms is required"))?;
-        let lease_ms = check_lease_ms(state, lease_ms)?;
-        let receipt = receipt(raw)?;
-        let lease_expires_at_ms = state
-            .coordinator
-            .extend(&keys, &receipt, lease_ms.get())
-            .await
-            .map_err(|e| settle_error(e, &receipt, &keys))?;
-        Ok(Json(ExtendAnswer {
-            lease_expires_at_ms,
-        })
-        .into_response())
+        let answer = extend_checked(state, &keys, raw, lease_ms).await?;
+        Ok(Json(answer).into_response())
     })
     .await
+}
+
+/// Moves receipt `raw`'s lease on `keys`' queue to `lease_ms` from now,
+/// checked (every front end's extends): the new expiry.
+pub(crate) async fn extend_checked<S: Store>(
+    state: &AppState<S>,
+    keys: &QueueKeys,
+    raw: &str,
+    lease_ms: u64,
+) -> Result<ExtendAnswer, ApiError> {
+    let lease_ms = check_lease_ms(state, lease_ms)?;
+    let receipt = receipt(raw)?;
+    let lease_expires_at_ms = state
+        .coordinator
+        .extend(keys, &receipt, lease_ms.get())
+        .await
+        .map_err(|e| settle_error(e, &receipt, keys))?;
+    Ok(ExtendAnswer {
+        lease_expires_at_ms,
+    })
 }
 
 /// Query of a re-drive.
@@ -384,27 +428,39 @@ pub async fn redrive<S: Store>(
 ) -> Result<Response, ApiError> {
     counted(&queue, "redrive", async {
         let name = queue_name(&queue)?;
-        let max = query(params)?.max.unwrap_or(REDRIVE_BATCH_MAX);
-        if max == 0 || max > REDRIVE_BATCH_MAX {
-            return Err(ApiError::bad_parameter(format!(
-                "max must be 1 to {REDRIVE_BATCH_MAX}, got {max}"
-            )));
-        }
-        let txn = state.store.begin()?;
-        if !is_dead_letter_queue_in(&txn, &QueueKeys::new(&name)).await? {
-            // 409: the queue exists (every queue does) but is not in the
-            // role a redrive needs.
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "not_dead_letter_queue",
-                format!(
-                    "{name} is not a dead-letter queue: no queue names it as its \
-                     dead_letter_queue and its name does not end in .dead"
-                ),
-            ));
-        }
-        let moved = redrive_items(&state.store, &name, max).await?;
-        Ok(Json(RedriveAnswer { redriven: moved }).into_response())
+        let answer = redrive_checked(&state, &name, query(params)?.max).await?;
+        Ok(Json(answer).into_response())
     })
     .await
+}
+
+/// Moves up to `max` (default and cap [`REDRIVE_BATCH_MAX`]) items of the
+/// dead-letter queue `name` back where they came from (every front end's
+/// redrives); 409 `not_dead_letter_queue` for any other queue.
+pub(crate) async fn redrive_checked<S: Store>(
+    state: &AppState<S>,
+    name: &crate::keys::QueueName,
+    max: Option<usize>,
+) -> Result<RedriveAnswer, ApiError> {
+    let max = max.unwrap_or(REDRIVE_BATCH_MAX);
+    if max == 0 || max > REDRIVE_BATCH_MAX {
+        return Err(ApiError::bad_parameter(format!(
+            "max must be 1 to {REDRIVE_BATCH_MAX}, got {max}"
+        )));
+    }
+    let txn = state.store.begin()?;
+    if !is_dead_letter_queue_in(&txn, &QueueKeys::new(name)).await? {
+        // 409: the queue exists (every queue does) but is not in the
+        // role a redrive needs.
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "not_dead_letter_queue",
+            format!(
+                "{name} is not a dead-letter queue: no queue names it as its \
+                 dead_letter_queue and its name does not end in .dead"
+            ),
+        ));
+    }
+    let moved = redrive_items(&state.store, name, max).await?;
+    Ok(RedriveAnswer { redriven: moved })
 }

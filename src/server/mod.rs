@@ -39,7 +39,7 @@ pub(crate) mod settings;
 pub(crate) mod state;
 pub(crate) mod store_watch;
 
-pub use state::{AppState, KnownQueues};
+pub use state::{AppState, KnownQueues, ServeError};
 
 use std::future::Future;
 use std::sync::Arc;
@@ -60,18 +60,6 @@ use crate::coordinator::Coordinator;
 use crate::store::Read;
 use crate::store::{Store, Transaction};
 use error::ApiError;
-
-/// Why the daemon stopped with an error.
-#[derive(Debug)]
-pub struct ServeError(pub String);
-
-impl std::fmt::Display for ServeError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ServeError {}
 
 /// The API router over `state`.
 pub fn router<S: Store>(state: Arc<AppState<S>>) -> Router {
@@ -255,7 +243,7 @@ async fn every_request(request: Request, next: Next) -> Response {
 
 /// Compares without an early exit, so timing does not reveal how much of
 /// the token matched.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     let mut difference = a.len() ^ b.len();
     for (i, byte) in a.iter().enumerate() {
         difference |= (byte ^ b.get(i % b.len().max(1)).copied().unwrap_or(0)) as usize;
@@ -361,11 +349,24 @@ fn spawn_metrics(
     }))
 }
 
+/// The daemon's listeners: the API's, and the exporter's and the RESP
+/// listener's when they are served (tests bind each on `127.0.0.1:0`).
+#[derive(Debug)]
+pub struct Listeners {
+    /// The HTTP API (`/v1`, SQS, console).
+    pub api: TcpListener,
+    /// The Prometheus exporter.
+    pub metrics: Option<TcpListener>,
+    /// The RESP (Redis protocol) listener (see [`crate::resp`]).
+    pub resp: Option<TcpListener>,
+}
+
 /// Runs the daemon on `store` until `shutdown` resolves: serves the API on
 /// `api`, metrics on `metrics` (if given), runs fulfillers, the due index's timer and
 /// the sampler. On shutdown: waiting pops withdraw and answer, the API
 /// stops accepting and drains (bounded by `shutdown_grace_ms`), fulfillers
-/// finish their commit, the store is flushed.
+/// finish their commit, the store is flushed. No RESP listener: see
+/// [`serve_on`].
 pub async fn serve<S: Store>(
     store: S,
     config: Config,
@@ -373,6 +374,25 @@ pub async fn serve<S: Store>(
     metrics: Option<TcpListener>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
+    let listeners = Listeners {
+        api,
+        metrics,
+        resp: None,
+    };
+    serve_on(store, config, listeners, shutdown).await
+}
+
+/// [`serve`] on `listeners`: with a RESP listener, the Redis protocol is
+/// served beside the API over the same coordinator (see [`crate::resp`]);
+/// on shutdown it stops accepting, and its connections end with the API's
+/// requests (bounded by `shutdown_grace_ms`).
+pub async fn serve_on<S: Store>(
+    store: S,
+    config: Config,
+    listeners: Listeners,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    let Listeners { api, metrics, resp } = listeners;
     let handle = crate::metrics::install(config.metrics_queue_labels_max);
     // Each front end registers its own series (at 0) as it is mounted.
     crate::sqs::register_metrics();
@@ -402,6 +422,14 @@ pub async fn serve<S: Store>(
     let api_address = api.local_addr().map_err(|e| ServeError(e.to_string()))?;
     let metrics_task = match metrics {
         Some(listener) => Some(spawn_metrics(listener, handle, stop_rx.clone())?),
+        None => None,
+    };
+    let resp_task = match resp {
+        Some(listener) => Some(crate::resp::spawn(
+            state.clone(),
+            listener,
+            stop_rx.clone(),
+        )?),
         None => None,
     };
     tracing::info!(address = %api_address, "API listening");
@@ -442,6 +470,11 @@ pub async fn serve<S: Store>(
         }
     };
     stop_tx.send_replace(true);
+    if let Some(task) = resp_task {
+        // Its connections see the signal and end after their command (a
+        // waiting pop withdrew at `begin_shutdown`); bounded by the grace.
+        let _ = tokio::time::timeout(grace, task).await;
+    }
     coordinator.shutdown(grace).await;
     // Both stop at their next check of the signal; a sweep stuck on the
     // store is not waited for past the grace period.

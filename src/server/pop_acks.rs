@@ -34,13 +34,19 @@ impl Riding {
         if ack.is_empty() {
             return Ok(Riding::default());
         }
-        let count = ack.split(',').count();
+        Riding::of(ack.split(','))
+    }
+
+    /// The receipts `receipts` names, in order: more than [`POP_ACKS_MAX`]
+    /// is refused; a malformed receipt is its outcome.
+    pub fn of<'a>(receipts: impl Iterator<Item = &'a str> + Clone) -> Result<Riding, ApiError> {
+        let count = receipts.clone().count();
         if count > POP_ACKS_MAX {
             return Err(ApiError::bad_parameter(format!(
                 "ack names at most {POP_ACKS_MAX} receipts, got {count}"
             )));
         }
-        let parsed = ack.split(',').map(Receipt::parse).collect();
+        let parsed = receipts.map(Receipt::parse).collect();
         Ok(Riding { parsed })
     }
 
@@ -54,8 +60,8 @@ impl Riding {
         self.parsed.iter().flatten().copied().collect()
     }
 
-    /// The header value: each receipt's outcome word, in order.
-    fn words(&self, keys: &QueueKeys, acked: &[AckOutcome]) -> String {
+    /// Each receipt's outcome word, in order.
+    fn words(&self, keys: &QueueKeys, acked: &[AckOutcome]) -> Vec<&'static str> {
         let mut outcomes = acked.iter();
         let words: Vec<&str> = self
             .parsed
@@ -68,7 +74,7 @@ impl Riding {
                 }
             })
             .collect();
-        words.join(",")
+        words
     }
 }
 
@@ -83,13 +89,14 @@ fn word(keys: &QueueKeys, receipt: &Receipt, outcome: &AckOutcome) -> &'static s
 }
 
 /// Pops `pop` from `keys` with `riding` acked first; returns the items
-/// and, when the pop named `ack`, the `hotq-acked` header value.
+/// and, when the pop named `ack`, each receipt's outcome word in order
+/// (every front end's pops).
 pub async fn pop_with_acks<S: Store>(
     state: &AppState<S>,
     keys: &QueueKeys,
     pop: PopAsk,
     riding: Option<Riding>,
-) -> Result<(Vec<Item>, Option<String>), ApiError> {
+) -> Result<(Vec<Item>, Option<Vec<&'static str>>), ApiError> {
     let Some(riding) = riding else {
         let popped = state.coordinator.pop_acking(keys, pop, Vec::new()).await?;
         return Ok((popped.items, None));
@@ -106,10 +113,10 @@ pub async fn pop_with_acks<S: Store>(
 }
 
 /// `response` with the `hotq-acked` header, when the pop named `ack`.
-pub fn with_acked(mut response: Response, acked: Option<String>) -> Response {
+pub fn with_acked(mut response: Response, acked: Option<Vec<&'static str>>) -> Response {
     if let Some(acked) = acked {
         // Lowercase words and commas only: always a valid header value.
-        let value = HeaderValue::from_str(&acked).expect("a valid header value");
+        let value = HeaderValue::from_str(&acked.join(",")).expect("a valid header value");
         response.headers_mut().insert(ACKED_HEADER, value);
     }
     response
@@ -133,7 +140,7 @@ mod tests {
             Err(LeaseError::Expired { expired_at_ms: 1 }),
         ];
         assert_eq!(
-            riding.words(&keys, &outcomes),
+            riding.words(&keys, &outcomes).join(","),
             "acked,invalid,receipt_queue_mismatch,lease_expired"
         );
         assert!(Riding::parse("").unwrap().parsed.is_empty());

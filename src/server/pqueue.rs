@@ -140,36 +140,8 @@ pub async fn push<S: Store>(
             .map(|value| dedup_id(value.as_bytes()))
             .transpose()?;
         let body = body_bytes(body)?;
-        check_item(&body)?;
-        state.note_queue(QueueKind::Priority, &name);
-        let queue = PriorityQueue::new(state.store.clone(), name);
-        let defaults = &state.settings_defaults;
-        let pushed = match dedup_id {
-            None => Deduplicated::Pushed {
-                visible_at_ms: queue
-                    .push_batch_delayed(&[(priority, &body)], delay_ms, defaults)
-                    .await?,
-            },
-            Some(id) => {
-                queue
-                    .push_deduplicated(&body, priority, delay_ms, &id, defaults)
-                    .await?
-            }
-        };
-        let (duplicate, visible_at_ms) = match pushed {
-            Deduplicated::Pushed { visible_at_ms } => (false, visible_at_ms),
-            Deduplicated::Duplicate => (true, None),
-        };
-        if let Some(visible_at_ms) = visible_at_ms {
-            state.coordinator.schedule(visible_at_ms);
-        }
-        let answer = PushAnswer {
-            pushed: usize::from(!duplicate),
-            visible_at_ms,
-            duplicate: duplicate.then_some(true),
-            duplicates: None,
-        };
-        let status = if duplicate {
+        let answer = push_checked(&state, name, &body, priority, delay_ms, dedup_id).await?;
+        let status = if answer.duplicate == Some(true) {
             StatusCode::OK
         } else {
             StatusCode::CREATED
@@ -177,6 +149,47 @@ pub async fn push<S: Store>(
         Ok((status, Json(answer)).into_response())
     })
     .await
+}
+
+/// Pushes one item of `priority` to the priority queue `name`, checked
+/// (every front end's priority pushes).
+pub(crate) async fn push_checked<S: Store>(
+    state: &AppState<S>,
+    name: crate::keys::QueueName,
+    body: &[u8],
+    priority: i64,
+    delay_ms: Option<u64>,
+    dedup_id: Option<Vec<u8>>,
+) -> Result<PushAnswer, ApiError> {
+    check_item(body)?;
+    state.note_queue(QueueKind::Priority, &name);
+    let queue = PriorityQueue::new(state.store.clone(), name);
+    let defaults = &state.settings_defaults;
+    let pushed = match dedup_id {
+        None => Deduplicated::Pushed {
+            visible_at_ms: queue
+                .push_batch_delayed(&[(priority, body)], delay_ms, defaults)
+                .await?,
+        },
+        Some(id) => {
+            queue
+                .push_deduplicated(body, priority, delay_ms, &id, defaults)
+                .await?
+        }
+    };
+    let (duplicate, visible_at_ms) = match pushed {
+        Deduplicated::Pushed { visible_at_ms } => (false, visible_at_ms),
+        Deduplicated::Duplicate => (true, None),
+    };
+    if let Some(visible_at_ms) = visible_at_ms {
+        state.coordinator.schedule(visible_at_ms);
+    }
+    Ok(PushAnswer {
+        pushed: usize::from(!duplicate),
+        visible_at_ms,
+        duplicate: duplicate.then_some(true),
+        duplicates: None,
+    })
 }
 
 /// `POST /v1/pqueues/{queue}/pop?end=min|max&wait_ms=&max=&lease_ms=`:

@@ -41,7 +41,8 @@ pub struct PushParams {
     pub group: Option<String>,
 }
 
-fn group_key(raw: String) -> Result<String, ApiError> {
+/// A message group key, checked (1-128 of A-Z a-z 0-9 . _ - : @ /).
+pub(crate) fn group_key(raw: String) -> Result<String, ApiError> {
     crate::queue::groups::check_key(&raw)
         .map_err(|message| ApiError::new(StatusCode::BAD_REQUEST, "bad_group", message))?;
     Ok(raw)
@@ -51,7 +52,7 @@ fn group_key(raw: String) -> Result<String, ApiError> {
 /// characters, as the spec states (a header may carry tabs and opaque
 /// bytes, which an id written in a header is not meant to hold; a batch's
 /// JSON ids may be any text).
-pub(super) fn dedup_id(raw: &[u8]) -> Result<Vec<u8>, ApiError> {
+pub(crate) fn dedup_id(raw: &[u8]) -> Result<Vec<u8>, ApiError> {
     let refuse = |message| ApiError::new(StatusCode::BAD_REQUEST, "bad_dedup_id", message);
     check_id(raw).map_err(refuse)?;
     if let Some(byte) = raw.iter().find(|byte| !(b' '..=b'~').contains(*byte)) {
@@ -151,6 +152,24 @@ async fn push_items<S: Store>(
     items: &[PushItem],
     delay_ms: Option<u64>,
 ) -> Result<Response, ApiError> {
+    let body = push_checked(state, name, items, delay_ms).await?;
+    let status = if body.pushed == 0 {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    Ok((status, Json(body)).into_response())
+}
+
+/// Pushes checked items to the FIFO queue `name` in one commit (every
+/// front end's pushes): what was stored, when it becomes visible, which
+/// positions were duplicates.
+pub(crate) async fn push_checked<S: Store>(
+    state: &AppState<S>,
+    name: QueueName,
+    items: &[PushItem],
+    delay_ms: Option<u64>,
+) -> Result<PushAnswer, ApiError> {
     state.note_queue(QueueKind::Fifo, &name);
     let keys = QueueKeys::new(&name);
     let pushed = push(
@@ -174,18 +193,12 @@ async fn push_items<S: Store>(
             .map(|(position, _)| position)
             .collect()
     });
-    let body = PushAnswer {
+    Ok(PushAnswer {
         pushed: stored,
         visible_at_ms: pushed.visible_at_ms,
         duplicate: Some(stored == 0),
         duplicates,
-    };
-    let status = if stored == 0 {
-        StatusCode::OK
-    } else {
-        StatusCode::CREATED
-    };
-    Ok((status, Json(body)).into_response())
+    })
 }
 
 /// One element of a batch push: the item's bytes in base64, or an object

@@ -20,7 +20,7 @@ use super::admin::op_name;
 use super::error::{ApiError, ApiPath, ErrorBody};
 use super::error::{body_bytes, queue_name};
 use super::state::AppState;
-use crate::keys::{QueueKeys, QueueKind};
+use crate::keys::{QueueKeys, QueueKind, QueueName};
 use crate::queue::QueueError;
 use crate::queue::settings::{Effective, Stored, read, update};
 use crate::store::Store;
@@ -36,11 +36,12 @@ pub struct SettingsAnswer {
     pub stored: Stored,
 }
 
-async fn answer<S: Store>(
+/// What a settings read or change answers for the queue of `keys`.
+async fn settings_answer<S: Store>(
     state: &AppState<S>,
     keys: &QueueKeys,
     stored: &Stored,
-) -> Result<Response, ApiError> {
+) -> Result<SettingsAnswer, ApiError> {
     // A dead-letter queue by role has no delivery limit of its own, as the
     // nack and the timer apply it (`crate::lease::settle`).
     let txn = state.store.begin()?;
@@ -51,12 +52,46 @@ async fn answer<S: Store>(
         &state.settings_defaults,
         role || name.is_dead_letter(),
     );
-    Ok(Json(SettingsAnswer {
+    Ok(SettingsAnswer {
         queue: name.as_str().to_string(),
         settings: effective,
         stored: stored.clone(),
     })
-    .into_response())
+}
+
+/// The settings of the queue `name` of `kind` (every front end's reads).
+pub(crate) async fn get_checked<S: Store>(
+    state: &AppState<S>,
+    kind: QueueKind,
+    name: &QueueName,
+) -> Result<SettingsAnswer, ApiError> {
+    let keys = QueueKeys::of_kind(kind, name);
+    let stored = read(&state.store, &keys).await?;
+    settings_answer(state, &keys, &stored).await
+}
+
+/// Applies `change` to the settings of the queue `name` of `kind` (every
+/// front end's changes): 400 `invalid_settings`, nothing changed, for an
+/// unknown key or a value out of range.
+pub(crate) async fn put_checked<S: Store>(
+    state: &AppState<S>,
+    kind: QueueKind,
+    name: &QueueName,
+    change: &BTreeMap<String, Value>,
+) -> Result<SettingsAnswer, ApiError> {
+    let keys = QueueKeys::of_kind(kind, name);
+    let updated = update(&state.store, &keys, change, &state.settings_defaults).await;
+    // Read afresh on this daemon's next pop, whatever the outcome (an
+    // error may still have committed).
+    state.default_leases.forget(&keys);
+    match updated? {
+        Ok(stored) => settings_answer(state, &keys, &stored).await,
+        Err(invalid) => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_settings",
+            invalid.to_string(),
+        )),
+    }
 }
 
 /// `GET /v1/queues/{queue}/settings`: 200 `{"queue", "settings": in force,
@@ -93,9 +128,7 @@ async fn get_of<S: Store>(
 ) -> Result<Response, ApiError> {
     counted(queue, op_name(kind, "settings_get"), async {
         let name = queue_name(queue)?;
-        let keys = QueueKeys::of_kind(kind, &name);
-        let stored = read(&state.store, &keys).await?;
-        answer(state, &keys, &stored).await
+        Ok(Json(get_checked(state, kind, &name).await?).into_response())
     })
     .await
 }
@@ -151,20 +184,7 @@ async fn put_of<S: Store>(
                     format!("the body must be a JSON object of settings: {e}"),
                 )
             })?;
-        let keys = QueueKeys::of_kind(kind, &name);
-        let updated = update(&state.store, &keys, &change, &state.settings_defaults).await;
-        // Read afresh on this daemon's next pop, whatever the outcome (an
-        // error may still have committed).
-        state.default_leases.forget(&keys);
-        let updated = updated?;
-        match updated {
-            Ok(stored) => answer(state, &keys, &stored).await,
-            Err(invalid) => Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "invalid_settings",
-                invalid.to_string(),
-            )),
-        }
+        Ok(Json(put_checked(state, kind, &name, &change).await?).into_response())
     })
     .await
 }

@@ -128,3 +128,15 @@ fn forget_deleted(
     crate::metrics::forget_queue(kind, name);
     crate::metrics::traffic::forget(kind, name.as_str());
 }
+
+/// Why the daemon stopped with an error.
+#[derive(Debug)]
+pub struct ServeError(pub String);
+
+impl std::fmt::Display for ServeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ServeError {}

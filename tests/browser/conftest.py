@@ -30,7 +30,7 @@ class Daemon:
     def __init__(self, data_dir: Path, token: Optional[str] = None) -> None:
         binary = os.environ.get("HOTQ_BIN", str(REPO / "target" / "debug" / "hotq"))
         args: List[str] = [
-            binary, "serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
+            binary, "serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--resp-listen", "127.0.0.1:0",
             "--data-dir", str(data_dir / "data"),
         ]
         if token:

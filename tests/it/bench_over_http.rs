@@ -27,6 +27,7 @@ fn args(url: &str, workers: Vec<usize>, modes: Vec<Mode>) -> BenchArgs {
         stored_requests: false,
         cycles: 0,
         url: Some(url.to_string()),
+        resp_addr: None,
         token: Some(TOKEN.to_string()),
         data_dir: None,
         durability: Durability::Sync,
@@ -81,6 +82,46 @@ async fn every_pop_mode_drains_exactly_n_distinct_items() {
             }
         }
     }
+    daemon.stop().await;
+}
+
+/// The RESP modes (`--resp-addr`, preloaded over `--url`), through the
+/// token (`AUTH`): each drains exactly N distinct items.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_resp_mode_drains_exactly_n_distinct_items() {
+    let daemon = Daemon::start_resp(|config| config.token = Some(TOKEN.into())).await;
+    let modes = [
+        Mode::Resp,
+        Mode::RespLeased,
+        Mode::RespLeasedNext,
+        Mode::RespLpop,
+    ];
+    let resp_addr = daemon.resp.unwrap().to_string();
+    for mode in modes {
+        for workers in [1, 4] {
+            let mut args = args(&daemon.url, vec![workers], vec![mode]);
+            args.resp_addr = Some(resp_addr.clone());
+            let result = hotq::bench::drain_resp(&daemon.url, &resp_addr, &args, mode, workers)
+                .await
+                .unwrap_or_else(|error| panic!("{mode:?} W={workers}: {error}"));
+            assert!(result.exact, "{mode:?} W={workers}: {result:?}");
+            assert_eq!(
+                (
+                    result.transport,
+                    result.pops,
+                    result.lost,
+                    result.dup,
+                    result.left
+                ),
+                ("resp", ITEMS, 0, 0, Some(0)),
+                "{mode:?} W={workers}"
+            );
+        }
+    }
+    // Without --resp-addr, a resp mode is refused.
+    let args = args(&daemon.url, vec![1], vec![Mode::Resp]);
+    let refused = hotq::bench::run(args).await.unwrap_err();
+    assert!(refused.contains("--resp-addr"), "{refused}");
     daemon.stop().await;
 }
 

@@ -193,6 +193,8 @@ async fn the_daemon_logs_each_request_at_debug() {
             "127.0.0.1:0",
             "--metrics-listen",
             "127.0.0.1:0",
+            "--resp-listen",
+            "127.0.0.1:0",
             "--worker-threads",
             "3",
         ])

@@ -125,6 +125,8 @@ fn spawn_daemon(data_dir: &std::path::Path) -> (std::process::Child, String) {
             "127.0.0.1:0",
             "--metrics-listen",
             "127.0.0.1:0",
+            "--resp-listen",
+            "127.0.0.1:0",
         ])
         .arg("--data-dir")
         .arg(data_dir)

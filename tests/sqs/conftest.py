@@ -33,7 +33,7 @@ class Daemon:
         config.write_text(config_text)
         args: List[str] = [
             binary, "serve", "--config", str(config), "--listen", "127.0.0.1:0",
-            "--metrics-listen", "127.0.0.1:0", "--data-dir", str(data_dir / "data"),
+            "--metrics-listen", "127.0.0.1:0", "--resp-listen", "127.0.0.1:0", "--data-dir", str(data_dir / "data"),
         ]
         env = dict(os.environ, RUST_LOG="info")
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)

@@ -31,7 +31,7 @@ class Daemon:
         config.write_text(CONFIG)
         args: List[str] = [
             binary, "serve", "--config", str(config), "--listen", "127.0.0.1:0",
-            "--metrics-listen", "127.0.0.1:0", "--data-dir", str(data_dir / "data"),
+            "--metrics-listen", "127.0.0.1:0", "--resp-listen", "127.0.0.1:0", "--data-dir", str(data_dir / "data"),
         ]
         if token:
             args += ["--token", token]
@@ -64,6 +64,8 @@ class Daemon:
             except ValueError:
                 continue
             fields = log.get("fields", {})
+            if fields.get("message") == "RESP listening":
+                self.resp_url = f"resp://{fields['address']}"
             if fields.get("message") == "API listening":
                 self.url = f"http://{fields['address']}"
                 return

@@ -13,6 +13,9 @@ use tokio::task::JoinHandle;
 pub struct Daemon {
     pub url: String,
     pub metrics_url: String,
+    /// The RESP listener's address, for a daemon started with one
+    /// ([`Daemon::start_resp`]).
+    pub resp: Option<SocketAddr>,
     pub store: EmbeddedStore,
     pub dir: Option<tempfile::TempDir>,
     stop: Option<oneshot::Sender<()>>,
@@ -26,6 +29,25 @@ impl Daemon {
         let mut daemon = Daemon::start_in(dir.path(), Durability::Sync, configure).await;
         daemon.dir = Some(dir);
         daemon
+    }
+
+    /// [`Daemon::start`], with a RESP listener on `127.0.0.1:0` too.
+    pub async fn start_resp(configure: impl FnOnce(&mut Config)) -> Daemon {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store_config = EmbeddedConfig::new(dir.path());
+        store_config.durability = Durability::Sync;
+        let store = EmbeddedStore::open(store_config).unwrap();
+        let mut daemon = Daemon::start_with(store, configure, true).await;
+        daemon.dir = Some(dir);
+        daemon
+    }
+
+    /// The RESP listener's `redis://` URL.
+    pub fn redis_url(&self) -> String {
+        format!(
+            "redis://{}/",
+            self.resp.expect("a daemon with a RESP listener")
+        )
     }
 
     /// Starts a daemon on the embedded store in `path`.
@@ -43,18 +65,36 @@ impl Daemon {
     /// Starts a daemon on `store`, which another daemon of this process
     /// may serve too (two daemons on one store, as on one cluster).
     pub async fn start_on(store: EmbeddedStore, configure: impl FnOnce(&mut Config)) -> Daemon {
+        Daemon::start_with(store, configure, false).await
+    }
+
+    /// Starts a daemon on `store`, with a RESP listener when `resp`.
+    pub async fn start_with(
+        store: EmbeddedStore,
+        configure: impl FnOnce(&mut Config),
+        resp: bool,
+    ) -> Daemon {
         let mut config = Config::default();
         configure(&mut config);
         let api = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let metrics = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let api_address: SocketAddr = api.local_addr().unwrap();
         let metrics_address: SocketAddr = metrics.local_addr().unwrap();
+        let resp = match resp {
+            true => Some(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap()),
+            false => None,
+        };
+        let resp_address = resp.as_ref().map(|listener| listener.local_addr().unwrap());
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(hotq::server::serve(
+        let listeners = hotq::server::Listeners {
+            api,
+            metrics: Some(metrics),
+            resp,
+        };
+        let task = tokio::spawn(hotq::server::serve_on(
             store.clone(),
             config,
-            api,
-            Some(metrics),
+            listeners,
             async move {
                 let _ = stopped.await;
             },
@@ -62,6 +102,7 @@ impl Daemon {
         Daemon {
             url: format!("http://{api_address}"),
             metrics_url: format!("http://{metrics_address}/metrics"),
+            resp: resp_address,
             store,
             dir: None,
             stop: Some(stop),

@@ -9,6 +9,7 @@ pub mod exposition;
 pub mod process;
 pub mod prom;
 pub mod races;
+pub mod resp;
 
 use hotq::store::embedded::{Durability, EmbeddedConfig, EmbeddedStore};
 

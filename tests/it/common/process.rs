@@ -11,6 +11,8 @@ pub struct Running {
     pub url: String,
     /// Its Prometheus endpoint.
     pub metrics_url: String,
+    /// Its RESP listener's address.
+    pub resp: String,
 }
 
 /// The arguments of `hotq serve` on port 0 over `data_dir`.
@@ -20,6 +22,8 @@ pub fn serve_args(data_dir: &std::path::Path) -> Vec<std::ffi::OsString> {
         "--listen",
         "127.0.0.1:0",
         "--metrics-listen",
+        "127.0.0.1:0",
+        "--resp-listen",
         "127.0.0.1:0",
         "--data-dir",
     ]
@@ -56,6 +60,7 @@ pub fn start_command(mut command: Command) -> Running {
     });
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut metrics_url = String::new();
+    let mut resp = String::new();
     loop {
         let Ok(line) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) else {
             let _ = child.kill();
@@ -69,11 +74,15 @@ pub fn start_command(mut command: Command) -> Running {
         if log["fields"]["message"] == "metrics exporter listening" {
             metrics_url = format!("http://{address}/metrics");
         }
+        if log["fields"]["message"] == "RESP listening" {
+            resp = address.to_string();
+        }
         if log["fields"]["message"] == "API listening" {
             return Running {
                 child,
                 url: format!("http://{address}"),
                 metrics_url,
+                resp,
             };
         }
     }

@@ -12,6 +12,7 @@ mod commands;
 mod design_refs;
 mod links;
 mod markdown;
+mod resp_commands;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -140,6 +141,29 @@ fn every_hotq_subcommand_and_flag_the_docs_show_exists() {
     let root = repo();
     let shown = commands::shown_commands(&root, &front_docs(&root));
     commands::check(&mut hotq_help(), &shown).assert_clean("hotq command lines", 10);
+}
+
+#[test]
+fn docs_resp_md_names_every_resp_command_served_and_no_other() {
+    let page = fs::read_to_string(repo().join("docs/resp.md")).unwrap();
+    resp_commands::check(&page, &resp_commands::served()).assert_clean("RESP commands", 40);
+}
+
+#[test]
+fn a_resp_command_not_documented_and_one_documented_not_served_are_reported() {
+    let page = "| command | answers |\n|---|---|\n| `PUSH queue item` | integer |\n\
+        | `PQ PUSH queue priority item` | integer |\n| `FROB queue` | nothing |\n\
+        | `resp_listen = \"\"` | off |\n";
+    let served = ["push", "pop", "pq|push"].map(String::from).into();
+    let report = resp_commands::check(page, &served);
+    assert_eq!(report.checked, 3);
+    assert_reports(
+        &report,
+        &[
+            "`pop` is served but",
+            "`frob` is in docs/resp.md but not served",
+        ],
+    );
 }
 
 #[test]

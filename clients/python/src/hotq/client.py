@@ -26,7 +26,18 @@ class Client:
     """A hotq daemon at ``base_url`` (``http://127.0.0.1:7070``), with an
     optional bearer ``token``. ``timeout_s`` bounds every call; a pop's
     timeout is its ``wait_ms`` plus at least 30 s, so a long poll is never
-    cut short. Use as a context manager, or call :meth:`close`."""
+    cut short. Use as a context manager, or call :meth:`close`.
+
+    A ``resp://host:port`` address is the daemon's Redis-protocol listener:
+    the client is then a :class:`hotq.resp.RespClient` (through redis-py),
+    with the same methods."""
+
+    def __new__(cls, base_url: str, *args: Any, **kwargs: Any) -> "Client":
+        if cls is Client and base_url.startswith("resp://"):
+            from .resp import RespClient
+
+            return super().__new__(RespClient)
+        return super().__new__(cls)
 
     def __init__(
         self, base_url: str, token: Optional[str] = None, timeout_s: float = 30.0
