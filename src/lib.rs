@@ -36,6 +36,19 @@
 //! - [`cli`]: the `hotq` command line (daemon, client, bench); the binary
 //!   in `main.rs` only calls it.
 //! - [`bench`](mod@bench): `hotq bench`.
+//!
+//! Layers, imports running one way (down), checked by `tests/it/layers.rs`
+//! (no import circle between files; leaves import only leaves):
+//!
+//! ```text
+//! front ends   server (/v1), sqs, resp, console, cli, bench
+//!              └ server::state: what their handlers share
+//! core         coordinator
+//! protocol     staging, lease, due
+//! recipes      queue
+//! store        store (embedded, fdb)
+//! leaves       keys, envelope, metrics, config
+//! ```
 
 #![warn(missing_docs)]
 
