@@ -307,7 +307,7 @@ pub async fn update<S: Store>(
 /// Records in `txn` that queue `keys` changed its dead-letter target from
 /// `before` to `after` (both as stored; `None`: the default, `{queue}.dead`,
 /// which is a dead-letter queue by its name and needs no entry).
-fn note_target_in<T: Transaction>(
+pub(crate) fn note_target_in<T: Transaction>(
     txn: &T,
     keys: &QueueKeys,
     before: Option<&str>,
