@@ -28,7 +28,7 @@ use tokio::sync::{OwnedSemaphorePermit, watch};
 use super::cmd::{self, Args, Ctx, Session};
 use super::frame::{ProtocolError, Reply, decode_request};
 use super::stats;
-use crate::server::AppState;
+use crate::server::state::AppState;
 use crate::store::Store;
 
 /// Bytes a read asks for at least: a pop's request is ~40 bytes, a

@@ -78,6 +78,16 @@ impl KnownQueues {
 }
 
 impl<S: Store> AppState<S> {
+    /// True when a token is configured and `presented` is it (the HTTP
+    /// API's bearer token, RESP's `AUTH`), compared without an early exit,
+    /// so timing does not reveal how much of it matched.
+    pub fn token_matches(&self, presented: &[u8]) -> bool {
+        self.config
+            .token
+            .as_deref()
+            .is_some_and(|token| constant_time_eq(presented, token.as_bytes()))
+    }
+
     /// Deletes the queue of `keys` (see [`crate::queue::admin::delete`]):
     /// the one way every front end deletes a queue, so none can leave
     /// this daemon remembering it. Its memories of the queue are forgotten
@@ -140,3 +150,12 @@ impl std::fmt::Display for ServeError {
 }
 
 impl std::error::Error for ServeError {}
+
+/// Compares without an early exit.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut difference = a.len() ^ b.len();
+    for (i, byte) in a.iter().enumerate() {
+        difference |= (byte ^ b.get(i % b.len().max(1)).copied().unwrap_or(0)) as usize;
+    }
+    difference == 0
+}

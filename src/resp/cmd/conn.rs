@@ -58,11 +58,7 @@ fn select(index: &[u8]) -> Answer {
 /// True when `presented` is the daemon's token (compared without an
 /// early exit, as the HTTP API compares it).
 fn token_matches<S: Store>(ctx: &Ctx<'_, S>, presented: &[u8]) -> bool {
-    ctx.state
-        .config
-        .token
-        .as_deref()
-        .is_some_and(|token| crate::server::constant_time_eq(presented, token.as_bytes()))
+    ctx.state.token_matches(presented)
 }
 
 fn wrong_pass() -> CmdError {

@@ -19,10 +19,10 @@ use crate::envelope::End;
 use crate::keys::{QueueKeys, QueueKind, QueueName};
 use crate::queue::Item;
 use crate::resp::frame::Reply;
-use crate::server::AppState;
 use crate::server::error::ApiError;
 use crate::server::fifo::queue_depth;
 use crate::server::pop_acks::pop_with_acks;
+use crate::server::state::AppState;
 use crate::staging::pop::PopAsk;
 use crate::store::Store;
 

@@ -32,8 +32,8 @@ use tokio::sync::watch;
 
 use super::frame::{Protocol, Reply};
 use crate::keys::QueueName;
-use crate::server::AppState;
 use crate::server::error::ApiError;
+use crate::server::state::AppState;
 use crate::store::Store;
 pub use spec::{COMMANDS, Spec, lookup};
 
