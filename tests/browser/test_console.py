@@ -106,14 +106,14 @@ def test_a_queue_page_shows_its_items_and_leases(daemon: Daemon, browser) -> Non
     assert payloads[1].startswith("hex") and "ff0062696e617279" in payloads[1], payloads
     wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, f'#leases tr[data-receipt="{receipt}"]'), "the lease")
     # Releasing the lease through its button is a nack: the item is back.
-    click(browser, f'#leases tr[data-receipt="{receipt}"] button')
+    click(browser, f'#leases tr[data-receipt="{receipt}"] button.release')
     confirm(browser)
     assert "is back in work" in notice(browser)
     stats = daemon.stats("work")
     assert (stats["depth"], stats["leased"]) == (3, 0), stats
     # Deleting one item through its button deletes exactly that item.
     first = listing["items"][0]["id"]
-    click(browser, f'#items tr[data-item="{first}"] button')
+    click(browser, f'#items tr[data-item="{first}"] button.delete-item')
     confirm(browser)
     assert "Deleted one item" in notice(browser)
     status, after = daemon.call("GET", "/v1/queues/work/items")

@@ -28,6 +28,7 @@ function overview(params) {
     after: undefined,
     sort: "queue", asc: true,
     queues: [], next: null, rates: new Map(),
+    loaded: false, // no "no queues" before the first answer
   };
   state.after = afterForPrefix(state.prefix);
 
@@ -57,7 +58,7 @@ function overview(params) {
     });
     return th;
   }), h("th", {}, ""));
-  const body = h("tbody", { id: "queues" });
+  const body = h("tbody", { id: "queues" }, loadingRow(COLUMNS.length + 1));
   const status = h("span", { class: "muted small", id: "page-status" });
   const prev = h("button", { class: "button tiny", id: "page-prev", onclick: () => { state.after = state.cursors.pop(); load(); } }, "‹ Prev");
   const next = h("button", { class: "button tiny", id: "page-next", onclick: () => { state.cursors.push(state.after); state.after = state.next; load(); } }, "Next ›");
@@ -104,6 +105,7 @@ function overview(params) {
   }
 
   function render() {
+    if (!state.loaded) return;
     for (const th of head.children) {
       th.classList.toggle("sorted", th.dataset.key === state.sort);
       th.classList.toggle("asc", th.dataset.key === state.sort && state.asc);
@@ -139,6 +141,7 @@ function overview(params) {
     if (state.after === undefined) {
       error.textContent = "a queue name holds only A-Z a-z 0-9 . _ -";
       state.queues = [];
+      state.loaded = true;
       render();
       return;
     }
@@ -157,9 +160,11 @@ function overview(params) {
       state.queues = queues;
       state.next = nextCursor;
       state.rates = await rates(state.kind, queues.map((q) => q.queue));
+      state.loaded = true;
       error.textContent = "";
     } catch (e) {
       error.textContent = e.message;
+      if (!state.loaded) fill(body, h("tr", { class: "loading" }, h("td", { colspan: COLUMNS.length + 1, class: "muted" }, "Not loaded: " + e.message)));
     }
     render();
   }
