@@ -148,3 +148,64 @@ def test_an_error_banner_while_the_daemon_errs_gone_when_it_answers(daemon: Daem
     # And for real: the daemon stopped.
     daemon.stop()
     wait(browser, lambda d: banner.is_displayed() and "does not answer" in banner.text, "the banner, daemon gone")
+
+
+def test_send_and_peek_from_a_queue_page(daemon: Daemon, browser) -> None:
+    push(daemon, "inbox", b"already here")
+    status, body = daemon.call("PUT", "/v1/queues/inbox/settings", {"dedup_window_ms": 60000})
+    assert status == 200, body
+    open_queue(browser, daemon, "inbox")
+    # A message with a group and a dedup id.
+    browser.find_element(By.ID, "send-body").send_keys("sent from the console")
+    browser.find_element(By.ID, "send-group").send_keys("tenant-7")
+    browser.find_element(By.ID, "send-dedup").send_keys("msg-1")
+    click(browser, "#send-submit")
+    wait(browser, lambda d: text_of(d, "#send-result") == "sent", "the push's answer")
+    items = daemon.call("GET", "/v1/queues/inbox/items")[1]["items"]
+    assert [(i["payload"], i["group"]) for i in items] == [("already here", None), ("sent from the console", "tenant-7")]
+    # The same dedup id again: the API stores nothing, and the page says so.
+    click(browser, "#send-submit")
+    wait(browser, lambda d: text_of(d, "#send-result") == "a duplicate: nothing stored", "the duplicate")
+    assert daemon.stats("inbox")["depth"] == 2
+    # A delayed one: not visible, counted as delayed.
+    for field in ("send-group", "send-dedup"):
+        browser.find_element(By.ID, field).clear()
+    browser.find_element(By.ID, "send-delay").send_keys("600000")
+    click(browser, "#send-submit")
+    wait(browser, lambda d: text_of(d, "#send-result").startswith("sent, visible in"), "the delayed push")
+    assert daemon.stats("inbox")["delayed"] == 1
+    # The API's own checks: an empty body is refused, with its message.
+    browser.find_element(By.ID, "send-body").clear()
+    browser.find_element(By.ID, "send-delay").clear()
+    click(browser, "#send-submit")
+    error = wait(browser, lambda d: text_of(d, "#send-error"), "the refusal")
+    status, answer = daemon.call("POST", "/v1/queues/inbox/items", b"")
+    assert status == 400 and answer["error"]["message"] == error, (status, answer, error)
+    # Peek the next 2: what the listing answers, and nothing is taken.
+    box = browser.find_element(By.ID, "peek-n")
+    box.clear()
+    box.send_keys("2")
+    click(browser, "#peek-submit")
+    ids = wait(browser, lambda d: [r.get_attribute("data-item") for r in d.find_elements(By.CSS_SELECTOR, "#peek-items tr[data-item]")] or None, "the peek")
+    assert ids == [i["id"] for i in items]
+    assert daemon.stats("inbox")["depth"] == 2 and daemon.stats("inbox")["leased"] == 0
+    # A limit the API refuses shows its message.
+    box.clear()
+    box.send_keys("1000")
+    click(browser, "#peek-submit")
+    wait(browser, lambda d: "limit" in text_of(d, "#peek-error"), "the refused limit")
+
+
+def test_send_to_a_priority_queue(daemon: Daemon, browser) -> None:
+    daemon.call("POST", "/v1/pqueues/alerts/items?priority=5", b"five")
+    browser.get(f"{daemon.url}/ui#/queue/priority/alerts")
+    wait(browser, lambda d: d.find_elements(By.ID, "send-priority"), "the send form")
+    browser.find_element(By.ID, "send-body").send_keys("urgent")
+    browser.find_element(By.ID, "send-priority").send_keys("1")
+    click(browser, "#send-submit")
+    wait(browser, lambda d: text_of(d, "#send-result") == "sent", "the push's answer")
+    items = daemon.call("GET", "/v1/pqueues/alerts/items")[1]["items"]
+    assert [(i["payload"], i["priority"]) for i in items] == [("urgent", 1), ("five", 5)]
+    click(browser, "#peek-submit")
+    wait(browser, lambda d: [r.get_attribute("data-item") for r in d.find_elements(By.CSS_SELECTOR, "#peek-items tr[data-item]")]
+         == [i["id"] for i in items], "the peek, lowest priority first")

@@ -122,7 +122,7 @@ function queuePage(kind, name) {
   function sendPanel() {
     const field = (label, input) => [h("label", { for: input.id }, label), input];
     const body = h("textarea", { id: "send-body", rows: 3, placeholder: "payload (text)", spellcheck: "false" });
-    const delay = h("input", { type: "number", id: "send-delay", min: 0, placeholder: "0 (the queue's delivery delay)" });
+    const delay = h("input", { type: "number", id: "send-delay", placeholder: "0 (the queue's delivery delay)" });
     const dedup = h("input", { type: "text", id: "send-dedup", placeholder: "none" });
     const group = fifo ? h("input", { type: "text", id: "send-group", placeholder: "none" }) : null;
     const priority = fifo ? null : h("input", { type: "number", id: "send-priority", placeholder: "0" });
@@ -155,7 +155,7 @@ function queuePage(kind, name) {
 
   /** The next N items, read through the items listing: nothing is taken. */
   function peekPanel() {
-    const count = h("input", { type: "number", id: "peek-n", min: 1, max: 100, value: 5 });
+    const count = h("input", { type: "number", id: "peek-n", value: 5, title: "1 to 100 (the API checks it)" });
     const list = h("tbody", { id: "peek-items" });
     const error = h("p", { class: "error", id: "peek-error" });
     const form = h("form", { class: "peek", id: "peek" },
