@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import os
+import threading
 from pathlib import Path
 from typing import Callable, Dict, List
 
@@ -235,6 +236,21 @@ def seed_for_screenshots(daemon: Daemon) -> None:
         push(daemon, name, *[f"{name}-event-{i}".encode() for i in range(2)])
 
 
+def screenshot_load(daemon: Daemon, stop: threading.Event) -> None:
+    """Pushes, pops under a lease, acks most and nacks some, until told to stop."""
+    for round_ in range(100_000):
+        if stop.is_set():
+            return
+        push(daemon, "emails", *[f'{{"to":"user{round_}-{i}@example.com"}}'.encode() for i in range(3)])
+        push(daemon, "orders", f'{{"order":{round_}}}'.encode(), group=f"customer-{round_ % 3}")
+        status, leased = daemon.call("POST", "/v1/queues/emails/pop?max=2&lease_ms=60000")
+        for i, item in enumerate(leased if status == 200 else []):
+            verb = "nack" if (round_ + i) % 5 == 0 else "ack"
+            daemon.call("POST", f"/v1/queues/emails/{verb}/{item['receipt']}")
+        daemon.call("POST", "/v1/queues/orders/pop")
+        stop.wait(0.05 if round_ % 40 < 20 else 0.15)  # a load that varies
+
+
 def fit_to_page(browser) -> None:
     """Sizes the window to the page's content, for a screenshot without empty space."""
     bottom = browser.execute_script("return Math.ceil(document.querySelector('main').getBoundingClientRect().bottom)")
@@ -251,10 +267,21 @@ def test_screenshots(daemon: Daemon, browser) -> None:
     if not directory:
         return
     seed_for_screenshots(daemon)
-    browser.get(f"{daemon.url}/ui")
-    wait(browser, lambda d: cell(d, "emails", "depth") != "", "the overview")
-    push(daemon, "emails", *[b'{"to":"late@example.com"}'] * 3)
-    wait(browser, lambda d: cell(d, "emails", "push") not in ("", "–"), "a rate")
+    # A load while the charts fill: their points come from the sampler,
+    # one per 10 s step, so this runs about a minute.
+    stop = threading.Event()
+    load = threading.Thread(target=screenshot_load, args=(daemon, stop), daemon=True)
+    load.start()
+    try:
+        browser.get(f"{daemon.url}/ui")
+        wait(browser, lambda d: cell(d, "emails", "depth") != "", "the overview")
+        WebDriverWait(browser, 120, poll_frequency=0.5).until(
+            lambda d: len(d.find_elements(By.CSS_SELECTOR, '#busiest [data-chart="traffic"] polyline[data-points="6"]')) > 0,
+            message="six points of traffic")
+        wait(browser, lambda d: cell(d, "emails", "push") not in ("", "–"), "a rate")
+    finally:
+        stop.set()
+        load.join(timeout=60)
     fit_to_page(browser)
     browser.save_screenshot(str(Path(directory) / "console-overview.png"))
     browser.set_window_size(1360, 900)

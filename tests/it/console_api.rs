@@ -256,7 +256,10 @@ async fn priority_items_are_listed_with_their_priority_and_traffic_is_counted() 
     assert_eq!(status, StatusCode::OK);
     let (status, traffic) = get(format!("{url}/v1/traffic?kind=priority&queues=pq,unknown")).await;
     assert_eq!(status, StatusCode::OK, "{traffic}");
-    assert_eq!(traffic["queues"]["pq"], json!({"pushed": 2, "popped": 1}));
+    assert_eq!(
+        traffic["queues"]["pq"],
+        json!({"pushed": 2, "popped": 1, "popped_direct": 1, "acked": 0, "nacked": 0, "dead_lettered": 0})
+    );
     assert!(traffic["queues"].get("unknown").is_none());
     let many = vec!["q"; 101].join(",");
     for (queues, code) in [

@@ -314,6 +314,10 @@ async function rates(kind, names) {
   return out;
 }
 
+/** What a chart covers when several daemons share the store. */
+const CHART_NOTE = "Depth, in flight, delayed and oldest age are the store's: the same from every daemon. " +
+  "Push, pop, ack, nack and dead-letter rates are this daemon's only: with several daemons on one store, each charts its own traffic.";
+
 // ---------------------------------------------------------------- routing
 
 function setCrumbs(parts) {

@@ -24,6 +24,7 @@ function queuePage(kind, name) {
   const dlqPanel = h("div", { class: "panel", id: "dlq-panel", hidden: true });
   const settingsForm = h("form", { class: "settings", id: "settings" });
   const sectionError = h("p", { class: "error", id: "queue-error" });
+  const history = chartsPanel("History", "/v1/history?kind=" + kind + "&queue=" + enc(name), CHART_NOTE);
 
   // A dead-letter queue is FIFO, whatever its origin's kind.
   const itemHead = (itemsKind, withOrigin) => h("tr", {},
@@ -38,6 +39,7 @@ function queuePage(kind, name) {
     h("div", { class: "notice", id: "notice", hidden: true }),
     sectionError,
     tiles,
+    history.el,
     h("div", { class: "panel" },
       h("h2", {}, "Items", itemsCount, h("span", { class: "spacer" }), itemsMore),
       h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, itemHead(kind, dead)), itemsBody))),
@@ -350,7 +352,7 @@ function queuePage(kind, name) {
       renderStats(stats, r.get(name));
       renderActions();
       const [items, leases] = await Promise.all([
-        loadItems(kind, name, itemsBody, dead, itemsCount, itemsMore), loadLeases(), loadDlq()]);
+        loadItems(kind, name, itemsBody, dead, itemsCount, itemsMore), loadLeases(), loadDlq(), history.refresh()]);
       if (fifo) await loadGroups(items, leases);
       sectionError.textContent = "";
     } catch (e) {
