@@ -38,9 +38,9 @@ const CHARTS = [
     ["delayed", "delayed", (s) => gaugePoints(s, "delayed")]]],
   ["traffic", "Push/s, pop/s", [
     ["pushed", "push/s", (s) => ratePoints(s, (x) => x.pushed)],
-    ["popped_direct", "pop/s direct", (s) => ratePoints(s, (x) => x.popped_direct)],
-    ["popped_staged", "pop/s staged", (s) => ratePoints(s, (x) => x.popped - x.popped_direct)]]],
-  ["settled", "Acks, nacks, dead-lettered /s", [
+    ["popped_direct", "pop direct", (s) => ratePoints(s, (x) => x.popped_direct)],
+    ["popped_staged", "pop staged", (s) => ratePoints(s, (x) => x.popped - x.popped_direct)]]],
+  ["settled", "Acks, nacks, DLQ /s", [
     ["acked", "ack/s", (s) => ratePoints(s, (x) => x.acked)],
     ["nacked", "nack/s", (s) => ratePoints(s, (x) => x.nacked)],
     ["dead_lettered", "dead/s", (s) => ratePoints(s, (x) => x.dead_lettered)]]],
@@ -73,10 +73,14 @@ function chart([id, title, series], samples, from, to) {
       label + " " + (points.length ? shown(points[points.length - 1].v) : "–")))));
 }
 
-/** The charts of one history answer over the last `minutes`. */
+/** The charts of one history answer over the last `minutes`, or since the
+ * first sample when the history is shorter (so the lines span the width). */
 function charts(history, minutes) {
-  const to = history.now_ms, from = to - minutes * 60e3;
-  return CHARTS.map((spec) => chart(spec, history.samples, from, to));
+  const to = history.now_ms;
+  const first = history.samples.length ? history.samples[0].at_ms : to;
+  const from = Math.min(Math.max(to - minutes * 60e3, first), to - 1000);
+  return [h("p", { class: "chart-span muted small" }, "the last " + age(to - from)),
+    h("div", { class: "chart-row" }, CHARTS.map((spec) => chart(spec, history.samples, from, to)))];
 }
 
 /**
