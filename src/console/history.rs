@@ -30,6 +30,9 @@ pub const HISTORY_STEP_MS_MIN: u64 = 10_000;
 pub const HISTORY_SLOTS_MAX: usize = (HISTORY_SPAN_MS / HISTORY_STEP_MS_MIN) as usize;
 /// Most queues with a ring, per daemon.
 pub const HISTORY_QUEUES_MAX: usize = 1_000;
+/// Most queues whose latest sample the daemon's sums take in (about 150
+/// bytes each: 15 MB at most); past it a new queue is left out of the sums.
+pub const LATEST_QUEUES_MAX: usize = 100_000;
 
 /// One queue's (or the daemon's) figures at `at_ms`: gauges read from the
 /// store by the sampler, and this daemon's counts since it started.
@@ -80,6 +83,9 @@ type Key = (QueueKind, String);
 #[derive(Default)]
 struct Rings {
     queues: HashMap<Key, VecDeque<Sample>>,
+    /// Every sampled queue's latest sample, ring or not: the daemon's sums
+    /// count every queue the sampler has read, not only those with a ring.
+    latest: HashMap<Key, Sample>,
     total: [VecDeque<Sample>; 2],
 }
 
@@ -138,6 +144,9 @@ pub fn record(kind: QueueKind, queue: &str, gauges: [f64; 5], now_ms: u64, step_
     .with_counts(traffic::counts(kind, queue).unwrap_or_default());
     let mut rings = rings().lock().expect("history lock");
     let key = (kind, queue.to_string());
+    if rings.latest.contains_key(&key) || rings.latest.len() < LATEST_QUEUES_MAX {
+        rings.latest.insert(key.clone(), sample);
+    }
     if !rings.queues.contains_key(&key) && rings.queues.len() >= HISTORY_QUEUES_MAX {
         evict_stalest(&mut rings.queues);
     }
@@ -157,8 +166,9 @@ fn evict_stalest(queues: &mut HashMap<Key, VecDeque<Sample>>) {
 }
 
 /// Records the whole daemon's sample of `kind`: the store's gauges summed
-/// over the queues' latest samples within the last step (the oldest age:
-/// the oldest), and this daemon's counts over every queue.
+/// over every sampled queue's latest sample (a queue among many is read
+/// once per rotation of the sampler, so its figure is that old at most;
+/// the oldest age: the oldest), and this daemon's counts over every queue.
 pub fn record_total(kind: QueueKind, now_ms: u64, step_ms: u64) {
     let mut rings = rings().lock().expect("history lock");
     let mut sum = Sample {
@@ -166,12 +176,8 @@ pub fn record_total(kind: QueueKind, now_ms: u64, step_ms: u64) {
         ..Sample::default()
     }
     .with_counts(traffic::total(kind));
-    let fresh_from_ms = now_ms.saturating_sub(step_ms);
-    for ((ring_kind, _), ring) in &rings.queues {
-        let Some(last) = ring.back().filter(|last| last.at_ms >= fresh_from_ms) else {
-            continue;
-        };
-        if *ring_kind != kind {
+    for ((latest_kind, _), last) in &rings.latest {
+        if *latest_kind != kind {
             continue;
         }
         sum.depth = sum.depth.saturating_add(last.depth);
@@ -193,13 +199,12 @@ pub fn samples(kind: QueueKind, queue: Option<&str>) -> Vec<Sample> {
     ring.map_or_else(Vec::new, |ring| ring.iter().copied().collect())
 }
 
-/// Drops the ring of the deleted `queue`.
+/// Drops the ring and latest sample of the deleted `queue`.
 pub fn forget(kind: QueueKind, queue: &str) {
-    rings()
-        .lock()
-        .expect("history lock")
-        .queues
-        .remove(&(kind, queue.to_string()));
+    let mut rings = rings().lock().expect("history lock");
+    let key = (kind, queue.to_string());
+    rings.queues.remove(&key);
+    rings.latest.remove(&key);
 }
 
 #[cfg(test)]
