@@ -13,8 +13,9 @@
 //! at most [`HISTORY_QUEUES_MAX`] queues (about 29 MB), dropping the ring
 //! sampled longest ago for a new one (docs/console.md).
 
+use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
@@ -142,7 +143,7 @@ pub fn record(kind: QueueKind, queue: &str, gauges: [f64; 5], now_ms: u64, step_
         ..Sample::default()
     }
     .with_counts(traffic::counts(kind, queue).unwrap_or_default());
-    let mut rings = rings().lock().expect("history lock");
+    let mut rings = rings().lock();
     let key = (kind, queue.to_string());
     if rings.latest.contains_key(&key) || rings.latest.len() < LATEST_QUEUES_MAX {
         rings.latest.insert(key.clone(), sample);
@@ -170,7 +171,7 @@ fn evict_stalest(queues: &mut HashMap<Key, VecDeque<Sample>>) {
 /// once per rotation of the sampler, so its figure is that old at most;
 /// the oldest age: the oldest), and this daemon's counts over every queue.
 pub fn record_total(kind: QueueKind, now_ms: u64, step_ms: u64) {
-    let mut rings = rings().lock().expect("history lock");
+    let mut rings = rings().lock();
     let mut sum = Sample {
         at_ms: now_ms,
         ..Sample::default()
@@ -191,7 +192,7 @@ pub fn record_total(kind: QueueKind, now_ms: u64, step_ms: u64) {
 
 /// The samples of `queue` (or of the whole daemon when `None`), oldest first.
 pub fn samples(kind: QueueKind, queue: Option<&str>) -> Vec<Sample> {
-    let rings = rings().lock().expect("history lock");
+    let rings = rings().lock();
     let ring = match queue {
         None => Some(&rings.total[kind_index(kind)]),
         Some(queue) => rings.queues.get(&(kind, queue.to_string())),
@@ -201,7 +202,7 @@ pub fn samples(kind: QueueKind, queue: Option<&str>) -> Vec<Sample> {
 
 /// Drops the ring and latest sample of the deleted `queue`.
 pub fn forget(kind: QueueKind, queue: &str) {
-    let mut rings = rings().lock().expect("history lock");
+    let mut rings = rings().lock();
     let key = (kind, queue.to_string());
     rings.queues.remove(&key);
     rings.latest.remove(&key);
