@@ -458,15 +458,7 @@ pub async fn traffic<S: Store>(
     params: Result<Query<TrafficParams>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let params = query(params)?;
-    let kind = match params.kind.as_deref() {
-        None | Some("fifo") => QueueKind::Fifo,
-        Some("priority") => QueueKind::Priority,
-        Some(other) => {
-            return Err(ApiError::bad_parameter(format!(
-                "kind must be fifo or priority, got {other:?}"
-            )));
-        }
-    };
+    let kind = kind_of(params.kind.as_deref())?;
     let names: Vec<&str> = params.queues.split(',').collect();
     if names.len() > TRAFFIC_QUEUES_MAX {
         return Err(ApiError::bad_parameter(format!(
@@ -491,4 +483,68 @@ pub async fn traffic<S: Store>(
         queues,
     })
     .into_response())
+}
+
+/// Query of `GET /v1/history`: `kind` and one `queue`, or none for the
+/// whole daemon.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct HistoryParams {
+    /// `fifo` (the default) or `priority`.
+    pub kind: Option<String>,
+    /// The queue; absent: the whole daemon (every queue summed).
+    pub queue: Option<String>,
+}
+
+/// The last hour of a queue's (or the daemon's) figures.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct History {
+    /// When it was read, in ms since the epoch.
+    pub now_ms: u64,
+    /// How often the sampler reads a queue, in ms (a queue among many is
+    /// read less often: once per rotation through the store).
+    pub interval_ms: u64,
+    /// The step between kept samples, in ms: the newest sample replaces its
+    /// step's last, so it is at most one sampling interval old.
+    pub step_ms: u64,
+    /// The samples, oldest first, at most an hour's; empty for a queue this
+    /// daemon has not sampled (or no longer keeps: it keeps 1,000 queues).
+    pub samples: Vec<super::history::Sample>,
+}
+
+/// `GET /v1/history?kind=&queue=`: the console's charts.
+#[utoipa::path(get, path = "/v1/history", tag = "admin", operation_id = "history",
+    params(HistoryParams),
+    responses((status = 200, description = "The last hour of samples: depths, leased, delayed, waiting and oldest age are the store's (as every daemon sees them); pushed, popped, acked, nacked and dead-lettered are this daemon's counts since it started", body = History),
+        (status = 400, description = "bad_parameter: an unknown kind; invalid_queue_name", body = ErrorBody),
+        (status = "4XX", description = "Refused", body = ErrorBody),))]
+pub async fn history<S: Store>(
+    State(state): State<Arc<AppState<S>>>,
+    params: Result<Query<HistoryParams>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let params = query(params)?;
+    let kind = kind_of(params.kind.as_deref())?;
+    if let Some(queue) = params.queue.as_deref() {
+        queue_name(queue)?;
+    }
+    let interval_ms = state.config.metrics_sample_interval_ms;
+    Ok(Json(History {
+        now_ms: crate::envelope::now_ms(),
+        interval_ms,
+        step_ms: super::history::step_ms(interval_ms),
+        samples: super::history::samples(kind, params.queue.as_deref()),
+    })
+    .into_response())
+}
+
+/// The queue kind `kind` names: `fifo` (or absent) or `priority`.
+fn kind_of(kind: Option<&str>) -> Result<QueueKind, ApiError> {
+    match kind {
+        None | Some("fifo") => Ok(QueueKind::Fifo),
+        Some("priority") => Ok(QueueKind::Priority),
+        Some(other) => Err(ApiError::bad_parameter(format!(
+            "kind must be fifo or priority, got {other:?}"
+        ))),
+    }
 }

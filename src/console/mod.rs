@@ -10,6 +10,7 @@
 //!   items and groups, delete one item, pause and resume, traffic counts.
 //! - [`browse`]: those reads and the exact delete, over any store.
 //! - [`preview`]: a payload as a listing shows it.
+//! - [`history`]: the last hour of each queue's figures, for the charts.
 //! - this daemon's push and pop counts, for rates, are kept where they
 //!   are counted: [`crate::metrics::traffic`].
 //!
@@ -20,6 +21,7 @@
 pub(crate) mod api;
 pub(crate) mod assets;
 pub mod browse;
+pub mod history;
 pub(crate) mod preview;
 
 use std::sync::Arc;
@@ -47,6 +49,7 @@ pub fn api_routes<S: Store>() -> Router<Arc<AppState<S>>> {
         .route("/v1/pqueues/{queue}/pause", post(api::pq_pause::<S>))
         .route("/v1/pqueues/{queue}/resume", post(api::pq_resume::<S>))
         .route("/v1/traffic", get(api::traffic::<S>))
+        .route("/v1/history", get(api::history::<S>))
 }
 
 /// The page's routes (no token: they hold no data).

@@ -434,6 +434,15 @@ pub fn pushed(keys: &crate::keys::QueueKeys, count: usize) {
 /// queue-labelled event, through the handles kept for the hot path (see
 /// `handles.rs`), under the queue label cap.
 pub fn queue_count(name: &'static str, kind: QueueKind, queue: &QueueName, n: u64) {
+    let settled = match name {
+        ACKS => Some(traffic::Settled::Acked),
+        NACKS => Some(traffic::Settled::Nacked),
+        DEAD_LETTERED => Some(traffic::Settled::DeadLettered),
+        _ => None,
+    };
+    if let Some(settled) = settled {
+        traffic::settled(kind, queue.as_str(), settled, n);
+    }
     let kind = kind_label(kind);
     handles::count_queue(queue.as_str(), (name, kind, "", ""), n, |queue| {
         let counter = metrics::counter!(name, "queue" => queue_label(queue), "kind" => kind);
@@ -500,7 +509,7 @@ pub fn operation(queue: &str, op: &'static str, outcome: &'static str) {
 
 /// Counts `n` items delivered from `queue` by `path` (`direct`, `staged`).
 pub fn pops(kind: QueueKind, queue: &QueueName, path: &'static str, n: u64) {
-    crate::metrics::traffic::popped(kind, queue.as_str(), n);
+    crate::metrics::traffic::popped(kind, queue.as_str(), n, path == "direct");
     let kind = kind_label(kind);
     handles::count_queue(queue.as_str(), (POPS, kind, path, ""), n, |queue| {
         let counter =

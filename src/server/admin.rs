@@ -422,12 +422,17 @@ pub(crate) async fn leases_page<S: Store>(
 
 impl From<&admin::LeaseSummary> for LeaseInfo {
     fn from(lease: &admin::LeaseSummary) -> Self {
+        let preview = crate::console::preview::Preview::of(&lease.payload);
         LeaseInfo {
             receipt: lease.receipt.to_string(),
             delivery_count: lease.delivery_count,
             lease_expires_at_ms: lease.expires_at_ms,
             enqueued_at_ms: lease.enqueued_at_ms,
             group: lease.group.clone(),
+            size: lease.payload.len(),
+            payload: preview.text,
+            encoding: preview.encoding.to_string(),
+            truncated: preview.truncated,
         }
     }
 }
@@ -447,6 +452,15 @@ pub struct LeaseInfo {
     /// The item's message group; null when it has none.
     #[schema(required = true)]
     pub group: Option<String>,
+    /// The payload's size in bytes (0 as for `delivery_count`).
+    pub size: usize,
+    /// The payload's first bytes: as text when the payload is UTF-8, else
+    /// hex (as an item listing shows it; empty as for `delivery_count`).
+    pub payload: String,
+    /// `text` or `hex`.
+    pub encoding: String,
+    /// True when `payload` shows only the first bytes.
+    pub truncated: bool,
 }
 
 /// One page of `GET /v1/queues/{queue}/leases`.

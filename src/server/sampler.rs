@@ -120,6 +120,10 @@ pub async fn sample_once<S: Store>(state: &AppState<S>, rotation: &mut Rotation)
             publish(queue.0, &label, &gauges);
         }
     }
+    let step_ms = crate::console::history::step_ms(state.config.metrics_sample_interval_ms);
+    for kind in [QueueKind::Fifo, QueueKind::Priority] {
+        crate::console::history::record_total(kind, crate::envelope::now_ms(), step_ms);
+    }
 }
 
 /// Samples `queue` for its own label; `_other` queues are left to the
@@ -150,6 +154,20 @@ async fn read_gauges<S: Store>(
         .ok()?;
     let number = |field: &str| stats[field].as_f64().unwrap_or(0.0);
     let flag = |field: &str| if stats[field] == true { 1.0 } else { 0.0 };
+    // The console's charts keep what was just read (bounded rings).
+    crate::console::history::record(
+        *kind,
+        name.as_str(),
+        [
+            number("depth"),
+            number("waiting"),
+            number("oldest_item_age_ms") / 1_000.0,
+            number("leased"),
+            number("delayed"),
+        ],
+        crate::envelope::now_ms(),
+        crate::console::history::step_ms(state.config.metrics_sample_interval_ms),
+    );
     Some([
         number("depth"),
         number("waiting"),

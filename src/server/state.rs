@@ -137,6 +137,8 @@ fn forget_deleted(
     known.lock().forget(&(kind, name.clone()));
     crate::metrics::forget_queue(kind, name);
     crate::metrics::traffic::forget(kind, name.as_str());
+    // Its chart history goes with its counts (the samples hold them).
+    crate::console::history::forget(kind, name.as_str());
 }
 
 /// Why the daemon stopped with an error.

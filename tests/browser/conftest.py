@@ -61,6 +61,8 @@ class Daemon:
                 fields = json.loads(line).get("fields", {})
             except ValueError:
                 continue
+            if fields.get("message") == "metrics exporter listening":
+                self.metrics_url = f"http://{fields['address']}"
             if fields.get("message") == "API listening":
                 self.url = f"http://{fields['address']}"
                 return
@@ -83,6 +85,19 @@ class Daemon:
             return status, json.loads(raw) if raw else None
         except ValueError:
             return status, raw
+
+    def metric(self, name: str, **labels: str) -> float:
+        """The sum of the exporter's samples of `name` whose labels include `labels`."""
+        with urllib.request.urlopen(self.metrics_url + "/metrics", timeout=60) as response:
+            text = response.read().decode()
+        total = 0.0
+        for line in text.splitlines():
+            if not line.startswith(name + "{") and not line.startswith(name + " "):
+                continue
+            series, value = line.rsplit(" ", 1)
+            if all(f'{key}="{wanted}"' in series for key, wanted in labels.items()):
+                total += float(value)
+        return total
 
     def stats(self, queue_name: str) -> Dict[str, Any]:
         status, stats = self.call("GET", f"/v1/queues/{queue_name}")

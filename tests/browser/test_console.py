@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import os
+import threading
 from pathlib import Path
 from typing import Callable, Dict, List
 
@@ -106,14 +107,14 @@ def test_a_queue_page_shows_its_items_and_leases(daemon: Daemon, browser) -> Non
     assert payloads[1].startswith("hex") and "ff0062696e617279" in payloads[1], payloads
     wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, f'#leases tr[data-receipt="{receipt}"]'), "the lease")
     # Releasing the lease through its button is a nack: the item is back.
-    click(browser, f'#leases tr[data-receipt="{receipt}"] button')
+    click(browser, f'#leases tr[data-receipt="{receipt}"] button.release')
     confirm(browser)
     assert "is back in work" in notice(browser)
     stats = daemon.stats("work")
     assert (stats["depth"], stats["leased"]) == (3, 0), stats
     # Deleting one item through its button deletes exactly that item.
     first = listing["items"][0]["id"]
-    click(browser, f'#items tr[data-item="{first}"] button')
+    click(browser, f'#items tr[data-item="{first}"] button.delete-item')
     confirm(browser)
     assert "Deleted one item" in notice(browser)
     status, after = daemon.call("GET", "/v1/queues/work/items")
@@ -235,6 +236,21 @@ def seed_for_screenshots(daemon: Daemon) -> None:
         push(daemon, name, *[f"{name}-event-{i}".encode() for i in range(2)])
 
 
+def screenshot_load(daemon: Daemon, stop: threading.Event) -> None:
+    """Pushes, pops under a lease, acks most and nacks some, until told to stop."""
+    for round_ in range(100_000):
+        if stop.is_set():
+            return
+        push(daemon, "emails", *[f'{{"to":"user{round_}-{i}@example.com"}}'.encode() for i in range(3)])
+        push(daemon, "orders", f'{{"order":{round_}}}'.encode(), group=f"customer-{round_ % 3}")
+        status, leased = daemon.call("POST", "/v1/queues/emails/pop?max=2&lease_ms=60000")
+        for i, item in enumerate(leased if status == 200 else []):
+            verb = "nack" if (round_ + i) % 5 == 0 else "ack"
+            daemon.call("POST", f"/v1/queues/emails/{verb}/{item['receipt']}")
+        daemon.call("POST", "/v1/queues/orders/pop")
+        stop.wait(0.05 if round_ % 40 < 20 else 0.15)  # a load that varies
+
+
 def fit_to_page(browser) -> None:
     """Sizes the window to the page's content, for a screenshot without empty space."""
     bottom = browser.execute_script("return Math.ceil(document.querySelector('main').getBoundingClientRect().bottom)")
@@ -251,15 +267,27 @@ def test_screenshots(daemon: Daemon, browser) -> None:
     if not directory:
         return
     seed_for_screenshots(daemon)
-    browser.get(f"{daemon.url}/ui")
-    wait(browser, lambda d: cell(d, "emails", "depth") != "", "the overview")
-    push(daemon, "emails", *[b'{"to":"late@example.com"}'] * 3)
-    wait(browser, lambda d: cell(d, "emails", "push") not in ("", "–"), "a rate")
+    # A load while the charts fill: their points come from the sampler,
+    # one per 10 s step, so this runs about a minute.
+    stop = threading.Event()
+    load = threading.Thread(target=screenshot_load, args=(daemon, stop), daemon=True)
+    load.start()
+    try:
+        browser.get(f"{daemon.url}/ui")
+        wait(browser, lambda d: cell(d, "emails", "depth") != "", "the overview")
+        WebDriverWait(browser, 120, poll_frequency=0.5).until(
+            lambda d: len(d.find_elements(By.CSS_SELECTOR, '#busiest [data-chart="traffic"] polyline[data-points="6"]')) > 0,
+            message="six points of traffic")
+        wait(browser, lambda d: cell(d, "emails", "push") not in ("", "–"), "a rate")
+    finally:
+        stop.set()
+        load.join(timeout=60)
     fit_to_page(browser)
     browser.save_screenshot(str(Path(directory) / "console-overview.png"))
-    browser.set_window_size(1360, 900)
+    # The queue page's top: its tiles, charts and first items (its 50 items
+    # would make a tall, heavy image).
+    browser.set_window_size(1360, 1100)
     open_queue(browser, daemon, "emails")
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-chart="traffic"] polyline[data-last]'), "charts")
     wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#leases tr[data-receipt]"), "leases")
-    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#dlq-items tr[data-item]"), "dead letters")
-    fit_to_page(browser)
     browser.save_screenshot(str(Path(directory) / "console-queue.png"))

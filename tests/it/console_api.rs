@@ -256,7 +256,10 @@ async fn priority_items_are_listed_with_their_priority_and_traffic_is_counted() 
     assert_eq!(status, StatusCode::OK);
     let (status, traffic) = get(format!("{url}/v1/traffic?kind=priority&queues=pq,unknown")).await;
     assert_eq!(status, StatusCode::OK, "{traffic}");
-    assert_eq!(traffic["queues"]["pq"], json!({"pushed": 2, "popped": 1}));
+    assert_eq!(
+        traffic["queues"]["pq"],
+        json!({"pushed": 2, "popped": 1, "popped_direct": 1, "acked": 0, "nacked": 0, "dead_lettered": 0})
+    );
     assert!(traffic["queues"].get("unknown").is_none());
     let many = vec!["q"; 101].join(",");
     for (queues, code) in [
@@ -366,4 +369,74 @@ async fn the_page_is_served_without_the_token_and_its_data_is_not() {
         .unwrap();
     assert_eq!(response.status(), StatusCode::OK);
     daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_show_their_payload_and_the_history_follows_the_queue() {
+    // The history and the traffic tally are the process's: alone in one.
+    let name = "leases_show_their_payload_and_the_history_follows_the_queue";
+    if !common::alone::here(module_path!(), name).await {
+        return;
+    }
+    let daemon = Daemon::start(|_| {}).await;
+    let url = &daemon.url;
+    Client::new(url).push("charted", b"first job").await;
+    Client::new(url).push("charted", [0xffu8, 0x00]).await;
+    Client::new(url)
+        .pop_leased("charted", 60_000)
+        .await
+        .unwrap();
+    let (status, leases) = get(format!("{url}/v1/queues/charted/leases")).await;
+    assert_eq!(status, StatusCode::OK, "{leases}");
+    let lease = &leases["leases"][0];
+    assert_eq!(
+        (
+            &lease["payload"],
+            &lease["encoding"],
+            &lease["size"],
+            &lease["truncated"]
+        ),
+        (
+            &json!("first job"),
+            &json!("text"),
+            &json!(9),
+            &json!(false)
+        )
+    );
+    // The sampler (every second by default) records the queue: one leased,
+    // one visible, one push and one pop counted, within a generous bound.
+    let sampled = |h: &Value| {
+        h["samples"]
+            .as_array()
+            .and_then(|samples| samples.last())
+            .is_some_and(|last| {
+                (
+                    &last["depth"],
+                    &last["leased"],
+                    &last["pushed"],
+                    &last["popped"],
+                ) == (&json!(1), &json!(1), &json!(2), &json!(1))
+            })
+    };
+    let mut history = Value::Null;
+    for _ in 0..300 {
+        history = get(format!("{url}/v1/history?kind=fifo&queue=charted"))
+            .await
+            .1;
+        if sampled(&history) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(sampled(&history), "{history}");
+    assert_eq!(history["step_ms"], json!(10_000));
+    let (_, daemon_wide) = get(format!("{url}/v1/history?kind=fifo")).await;
+    assert!(
+        !daemon_wide["samples"].as_array().unwrap().is_empty(),
+        "{daemon_wide}"
+    );
+    for bad in ["kind=nope", "queue=bad%20name", "unknown=1"] {
+        let (status, body) = get(format!("{url}/v1/history?{bad}")).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");
+    }
 }

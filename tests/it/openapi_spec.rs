@@ -387,7 +387,7 @@ async fn the_spec_states_the_limits_of_the_code_and_the_running_configuration() 
         "{queues}"
     );
     let asset = parameter(&spec["paths"]["/ui/{asset}"]["get"], "asset");
-    assert_eq!(asset["enum"].as_array().unwrap().len(), 5);
+    assert_eq!(asset["enum"].as_array().unwrap().len(), 6);
     let settings = &spec["paths"]["/v1/pqueues/{queue}/settings"]["put"];
     let change = &settings["requestBody"]["content"]["application/json"]["schema"];
     assert!(change["properties"]["paused"].is_object(), "{change}");

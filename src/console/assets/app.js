@@ -71,8 +71,31 @@ function bytes(n) {
   return (n / 1024 / 1024).toFixed(1) + " MiB";
 }
 
-/** An item id's random part (the key's last bytes before its terminator). */
-function shortId(id) { return id.length > 16 ? "…" + id.slice(-14, -2) : id; }
+
+/**
+ * `text` whole (ids, receipts, payloads): shown clipped by the style,
+ * selected whole by one click (user-select: all), and a copy button.
+ */
+function copyable(text, cls) {
+  // The glyph is the style's (::before), so it is no part of the text a row shows or copies.
+  const button = h("button", { class: "copy-button", type: "button", title: "copy", "aria-label": "copy" });
+  button.addEventListener("click", async () => {
+    let copied = true;
+    try {
+      await navigator.clipboard.writeText(text);
+    } catch (_) {
+      copied = false; // no clipboard here: the text is still selected whole by a click
+    }
+    button.className = "copy-button " + (copied ? "copied" : "failed");
+    setTimeout(() => { button.className = "copy-button"; }, 1500);
+  });
+  return h("span", { class: "copyable" }, h("span", { class: "copy " + (cls || ""), title: text }, text), button);
+}
+
+/** The row a table shows until its first answer. */
+function loadingRow(columns) {
+  return h("tr", { class: "loading" }, h("td", { colspan: columns, class: "muted" }, "Loading…"));
+}
 
 function numCell(n, col) {
   return h("td", { class: "num" + (n === 0 ? " zero" : ""), dataset: col ? { col } : undefined }, num(n));
@@ -90,22 +113,34 @@ class ApiError extends Error {
 
 let tokenPrompt = null;
 
-async function api(method, path, body) {
+/**
+ * One API call. `body` is sent as JSON, or as it is with `opts.raw`
+ * (a pushed payload); `opts.headers` adds headers. A network failure or a
+ * 5xx answer shows the error banner; any answer below 500 clears it.
+ */
+async function api(method, path, body, opts = {}) {
   for (let attempt = 0; attempt < 3; attempt++) {
-    const headers = { Accept: "application/json" };
+    const headers = { Accept: "application/json", ...(opts.headers || {}) };
     const token = sessionStorage.getItem(TOKEN_KEY);
     if (token) headers.Authorization = "Bearer " + token;
-    if (body !== undefined) headers["Content-Type"] = "application/json";
-    const response = await fetch(path, {
-      method, headers, body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    if (response.status === 204) return null;
+    if (body !== undefined) headers["Content-Type"] = opts.raw ? "application/octet-stream" : "application/json";
+    let response;
+    try {
+      response = await fetch(path, {
+        method, headers, body: body === undefined ? undefined : opts.raw ? body : JSON.stringify(body),
+      });
+    } catch (error) {
+      problem("api", "The daemon does not answer: " + error.message);
+      throw new ApiError(0, "unreachable", "the daemon does not answer");
+    }
     const text = await response.text();
     let json = null;
     try { json = text ? JSON.parse(text) : null; } catch (_) { json = null; }
-    if (response.ok) return json;
     const code = json && json.error ? json.error.code : "http_" + response.status;
     const message = json && json.error ? json.error.message : text || response.statusText;
+    problem("api", response.status >= 500 ? "The daemon answered " + response.status + " " + code + ": " + message : null);
+    if (response.status === 204) return null;
+    if (response.ok) return json;
     if (response.status === 401) {
       if (token) sessionStorage.removeItem(TOKEN_KEY);
       await askToken(token ? "That token was refused: " + message : "This daemon needs its bearer token.");
@@ -114,6 +149,16 @@ async function api(method, path, body) {
     throw new ApiError(response.status, code, message);
   }
   throw new ApiError(401, "unauthorized", "no valid token");
+}
+
+/** What is wrong, by source ("health", "api"): the banner shows the first, hides when none. */
+const problems = new Map();
+function problem(source, text) {
+  if (text) problems.set(source, text); else problems.delete(source);
+  const banner = $("banner");
+  if (!banner) return;
+  banner.textContent = problems.size ? [...problems.values()][0] : "";
+  banner.hidden = problems.size === 0;
 }
 
 function enc(name) { return encodeURIComponent(name); }
@@ -220,26 +265,24 @@ async function tick() {
 function refreshNow() { clearTimeout(timer); tick(); }
 
 async function health() {
-  const el = $("health"), banner = $("banner");
+  const el = $("health");
   try {
     const response = await fetch("/healthz");
     if (response.ok) {
       el.textContent = "store ok";
       el.className = "health ok";
-      banner.hidden = true;
+      problem("health", null);
       return;
     }
     const json = await response.json().catch(() => null);
     const reason = json && json.error ? json.error.message : response.statusText;
     el.textContent = "store unavailable";
     el.className = "health bad";
-    banner.textContent = "The store is unavailable: " + reason;
-    banner.hidden = false;
+    problem("health", "The store is unavailable: " + reason);
   } catch (error) {
     el.textContent = "daemon unreachable";
     el.className = "health bad";
-    banner.textContent = "The daemon does not answer: " + error.message;
-    banner.hidden = false;
+    problem("health", "The daemon does not answer: " + error.message);
   }
 }
 
@@ -270,6 +313,10 @@ async function rates(kind, names) {
   if (seen.size > 5000) seen.clear();
   return out;
 }
+
+/** What a chart covers when several daemons share the store. */
+const CHART_NOTE = "Depth, in flight, delayed and oldest age are the store's: the same from every daemon. " +
+  "Push, pop, ack, nack and dead-letter rates are this daemon's only: with several daemons on one store, each charts its own traffic.";
 
 // ---------------------------------------------------------------- routing
 

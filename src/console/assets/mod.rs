@@ -9,6 +9,7 @@ const INDEX_HTML: &str = include_str!("index.html");
 const APP_JS: &str = include_str!("app.js");
 const OVERVIEW_JS: &str = include_str!("overview.js");
 const QUEUE_JS: &str = include_str!("queue.js");
+const CHARTS_JS: &str = include_str!("charts.js");
 const STYLE_CSS: &str = include_str!("style.css");
 const ICON_SVG: &str = include_str!("icon.svg");
 
@@ -18,7 +19,14 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-
                    connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 /// The names `GET /ui/{asset}` serves.
-pub const ASSETS: [&str; 5] = ["app.js", "overview.js", "queue.js", "style.css", "icon.svg"];
+pub const ASSETS: [&str; 6] = [
+    "app.js",
+    "charts.js",
+    "overview.js",
+    "queue.js",
+    "style.css",
+    "icon.svg",
+];
 
 fn file(content_type: &'static str, body: &'static str) -> Response {
     (
@@ -42,7 +50,7 @@ pub async fn page() -> Response {
 
 /// `GET /ui/{asset}`: the console's script, style and icon.
 #[utoipa::path(get, path = "/ui/{asset}", tag = "console", security(()),
-    params(("asset" = String, Path, description = "app.js, overview.js, queue.js, style.css or icon.svg")),
+    params(("asset" = String, Path, description = "app.js, charts.js, overview.js, queue.js, style.css or icon.svg")),
     responses((status = 200, description = "The file"),
         (status = 404, description = "unknown_asset: no such file", body = ErrorBody)))]
 pub async fn asset(ApiPath(asset): ApiPath<String>) -> Response {
@@ -50,6 +58,7 @@ pub async fn asset(ApiPath(asset): ApiPath<String>) -> Response {
         "app.js" => file("text/javascript; charset=utf-8", APP_JS),
         "overview.js" => file("text/javascript; charset=utf-8", OVERVIEW_JS),
         "queue.js" => file("text/javascript; charset=utf-8", QUEUE_JS),
+        "charts.js" => file("text/javascript; charset=utf-8", CHARTS_JS),
         "style.css" => file("text/css; charset=utf-8", STYLE_CSS),
         "icon.svg" => file("image/svg+xml", ICON_SVG),
         _ => ApiError::new(

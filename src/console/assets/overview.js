@@ -13,6 +13,9 @@ function afterForPrefix(prefix) {
   return prefix.slice(0, -1) + NAME_CHARS[last - 1] + "z".repeat(Math.max(0, 128 - prefix.length));
 }
 
+/** How many of the page's busiest queues the overview charts. */
+const BUSIEST_CHARTED = 3;
+
 const COLUMNS = [
   ["queue", "Queue", false], ["depth", "Depth", true], ["leased", "In flight", true],
   ["delayed", "Delayed", true], ["grouped", "Grouped", true], ["waiting", "Waiting pops", true],
@@ -28,6 +31,7 @@ function overview(params) {
     after: undefined,
     sort: "queue", asc: true,
     queues: [], next: null, rates: new Map(),
+    loaded: false, // no "no queues" before the first answer
   };
   state.after = afterForPrefix(state.prefix);
 
@@ -57,15 +61,21 @@ function overview(params) {
     });
     return th;
   }), h("th", {}, ""));
-  const body = h("tbody", { id: "queues" });
+  const body = h("tbody", { id: "queues" }, loadingRow(COLUMNS.length + 1));
   const status = h("span", { class: "muted small", id: "page-status" });
   const prev = h("button", { class: "button tiny", id: "page-prev", onclick: () => { state.after = state.cursors.pop(); load(); } }, "‹ Prev");
   const next = h("button", { class: "button tiny", id: "page-next", onclick: () => { state.cursors.push(state.after); state.after = state.next; load(); } }, "Next ›");
   const error = h("p", { class: "error", id: "overview-error" });
+  const daemonCharts = chartsPanel("This daemon, all " + (state.kind === "priority" ? "priority" : "FIFO") + " queues",
+    "/v1/history?kind=" + state.kind, CHART_NOTE);
+  const busiest = h("div", { class: "busiest", id: "busiest" });
+  const busiestPanels = new Map(); // queue name → its charts panel
 
   fill($("main"), 
     h("div", { class: "toolbar" }, h("h1", {}, "Queues"), kinds, filter, limit, h("span", { class: "spacer" })),
     h("div", { class: "notice", id: "notice", hidden: true }),
+    daemonCharts.el,
+    busiest,
     h("div", { class: "panel" },
       h("div", { class: "table-wrap" }, h("table", { id: "queue-table" }, h("thead", {}, head), body)),
       h("div", { class: "pager" }, status, h("span", { class: "spacer" }), error, prev, next)));
@@ -104,6 +114,7 @@ function overview(params) {
   }
 
   function render() {
+    if (!state.loaded) return;
     for (const th of head.children) {
       th.classList.toggle("sorted", th.dataset.key === state.sort);
       th.classList.toggle("asc", th.dataset.key === state.sort && state.asc);
@@ -139,6 +150,7 @@ function overview(params) {
     if (state.after === undefined) {
       error.textContent = "a queue name holds only A-Z a-z 0-9 . _ -";
       state.queues = [];
+      state.loaded = true;
       render();
       return;
     }
@@ -157,11 +169,31 @@ function overview(params) {
       state.queues = queues;
       state.next = nextCursor;
       state.rates = await rates(state.kind, queues.map((q) => q.queue));
+      await Promise.all([daemonCharts.refresh(), refreshBusiest()]);
+      state.loaded = true;
       error.textContent = "";
     } catch (e) {
       error.textContent = e.message;
+      if (!state.loaded) fill(body, h("tr", { class: "loading" }, h("td", { colspan: COLUMNS.length + 1, class: "muted" }, "Not loaded: " + e.message)));
     }
     render();
+  }
+
+  /** Charts of the page's busiest queues: the most pushed and popped, then the deepest. */
+  function refreshBusiest() {
+    const busy = (q) => { const r = state.rates.get(q.queue); return (r ? r.push + r.pop : 0) * 1e9 + q.depth + q.leased; };
+    const top = state.queues.filter((q) => busy(q) > 0).sort((a, b) => busy(b) - busy(a)).slice(0, BUSIEST_CHARTED);
+    for (const name of [...busiestPanels.keys()]) {
+      if (!top.some((q) => q.queue === name)) busiestPanels.delete(name);
+    }
+    for (const q of top) {
+      if (!busiestPanels.has(q.queue)) {
+        busiestPanels.set(q.queue, chartsPanel("Busiest: " + q.queue,
+          "/v1/history?kind=" + state.kind + "&queue=" + enc(q.queue), CHART_NOTE));
+      }
+    }
+    fill(busiest, top.map((q) => busiestPanels.get(q.queue).el));
+    return Promise.all(top.map((q) => busiestPanels.get(q.queue).refresh()));
   }
 
   return { refresh: load };

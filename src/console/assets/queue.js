@@ -8,21 +8,23 @@ function queuePage(kind, name) {
   const base = root(kind) + enc(name);
   const page = { stats: null, settings: null, dlq: null };
 
-  const tiles = h("div", { class: "tiles", id: "tiles" });
+  const tiles = h("div", { class: "tiles", id: "tiles" }, h("div", { class: "tile loading muted" }, "Loading…"));
   const title = h("h1", {}, name);
   const badges = h("span", { id: "badges" });
   const actions = h("div", { class: "actions", id: "actions" });
-  const itemsBody = h("tbody", { id: "items" });
+  const itemColumns = 8 + (dead ? 2 : 0) + (fifo ? 0 : 1);
+  const itemsBody = h("tbody", { id: "items" }, loadingRow(itemColumns));
   const itemsCount = h("span", { class: "count" });
   const itemsMore = h("span", { class: "muted small" });
-  const leasesBody = h("tbody", { id: "leases" });
+  const leasesBody = h("tbody", { id: "leases" }, loadingRow(7));
   const leasesCount = h("span", { class: "count" });
-  const groupsBody = h("tbody", { id: "groups" });
-  const dlqBody = h("tbody", { id: "dlq-items" });
+  const groupsBody = h("tbody", { id: "groups" }, loadingRow(4));
+  const dlqBody = h("tbody", { id: "dlq-items" }, loadingRow(10));
   const dlqTitle = h("span", {}, "Dead-letter queue");
   const dlqPanel = h("div", { class: "panel", id: "dlq-panel", hidden: true });
   const settingsForm = h("form", { class: "settings", id: "settings" });
   const sectionError = h("p", { class: "error", id: "queue-error" });
+  const history = chartsPanel("History", "/v1/history?kind=" + kind + "&queue=" + enc(name), CHART_NOTE);
 
   // A dead-letter queue is FIFO, whatever its origin's kind.
   const itemHead = (itemsKind, withOrigin) => h("tr", {},
@@ -37,6 +39,7 @@ function queuePage(kind, name) {
     h("div", { class: "notice", id: "notice", hidden: true }),
     sectionError,
     tiles,
+    history.el,
     h("div", { class: "panel" },
       h("h2", {}, "Items", itemsCount, h("span", { class: "spacer" }), itemsMore),
       h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, itemHead(kind, dead)), itemsBody))),
@@ -46,13 +49,16 @@ function queuePage(kind, name) {
           h("h2", {}, "Leases in flight", leasesCount),
           h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {},
             h("th", {}, "Receipt"), h("th", { class: "num" }, "Delivery"), h("th", { class: "num" }, "Expires in"),
-            h("th", { class: "num" }, "Age"), h("th", {}, "Group"), h("th", {}, ""))), leasesBody))),
+            h("th", { class: "num" }, "Age"), h("th", {}, "Payload"), h("th", {}, "Group"), h("th", {}, ""))), leasesBody))),
         fifo ? h("div", { class: "panel" },
           h("h2", {}, "Message groups"),
           h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {},
             h("th", {}, "Group"), h("th", {}, "Head"), h("th", { class: "num" }, "Waiting"),
             h("th", { class: "num" }, "Next waiting for"))), groupsBody))) : null),
-      h("div", { class: "panel" }, h("h2", {}, "Settings"), settingsForm)),
+      h("div", {},
+        h("div", { class: "panel" }, h("h2", {}, "Send a message"), sendPanel()),
+        h("div", { class: "panel" }, h("h2", {}, "Peek"), peekPanel()),
+        h("div", { class: "panel" }, h("h2", {}, "Settings"), settingsForm))),
     dlqPanel);
   setCrumbs([[kind === "priority" ? "priority queues" : "queues", "#/?kind=" + kind], [name]]);
   dlqPanel.append(
@@ -112,28 +118,101 @@ function queuePage(kind, name) {
     });
   }
 
+  // ------------------------------------------------------------ send and peek
+
+  /** Sends one message through the push call; the API checks every field. */
+  function sendPanel() {
+    const field = (label, input) => [h("label", { for: input.id }, label), input];
+    const body = h("textarea", { id: "send-body", rows: 3, placeholder: "payload (text)", spellcheck: "false" });
+    const delay = h("input", { type: "number", id: "send-delay", placeholder: "0 (the queue's delivery delay)" });
+    const dedup = h("input", { type: "text", id: "send-dedup", placeholder: "none" });
+    const group = fifo ? h("input", { type: "text", id: "send-group", placeholder: "none" }) : null;
+    const priority = fifo ? null : h("input", { type: "number", id: "send-priority", placeholder: "0" });
+    const result = h("span", { class: "muted small", id: "send-result" });
+    const error = h("p", { class: "error", id: "send-error" });
+    const form = h("form", { class: "settings", id: "send" },
+      field("Body", body), field("Delay (ms)", delay), field("Dedup id", dedup),
+      fifo ? field("Group", group) : field("Priority", priority),
+      h("div", { class: "row-buttons" }, h("button", { class: "button primary", type: "submit", id: "send-submit" }, "Send"), result),
+      error);
+    form.onsubmit = async (event) => {
+      event.preventDefault();
+      const query = new URLSearchParams();
+      if (delay.value.trim()) query.set("delay_ms", delay.value.trim());
+      if (group && group.value.trim()) query.set("group", group.value.trim());
+      if (priority && priority.value.trim()) query.set("priority", priority.value.trim());
+      const headers = dedup.value ? { "hotq-dedup-id": dedup.value } : {};
+      error.textContent = result.textContent = "";
+      try {
+        const answer = await api("POST", base + "/items" + (query.toString() ? "?" + query : ""), body.value, { raw: true, headers });
+        result.textContent = answer.duplicate ? "a duplicate: nothing stored"
+          : answer.visible_at_ms ? "sent, visible in " + age(answer.visible_at_ms - Date.now()) : "sent";
+        refreshNow();
+      } catch (e) {
+        error.textContent = e.message; // the API's own refusal
+      }
+    };
+    return form;
+  }
+
+  /** The next N items, read through the items listing: nothing is taken. */
+  function peekPanel() {
+    const count = h("input", { type: "number", id: "peek-n", value: 5, title: "1 to 100 (the API checks it)" });
+    const list = h("tbody", { id: "peek-items" });
+    const error = h("p", { class: "error", id: "peek-error" });
+    const form = h("form", { class: "peek", id: "peek" },
+      h("label", { for: "peek-n" }, "Next"), count, h("span", {}, "items"),
+      h("button", { class: "button", type: "submit", id: "peek-submit" }, "Peek"), error);
+    form.onsubmit = async (event) => {
+      event.preventDefault();
+      error.textContent = "";
+      try {
+        const answer = await api("GET", base + "/items?limit=" + encodeURIComponent(count.value.trim()));
+        if (!answer.items.length) return empty(list, 4, "No visible items.");
+        fill(list, ...answer.items.map((item) => h("tr", { dataset: { item: item.id } },
+          h("td", { class: "mono id" }, copyable(item.id)),
+          fifo ? h("td", { class: "mono" }, item.group || "") : h("td", { class: "num" }, num(item.priority)),
+          payloadCell(item))));
+      } catch (e) {
+        error.textContent = e.message;
+      }
+    };
+    return h("div", {}, form, h("div", { class: "table-wrap" }, h("table", {}, list)));
+  }
+
   // ------------------------------------------------------------ rendering
 
   function payloadCell(item) {
     return h("td", { class: "payload" },
       item.encoding === "hex" ? h("span", { class: "badge hex" }, "hex") : null,
-      item.payload, item.truncated ? h("span", { class: "more" }, " … (" + bytes(item.size) + ")") : null);
+      copyable(item.payload, "payload-text"), item.truncated ? h("span", { class: "more" }, " … (" + bytes(item.size) + ")") : null);
+  }
+
+  /**
+   * Deliveries of an item: a dead letter's count is the deliveries it died
+   * after plus those since in this queue, so it agrees with "Died after".
+   */
+  function deliveriesCell(item) {
+    if (item.dead_letter_deliveries === null) return numCell(item.deliveries, "deliveries");
+    const total = item.dead_letter_deliveries + item.deliveries;
+    return h("td", { class: "num", dataset: { col: "deliveries" },
+      title: num(item.dead_letter_deliveries) + " in " + item.dead_letter_from + " before it died, " + num(item.deliveries) + " here" }, num(total));
   }
 
   function itemRow(itemsKind, queue, item, withOrigin) {
     return h("tr", { dataset: { item: item.id } },
-      h("td", { class: "mono", title: item.id }, shortId(item.id)),
+      h("td", { class: "mono id" }, copyable(item.id)),
       h("td", { class: "num " + ageClass(Date.now() - item.enqueued_at_ms) }, age(Date.now() - item.enqueued_at_ms)),
       h("td", { class: "num" }, bytes(item.size)),
       itemsKind === "priority" ? h("td", { class: "num" }, num(item.priority)) : null,
       payloadCell(item),
       h("td", { class: "mono" }, item.group || ""),
-      numCell(item.deliveries),
+      deliveriesCell(item),
       withOrigin ? [h("td", {}, item.dead_letter_from
         ? h("a", { href: "#/queue/" + (item.dead_letter_from_priority === null ? "fifo" : "priority") + "/" + enc(item.dead_letter_from) },
           item.dead_letter_from) : "–"),
-      h("td", { class: "num" }, item.dead_letter_deliveries === null ? "–" : num(item.dead_letter_deliveries) + "×")] : null,
-      h("td", { class: "num" }, h("button", { class: "button tiny danger", title: "delete this item", onclick: () => deleteItem(itemsKind, queue, item) }, "Delete")));
+      h("td", { class: "num", dataset: { col: "died-after" } }, item.dead_letter_deliveries === null ? "–" : num(item.dead_letter_deliveries) + "×")] : null,
+      h("td", { class: "num" }, h("button", { class: "button tiny danger delete-item", title: "delete this item", onclick: () => deleteItem(itemsKind, queue, item) }, "Delete")));
   }
 
   function empty(body, columns, text) {
@@ -158,10 +237,12 @@ function queuePage(kind, name) {
   async function loadItems(itemsKind, queue, body, withOrigin, countEl, moreEl) {
     const answer = await api("GET", root(itemsKind) + enc(queue) + "/items?limit=50");
     const columns = 8 + (withOrigin ? 2 : 0) + (itemsKind === "priority" ? 1 : 0);
+    // Rendered after the call: a table shows "Loading…" until its first answer.
     if (!answer.items.length) empty(body, columns, "No visible items.");
     else fill(body, ...answer.items.map((item) => itemRow(itemsKind, queue, item, withOrigin)));
     if (countEl) countEl.textContent = answer.items.length ? "first " + answer.items.length : "";
     if (moreEl) moreEl.textContent = answer.next ? "showing the first 50; leased, delayed and group-waiting items are not listed" : "";
+    return answer;
   }
 
   async function loadLeases() {
@@ -173,24 +254,39 @@ function queuePage(kind, name) {
       answer = { leases: answer.leases.concat(more.leases), next: more.next };
     }
     leasesCount.textContent = answer.leases.length ? String(answer.leases.length) + (answer.next ? "+" : "") : "";
-    if (!answer.leases.length) return empty(leasesBody, 6, "No leases in flight.");
+    if (!answer.leases.length) { empty(leasesBody, 7, "No leases in flight."); return answer; }
     const now = Date.now();
     fill(leasesBody, ...answer.leases.map((lease) => h("tr", { dataset: { receipt: lease.receipt } },
-      h("td", { class: "mono", title: lease.receipt }, lease.receipt.slice(0, 14) + "…"),
+      h("td", { class: "mono id" }, copyable(lease.receipt)),
       h("td", { class: "num" }, num(lease.delivery_count)),
       h("td", { class: "num" }, age(lease.lease_expires_at_ms - now)),
       h("td", { class: "num" }, lease.enqueued_at_ms ? age(now - lease.enqueued_at_ms) : "–"),
+      lease.size ? payloadCell(lease) : h("td", { class: "muted" }, "–"),
       h("td", { class: "mono" }, lease.group || ""),
-      h("td", { class: "num" }, h("button", { class: "button tiny", onclick: () => nack(lease) }, "Release")))));
+      h("td", { class: "num" }, h("button", { class: "button tiny release", onclick: () => nack(lease) }, "Release")))));
+    return answer;
   }
 
-  async function loadGroups() {
+  /**
+   * Where a group's head is, from the same refresh's items and leases: the
+   * API knows only "handing off" or not; visible or leased shows in the
+   * tables, and the label names only what the pages shown can tell.
+   */
+  function headState(g, items, leases) {
+    if (g.head === "handing_off") return "handing off";
+    if (items.items.some((item) => item.group === g.group)) return "visible";
+    if (leases.leases.some((lease) => lease.group === g.group)) return "leased";
+    if (items.next || leases.next) return "not in the pages shown";
+    return "delayed or being handed out";
+  }
+
+  async function loadGroups(itemsAnswer, leasesAnswer) {
     const answer = await api("GET", base + "/groups?limit=50");
     if (!answer.groups.length) return empty(groupsBody, 4, "No message groups.");
     const now = Date.now();
-    fill(groupsBody, ...answer.groups.map((g) => h("tr", {},
+    fill(groupsBody, ...answer.groups.map((g) => h("tr", { dataset: { group: g.group } },
       h("td", { class: "mono" }, g.group),
-      h("td", {}, g.head === "handing_off" ? "handing off" : "out"),
+      h("td", { dataset: { col: "head" } }, headState(g, itemsAnswer, leasesAnswer)),
       h("td", { class: "num" }, (g.waiting >= g.waiting_capped_at ? "≥ " : "") + num(g.waiting)),
       h("td", { class: "num" }, g.next_enqueued_at_ms ? age(now - g.next_enqueued_at_ms) : "–"))));
   }
@@ -255,9 +351,9 @@ function queuePage(kind, name) {
       page.stats = stats;
       renderStats(stats, r.get(name));
       renderActions();
-      const loads = [loadItems(kind, name, itemsBody, dead, itemsCount, itemsMore), loadLeases(), loadDlq()];
-      if (fifo) loads.push(loadGroups());
-      await Promise.all(loads);
+      const [items, leases] = await Promise.all([
+        loadItems(kind, name, itemsBody, dead, itemsCount, itemsMore), loadLeases(), loadDlq(), history.refresh()]);
+      if (fifo) await loadGroups(items, leases);
       sectionError.textContent = "";
     } catch (e) {
       sectionError.textContent = e.message;

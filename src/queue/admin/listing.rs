@@ -135,6 +135,9 @@ pub struct LeaseSummary {
     pub enqueued_at_ms: u64,
     /// The item's message group.
     pub group: Option<String>,
+    /// The item's payload (empty for a lease older than the due index,
+    /// whose item is not kept with it): a listing shows its preview.
+    pub payload: Vec<u8>,
 }
 
 /// Where a lease listing goes on: the key of the first row the next page
@@ -347,6 +350,9 @@ fn lease_of(keys: &QueueKeys, key: &[u8], value: &[u8]) -> Option<LeaseSummary> 
         delivery_count: held.as_ref().map_or(0, |held| held.item.deliveries),
         expires_at_ms: entry.due_ms,
         enqueued_at_ms: held.as_ref().map_or(0, |held| held.item.enqueued_at_ms),
+        payload: held
+            .as_ref()
+            .map_or(Vec::new(), |held| held.item.payload.clone()),
         group: held.and_then(|held| held.item.group),
     })
 }
