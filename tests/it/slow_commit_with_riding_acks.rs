@@ -231,6 +231,9 @@ async fn a_commit_stalled_past_the_hand_off_wait_takes_nothing_down() {
     .await;
 
     store.shut();
+    // The riding pop waits long enough (2 s) that its queue's round claims
+    // it before its deadline even on a loaded machine; unclaimed, it would
+    // ack alone, and that commit would wait at the shut gate.
     let ack = receipts.join(",");
     let riding = tokio::spawn({
         let url = url.clone();
@@ -238,7 +241,7 @@ async fn a_commit_stalled_past_the_hand_off_wait_takes_nothing_down() {
             pop_status(
                 &url,
                 "stalled",
-                &format!("wait_ms=200&lease_ms=600000&ack={ack}"),
+                &format!("wait_ms=2000&lease_ms=600000&ack={ack}"),
             )
             .await
         }
