@@ -387,93 +387,38 @@ pub async fn serve_on<S: Store>(
     let handle = crate::metrics::install(config.metrics_queue_labels_max);
     // Each front end registers its own series (at 0) as it is mounted.
     crate::sqs::register_metrics();
-    let grace = Duration::from_millis(config.shutdown_grace_ms);
-    let coordinator = Coordinator::new(
-        store.clone(),
-        crate::staging::StagingConfig::from_config(&config),
-    );
-    let state = Arc::new(AppState {
-        store: store.clone(),
-        coordinator: coordinator.clone(),
-        settings_defaults: crate::queue::settings::Defaults::from_config(&config),
-        config,
-        known_queues: Arc::default(),
-        store_health: store_watch::StoreHealth::default(),
-        default_leases: Arc::default(),
-        openapi: std::sync::OnceLock::new(),
-    });
-    let failure_exit = Duration::from_millis(state.config.store_failure_exit_ms);
+    let state = app_state(store.clone(), config);
+    let coordinator = state.coordinator.clone();
+    let grace = Duration::from_millis(state.config.shutdown_grace_ms);
     // Set when the daemon stops because its store failed: it then exits
     // with an error, so its supervisor restarts it.
     let store_failed = Arc::new(std::sync::OnceLock::<String>::new());
-    let timer = coordinator.spawn_timer();
     let (stop_tx, stop_rx) = watch::channel(false);
-    let sampler = tokio::spawn(sampler::run(state.clone(), stop_rx.clone()));
-
+    let tasks = Background {
+        timer: coordinator.spawn_timer(),
+        sampler: tokio::spawn(sampler::run(state.clone(), stop_rx.clone())),
+        metrics: match metrics {
+            Some(listener) => Some(spawn_metrics(listener, handle, stop_rx.clone())?),
+            None => None,
+        },
+        resp: match resp {
+            Some(listener) => Some(crate::resp::spawn(
+                state.clone(),
+                listener,
+                stop_rx.clone(),
+            )?),
+            None => None,
+        },
+    };
     let api_address = api.local_addr().map_err(|e| ServeError(e.to_string()))?;
-    let metrics_task = match metrics {
-        Some(listener) => Some(spawn_metrics(listener, handle, stop_rx.clone())?),
-        None => None,
-    };
-    let resp_task = match resp {
-        Some(listener) => Some(crate::resp::spawn(
-            state.clone(),
-            listener,
-            stop_rx.clone(),
-        )?),
-        None => None,
-    };
     tracing::info!(address = %api_address, "API listening");
-
-    let drain_coordinator = coordinator.clone();
-    let stop_signal = stop_tx.clone();
-    let (watched_state, watched_failure) = (state.clone(), store_failed.clone());
-    // A client hanging up while its request is handled is noticed even
-    // when it sent more bytes first (see [`hangup`]).
-    let api_server = axum::serve(
-        hangup::WatchedListener(api),
-        router(state.clone()).into_make_service_with_connect_info::<hangup::HangUp>(),
-    )
-    .with_graceful_shutdown(async move {
-        let store = watched_state.store.clone();
-        let health = &watched_state.store_health;
-        tokio::select! {
-            _ = shutdown => {}
-            reason = store_watch::failed_for_good(store, health, failure_exit) => {
-                let _ = watched_failure.set(reason);
-            }
-        }
-        tracing::info!("shutdown requested: withdrawing waiting pops, draining requests");
-        // Waiting pops withdraw and answer now, so the drain is quick.
-        drain_coordinator.begin_shutdown();
-        stop_signal.send_replace(true);
-    });
-    let mut stopped = stop_rx.clone();
-    let served = tokio::select! {
-        served = api_server => served.map_err(|e| ServeError(e.to_string())),
-        // Connections that outlive the grace period after the signal are cut.
-        _ = async {
-            let _ = stopped.wait_for(|stopped| *stopped).await;
-            tokio::time::sleep(grace).await;
-        } => {
-            tracing::warn!("in-flight requests outlived the shutdown grace period; closing them");
-            Ok(())
-        }
+    let stopping = Stopping {
+        signal: stop_tx.clone(),
+        store_failed: store_failed.clone(),
     };
+    let served = serve_api(state, api, shutdown, stopping, stop_rx, grace).await;
     stop_tx.send_replace(true);
-    if let Some(task) = resp_task {
-        // Its connections see the signal and end after their command (a
-        // waiting pop withdrew at `begin_shutdown`); bounded by the grace.
-        let _ = tokio::time::timeout(grace, task).await;
-    }
-    coordinator.shutdown(grace).await;
-    // Both stop at their next check of the signal; a sweep stuck on the
-    // store is not waited for past the grace period.
-    let _ = tokio::time::timeout(grace, timer).await;
-    let _ = tokio::time::timeout(grace, sampler).await;
-    if let Some(task) = metrics_task {
-        let _ = tokio::time::timeout(grace, task).await;
-    }
+    tasks.stop(&coordinator, grace).await;
     if let Some(reason) = store_failed.get() {
         return Err(ServeError(format!(
             "stopped because the store has failed: {reason}"
@@ -484,4 +429,101 @@ pub async fn serve_on<S: Store>(
         .map_err(|e| ServeError(format!("final flush failed: {e}")))?;
     tracing::info!("stopped");
     served
+}
+
+/// What every handler of every front end shares, over a new coordinator.
+fn app_state<S: Store>(store: S, config: Config) -> Arc<AppState<S>> {
+    let coordinator = Coordinator::new(
+        store.clone(),
+        crate::staging::StagingConfig::from_config(&config),
+    );
+    Arc::new(AppState {
+        store,
+        coordinator,
+        settings_defaults: crate::queue::settings::Defaults::from_config(&config),
+        config,
+        known_queues: Arc::default(),
+        store_health: store_watch::StoreHealth::default(),
+        default_leases: Arc::default(),
+        openapi: std::sync::OnceLock::new(),
+    })
+}
+
+/// How the API server tells the rest that the daemon is stopping, and why.
+struct Stopping {
+    /// Set to `true` once shutdown begins (every task watches it).
+    signal: watch::Sender<bool>,
+    /// The store's failure, when that is why the daemon stops.
+    store_failed: Arc<std::sync::OnceLock<String>>,
+}
+
+/// Serves the HTTP API until `shutdown` or a store failed for good, then
+/// drains its requests for at most `grace`.
+async fn serve_api<S: Store>(
+    state: Arc<AppState<S>>,
+    api: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    stopping: Stopping,
+    mut stopped: watch::Receiver<bool>,
+    grace: Duration,
+) -> Result<(), ServeError> {
+    let failure_exit = Duration::from_millis(state.config.store_failure_exit_ms);
+    let watched = state.clone();
+    // A client hanging up while its request is handled is noticed even
+    // when it sent more bytes first (see [`hangup`]).
+    let api_server = axum::serve(
+        hangup::WatchedListener(api),
+        router(state).into_make_service_with_connect_info::<hangup::HangUp>(),
+    )
+    .with_graceful_shutdown(async move {
+        let store = watched.store.clone();
+        tokio::select! {
+            _ = shutdown => {}
+            reason = store_watch::failed_for_good(store, &watched.store_health, failure_exit) => {
+                let _ = stopping.store_failed.set(reason);
+            }
+        }
+        tracing::info!("shutdown requested: withdrawing waiting pops, draining requests");
+        // Waiting pops withdraw and answer now, so the drain is quick.
+        watched.coordinator.begin_shutdown();
+        stopping.signal.send_replace(true);
+    });
+    tokio::select! {
+        served = api_server => served.map_err(|e| ServeError(e.to_string())),
+        // Connections that outlive the grace period after the signal are cut.
+        _ = async {
+            let _ = stopped.wait_for(|stopped| *stopped).await;
+            tokio::time::sleep(grace).await;
+        } => {
+            tracing::warn!("in-flight requests outlived the shutdown grace period; closing them");
+            Ok(())
+        }
+    }
+}
+
+/// The daemon's tasks beside the API server, stopped after it.
+struct Background {
+    timer: tokio::task::JoinHandle<()>,
+    sampler: tokio::task::JoinHandle<()>,
+    metrics: Option<tokio::task::JoinHandle<()>>,
+    resp: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Background {
+    /// Waits for each task (they stop at their next check of the stop
+    /// signal), each for at most `grace`: a sweep stuck on the store is not
+    /// waited for past it.
+    async fn stop<S: Store>(self, coordinator: &Coordinator<S>, grace: Duration) {
+        if let Some(task) = self.resp {
+            // Its connections see the signal and end after their command (a
+            // waiting pop withdrew at `begin_shutdown`); bounded by the grace.
+            let _ = tokio::time::timeout(grace, task).await;
+        }
+        coordinator.shutdown(grace).await;
+        let _ = tokio::time::timeout(grace, self.timer).await;
+        let _ = tokio::time::timeout(grace, self.sampler).await;
+        if let Some(task) = self.metrics {
+            let _ = tokio::time::timeout(grace, task).await;
+        }
+    }
 }
