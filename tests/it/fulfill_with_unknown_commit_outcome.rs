@@ -12,7 +12,8 @@
 use crate::common;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+
+use common::hooked::{CommitHook, Hooked};
 
 use hotq::envelope::{RequestValue, now_ms};
 use hotq::keys::{QueueKeys, QueueName};
@@ -20,87 +21,24 @@ use hotq::queue::{Queue, QueueError};
 use hotq::staging::line::{LineRequest, LocalId, MemoryRequest};
 use hotq::staging::requester::register_with;
 use hotq::staging::round::fulfill::{LocalHandoff, fulfill_once};
-use hotq::store::embedded::{Durability, EmbeddedStore, EmbeddedTxn};
-use hotq::store::{KeyValue, RangeRead, Store, StoreError, Transaction, Watch};
+use hotq::store::embedded::{Durability, EmbeddedTxn};
+use hotq::store::{StoreError, Transaction};
 
-/// An embedded store whose marker-writing commits report "maybe committed".
+/// Commits of transactions that set `marker` report "maybe committed",
+/// after committing when `applies`, instead of committing otherwise.
 #[derive(Clone)]
 struct UnknownOutcome {
-    inner: EmbeddedStore,
     marker: Arc<Vec<u8>>,
-    /// Commit for real before reporting the unknown outcome.
-    applies: Arc<AtomicBool>,
+    applies: bool,
 }
 
-#[derive(Clone)]
-struct Txn {
-    inner: EmbeddedTxn,
-    store: UnknownOutcome,
-    writes_marker: Arc<AtomicBool>,
-}
-
-impl Store for UnknownOutcome {
-    type Txn = Txn;
-
-    fn begin(&self) -> Result<Txn, StoreError> {
-        Ok(Txn {
-            inner: self.inner.begin()?,
-            store: self.clone(),
-            writes_marker: Arc::new(AtomicBool::new(false)),
-        })
-    }
-}
-
-impl Transaction for Txn {
-    async fn get(
-        &self,
-        key: &[u8],
-        read: hotq::store::Read,
-    ) -> Result<Option<Vec<u8>>, StoreError> {
-        self.inner.get(key, read).await
-    }
-
-    async fn get_range(&self, range: RangeRead<'_>) -> Result<Vec<KeyValue>, StoreError> {
-        self.inner.get_range(range).await
-    }
-
-    fn add_read_conflict_range(&self, begin: &[u8], end: &[u8]) -> Result<(), StoreError> {
-        self.inner.add_read_conflict_range(begin, end)
-    }
-
-    fn set(&self, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
-        if key == self.store.marker.as_slice() {
-            self.writes_marker.store(true, Ordering::SeqCst);
+impl CommitHook for UnknownOutcome {
+    async fn commit(&self, txn: &EmbeddedTxn, set_keys: &[Vec<u8>]) -> Result<(), StoreError> {
+        if !set_keys.contains(&self.marker) {
+            return txn.commit().await;
         }
-        self.inner.set(key, value)
-    }
-
-    fn clear(&self, key: &[u8]) -> Result<(), StoreError> {
-        self.inner.clear(key)
-    }
-
-    fn clear_range(&self, begin: &[u8], end: &[u8]) -> Result<(), StoreError> {
-        self.inner.clear_range(begin, end)
-    }
-
-    fn atomic_add(&self, key: &[u8], delta: i64) -> Result<(), StoreError> {
-        self.inner.atomic_add(key, delta)
-    }
-
-    fn atomic_max(&self, key: &[u8], value: u64) -> Result<(), StoreError> {
-        self.inner.atomic_max(key, value)
-    }
-
-    fn watch(&self, key: &[u8]) -> Result<Watch, StoreError> {
-        self.inner.watch(key)
-    }
-
-    async fn commit(&self) -> Result<(), StoreError> {
-        if !self.writes_marker.load(Ordering::SeqCst) {
-            return self.inner.commit().await;
-        }
-        if self.store.applies.load(Ordering::SeqCst) {
-            self.inner.commit().await?;
+        if self.applies {
+            txn.commit().await?;
         }
         Err(StoreError::MaybeCommitted)
     }
@@ -111,10 +49,12 @@ async fn scenario(applies: bool) {
     let name = QueueName::new(if applies { "applied" } else { "not-applied" }).unwrap();
     let keys = QueueKeys::new(&name);
     let marker = keys.handoff_marker(7);
-    let store = UnknownOutcome {
+    let store = Hooked {
         inner: embedded.clone(),
-        marker: Arc::new(marker.clone()),
-        applies: Arc::new(AtomicBool::new(applies)),
+        hook: UnknownOutcome {
+            marker: Arc::new(marker.clone()),
+            applies,
+        },
     };
     let queue = Queue::new(embedded.clone(), name);
     queue

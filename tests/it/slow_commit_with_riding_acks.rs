@@ -11,14 +11,16 @@
 use crate::common;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use common::client::Client;
 use common::daemon::http;
+use common::hooked::{CommitHook, Hooked};
 use hotq::config::Config;
-use hotq::store::embedded::{Durability, EmbeddedStore, EmbeddedTxn};
-use hotq::store::{KeyValue, RangeRead, Read, Store, StoreError, Transaction, Watch};
+use hotq::store::StoreError;
+use hotq::store::Transaction;
+use hotq::store::embedded::{Durability, EmbeddedTxn};
 use reqwest::StatusCode;
 use tokio::sync::watch;
 
@@ -26,143 +28,68 @@ use tokio::sync::watch;
 const BOUND: Duration = Duration::from_secs(60);
 
 /// Writing commits wait here while the gate is shut.
-struct Gate {
+#[derive(Clone)]
+struct Gate(Arc<GateState>);
+
+struct GateState {
     shut: watch::Sender<bool>,
     /// Writing commits waiting at the gate now.
     waiting: AtomicUsize,
     /// When the first of them arrived, while any waits.
-    since: std::sync::Mutex<Option<Instant>>,
+    since: parking_lot::Mutex<Option<Instant>>,
 }
 
-#[derive(Clone)]
-struct Stalling {
-    inner: EmbeddedStore,
-    gate: Arc<Gate>,
-}
+/// An embedded store whose writing commits wait at a [`Gate`].
+type Stalling = Hooked<Gate>;
 
-impl Stalling {
-    fn new(inner: EmbeddedStore) -> Stalling {
-        let gate = Gate {
+impl Gate {
+    fn new() -> Gate {
+        Gate(Arc::new(GateState {
             shut: watch::channel(false).0,
             waiting: AtomicUsize::new(0),
-            since: std::sync::Mutex::new(None),
-        };
-        Stalling {
-            inner,
-            gate: Arc::new(gate),
-        }
+            since: parking_lot::Mutex::new(None),
+        }))
     }
 
     fn shut(&self) {
-        self.gate.shut.send_replace(true);
+        self.0.shut.send_replace(true);
     }
 
     fn open(&self) {
-        self.gate.shut.send_replace(false);
+        self.0.shut.send_replace(false);
     }
 
     fn waiting(&self) -> usize {
-        self.gate.waiting.load(Ordering::SeqCst)
-    }
-}
-
-impl Store for Stalling {
-    type Txn = StallingTxn;
-
-    fn begin(&self) -> Result<StallingTxn, StoreError> {
-        Ok(StallingTxn {
-            inner: self.inner.begin()?,
-            gate: self.gate.clone(),
-            writes: Arc::new(AtomicBool::new(false)),
-        })
-    }
-
-    fn flush(&self) -> Result<(), StoreError> {
-        self.inner.flush()
-    }
-
-    fn write_under_way_for(&self) -> Option<Duration> {
-        let since = *self.gate.since.lock().unwrap();
-        since.map(|since| since.elapsed())
-    }
-}
-
-#[derive(Clone)]
-struct StallingTxn {
-    inner: EmbeddedTxn,
-    gate: Arc<Gate>,
-    writes: Arc<AtomicBool>,
-}
-
-impl StallingTxn {
-    fn wrote(&self) {
-        self.writes.store(true, Ordering::SeqCst);
+        self.0.waiting.load(Ordering::SeqCst)
     }
 
     /// Waits while the gate is shut (bounded), as a commit behind a
     /// stalled fsync would.
-    async fn pass_gate(&self) {
-        let mut shut = self.gate.shut.subscribe();
+    async fn pass(&self) {
+        let gate = &self.0;
+        let mut shut = gate.shut.subscribe();
         if !*shut.borrow() {
             return;
         }
-        if self.gate.waiting.fetch_add(1, Ordering::SeqCst) == 0 {
-            *self.gate.since.lock().unwrap() = Some(Instant::now());
+        if gate.waiting.fetch_add(1, Ordering::SeqCst) == 0 {
+            *gate.since.lock() = Some(Instant::now());
         }
         let _ = tokio::time::timeout(BOUND, shut.wait_for(|shut| !*shut)).await;
-        if self.gate.waiting.fetch_sub(1, Ordering::SeqCst) == 1 {
-            *self.gate.since.lock().unwrap() = None;
+        if gate.waiting.fetch_sub(1, Ordering::SeqCst) == 1 {
+            *gate.since.lock() = None;
         }
     }
 }
 
-impl Transaction for StallingTxn {
-    async fn get(&self, key: &[u8], read: Read) -> Result<Option<Vec<u8>>, StoreError> {
-        self.inner.get(key, read).await
+impl CommitHook for Gate {
+    async fn commit(&self, txn: &EmbeddedTxn, _set_keys: &[Vec<u8>]) -> Result<(), StoreError> {
+        self.pass().await;
+        txn.commit().await
     }
 
-    async fn get_range(&self, range: RangeRead<'_>) -> Result<Vec<KeyValue>, StoreError> {
-        self.inner.get_range(range).await
-    }
-
-    fn add_read_conflict_range(&self, begin: &[u8], end: &[u8]) -> Result<(), StoreError> {
-        self.inner.add_read_conflict_range(begin, end)
-    }
-
-    fn set(&self, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
-        self.wrote();
-        self.inner.set(key, value)
-    }
-
-    fn clear(&self, key: &[u8]) -> Result<(), StoreError> {
-        self.wrote();
-        self.inner.clear(key)
-    }
-
-    fn clear_range(&self, begin: &[u8], end: &[u8]) -> Result<(), StoreError> {
-        self.wrote();
-        self.inner.clear_range(begin, end)
-    }
-
-    fn atomic_add(&self, key: &[u8], delta: i64) -> Result<(), StoreError> {
-        self.wrote();
-        self.inner.atomic_add(key, delta)
-    }
-
-    fn atomic_max(&self, key: &[u8], value: u64) -> Result<(), StoreError> {
-        self.wrote();
-        self.inner.atomic_max(key, value)
-    }
-
-    fn watch(&self, key: &[u8]) -> Result<Watch, StoreError> {
-        self.inner.watch(key)
-    }
-
-    async fn commit(&self) -> Result<(), StoreError> {
-        if self.writes.load(Ordering::SeqCst) {
-            self.pass_gate().await;
-        }
-        self.inner.commit().await
+    fn write_under_way_for(&self) -> Option<Duration> {
+        let since = *self.0.since.lock();
+        since.map(|since| since.elapsed())
     }
 }
 
@@ -215,7 +142,10 @@ async fn a_commit_stalled_past_the_hand_off_wait_takes_nothing_down() {
         return;
     }
     let (embedded, _dir) = common::embedded_store(Durability::Buffered);
-    let store = Stalling::new(embedded);
+    let store = Hooked {
+        inner: embedded,
+        hook: Gate::new(),
+    };
     let (url, metrics_url) = start(store.clone()).await;
     let api = Client::new(&url);
     for item in ["r1", "r2", "r3"] {
@@ -236,7 +166,7 @@ async fn a_commit_stalled_past_the_hand_off_wait_takes_nothing_down() {
     })
     .await;
 
-    store.shut();
+    store.hook.shut();
     // The riding pop waits long enough (2 s) that its queue's round claims
     // it before its deadline even on a loaded machine; unclaimed, it would
     // ack alone, and that commit would wait at the shut gate.
@@ -253,7 +183,7 @@ async fn a_commit_stalled_past_the_hand_off_wait_takes_nothing_down() {
         }
     });
     common::eventually("the round's commit stalls", BOUND, || async {
-        store.waiting() >= 1
+        store.hook.waiting() >= 1
     })
     .await;
     common::eventually("/healthz reports the stall", BOUND, || async {
@@ -265,7 +195,7 @@ async fn a_commit_stalled_past_the_hand_off_wait_takes_nothing_down() {
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
     assert_eq!(body["error"]["code"], "maybe_committed", "{body}");
 
-    store.open();
+    store.hook.open();
     assert_eq!(waiting.await.unwrap(), StatusCode::NO_CONTENT);
     common::eventually("/healthz is healthy again", BOUND, || async {
         health(&url).await.0 == StatusCode::OK

@@ -13,14 +13,16 @@
 use crate::common;
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use common::hooked::{CommitHook, Hooked};
+use parking_lot::Mutex;
 
 use hotq::keys::QueueName;
 use hotq::queue::{Queue, QueueError};
-use hotq::store::embedded::{Durability, EmbeddedStore, EmbeddedTxn};
+use hotq::store::embedded::{Durability, EmbeddedTxn};
 use hotq::store::marked::{MARKERS_ROOT, Marked, markers_range, sweep_markers};
-use hotq::store::{KeyValue, RangeRead, Store, StoreError, Transaction, Watch};
+use hotq::store::{Store, StoreError, Transaction};
 
 /// What the next writing commit does before reporting `code`.
 #[derive(Debug, Clone, Copy)]
@@ -33,115 +35,38 @@ enum Fault {
     Late(i32),
 }
 
-#[derive(Clone)]
-struct Faulty {
-    inner: EmbeddedStore,
-    faults: Arc<Mutex<VecDeque<Fault>>>,
+/// The faults to inject, in order, and the commits kept to land late.
+#[derive(Clone, Default)]
+struct Faults {
+    next: Arc<Mutex<VecDeque<Fault>>>,
     late: Arc<Mutex<Vec<EmbeddedTxn>>>,
 }
 
-impl Faulty {
-    fn new(inner: EmbeddedStore) -> Faulty {
-        Faulty {
-            inner,
-            faults: Arc::default(),
-            late: Arc::default(),
-        }
-    }
+/// An embedded store whose next writing commits report [`Faults`].
+type Faulty = Hooked<Faults>;
 
+impl Faults {
     fn inject(&self, fault: Fault) {
-        self.faults.lock().unwrap().push_back(fault);
+        self.next.lock().push_back(fault);
     }
 
     fn take_late(&self) -> EmbeddedTxn {
-        self.late
-            .lock()
-            .unwrap()
-            .pop()
-            .expect("a late commit was kept")
+        self.late.lock().pop().expect("a late commit was kept")
     }
 }
 
-#[derive(Clone)]
-struct FaultyTxn {
-    inner: EmbeddedTxn,
-    store: Faulty,
-    writes: Arc<AtomicBool>,
-}
-
-impl Store for Faulty {
-    type Txn = FaultyTxn;
-
-    fn begin(&self) -> Result<FaultyTxn, StoreError> {
-        Ok(FaultyTxn {
-            inner: self.inner.begin()?,
-            store: self.clone(),
-            writes: Arc::new(AtomicBool::new(false)),
-        })
-    }
-}
-
-impl Transaction for FaultyTxn {
-    async fn get(
-        &self,
-        key: &[u8],
-        read: hotq::store::Read,
-    ) -> Result<Option<Vec<u8>>, StoreError> {
-        self.inner.get(key, read).await
-    }
-
-    async fn get_range(&self, range: RangeRead<'_>) -> Result<Vec<KeyValue>, StoreError> {
-        self.inner.get_range(range).await
-    }
-
-    fn add_read_conflict_range(&self, begin: &[u8], end: &[u8]) -> Result<(), StoreError> {
-        self.inner.add_read_conflict_range(begin, end)
-    }
-
-    fn set(&self, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
-        self.writes.store(true, Ordering::SeqCst);
-        self.inner.set(key, value)
-    }
-
-    fn clear(&self, key: &[u8]) -> Result<(), StoreError> {
-        self.writes.store(true, Ordering::SeqCst);
-        self.inner.clear(key)
-    }
-
-    fn clear_range(&self, begin: &[u8], end: &[u8]) -> Result<(), StoreError> {
-        self.writes.store(true, Ordering::SeqCst);
-        self.inner.clear_range(begin, end)
-    }
-
-    fn atomic_add(&self, key: &[u8], delta: i64) -> Result<(), StoreError> {
-        self.writes.store(true, Ordering::SeqCst);
-        self.inner.atomic_add(key, delta)
-    }
-
-    fn atomic_max(&self, key: &[u8], value: u64) -> Result<(), StoreError> {
-        self.writes.store(true, Ordering::SeqCst);
-        self.inner.atomic_max(key, value)
-    }
-
-    fn watch(&self, key: &[u8]) -> Result<Watch, StoreError> {
-        self.inner.watch(key)
-    }
-
-    async fn commit(&self) -> Result<(), StoreError> {
-        let fault = if self.writes.load(Ordering::SeqCst) {
-            self.store.faults.lock().unwrap().pop_front()
-        } else {
-            None
-        };
+impl CommitHook for Faults {
+    async fn commit(&self, txn: &EmbeddedTxn, _set_keys: &[Vec<u8>]) -> Result<(), StoreError> {
+        let fault = self.next.lock().pop_front();
         match fault {
-            None => self.inner.commit().await,
+            None => txn.commit().await,
             Some(Fault::Applied(code)) => {
-                self.inner.commit().await?;
+                txn.commit().await?;
                 Err(StoreError::from_code(code, "injected after applying"))
             }
             Some(Fault::NotApplied(code)) => Err(StoreError::from_code(code, "injected")),
             Some(Fault::Late(code)) => {
-                self.store.late.lock().unwrap().push(self.inner.clone());
+                self.late.lock().push(txn.clone());
                 Err(StoreError::from_code(
                     code,
                     "injected; the commit lands later",
@@ -156,7 +81,10 @@ impl Transaction for FaultyTxn {
 fn queue(name: &str) -> (Queue<Marked<Faulty>>, Faulty, Marked<Faulty>) {
     let (embedded, dir) = common::embedded_store(Durability::Buffered);
     std::mem::forget(dir);
-    let faulty = Faulty::new(embedded);
+    let faulty = Hooked {
+        inner: embedded,
+        hook: Faults::default(),
+    };
     let marked = Marked::new(faulty.clone());
     let queue = Queue::new(marked.clone(), QueueName::new(name).unwrap());
     (queue, faulty, marked)
@@ -174,7 +102,7 @@ async fn payloads<S: Store>(queue: &Queue<S>) -> Vec<Vec<u8>> {
 async fn a_push_whose_commit_applied_unseen_is_not_pushed_twice() {
     for code in [1021, 1031, 1039] {
         let (queue, faulty, _) = queue(&format!("push-applied-{code}"));
-        faulty.inject(Fault::Applied(code));
+        faulty.hook.inject(Fault::Applied(code));
         queue.push(b"once").await.expect("resolved as applied");
         assert_eq!(queue.len().await.unwrap(), 1, "code {code}");
         assert_eq!(
@@ -189,7 +117,7 @@ async fn a_push_whose_commit_applied_unseen_is_not_pushed_twice() {
 async fn a_push_whose_commit_did_not_apply_is_pushed_once_by_its_retry() {
     for code in [1021, 1031, 1039] {
         let (queue, faulty, _) = queue(&format!("push-unapplied-{code}"));
-        faulty.inject(Fault::NotApplied(code));
+        faulty.hook.inject(Fault::NotApplied(code));
         queue.push(b"once").await.expect("resolved, then retried");
         assert_eq!(queue.len().await.unwrap(), 1, "code {code}");
         assert_eq!(
@@ -208,7 +136,7 @@ async fn a_pop_whose_commit_applied_unseen_returns_its_item() {
             .push_batch(&[b"first".as_slice(), b"second"])
             .await
             .unwrap();
-        faulty.inject(Fault::Applied(code));
+        faulty.hook.inject(Fault::Applied(code));
         let item = queue.pop().await.expect("resolved as applied");
         assert_eq!(
             item.map(|i| i.payload),
@@ -232,7 +160,7 @@ async fn a_pop_whose_commit_did_not_apply_takes_its_item_on_retry() {
         .push_batch(&[b"first".as_slice(), b"second"])
         .await
         .unwrap();
-    faulty.inject(Fault::NotApplied(1021));
+    faulty.hook.inject(Fault::NotApplied(1021));
     let item = queue.pop().await.expect("resolved, then retried");
     assert_eq!(item.map(|i| i.payload), Some(b"first".to_vec()));
     assert_eq!(queue.len().await.unwrap(), 1);
@@ -246,12 +174,12 @@ async fn a_pop_whose_commit_did_not_apply_takes_its_item_on_retry() {
 #[tokio::test]
 async fn a_late_commit_is_fenced_off_so_its_retry_is_the_only_one() {
     let (queue, faulty, _) = queue("push-late");
-    faulty.inject(Fault::Late(1031));
+    faulty.hook.inject(Fault::Late(1031));
     queue.push(b"once").await.expect("fenced, then retried");
     assert_eq!(queue.len().await.unwrap(), 1);
     // The first attempt reaches the resolver only now: the fence on its
     // marker makes it conflict, so the item is not pushed a second time.
-    let late = faulty.take_late();
+    let late = faulty.hook.take_late();
     assert_eq!(late.commit().await, Err(StoreError::Conflict));
     assert_eq!(queue.len().await.unwrap(), 1);
     assert_eq!(payloads(&queue).await.len(), 1);
@@ -264,10 +192,13 @@ async fn a_late_pop_is_fenced_off_so_the_item_is_taken_once() {
         .push_batch(&[b"first".as_slice(), b"second"])
         .await
         .unwrap();
-    faulty.inject(Fault::Late(1039));
+    faulty.hook.inject(Fault::Late(1039));
     let item = queue.pop().await.expect("fenced, then retried");
     assert_eq!(item.map(|i| i.payload), Some(b"first".to_vec()));
-    assert_eq!(faulty.take_late().commit().await, Err(StoreError::Conflict));
+    assert_eq!(
+        faulty.hook.take_late().commit().await,
+        Err(StoreError::Conflict)
+    );
     assert_eq!(
         queue.len().await.unwrap(),
         1,
@@ -280,10 +211,13 @@ async fn without_markers_the_outcome_stays_unknown() {
     // The control: the same fault on the bare store reaches the caller as
     // "maybe committed", with the item gone: a pop that cannot tell.
     let (embedded, _dir) = common::embedded_store(Durability::Buffered);
-    let faulty = Faulty::new(embedded);
+    let faulty = Hooked {
+        inner: embedded,
+        hook: Faults::default(),
+    };
     let queue = Queue::new(faulty.clone(), QueueName::new("bare").unwrap());
     queue.push(b"only").await.unwrap();
-    faulty.inject(Fault::Applied(1021));
+    faulty.hook.inject(Fault::Applied(1021));
     assert_eq!(
         queue.pop().await.unwrap_err(),
         QueueError::Store(StoreError::MaybeCommitted)
@@ -341,8 +275,8 @@ async fn an_outcome_no_check_can_learn_is_reported_unknown() {
     // its fence commit is refused as too large): the caller must hear
     // "maybe committed", never a plain failure it could take as "not applied".
     let (queue, faulty, _) = queue("unresolvable");
-    faulty.inject(Fault::NotApplied(1021));
-    faulty.inject(Fault::NotApplied(2101));
+    faulty.hook.inject(Fault::NotApplied(1021));
+    faulty.hook.inject(Fault::NotApplied(2101));
     assert_eq!(
         queue.push(b"unknown").await.unwrap_err(),
         QueueError::Store(StoreError::MaybeCommitted)

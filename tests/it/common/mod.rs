@@ -6,6 +6,7 @@ pub mod cluster_suite;
 pub mod conformance;
 pub mod daemon;
 pub mod exposition;
+pub mod hooked;
 pub mod process;
 pub mod prom;
 pub mod races;
