@@ -48,12 +48,13 @@ fn sender(shape: &'static str, query_code: &'static str, message: String) -> Sqs
 }
 
 impl SqsError {
-    /// `QueueDoesNotExist` (`AWS.SimpleQueueService.NonExistentQueue`).
-    pub fn no_queue(name: &str) -> SqsError {
+    /// `QueueDoesNotExist` (`AWS.SimpleQueueService.NonExistentQueue`),
+    /// with SQS's text (which names no queue).
+    pub fn no_queue(_name: &str) -> SqsError {
         sender(
             "QueueDoesNotExist",
             "AWS.SimpleQueueService.NonExistentQueue",
-            format!("The specified queue does not exist: {name}"),
+            "The specified queue does not exist.".into(),
         )
     }
 
@@ -107,15 +108,6 @@ impl SqsError {
         )
     }
 
-    /// `MessageNotInflight`.
-    pub fn not_inflight() -> SqsError {
-        sender(
-            "MessageNotInflight",
-            "AWS.SimpleQueueService.MessageNotInflight",
-            "The message referred to isn't in flight.".into(),
-        )
-    }
-
     /// `InvalidMessageContents`.
     pub fn contents(message: impl Into<String>) -> SqsError {
         sender(
@@ -126,11 +118,12 @@ impl SqsError {
     }
 
     /// `EmptyBatchRequest`.
-    pub fn empty_batch() -> SqsError {
+    /// `entry` is the action's entry type, `SendMessageBatchRequestEntry`.
+    pub fn empty_batch(entry: &str) -> SqsError {
         sender(
             "EmptyBatchRequest",
             "AWS.SimpleQueueService.EmptyBatchRequest",
-            "There should be at least one entry in the request.".into(),
+            format!("There should be at least one {entry} in the request."),
         )
     }
 
@@ -153,14 +146,14 @@ impl SqsError {
     }
 
     /// `InvalidBatchEntryId`.
-    pub fn batch_entry_id(id: &str) -> SqsError {
+    pub fn batch_entry_id(_id: &str) -> SqsError {
         sender(
             "InvalidBatchEntryId",
             "AWS.SimpleQueueService.InvalidBatchEntryId",
-            format!(
-                "A batch entry id can only contain alphanumeric characters, hyphens and \
-                 underscores. It can be at most 80 letters long: {id:?}"
-            ),
+            // SQS's text, which names no id.
+            "A batch entry id can only contain alphanumeric characters, hyphens and \
+             underscores. It can be at most 80 letters long."
+                .into(),
         )
     }
 
@@ -169,7 +162,7 @@ impl SqsError {
         sender(
             "BatchRequestTooLong",
             "AWS.SimpleQueueService.BatchRequestTooLong",
-            format!("Batch requests cannot be longer than {max} bytes; this one is {len}."),
+            format!("Batch requests cannot be longer than {max} bytes. You have sent {len} bytes."),
         )
     }
 
