@@ -166,6 +166,18 @@ impl SqsError {
         )
     }
 
+    /// `ResourceNotFoundException` (404): a move task, or its queue.
+    pub fn not_found(message: impl Into<String>) -> SqsError {
+        SqsError {
+            status: StatusCode::NOT_FOUND,
+            ..sender(
+                "ResourceNotFoundException",
+                "ResourceNotFoundException",
+                message.into(),
+            )
+        }
+    }
+
     /// `InvalidAction`: a target this endpoint does not serve.
     pub fn unknown_action(target: &str) -> SqsError {
         sender(

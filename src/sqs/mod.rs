@@ -24,11 +24,13 @@
 //!   Add/RemovePermission (kept in `Policy`, not enforced).
 //! - [`send`]: SendMessage, SendMessageBatch.
 //! - [`receive`]: ReceiveMessage, DeleteMessage(Batch), ChangeMessageVisibility(Batch).
+//! - [`move_tasks`]: Start/List/CancelMessageMoveTask, on hotq's re-drive.
 
 pub mod attributes;
 pub mod auth;
 pub mod error;
 pub mod message;
+pub mod move_tasks;
 pub mod queue_actions;
 pub mod queue_attributes;
 pub mod queues;
@@ -75,6 +77,9 @@ pub const ACTIONS: &[&str] = &[
     "ListDeadLetterSourceQueues",
     "AddPermission",
     "RemovePermission",
+    "StartMessageMoveTask",
+    "ListMessageMoveTasks",
+    "CancelMessageMoveTask",
 ];
 
 pub use crate::config::SqsSection;
@@ -188,6 +193,9 @@ async fn dispatch<S: Store>(action: &str, call: &Call<'_, S>) -> Result<Value, S
         "ListDeadLetterSourceQueues" => queue_actions::list_dead_letter_sources(call).await,
         "AddPermission" => queue_actions::add_permission(call).await,
         "RemovePermission" => queue_actions::remove_permission(call).await,
+        "StartMessageMoveTask" => move_tasks::start(call).await,
+        "ListMessageMoveTasks" => move_tasks::list(call).await,
+        "CancelMessageMoveTask" => move_tasks::cancel(call).await,
         "SendMessage" => send::send_message(call).await,
         "SendMessageBatch" => send::send_message_batch(call).await,
         "ReceiveMessage" => receive::receive_message(call).await,

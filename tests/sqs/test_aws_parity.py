@@ -292,3 +292,83 @@ def test_permissions_lifecycle(sqs):
     with pytest.raises(ClientError) as error:
         sqs.remove_permission(QueueUrl=url, Label="cross")
     assert error_of(error) == ("InvalidParameterValue", "Value cross for parameter Label is invalid. Reason: can't find label.")
+
+
+def dead_letter_pair(sqs, prefix: str):
+    """A FIFO source queue whose messages go to a FIFO dead-letter queue
+    after one receive; returns (source url, dead url, dead arn)."""
+    dead_url = fifo_queue(sqs, prefix + "-dlq")
+    dead_arn = sqs.get_queue_attributes(QueueUrl=dead_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    policy = json.dumps({"deadLetterTargetArn": dead_arn, "maxReceiveCount": "1"})
+    url = fifo_queue(sqs, prefix, RedrivePolicy=policy)
+    return url, dead_url, dead_arn
+
+
+def dead_letter(sqs, url: str, dead_url: str, count: int):
+    """Receives `count` messages once each and makes them visible again: to
+    the dead-letter queue they go."""
+    for _ in range(count):
+        got = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=5)["Messages"][0]
+        sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=got["ReceiptHandle"], VisibilityTimeout=0)
+    wait_for(lambda: counts(sqs, dead_url)[0] == count, "the dead letters")
+
+
+def test_message_move_task_keeps_groups_order_and_dedup_ids(sqs):
+    url, dead_url, dead_arn = dead_letter_pair(sqs, "move")
+    sent = [("g", "g1"), ("g", "g2"), ("h", "h1"), ("g", "g3")]
+    for group, body in sent:
+        sqs.send_message(QueueUrl=url, MessageBody=body, MessageGroupId=group, MessageDeduplicationId=f"d-{body}")
+    dead_letter(sqs, url, dead_url, len(sent))
+    with pytest.raises(ClientError) as error:
+        sqs.start_message_move_task(SourceArn=sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"])
+    assert error_of(error) == ("InvalidParameterValue", "Source queue must be configured as a Dead Letter Queue.")
+    handle = sqs.start_message_move_task(SourceArn=dead_arn)["TaskHandle"]
+    assert handle
+
+    def finished():
+        results = sqs.list_message_move_tasks(SourceArn=dead_arn)["Results"]
+        return results if results[0]["Status"] == "COMPLETED" else None
+
+    results = wait_for(finished, "the move task to complete")
+    assert results[0]["ApproximateNumberOfMessagesMoved"] == results[0]["ApproximateNumberOfMessagesToMove"] == 4
+    assert "TaskHandle" not in results[0]
+    assert counts(sqs, dead_url) == (0, 0, 0)
+    # Back in their source queue: each group in order, group ids and dedup
+    # ids kept, none dropped as a duplicate of its own first send.
+    received = []
+    for _ in range(len(sent) * 4):
+        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1, AttributeNames=["All"]).get("Messages", [])
+        for message in got:
+            received.append((message["Attributes"]["MessageGroupId"], message["Body"], message["Attributes"]["MessageDeduplicationId"]))
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+        if len(received) == len(sent):
+            break
+    assert sorted(received) == sorted((g, b, f"d-{b}") for g, b in sent)
+    assert [b for g, b, _ in received if g == "g"] == ["g1", "g2", "g3"]
+
+
+def test_message_move_task_one_at_a_time_and_cancel(sqs):
+    url, dead_url, dead_arn = dead_letter_pair(sqs, "movecancel")
+    for i in range(20):
+        sqs.send_message(QueueUrl=url, MessageBody=f"m{i}", MessageGroupId=f"g{i}")
+    dead_letter(sqs, url, dead_url, 20)
+    # One message a second: twenty seconds of work, cancelled long before.
+    handle = sqs.start_message_move_task(SourceArn=dead_arn, MaxNumberOfMessagesPerSecond=1)["TaskHandle"]
+    with pytest.raises(ClientError) as error:
+        sqs.start_message_move_task(SourceArn=dead_arn)
+    assert error_of(error)[0] == "InvalidParameterValue"
+    running = sqs.list_message_move_tasks(SourceArn=dead_arn, MaxResults=10)["Results"]
+    assert [(r["Status"], r["TaskHandle"], r["MaxNumberOfMessagesPerSecond"]) for r in running] == [("RUNNING", handle, 1)]
+    moved = sqs.cancel_message_move_task(TaskHandle=handle)["ApproximateNumberOfMessagesMoved"]
+    assert moved < 20
+    results = wait_for(lambda: [r for r in sqs.list_message_move_tasks(SourceArn=dead_arn)["Results"] if r["Status"] == "CANCELLED"], "the cancel")
+    left = counts(sqs, dead_url)[0]
+    assert results[0]["ApproximateNumberOfMessagesMoved"] + left == 20 and left > 0
+    with pytest.raises(ClientError) as error:
+        sqs.cancel_message_move_task(TaskHandle="bm90IGEgaGFuZGxl")
+    assert error_of(error)[0] == "InvalidParameterValue"
+    # A new task may start once the last one is over, and moves the rest.
+    sqs.start_message_move_task(SourceArn=dead_arn)
+    wait_for(lambda: sqs.list_message_move_tasks(SourceArn=dead_arn)["Results"][0]["Status"] == "COMPLETED", "the second task")
+    assert counts(sqs, dead_url) == (0, 0, 0)
+    assert counts(sqs, url)[0] == 20
