@@ -208,7 +208,7 @@ async fn dispatch<S: Store>(action: &str, call: &Call<'_, S>) -> Result<Value, S
 }
 
 /// The base of queue URLs: configured, else `http://` and the request's host.
-fn base_url(config: &SqsSection, headers: &HeaderMap) -> String {
+pub(crate) fn base_url(config: &SqsSection, headers: &HeaderMap) -> String {
     if let Some(base) = &config.base_url {
         return base.trim_end_matches('/').to_string();
     }

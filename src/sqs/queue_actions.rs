@@ -263,7 +263,8 @@ fn known_unshown(name: &str, queue: &SqsQueue) -> bool {
     refused.contains(&name) || (!queue.is_fifo() && fifo.contains(&name))
 }
 
-async fn counts<S: Store>(store: &S, keys: &QueueKeys) -> Result<Counts, SqsError> {
+/// The counters GetQueueAttributes shows as `ApproximateNumberOf…`.
+pub(crate) async fn counts<S: Store>(store: &S, keys: &QueueKeys) -> Result<Counts, StoreError> {
     let txn = store.begin()?;
     let counter = |v: Option<Vec<u8>>| decode_counter(v.as_deref());
     let depth = counter(txn.get(&keys.depth(), Read::Snapshot).await?);
