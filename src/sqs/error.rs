@@ -7,10 +7,13 @@
 //! code as `Error.Code` (`AWS.SimpleQueueService.NonExistentQueue`), which
 //! is what code written against the query protocol compares with. The
 //! pairs below are SQS's own (its service model's exception shapes, and
-//! the query codes those shapes had); codes the model does not list
-//! (`InvalidParameterValue`, `MissingParameter`, the signature errors) use
-//! the code as the shape name, so SDKs raise their generic client error
-//! with that code, as for SQS itself.
+//! the query codes those shapes had). An invalid or missing parameter is
+//! the shape SQS answers, `InvalidParameterValueException` or
+//! `MissingRequiredParameterException`, with the query code
+//! `InvalidParameterValue` or `MissingParameter` (AWS-recorded snapshots
+//! show `Error.Code` the one and `QueryErrorCode` the other); the
+//! signature errors use their code as the shape name. SDKs raise their
+//! generic client error with the query code, as for SQS itself.
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -66,7 +69,7 @@ impl SqsError {
     /// `InvalidParameterValue`.
     pub fn invalid(message: impl Into<String>) -> SqsError {
         sender(
-            "InvalidParameterValue",
+            "InvalidParameterValueException",
             "InvalidParameterValue",
             message.into(),
         )
@@ -75,7 +78,7 @@ impl SqsError {
     /// `MissingParameter`.
     pub fn missing(parameter: &str) -> SqsError {
         sender(
-            "MissingParameter",
+            "MissingRequiredParameterException",
             "MissingParameter",
             format!("The request must contain the parameter {parameter}."),
         )

@@ -166,6 +166,8 @@ def test_fifo_batch_missing_group_or_dedup_fails_whole(sqs):
         sqs.send_message_batch(QueueUrl=url, Entries=[good, {"Id": "nogroup", "MessageBody": "m", "MessageDeduplicationId": "d2"}])
     assert error_of(error) == ("InvalidParameterValue", "The request must contain the parameter MessageGroupId.")
     assert error.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+    # SQS's shape, under its query code (as AWS-recorded snapshots show both).
+    assert error.value.response["Error"]["QueryErrorCode"] == "InvalidParameterValueException"
     with pytest.raises(ClientError) as error:
         sqs.send_message_batch(QueueUrl=url, Entries=[good, {"Id": "nodedup", "MessageBody": "m", "MessageGroupId": "g"}])
     assert error_of(error) == (
