@@ -84,6 +84,13 @@ pub struct ItemInfo {
     /// A priority queue's item's priority; null for FIFO items.
     #[schema(required = true)]
     pub priority: Option<i64>,
+    /// An item sent through SQS: its message as SQS shows it (body,
+    /// attributes, group; not the stored envelope); null for other items.
+    // An object (`SqsMessageInfo`'s fields: message_id, body,
+    // body_truncated, attributes, message_group_id,
+    // message_deduplication_id, sequence_number) or null.
+    #[schema(required = true, value_type = Option<Object>)]
+    pub sqs: Option<super::sqs_view::SqsMessageInfo>,
 }
 
 impl ItemInfo {
@@ -105,6 +112,7 @@ impl ItemInfo {
                 .priority_item_parts(&item.key)
                 .filter(|_| keys.kind() == QueueKind::Priority)
                 .map(|(priority, _)| priority),
+            sqs: super::sqs_view::SqsMessageInfo::of(&item.payload),
         }
     }
 }

@@ -10,6 +10,7 @@
 //!   items and groups, delete one item, pause and resume, traffic counts.
 //! - [`browse`]: those reads and the exact delete, over any store.
 //! - [`preview`]: a payload as a listing shows it.
+//! - [`sqs_view`]: SQS queues and messages as SQS users know them.
 //! - [`history`]: the last hour of each queue's figures, for the charts.
 //! - this daemon's push and pop counts, for rates, are kept where they
 //!   are counted: [`crate::metrics::traffic`].
@@ -23,6 +24,7 @@ pub(crate) mod assets;
 pub mod browse;
 pub mod history;
 pub(crate) mod preview;
+pub mod sqs_view;
 
 use std::sync::Arc;
 
@@ -44,6 +46,7 @@ pub fn api_routes<S: Store>() -> Router<Arc<AppState<S>>> {
             delete(api::pq_delete_item::<S>),
         )
         .route("/v1/queues/{queue}/groups", get(api::list_groups::<S>))
+        .route("/v1/queues/{queue}/sqs", get(sqs_view::queue_sqs::<S>))
         .route("/v1/queues/{queue}/pause", post(api::pause::<S>))
         .route("/v1/queues/{queue}/resume", post(api::resume::<S>))
         .route("/v1/pqueues/{queue}/pause", post(api::pq_pause::<S>))

@@ -133,6 +133,67 @@ pub async fn ack_in<T: Transaction>(
     Ok(Ok(()))
 }
 
+/// What a receipt no longer in force found of its item (see [`stale_in`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stale {
+    /// Not received since: its lease is past its expiry (the timer has not
+    /// returned it yet), or it is back under its key with the delivery
+    /// count it had under the receipt. Deleted, when asked.
+    NotReceivedSince,
+    /// Gone (settled, dead-lettered, purged) or received again since.
+    Gone,
+}
+
+/// In `txn`: for a receipt whose settle found no lease in force, whether
+/// its item was received since, and with `delete`, deletes it when it was
+/// not (SQS deletes a message by the handle of its last receive, expired
+/// or not). `item_key` and `deliveries` are the item's key and delivery
+/// count as the receipt's lease held them. Every key read without
+/// snapshot: a pop taking the item, or the timer returning it, conflicts.
+pub async fn stale_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    receipt: &Receipt,
+    (item_key, deliveries): (&[u8], u32),
+    delete: bool,
+    now_ms: u64,
+) -> Result<Result<Stale, LeaseError>, StoreError> {
+    match open(txn, keys, receipt, now_ms, true).await? {
+        Ok(open) => {
+            if delete {
+                open.clear(txn, keys)?;
+                if let Some(group) = &open.held.item.group {
+                    crate::queue::groups::leave_in(txn, keys, group, now_ms).await?;
+                }
+            }
+            return Ok(Ok(Stale::NotReceivedSince));
+        }
+        Err(LeaseError::UnknownReceipt | LeaseError::Expired { .. }) => {}
+        Err(error) => return Ok(Err(error)),
+    }
+    let (begin, end) = keys.items_range();
+    if item_key < begin.as_slice() || item_key >= end.as_slice() {
+        return Ok(Ok(Stale::Gone));
+    }
+    let Some(value) = txn.get(item_key, Read::Serializable).await? else {
+        return Ok(Ok(Stale::Gone));
+    };
+    let Some(item) = crate::envelope::decode_item(&value) else {
+        return Ok(corrupt(item_key));
+    };
+    if item.deliveries != deliveries {
+        return Ok(Ok(Stale::Gone));
+    }
+    if delete {
+        txn.clear(item_key)?;
+        txn.atomic_add(&keys.depth(), -1)?;
+        if let Some(group) = &item.group {
+            crate::queue::groups::leave_in(txn, keys, group, now_ms).await?;
+        }
+    }
+    Ok(Ok(Stale::NotReceivedSince))
+}
+
 /// Moves the lease's expiry in `txn` to `lease_ms` after `now_ms` (1 ms
 /// more for an extended lease that would land on its issued expiry);
 /// returns the new expiry.

@@ -433,6 +433,7 @@ impl From<&admin::LeaseSummary> for LeaseInfo {
             payload: preview.text,
             encoding: preview.encoding.to_string(),
             truncated: preview.truncated,
+            sqs: crate::console::sqs_view::SqsMessageInfo::of(&lease.payload),
         }
     }
 }
@@ -461,6 +462,13 @@ pub struct LeaseInfo {
     pub encoding: String,
     /// True when `payload` shows only the first bytes.
     pub truncated: bool,
+    /// A message sent through SQS, as SQS shows it (see the item
+    /// listing's `sqs`); null for other items.
+    // An object (`SqsMessageInfo`'s fields: message_id, body,
+    // body_truncated, attributes, message_group_id,
+    // message_deduplication_id, sequence_number) or null.
+    #[schema(required = true, value_type = Option<Object>)]
+    pub sqs: Option<crate::console::sqs_view::SqsMessageInfo>,
 }
 
 /// One page of `GET /v1/queues/{queue}/leases`.

@@ -446,6 +446,7 @@ fn app_state<S: Store>(store: S, config: Config) -> Arc<AppState<S>> {
         store_health: store_watch::StoreHealth::default(),
         default_leases: Arc::default(),
         openapi: std::sync::OnceLock::new(),
+        sqs_move_tasks: Default::default(),
     })
 }
 

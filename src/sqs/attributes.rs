@@ -217,12 +217,13 @@ pub fn parse(raw: Option<&Value>, field: &str) -> Result<(Attributes, usize), Sq
 pub fn select(all: &Attributes, asked: &[String]) -> Attributes {
     let wanted = |name: &str| {
         asked.iter().any(|pattern| {
-            pattern == "All"
-                || pattern == ".*"
+            // `Hel.*` is every name starting with `Hel` (`Hello`,
+            // `Help.Me`), as SQS matches it.
+            matches!(pattern.as_str(), "All" | ".*" | "*")
                 || pattern == name
                 || pattern
                     .strip_suffix(".*")
-                    .is_some_and(|prefix| name.starts_with(&format!("{prefix}.")))
+                    .is_some_and(|prefix| name.starts_with(prefix))
         })
     };
     all.iter()
@@ -306,7 +307,8 @@ mod tests {
         for name in ["x.a", "xa", "y", "z"] {
             all.insert(name.into(), string("String", "v"));
         }
+        // `x.*` is every name starting with `x`, as SQS matches it.
         let picked: Vec<_> = select(&all, &asked).into_keys().collect();
-        assert_eq!(picked, ["x.a", "y"]);
+        assert_eq!(picked, ["x.a", "xa", "y"]);
     }
 }

@@ -7,10 +7,13 @@
 //! code as `Error.Code` (`AWS.SimpleQueueService.NonExistentQueue`), which
 //! is what code written against the query protocol compares with. The
 //! pairs below are SQS's own (its service model's exception shapes, and
-//! the query codes those shapes had); codes the model does not list
-//! (`InvalidParameterValue`, `MissingParameter`, the signature errors) use
-//! the code as the shape name, so SDKs raise their generic client error
-//! with that code, as for SQS itself.
+//! the query codes those shapes had). An invalid or missing parameter is
+//! the shape SQS answers, `InvalidParameterValueException` or
+//! `MissingRequiredParameterException`, with the query code
+//! `InvalidParameterValue` or `MissingParameter` (AWS-recorded snapshots
+//! show `Error.Code` the one and `QueryErrorCode` the other); the
+//! signature errors use their code as the shape name. SDKs raise their
+//! generic client error with the query code, as for SQS itself.
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -48,12 +51,13 @@ fn sender(shape: &'static str, query_code: &'static str, message: String) -> Sqs
 }
 
 impl SqsError {
-    /// `QueueDoesNotExist` (`AWS.SimpleQueueService.NonExistentQueue`).
-    pub fn no_queue(name: &str) -> SqsError {
+    /// `QueueDoesNotExist` (`AWS.SimpleQueueService.NonExistentQueue`),
+    /// with SQS's text (which names no queue).
+    pub fn no_queue(_name: &str) -> SqsError {
         sender(
             "QueueDoesNotExist",
             "AWS.SimpleQueueService.NonExistentQueue",
-            format!("The specified queue does not exist: {name}"),
+            "The specified queue does not exist.".into(),
         )
     }
 
@@ -65,7 +69,7 @@ impl SqsError {
     /// `InvalidParameterValue`.
     pub fn invalid(message: impl Into<String>) -> SqsError {
         sender(
-            "InvalidParameterValue",
+            "InvalidParameterValueException",
             "InvalidParameterValue",
             message.into(),
         )
@@ -74,7 +78,7 @@ impl SqsError {
     /// `MissingParameter`.
     pub fn missing(parameter: &str) -> SqsError {
         sender(
-            "MissingParameter",
+            "MissingRequiredParameterException",
             "MissingParameter",
             format!("The request must contain the parameter {parameter}."),
         )
@@ -107,15 +111,6 @@ impl SqsError {
         )
     }
 
-    /// `MessageNotInflight`.
-    pub fn not_inflight() -> SqsError {
-        sender(
-            "MessageNotInflight",
-            "AWS.SimpleQueueService.MessageNotInflight",
-            "The message referred to isn't in flight.".into(),
-        )
-    }
-
     /// `InvalidMessageContents`.
     pub fn contents(message: impl Into<String>) -> SqsError {
         sender(
@@ -126,11 +121,12 @@ impl SqsError {
     }
 
     /// `EmptyBatchRequest`.
-    pub fn empty_batch() -> SqsError {
+    /// `entry` is the action's entry type, `SendMessageBatchRequestEntry`.
+    pub fn empty_batch(entry: &str) -> SqsError {
         sender(
             "EmptyBatchRequest",
             "AWS.SimpleQueueService.EmptyBatchRequest",
-            "There should be at least one entry in the request.".into(),
+            format!("There should be at least one {entry} in the request."),
         )
     }
 
@@ -153,14 +149,14 @@ impl SqsError {
     }
 
     /// `InvalidBatchEntryId`.
-    pub fn batch_entry_id(id: &str) -> SqsError {
+    pub fn batch_entry_id(_id: &str) -> SqsError {
         sender(
             "InvalidBatchEntryId",
             "AWS.SimpleQueueService.InvalidBatchEntryId",
-            format!(
-                "A batch entry id can only contain alphanumeric characters, hyphens and \
-                 underscores. It can be at most 80 letters long: {id:?}"
-            ),
+            // SQS's text, which names no id.
+            "A batch entry id can only contain alphanumeric characters, hyphens and \
+             underscores. It can be at most 80 letters long."
+                .into(),
         )
     }
 
@@ -169,8 +165,20 @@ impl SqsError {
         sender(
             "BatchRequestTooLong",
             "AWS.SimpleQueueService.BatchRequestTooLong",
-            format!("Batch requests cannot be longer than {max} bytes; this one is {len}."),
+            format!("Batch requests cannot be longer than {max} bytes. You have sent {len} bytes."),
         )
+    }
+
+    /// `ResourceNotFoundException` (404): a move task, or its queue.
+    pub fn not_found(message: impl Into<String>) -> SqsError {
+        SqsError {
+            status: StatusCode::NOT_FOUND,
+            ..sender(
+                "ResourceNotFoundException",
+                "ResourceNotFoundException",
+                message.into(),
+            )
+        }
     }
 
     /// `InvalidAction`: a target this endpoint does not serve.

@@ -116,7 +116,9 @@ pub fn decode(payload: &[u8], item_key: &[u8]) -> Message {
     Message { header, body }
 }
 
-fn decode_envelope(payload: &[u8]) -> Option<Message> {
+/// The message in `payload` when it is an SQS envelope (an item sent
+/// through SQS); `None` for any other payload.
+pub fn decode_envelope(payload: &[u8]) -> Option<Message> {
     let rest = payload.strip_prefix(MARKER)?;
     let end = rest.iter().position(|&b| b == b'\n')?;
     let header: Header = serde_json::from_slice(&rest[..end]).ok()?;

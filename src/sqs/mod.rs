@@ -20,14 +20,17 @@
 //! - [`queues`]: queue records, URLs, listing.
 //! - [`queue_attributes`]: queue attributes: which map, which are refused.
 //! - [`queue_actions`]: CreateQueue, GetQueueUrl, ListQueues, DeleteQueue,
-//!   PurgeQueue, Get/SetQueueAttributes, tags, ListDeadLetterSourceQueues.
+//!   PurgeQueue, Get/SetQueueAttributes, tags, ListDeadLetterSourceQueues,
+//!   Add/RemovePermission (kept in `Policy`, not enforced).
 //! - [`send`]: SendMessage, SendMessageBatch.
 //! - [`receive`]: ReceiveMessage, DeleteMessage(Batch), ChangeMessageVisibility(Batch).
+//! - [`move_tasks`]: Start/List/CancelMessageMoveTask, on hotq's re-drive.
 
 pub mod attributes;
 pub mod auth;
 pub mod error;
 pub mod message;
+pub mod move_tasks;
 pub mod queue_actions;
 pub mod queue_attributes;
 pub mod queues;
@@ -72,6 +75,11 @@ pub const ACTIONS: &[&str] = &[
     "UntagQueue",
     "ListQueueTags",
     "ListDeadLetterSourceQueues",
+    "AddPermission",
+    "RemovePermission",
+    "StartMessageMoveTask",
+    "ListMessageMoveTasks",
+    "CancelMessageMoveTask",
 ];
 
 pub use crate::config::SqsSection;
@@ -149,7 +157,7 @@ pub async fn handle<S: Store>(
         Err(error) => error.shape,
     };
     metrics::counter!(REQUESTS_METRIC, "action" => label, "outcome" => outcome).increment(1);
-    match result {
+    let mut response = match result {
         Ok(value) => {
             let mut response = (StatusCode::OK, value.to_string()).into_response();
             response
@@ -158,8 +166,17 @@ pub async fn handle<S: Store>(
             response
         }
         Err(error) => error.into_response(),
+    };
+    // Every SQS answer, errors included, names its request (SDKs expose
+    // it as ResponseMetadata.RequestId; support asks for it).
+    if let Ok(id) = HeaderValue::from_str(&message::new_id()) {
+        response.headers_mut().insert(REQUEST_ID_HEADER, id);
     }
+    response
 }
+
+/// The header naming an answer's request, as SQS sends it.
+pub const REQUEST_ID_HEADER: &str = "x-amzn-requestid";
 
 async fn dispatch<S: Store>(action: &str, call: &Call<'_, S>) -> Result<Value, SqsError> {
     match action {
@@ -174,6 +191,11 @@ async fn dispatch<S: Store>(action: &str, call: &Call<'_, S>) -> Result<Value, S
         "UntagQueue" => queue_actions::untag_queue(call).await,
         "ListQueueTags" => queue_actions::list_queue_tags(call).await,
         "ListDeadLetterSourceQueues" => queue_actions::list_dead_letter_sources(call).await,
+        "AddPermission" => queue_actions::add_permission(call).await,
+        "RemovePermission" => queue_actions::remove_permission(call).await,
+        "StartMessageMoveTask" => move_tasks::start(call).await,
+        "ListMessageMoveTasks" => move_tasks::list(call).await,
+        "CancelMessageMoveTask" => move_tasks::cancel(call).await,
         "SendMessage" => send::send_message(call).await,
         "SendMessageBatch" => send::send_message_batch(call).await,
         "ReceiveMessage" => receive::receive_message(call).await,
@@ -186,7 +208,7 @@ async fn dispatch<S: Store>(action: &str, call: &Call<'_, S>) -> Result<Value, S
 }
 
 /// The base of queue URLs: configured, else `http://` and the request's host.
-fn base_url(config: &SqsSection, headers: &HeaderMap) -> String {
+pub(crate) fn base_url(config: &SqsSection, headers: &HeaderMap) -> String {
     if let Some(base) = &config.base_url {
         return base.trim_end_matches('/').to_string();
     }

@@ -203,10 +203,12 @@ pub async fn delete_queue<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsErro
     Ok(json!({}))
 }
 
-/// PurgeQueue: drops visible and delayed messages; messages in flight stay.
+/// PurgeQueue: drops visible, delayed and in-flight messages (SQS: "deletes
+/// the messages in a queue, including in-flight messages"); a purged FIFO
+/// group is released to the messages sent after the purge began.
 pub async fn purge_queue<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
     let queue = queues::load_url(&call.state.store, call.config(), &call.input).await?;
-    let dropped = crate::queue::admin::purge(&call.state.store, &queue.keys).await?;
+    let dropped = crate::queue::admin::purge_in_flight(&call.state.store, &queue.keys).await?;
     if !dropped.done {
         return Err(SqsError::service(
             axum::http::StatusCode::SERVICE_UNAVAILABLE,
@@ -261,7 +263,8 @@ fn known_unshown(name: &str, queue: &SqsQueue) -> bool {
     refused.contains(&name) || (!queue.is_fifo() && fifo.contains(&name))
 }
 
-async fn counts<S: Store>(store: &S, keys: &QueueKeys) -> Result<Counts, SqsError> {
+/// The counters GetQueueAttributes shows as `ApproximateNumberOf…`.
+pub(crate) async fn counts<S: Store>(store: &S, keys: &QueueKeys) -> Result<Counts, StoreError> {
     let txn = store.begin()?;
     let counter = |v: Option<Vec<u8>>| decode_counter(v.as_deref());
     let depth = counter(txn.get(&keys.depth(), Read::Snapshot).await?);
@@ -406,4 +409,120 @@ pub async fn list_dead_letter_sources<S: Store>(call: &Call<'_, S>) -> Result<Va
         answer["NextToken"] = json!(next);
     }
     Ok(answer)
+}
+
+/// Most characters of a permission's label.
+pub const LABEL_LEN_MAX: usize = 80;
+
+fn check_label(label: &str) -> Result<(), SqsError> {
+    let valid = !label.is_empty()
+        && label.len() <= LABEL_LEN_MAX
+        && label
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'));
+    if !valid {
+        return Err(SqsError::invalid(format!(
+            "Value {label} for parameter Label is invalid. Reason: it must be 1 to {LABEL_LEN_MAX} of A-Z a-z 0-9 - _."
+        )));
+    }
+    Ok(())
+}
+
+/// The queue's `Policy` as JSON, or SQS's empty default policy.
+fn policy_of(record: &Record, arn: &str) -> Result<Value, SqsError> {
+    let empty = || json!({"Version": "2008-10-17", "Id": format!("{arn}/SQSDefaultPolicy"), "Statement": []});
+    let Some(text) = record.kept.get("Policy") else {
+        return Ok(empty());
+    };
+    let mut policy: Value = serde_json::from_str(text)
+        .map_err(|_| SqsError::invalid("The queue's Policy is not JSON."))?;
+    if !policy.get("Statement").is_some_and(Value::is_array) {
+        policy["Statement"] = json!([]);
+    }
+    Ok(policy)
+}
+
+/// One principal or action as SQS writes it: the value alone, or a list.
+fn one_or_list(mut values: Vec<String>) -> Value {
+    if values.len() == 1 {
+        json!(values.remove(0))
+    } else {
+        json!(values)
+    }
+}
+
+/// AddPermission: a statement in the queue's `Policy`, kept and answered,
+/// not enforced (hotq has no IAM; access is by SigV4 credentials).
+pub async fn add_permission<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
+    let queue = queues::load_url(&call.state.store, call.config(), &call.input).await?;
+    let label = required_string(&call.input, "Label")?;
+    check_label(label)?;
+    let accounts = string_list(&call.input, "AWSAccountIds")?;
+    let actions = string_list(&call.input, "Actions")?;
+    if accounts.is_empty() {
+        return Err(SqsError::missing("AWSAccountIds"));
+    }
+    if actions.is_empty() {
+        return Err(SqsError::missing("Actions"));
+    }
+    let arn = queues::arn_of(call.config(), queue.keys.name().as_str());
+    let statement = json!({
+        "Sid": label,
+        "Effect": "Allow",
+        "Principal": {"AWS": one_or_list(accounts.iter().map(|a| format!("arn:aws:iam::{a}:root")).collect())},
+        "Action": one_or_list(actions.iter().map(|a| format!("SQS:{a}")).collect()),
+        "Resource": arn,
+    });
+    update_record(call, &queue.keys, |record| {
+        let mut policy = policy_of(record, &arn)?;
+        let statements = policy["Statement"].as_array_mut().expect("an array");
+        if statements.iter().any(|s| s["Sid"] == label) {
+            return Err(SqsError::invalid(format!(
+                "Value {label} for parameter Label is invalid. Reason: Already exists."
+            )));
+        }
+        statements.push(statement.clone());
+        let mut record = record.clone();
+        record.kept.insert("Policy".into(), policy.to_string());
+        Ok(unchanged_settings(record))
+    })
+    .await?;
+    Ok(json!({}))
+}
+
+/// RemovePermission: drops the statement `Label` from the queue's `Policy`
+/// (the policy goes with its last statement).
+pub async fn remove_permission<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
+    let queue = queues::load_url(&call.state.store, call.config(), &call.input).await?;
+    let label = required_string(&call.input, "Label")?;
+    let arn = queues::arn_of(call.config(), queue.keys.name().as_str());
+    update_record(call, &queue.keys, |record| {
+        let mut policy = policy_of(record, &arn)?;
+        let statements = policy["Statement"].as_array_mut().expect("an array");
+        let before = statements.len();
+        statements.retain(|s| s["Sid"] != label);
+        if statements.len() == before {
+            return Err(SqsError::invalid(format!(
+                "Value {label} for parameter Label is invalid. Reason: can't find label."
+            )));
+        }
+        let mut record = record.clone();
+        if statements.is_empty() {
+            record.kept.remove("Policy");
+        } else {
+            record.kept.insert("Policy".into(), policy.to_string());
+        }
+        Ok(unchanged_settings(record))
+    })
+    .await?;
+    Ok(json!({}))
+}
+
+/// A change of the record alone.
+fn unchanged_settings(record: Record) -> Change {
+    Change {
+        record,
+        settings: BTreeMap::new(),
+        dead_letter: None,
+    }
 }

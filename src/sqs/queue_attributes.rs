@@ -10,8 +10,8 @@
 //! | `MaximumMessageSize`, `ReceiveMessageWaitTimeSeconds` | record, enforced |
 //! | `FifoQueue`, `ContentBasedDeduplication`, `DeduplicationScope` | record, enforced |
 //! | `FifoThroughputLimit` | record (hotq has no per-queue quota) |
-//! | `SqsManagedSseEnabled` | `false` only |
-//! | `MessageRetentionPeriod`, `Policy`, `KmsMasterKeyId`, `KmsDataKeyReusePeriodSeconds`, `RedriveAllowPolicy` | refused |
+//! | `Policy`, `RedriveAllowPolicy`, `KmsMasterKeyId`, `KmsDataKeyReusePeriodSeconds`, `SqsManagedSseEnabled` | record, answered as set, not enforced ([`KEPT`]) |
+//! | `MessageRetentionPeriod` | refused |
 
 use std::collections::BTreeMap;
 
@@ -24,24 +24,21 @@ use super::queues::{Record, SqsQueue, arn_of, name_of_arn};
 use crate::queue::settings::{Defaults, MAX_DELIVERIES_MAX, Stored};
 
 /// Attributes hotq refuses, and why.
-const REFUSED: &[(&str, &str)] = &[
-    (
-        "MessageRetentionPeriod",
-        "hotq keeps messages until they are deleted; it has no retention period",
-    ),
-    (
-        "Policy",
-        "hotq has no IAM policies; access is by SigV4 credentials (see [sqs] in the configuration)",
-    ),
-    ("KmsMasterKeyId", "hotq does not encrypt with KMS"),
-    (
-        "KmsDataKeyReusePeriodSeconds",
-        "hotq does not encrypt with KMS",
-    ),
-    (
-        "RedriveAllowPolicy",
-        "hotq lets any queue name a dead-letter queue",
-    ),
+const REFUSED: &[(&str, &str)] = &[(
+    "MessageRetentionPeriod",
+    "hotq keeps messages until they are deleted; it has no retention period",
+)];
+
+/// Attributes kept in the queue's record and answered as set, as ElasticMQ
+/// and LocalStack keep them: hotq enforces no IAM policy (access is by
+/// SigV4 credentials, see `[sqs]` in the configuration) and encrypts
+/// nothing at rest itself.
+pub const KEPT: &[&str] = &[
+    "Policy",
+    "RedriveAllowPolicy",
+    "KmsMasterKeyId",
+    "KmsDataKeyReusePeriodSeconds",
+    "SqsManagedSseEnabled",
 ];
 
 /// A queue's attributes as a change: the record to write, the settings change.
@@ -90,17 +87,30 @@ pub fn apply(
     for (name, text) in attributes {
         apply_one(config, defaults, &mut change, name, text, creating)?;
     }
+    let sse = |name: &str| attributes.get(name).map(String::as_str);
+    if sse("KmsMasterKeyId").is_some_and(|key| !key.is_empty())
+        && sse("SqsManagedSseEnabled").is_some_and(|on| on.eq_ignore_ascii_case("true"))
+    {
+        return Err(SqsError::attribute_name(
+            "You can use one type of server-side encryption (SSE) at one time. You can either enable KMS SSE or SQS SSE.",
+        ));
+    }
+    // A standard queue knows no FIFO attribute, whatever its value.
     let fifo_only = [
-        ("ContentBasedDeduplication", change.record.content_dedup),
-        ("DeduplicationScope", change.record.dedup_per_group),
-        ("FifoThroughputLimit", change.record.throughput_per_group),
+        "ContentBasedDeduplication",
+        "DeduplicationScope",
+        "FifoThroughputLimit",
     ];
     if !change.record.fifo
-        && let Some((name, _)) = fifo_only.iter().find(|(_, set)| *set)
+        && let Some(name) = fifo_only
+            .iter()
+            .find(|name| attributes.contains_key(**name))
     {
-        return Err(SqsError::attribute_name(format!(
-            "Unknown Attribute {name}: it applies to FIFO queues only."
-        )));
+        // SQS's two texts.
+        return Err(SqsError::attribute_name(match *name {
+            "ContentBasedDeduplication" => format!("Unknown Attribute {name}."),
+            _ => format!("You can specify the {name} only when FifoQueue is set to true."),
+        }));
     }
     Ok(change)
 }
@@ -140,11 +150,18 @@ fn apply_one(
         }
         "ReceiveMessageWaitTimeSeconds" => record.receive_wait_s = seconds(name, text, 20)?,
         "RedrivePolicy" => redrive_policy(config, change, text)?,
-        "FifoQueue" if creating => record.fifo = boolean(name, text)?,
+        // SQS's answers: a standard queue knows no `FifoQueue`, even
+        // `false`; a FIFO queue's is `true` for good.
+        "FifoQueue" if creating && boolean(name, text)? => record.fifo = true,
+        "FifoQueue" if !creating && record.fifo => {
+            if !boolean(name, text)? {
+                return Err(SqsError::attribute_value(
+                    "Invalid value for the parameter FifoQueue. Reason: Modifying queue type is not supported.",
+                ));
+            }
+        }
         "FifoQueue" => {
-            return Err(SqsError::attribute_name(
-                "FifoQueue can be set only when the queue is created.",
-            ));
+            return Err(SqsError::attribute_name("Unknown Attribute FifoQueue."));
         }
         "ContentBasedDeduplication" => record.content_dedup = boolean(name, text)?,
         "DeduplicationScope" => {
@@ -169,13 +186,7 @@ fn apply_one(
                 }
             }
         }
-        "SqsManagedSseEnabled" => {
-            if boolean(name, text)? {
-                return Err(SqsError::attribute_value(
-                    "SqsManagedSseEnabled: hotq does not encrypt messages at rest; only false is accepted.",
-                ));
-            }
-        }
+        _ if KEPT.contains(&name) => keep(record, name, text)?,
         _ => {
             if let Some((_, why)) = REFUSED.iter().find(|(refused, _)| *refused == name) {
                 return Err(SqsError::attribute_value(format!(
@@ -186,6 +197,32 @@ fn apply_one(
                 "Unknown Attribute {name}."
             )));
         }
+    }
+    Ok(())
+}
+
+/// A [`KEPT`] attribute, checked as SQS checks it; `""` removes it (a
+/// policy, a key id).
+fn keep(record: &mut Record, name: &str, text: &str) -> Result<(), SqsError> {
+    let invalid = || SqsError::attribute_value(format!("Invalid value for the parameter {name}."));
+    let value = match name {
+        "SqsManagedSseEnabled" => boolean(name, text)?.to_string(),
+        "KmsDataKeyReusePeriodSeconds" => match text.parse::<u64>() {
+            Ok(n) if (60..=86_400).contains(&n) => n.to_string(),
+            _ => return Err(invalid()),
+        },
+        "Policy" | "RedriveAllowPolicy" if !text.is_empty() => {
+            match serde_json::from_str::<Value>(text) {
+                Ok(Value::Object(_)) => text.to_string(),
+                _ => return Err(invalid()),
+            }
+        }
+        _ => text.to_string(),
+    };
+    if value.is_empty() {
+        record.kept.remove(name);
+    } else {
+        record.kept.insert(name.to_string(), value);
     }
     Ok(())
 }
@@ -294,7 +331,13 @@ pub fn render(
         "ReceiveMessageWaitTimeSeconds",
         record.receive_wait_s.to_string(),
     );
+    // Kept attributes, as set; SSE is off unless set (hotq encrypts nothing).
     out.insert("SqsManagedSseEnabled", "false".into());
+    for name in KEPT {
+        if let Some(value) = record.kept.get(*name) {
+            out.insert(name, value.clone());
+        }
+    }
     if let (Some(max), Some(dead)) = (effective.max_deliveries, &effective.dead_letter_queue) {
         let policy = json!({"deadLetterTargetArn": arn_of(config, dead), "maxReceiveCount": max});
         out.insert("RedrivePolicy", policy.to_string());

@@ -44,6 +44,11 @@ pub struct Record {
     pub receive_wait_s: u64,
     /// Tags.
     pub tags: BTreeMap<String, String>,
+    /// Attributes kept and answered as set, not enforced: `Policy`,
+    /// `RedriveAllowPolicy`, `KmsMasterKeyId`,
+    /// `KmsDataKeyReusePeriodSeconds`, `SqsManagedSseEnabled` (see
+    /// [`super::queue_attributes::KEPT`]).
+    pub kept: BTreeMap<String, String>,
 }
 
 /// A queue as one action sees it.
@@ -69,8 +74,12 @@ impl SqsQueue {
     }
 }
 
-/// The queue's name from a queue URL (`…/{account}/{name}`), checked.
+/// The queue's name from a queue URL (`…/{account}/{name}`), checked; a
+/// bare queue name (no `/`) is taken as the name, as SQS takes it.
 pub fn name_of_url(config: &SqsSection, url: &str) -> Result<QueueName, SqsError> {
+    if !url.contains('/') {
+        return QueueName::new(url).map_err(|_| SqsError::no_queue(url));
+    }
     let path = url.split_once("://").map_or(url, |(_, rest)| rest);
     let path = path.split(['?', '#']).next().unwrap_or("");
     let mut segments = path.trim_end_matches('/').rsplit('/');

@@ -7,11 +7,22 @@
 //!   counted) and `WaitTimeSeconds` as the wait: a contended queue stages
 //!   it in the line like any pop; an empty one long-polls.
 //! - The `ReceiptHandle` is the lease's receipt (32 hex digits, naming
-//!   its queue). DeleteMessage with a stale one succeeds and deletes
-//!   nothing, as SQS documents; a malformed one, or one issued by another
+//!   its queue), `-`, the item's key in hex, `-`, the delivery count of
+//!   the receive ([`Handle`]). A malformed one, or one issued by another
 //!   queue, is `ReceiptHandleIsInvalid`.
+//! - DeleteMessage acks the lease. With a handle whose visibility timeout
+//!   expired, it deletes the message if no one received it since (the
+//!   item is back under its key with the receive's delivery count, or its
+//!   lease is past expiry and not yet returned), as SQS does; a FIFO queue
+//!   answers that the handle expired instead. A handle of a message
+//!   deleted or received again since succeeds and deletes nothing (SQS:
+//!   "the request succeeds, but the message will not be deleted").
 //! - ChangeMessageVisibility extends the lease to the new timeout from
-//!   now; 0 nacks (visible now; out of receives: dead-lettered).
+//!   now; 0 nacks (visible now; out of receives: dead-lettered). With an
+//!   expired handle of a message not received since, it succeeds and
+//!   changes nothing (the message is visible already); with one of a
+//!   message deleted or received again since, `InvalidParameterValue`
+//!   (SQS's answers, in the snapshots AWS-validated test suites record).
 //! - `ApproximateFirstReceiveTimestamp`: hotq does not store when a
 //!   message was first received; on the first receive it is now, on later
 //!   ones the time the message was sent.
@@ -33,9 +44,10 @@ use super::send::{batch_entries, failure};
 use super::{Call, int_member, required_string, string_list};
 use crate::envelope::{End, now_ms};
 use crate::keys::QueueKind;
+use crate::lease::settle::{Stale, stale_in};
 use crate::lease::{LeaseError, Receipt};
 use crate::queue::item::Item;
-use crate::store::Store;
+use crate::store::{RetryPolicy, Store, transact};
 
 /// Longest visibility timeout, in seconds (12 hours).
 pub const VISIBILITY_TIMEOUT_MAX_S: i64 = 43_200;
@@ -113,7 +125,7 @@ fn render<S: Store>(
         .expect("a leased pop's items carry their lease");
     let mut answer = json!({
         "MessageId": message.header.id,
-        "ReceiptHandle": lease.receipt.to_string(),
+        "ReceiptHandle": Handle::text(&lease.receipt, &item.key, lease.delivery_count),
         "MD5OfBody": md5_hex(message.body.as_bytes()),
         "Body": message.body,
     });
@@ -179,23 +191,105 @@ fn system_attributes<S: Store>(
     out
 }
 
-/// The receipt a handle names, issued by `queue`.
-fn receipt_of(queue: &SqsQueue, handle: &str) -> Result<Receipt, SqsError> {
-    match Receipt::parse(handle) {
-        Some(receipt) if receipt.names_queue(&queue.keys) => Ok(receipt),
-        _ => Err(SqsError::receipt_invalid(handle)),
+/// A `ReceiptHandle`: the lease's receipt, and (in the handles receives
+/// answer) the item's key and the receive's delivery count, which find the
+/// message once the lease is gone. A bare receipt (a `/v1` lease's) is
+/// taken too, without them.
+struct Handle {
+    receipt: Receipt,
+    item: Option<(Vec<u8>, u32)>,
+}
+
+impl Handle {
+    /// Most bytes of an item key a handle carries (SQS handles are at most
+    /// 1,024 characters).
+    const ITEM_KEY_LEN_MAX: usize = 480;
+
+    fn text(receipt: &Receipt, item_key: &[u8], deliveries: u32) -> String {
+        if item_key.len() > Self::ITEM_KEY_LEN_MAX {
+            return receipt.to_string();
+        }
+        format!("{receipt}-{}-{deliveries}", hex::encode(item_key))
+    }
+
+    /// The handle `text`, issued by `queue`.
+    fn parse(queue: &SqsQueue, text: &str) -> Result<Handle, SqsError> {
+        let invalid = || SqsError::receipt_invalid(text);
+        let mut parts = text.splitn(3, '-');
+        let receipt = parts
+            .next()
+            .and_then(Receipt::parse)
+            .filter(|receipt| receipt.names_queue(&queue.keys))
+            .ok_or_else(invalid)?;
+        let item = match (parts.next(), parts.next()) {
+            (None, _) => None,
+            (Some(key), Some(deliveries)) => {
+                let key = hex::decode(key).map_err(|_| invalid())?;
+                let deliveries: u32 = deliveries.parse().map_err(|_| invalid())?;
+                if key.len() > Self::ITEM_KEY_LEN_MAX || deliveries == 0 {
+                    return Err(invalid());
+                }
+                Some((key, deliveries))
+            }
+            (Some(_), None) => return Err(invalid()),
+        };
+        Ok(Handle { receipt, item })
     }
 }
 
-/// Deletes (acks) the message of `handle`; a stale handle deletes nothing.
+/// For a handle whose lease is no longer in force: was its message
+/// received since? With `delete`, deletes it when not.
+async fn stale<S: Store>(
+    call: &Call<'_, S>,
+    queue: &SqsQueue,
+    handle: &Handle,
+    delete: bool,
+) -> Result<Stale, SqsError> {
+    let Some((item_key, deliveries)) = &handle.item else {
+        return Ok(Stale::Gone);
+    };
+    let outcome = transact(
+        &call.state.store,
+        RetryPolicy::default(),
+        |txn| async move {
+            let found = (item_key.as_slice(), *deliveries);
+            stale_in(&txn, &queue.keys, &handle.receipt, found, delete, now_ms()).await
+        },
+    )
+    .await?;
+    match outcome {
+        Ok(stale) => Ok(stale),
+        Err(LeaseError::Queue(error)) => Err(error.into()),
+        Err(LeaseError::UnknownReceipt | LeaseError::Expired { .. }) => Ok(Stale::Gone),
+    }
+}
+
+/// Deletes (acks) the message of `text`; see the module's notes for a
+/// handle no longer in force.
 async fn delete_one<S: Store>(
     call: &Call<'_, S>,
     queue: &SqsQueue,
-    handle: &str,
+    text: &str,
 ) -> Result<(), SqsError> {
-    let receipt = receipt_of(queue, handle)?;
-    match call.state.coordinator.ack(&queue.keys, &receipt).await {
-        Ok(()) | Err(LeaseError::UnknownReceipt | LeaseError::Expired { .. }) => Ok(()),
+    let handle = Handle::parse(queue, text)?;
+    match call
+        .state
+        .coordinator
+        .ack(&queue.keys, &handle.receipt)
+        .await
+    {
+        Ok(()) => Ok(()),
+        Err(LeaseError::UnknownReceipt | LeaseError::Expired { .. }) => {
+            // A FIFO queue keeps a message whose handle expired: deleting
+            // it would let its group's next one overtake a redelivery.
+            let fifo = queue.is_fifo();
+            match stale(call, queue, &handle, !fifo).await? {
+                Stale::NotReceivedSince if fifo => Err(SqsError::invalid(format!(
+                    "Value {text} for parameter ReceiptHandle is invalid. Reason: The receipt handle has expired."
+                ))),
+                Stale::NotReceivedSince | Stale::Gone => Ok(()),
+            }
+        }
         Err(LeaseError::Queue(error)) => Err(error.into()),
     }
 }
@@ -204,26 +298,39 @@ async fn delete_one<S: Store>(
 async fn change_one<S: Store>(
     call: &Call<'_, S>,
     queue: &SqsQueue,
-    handle: &str,
+    text: &str,
     seconds: i64,
 ) -> Result<(), SqsError> {
-    let receipt = receipt_of(queue, handle)?;
+    let handle = Handle::parse(queue, text)?;
     let coordinator = &call.state.coordinator;
     let settled = if seconds == 0 {
-        coordinator.nack(&queue.keys, &receipt, 0).await.map(|_| ())
+        coordinator
+            .nack(&queue.keys, &handle.receipt, 0)
+            .await
+            .map(|_| ())
     } else {
         let lease_ms = lease_ms_of(call, seconds)?;
         coordinator
-            .extend(&queue.keys, &receipt, lease_ms.get())
+            .extend(&queue.keys, &handle.receipt, lease_ms.get())
             .await
             .map(|_| ())
     };
+    let gone = || {
+        SqsError::invalid(format!(
+            "Value {text} for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not available for visibility timeout change."
+        ))
+    };
     match settled {
         Ok(()) => Ok(()),
-        Err(LeaseError::UnknownReceipt) => Err(SqsError::invalid(format!(
-            "Value {handle} for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not available for visibility timeout change."
-        ))),
-        Err(LeaseError::Expired { .. }) => Err(SqsError::not_inflight()),
+        // Visible again and not received since: SQS answers 200 and
+        // changes nothing.
+        Err(LeaseError::Expired { .. }) if handle.item.is_none() => Ok(()),
+        Err(LeaseError::UnknownReceipt | LeaseError::Expired { .. }) => {
+            match stale(call, queue, &handle, false).await? {
+                Stale::NotReceivedSince => Ok(()),
+                Stale::Gone => Err(gone()),
+            }
+        }
         Err(LeaseError::Queue(error)) => Err(error.into()),
     }
 }
@@ -265,7 +372,7 @@ fn batch_answer(entries: &[Value], outcomes: Vec<Result<(), SqsError>>) -> Value
 /// DeleteMessageBatch: the entries' acks share settle commits.
 pub async fn delete_message_batch<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
     let queue = queues::load_url(&call.state.store, call.config(), &call.input).await?;
-    let entries = batch_entries(&call.input)?;
+    let entries = batch_entries(&call.input, "DeleteMessageBatchRequestEntry")?;
     let outcomes = join_all(entries.iter().map(|entry| {
         let queue = &queue;
         async move { delete_one(call, queue, required_string(entry, "ReceiptHandle")?).await }
@@ -277,7 +384,7 @@ pub async fn delete_message_batch<S: Store>(call: &Call<'_, S>) -> Result<Value,
 /// ChangeMessageVisibilityBatch.
 pub async fn change_visibility_batch<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
     let queue = queues::load_url(&call.state.store, call.config(), &call.input).await?;
-    let entries = batch_entries(&call.input)?;
+    let entries = batch_entries(&call.input, "ChangeMessageVisibilityBatchRequestEntry")?;
     let outcomes = join_all(entries.iter().map(|entry| {
         let queue = &queue;
         async move {

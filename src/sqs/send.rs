@@ -48,7 +48,10 @@ pub async fn send_message<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsErro
 /// SendMessageBatch.
 pub async fn send_message_batch<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
     let queue = queues::load_url(&call.state.store, call.config(), &call.input).await?;
-    let entries = batch_entries(&call.input)?;
+    let entries = batch_entries(&call.input, "SendMessageBatchRequestEntry")?;
+    if queue.is_fifo() {
+        fifo_batch_check(&queue, entries)?;
+    }
     let size: usize = entries.iter().map(|e| e.to_string().len()).sum();
     if size > BATCH_BYTES_MAX {
         return Err(SqsError::batch_too_long(size, BATCH_BYTES_MAX));
@@ -89,21 +92,43 @@ pub async fn send_message_batch<S: Store>(call: &Call<'_, S>) -> Result<Value, S
     Ok(json!({"Successful": successful, "Failed": failed}))
 }
 
+/// A FIFO batch with an entry missing its `MessageGroupId`, or its
+/// `MessageDeduplicationId` without content-based dedup, fails as a whole
+/// with `InvalidParameterValue`, as SQS answers it (a batch's other bad
+/// entries fail alone).
+fn fifo_batch_check(queue: &SqsQueue, entries: &[Value]) -> Result<(), SqsError> {
+    let content_dedup = queue.record().content_dedup;
+    for entry in entries {
+        if string_member(entry, "MessageGroupId")?.is_none() {
+            return Err(SqsError::invalid(
+                "The request must contain the parameter MessageGroupId.",
+            ));
+        }
+        if !content_dedup && string_member(entry, "MessageDeduplicationId")?.is_none() {
+            return Err(SqsError::invalid(
+                "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly",
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// A batch entry's failure, as SQS reports it.
 pub fn failure(id: &str, error: &SqsError) -> Value {
     json!({"Id": id, "SenderFault": error.sender_fault, "Code": error.query_code, "Message": error.message})
 }
 
 /// The `Entries` of a batch request, checked as a whole: 1 to 10, ids of
-/// 1-80 `A-Z a-z 0-9 - _`, distinct.
-pub fn batch_entries(input: &Value) -> Result<&Vec<Value>, SqsError> {
+/// 1-80 `A-Z a-z 0-9 - _`, distinct. `entry` is the action's entry type
+/// (`SendMessageBatchRequestEntry`), which SQS's errors name.
+pub fn batch_entries<'a>(input: &'a Value, entry: &str) -> Result<&'a Vec<Value>, SqsError> {
     let entries = match input.get("Entries") {
         Some(Value::Array(entries)) => entries,
         None | Some(Value::Null) => return Err(SqsError::missing("Entries")),
         Some(_) => return Err(SqsError::invalid("Entries must be a list")),
     };
     if entries.is_empty() {
-        return Err(SqsError::empty_batch());
+        return Err(SqsError::empty_batch(entry));
     }
     if entries.len() > BATCH_ENTRIES_MAX {
         return Err(SqsError::too_many_entries(entries.len(), BATCH_ENTRIES_MAX));
@@ -171,11 +196,18 @@ fn prepare(queue: &SqsQueue, input: &Value) -> Result<Prepared, SqsError> {
     if size > max {
         return Err(too_long(size, max));
     }
-    let delay_s = int_member(input, "DelaySeconds", 0..=900)?;
-    if queue.is_fifo() && delay_s.is_some() {
-        return Err(SqsError::invalid(
-            "Value for parameter DelaySeconds is invalid. Reason: The request include parameter that is not valid for this queue type (FIFO queues take the queue's delay only).",
-        ));
+    let mut delay_s = int_member(input, "DelaySeconds", 0..=900)?;
+    if queue.is_fifo() {
+        // A FIFO queue takes the queue's delay only; an explicit 0 is
+        // accepted (and means the queue's delay), as SQS does.
+        match delay_s.take() {
+            None | Some(0) => {}
+            Some(n) => {
+                return Err(SqsError::invalid(format!(
+                    "Value {n} for parameter DelaySeconds is invalid. Reason: The request include parameter that is not valid for this queue type."
+                )));
+            }
+        }
     }
     let group = string_member(input, "MessageGroupId")?;
     let dedup = string_member(input, "MessageDeduplicationId")?;

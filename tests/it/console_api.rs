@@ -440,3 +440,87 @@ async fn leases_show_their_payload_and_the_history_follows_the_queue() {
         assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");
     }
 }
+
+/// SQS queues as SQS users know them (issue #38): an item sent through SQS
+/// is listed (and leased) with its body, attributes and group as sent, not
+/// the stored envelope; `/sqs` answers a queue's type, URL, ARN and
+/// attributes next to the hotq settings they are. A `/v1` item has no
+/// `sqs`, and a `/v1` queue reads as a standard queue never created
+/// through SQS.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqs_messages_and_queues_are_shown_as_sqs_shows_them() {
+    let daemon = Daemon::start(|_| {}).await;
+    let url = &daemon.url;
+    let sqs = |action: &str, body: Value| {
+        http()
+            .post(format!("{url}/"))
+            .header("X-Amz-Target", format!("AmazonSQS.{action}"))
+            .header("Content-Type", "application/x-amz-json-1.0")
+            .body(body.to_string())
+            .send()
+    };
+    let created = sqs(
+        "CreateQueue",
+        json!({"QueueName": "q.fifo", "Attributes": {"FifoQueue": "true", "VisibilityTimeout": "45"}}),
+    )
+    .await
+    .unwrap()
+    .json::<Value>()
+    .await
+    .unwrap();
+    let queue_url = created["QueueUrl"].as_str().unwrap().to_string();
+    let attributes = json!({"kind": {"DataType": "String", "StringValue": "order"}});
+    let sent = json!({"QueueUrl": queue_url, "MessageBody": "body one", "MessageGroupId": "g#1",
+        "MessageDeduplicationId": "d1", "MessageAttributes": attributes});
+    assert!(
+        sqs("SendMessage", sent)
+            .await
+            .unwrap()
+            .status()
+            .is_success()
+    );
+
+    let (status, page) = get(format!("{url}/v1/queues/q.fifo/items")).await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    let message = &page["items"][0]["sqs"];
+    assert_eq!(
+        (
+            &message["body"],
+            &message["message_group_id"],
+            &message["message_deduplication_id"],
+            &message["attributes"]
+        ),
+        (&json!("body one"), &json!("g#1"), &json!("d1"), &attributes),
+        "{page}"
+    );
+    let receive = json!({"QueueUrl": queue_url, "VisibilityTimeout": 600});
+    assert!(
+        sqs("ReceiveMessage", receive)
+            .await
+            .unwrap()
+            .status()
+            .is_success()
+    );
+    let (_, leases) = get(format!("{url}/v1/queues/q.fifo/leases")).await;
+    assert_eq!(leases["leases"][0]["sqs"]["body"], "body one", "{leases}");
+
+    let (status, view) = get(format!("{url}/v1/queues/q.fifo/sqs")).await;
+    assert_eq!(status, StatusCode::OK, "{view}");
+    assert_eq!(view["queue_type"], "fifo");
+    assert_eq!(view["created_through_sqs"], true);
+    assert_eq!(view["queue_url"], json!(queue_url));
+    assert_eq!(view["attributes"]["VisibilityTimeout"], "45");
+    assert_eq!(view["hotq"]["default_lease_ms"], 45_000);
+    assert_eq!(view["max_receive_count"], Value::Null);
+
+    Client::new(url).push("plain", b"raw").await;
+    let (_, page) = get(format!("{url}/v1/queues/plain/items")).await;
+    assert_eq!(page["items"][0]["sqs"], Value::Null, "{page}");
+    let (_, view) = get(format!("{url}/v1/queues/plain/sqs")).await;
+    assert_eq!(
+        (&view["queue_type"], &view["created_through_sqs"]),
+        (&json!("standard"), &json!(false)),
+        "{view}"
+    );
+    daemon.stop().await;
+}

@@ -29,6 +29,8 @@ async fn error_of(response: reqwest::Response) -> (u16, String, String) {
         response.headers()["content-type"],
         "application/x-amz-json-1.0"
     );
+    // Errors name their request too, as SQS's do.
+    assert_eq!(response.headers()["x-amzn-requestid"].len(), 36);
     let body: Value = response.json().await.unwrap();
     (status, body["__type"].as_str().unwrap().to_string(), query)
 }
@@ -45,7 +47,7 @@ async fn errors_come_in_sqs_shape() {
             "AWS.SimpleQueueService.NonExistentQueue;Sender".into()
         )
     );
-    let unknown = sqs(&daemon, "AddPermission", json!({})).await;
+    let unknown = sqs(&daemon, "PaintQueue", json!({})).await;
     assert_eq!(error_of(unknown).await.2, "InvalidAction;Sender");
     let not_json = http()
         .post(format!("{}/", daemon.url))

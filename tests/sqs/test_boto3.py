@@ -255,17 +255,6 @@ def test_long_poll_is_answered_by_a_later_send(sqs, daemon):
     assert "Messages" not in sqs.receive_message(QueueUrl=url, WaitTimeSeconds=1)
 
 
-def test_purge_leaves_messages_in_flight(sqs):
-    url = sqs.create_queue(QueueName=unique("purge"))["QueueUrl"]
-    sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": str(i)} for i in range(5)])
-    in_flight = sqs.receive_message(QueueUrl=url)["Messages"][0]
-    sqs.purge_queue(QueueUrl=url)
-    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
-    assert attributes["ApproximateNumberOfMessages"] == "0"
-    assert attributes["ApproximateNumberOfMessagesNotVisible"] == "1"
-    sqs.delete_message(QueueUrl=url, ReceiptHandle=in_flight["ReceiptHandle"])
-
-
 def test_fifo_dedup_and_sequence_numbers(sqs):
     url = sqs.create_queue(QueueName=unique("dedup") + ".fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
     with pytest.raises(ClientError) as error:

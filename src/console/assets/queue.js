@@ -6,7 +6,7 @@ function queuePage(kind, name) {
   const fifo = kind === "fifo";
   const dead = name.endsWith(".dead");
   const base = root(kind) + enc(name);
-  const page = { stats: null, settings: null, dlq: null };
+  const page = { stats: null, settings: null, dlq: null, sqs: null };
 
   const tiles = h("div", { class: "tiles", id: "tiles" }, h("div", { class: "tile loading muted" }, "Loading…"));
   const title = h("h1", {}, name);
@@ -23,6 +23,10 @@ function queuePage(kind, name) {
   const dlqTitle = h("span", {}, "Dead-letter queue");
   const dlqPanel = h("div", { class: "panel", id: "dlq-panel", hidden: true });
   const settingsForm = h("form", { class: "settings", id: "settings" });
+  const sqsBody = h("tbody", { id: "sqs-attributes" });
+  const sqsPanel = h("div", { class: "panel", id: "sqs-panel", hidden: true },
+    h("h2", {}, "SQS"), h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {},
+      h("th", {}, "SQS"), h("th", {}, "Value"), h("th", {}, "hotq"), h("th", {}, "Value"))), sqsBody)));
   const sectionError = h("p", { class: "error", id: "queue-error" });
   const history = chartsPanel("History", "/v1/history?kind=" + kind + "&queue=" + enc(name), CHART_NOTE);
 
@@ -39,6 +43,7 @@ function queuePage(kind, name) {
     h("div", { class: "notice", id: "notice", hidden: true }),
     sectionError,
     tiles,
+    sqsPanel,
     history.el,
     h("div", { class: "panel" },
       h("h2", {}, "Items", itemsCount, h("span", { class: "spacer" }), itemsMore),
@@ -171,7 +176,7 @@ function queuePage(kind, name) {
         if (!answer.items.length) return empty(list, 4, "No visible items.");
         fill(list, ...answer.items.map((item) => h("tr", { dataset: { item: item.id } },
           h("td", { class: "mono id" }, copyable(item.id)),
-          fifo ? h("td", { class: "mono" }, item.group || "") : h("td", { class: "num" }, num(item.priority)),
+          fifo ? h("td", { class: "mono" }, groupOf(item)) : h("td", { class: "num" }, num(item.priority)),
           payloadCell(item))));
       } catch (e) {
         error.textContent = e.message;
@@ -183,9 +188,30 @@ function queuePage(kind, name) {
   // ------------------------------------------------------------ rendering
 
   function payloadCell(item) {
+    if (item.sqs) return sqsPayloadCell(item);
     return h("td", { class: "payload" },
       item.encoding === "hex" ? h("span", { class: "badge hex" }, "hex") : null,
       copyable(item.payload, "payload-text"), item.truncated ? h("span", { class: "more" }, " … (" + bytes(item.size) + ")") : null);
+  }
+
+  /**
+   * An SQS message as SQS shows it: its body (not the envelope hotq stores
+   * it in), its attributes, its MessageId on hover.
+   */
+  function sqsPayloadCell(item) {
+    const m = item.sqs;
+    const attrs = Object.entries(m.attributes || {}).map(([name, v]) =>
+      h("span", { class: "attr", dataset: { attribute: name } }, name + " = " +
+        (v.StringValue !== undefined ? v.StringValue : "(" + v.DataType + ", " + (v.BinaryValue || "").length + " base64 chars)")));
+    return h("td", { class: "payload", title: "MessageId " + m.message_id },
+      h("span", { class: "badge sqs" }, "SQS"),
+      copyable(m.body, "sqs-body"), m.body_truncated ? h("span", { class: "more" }, " … (" + bytes(item.size) + " stored)") : null,
+      attrs.length ? h("div", { class: "attrs small muted" }, ...attrs) : null);
+  }
+
+  /** A group as its sender named it: an SQS MessageGroupId as sent. */
+  function groupOf(item) {
+    return (item.sqs && item.sqs.message_group_id) || item.group || "";
   }
 
   /**
@@ -206,7 +232,7 @@ function queuePage(kind, name) {
       h("td", { class: "num" }, bytes(item.size)),
       itemsKind === "priority" ? h("td", { class: "num" }, num(item.priority)) : null,
       payloadCell(item),
-      h("td", { class: "mono" }, item.group || ""),
+      h("td", { class: "mono" }, groupOf(item)),
       deliveriesCell(item),
       withOrigin ? [h("td", {}, item.dead_letter_from
         ? h("a", { href: "#/queue/" + (item.dead_letter_from_priority === null ? "fifo" : "priority") + "/" + enc(item.dead_letter_from) },
@@ -231,6 +257,7 @@ function queuePage(kind, name) {
     fill(badges, 
       h("span", { class: "badge kind" }, kind === "priority" ? "priority" : "FIFO"),
       dead ? h("span", { class: "badge dlq" }, "DLQ") : null,
+      page.sqs ? h("span", { class: "badge sqs", id: "sqs-badge" }, page.sqs.queue_type === "fifo" ? "SQS FIFO" : "SQS standard") : null,
       stats.paused ? h("span", { class: "badge paused", id: "paused-badge" }, "paused") : null);
   }
 
@@ -262,7 +289,7 @@ function queuePage(kind, name) {
       h("td", { class: "num" }, age(lease.lease_expires_at_ms - now)),
       h("td", { class: "num" }, lease.enqueued_at_ms ? age(now - lease.enqueued_at_ms) : "–"),
       lease.size ? payloadCell(lease) : h("td", { class: "muted" }, "–"),
-      h("td", { class: "mono" }, lease.group || ""),
+      h("td", { class: "mono" }, groupOf(lease)),
       h("td", { class: "num" }, h("button", { class: "button tiny release", onclick: () => nack(lease) }, "Release")))));
     return answer;
   }
@@ -336,6 +363,33 @@ function queuePage(kind, name) {
     };
   }
 
+  /**
+   * A queue created through SQS, as SQS shows it: type, URL, ARN, and its
+   * attributes under their SQS names next to the hotq settings they are.
+   */
+  async function loadSqs() {
+    if (!fifo) return;
+    const view = await api("GET", base + "/sqs");
+    page.sqs = view.created_through_sqs ? view : null;
+    sqsPanel.hidden = !page.sqs;
+    if (!page.sqs) return;
+    const a = view.attributes, hq = view.hotq;
+    const ms = (v) => v === null || v === undefined ? "default" : num(v) + " ms";
+    const row = (sqsName, sqsValue, hotqName, hotqValue) => h("tr", { dataset: { sqs: sqsName } },
+      h("td", { class: "mono" }, sqsName), h("td", { class: "mono sqs-value" }, sqsValue === undefined ? "–" : copyable(String(sqsValue))),
+      h("td", { class: "mono" }, hotqName || ""), h("td", { class: "mono hotq-value" }, hotqValue === undefined ? "" : String(hotqValue)));
+    const policy = a.RedrivePolicy ? JSON.parse(a.RedrivePolicy) : null;
+    fill(sqsBody,
+      row("QueueUrl", view.queue_url), row("QueueArn", view.queue_arn),
+      row("Type", view.queue_type === "fifo" ? "FIFO (FifoQueue = true)" : "standard", "message groups", view.queue_type === "fifo" ? "MessageGroupId" : "none"),
+      row("VisibilityTimeout", a.VisibilityTimeout + " s", "default_lease_ms", ms(hq.default_lease_ms)),
+      row("maxReceiveCount", view.max_receive_count === null ? "none (no RedrivePolicy)" : view.max_receive_count, "max_deliveries", hq.max_deliveries === null ? "default" : hq.max_deliveries),
+      row("deadLetterTargetArn", policy ? policy.deadLetterTargetArn : "none", "dead_letter_queue", hq.dead_letter_queue || "none"),
+      row("DelaySeconds", a.DelaySeconds + " s", "delivery_delay_ms", ms(hq.delivery_delay_ms)),
+      ...Object.keys(a).filter((k) => !["QueueArn", "VisibilityTimeout", "DelaySeconds", "RedrivePolicy"].includes(k))
+        .map((k) => row(k, a[k])));
+  }
+
   async function loadDlq() {
     const target = dead ? null : (page.settings ? page.settings.settings.dead_letter_queue : name + ".dead");
     page.dlq = target;
@@ -347,7 +401,7 @@ function queuePage(kind, name) {
 
   async function refresh() {
     try {
-      const [stats, r] = await Promise.all([api("GET", base), rates(kind, [name])]);
+      const [stats, r] = await Promise.all([api("GET", base), rates(kind, [name]), loadSqs()]);
       page.stats = stats;
       renderStats(stats, r.get(name));
       renderActions();

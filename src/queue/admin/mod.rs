@@ -9,6 +9,10 @@
 //! *back* of the queue while pops take the front, so the two rarely meet
 //! until the queue is nearly empty.
 //!
+//! SQS's PurgeQueue ([`purge_in_flight`]) drops the leased items too, last,
+//! with the delete's lease path below; a leased group head it drops
+//! releases its group as an ack would.
+//!
 //! Delete also drops the queue's leases (their receipts then answer
 //! `unknown_receipt`: the item is gone, not redelivered) and delayed items,
 //! then clears the queue's whole subspace — counters, settings (its
@@ -62,7 +66,7 @@ pub struct Dropped {
     pub items: u64,
     /// Delayed items.
     pub delayed: u64,
-    /// Leased items (delete only).
+    /// Leased items (delete, and SQS's purge).
     pub leased: u64,
     /// Items handed to a stored requester but not yet collected (delete only).
     pub results: u64,
@@ -157,14 +161,26 @@ struct DueDropped {
     leased: u64,
 }
 
-/// Drops the queue's delayed items (and its leases, with `leases`), in
-/// bounded transactions, scanning the due index from its start; returns
-/// how many and whether the index was read to its end. At most `passes`
-/// transactions.
+/// Which leases a scan of the due index drops with the delayed items.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Leases {
+    /// None: they stay leased (`/v1` purge).
+    Keep,
+    /// All, their groups released to items pushed after the purge began
+    /// (SQS's PurgeQueue, which deletes messages in flight too).
+    Purge,
+    /// All (delete: the whole queue goes, its groups with it).
+    Delete,
+}
+
+/// Drops the queue's delayed items (and its leases, unless
+/// [`Leases::Keep`]), in bounded transactions, scanning the due index
+/// from its start; returns how many and whether the index was read to its
+/// end. At most `passes` transactions.
 async fn drop_due<S: Store>(
     store: &S,
     keys: &QueueKeys,
-    leases: bool,
+    leases: Leases,
     passes: &mut usize,
 ) -> Result<(DueDropped, bool), QueueError> {
     let (mut cursor, end) = due_range();
@@ -197,11 +213,12 @@ async fn drop_due<S: Store>(
 }
 
 /// In `txn`: drops the queue's delayed items among due-index `rows` (and
-/// its leases, with `leases`); the heads among them release their groups.
+/// its leases, unless [`Leases::Keep`]); the delayed heads among them
+/// release their groups, and the leased ones too in a purge.
 async fn drop_due_rows_in<T: Transaction>(
     txn: &T,
     keys: &QueueKeys,
-    leases: bool,
+    leases: Leases,
     rows: &[KeyValue],
 ) -> Result<DueDropped, StoreError> {
     let mut dropped = DueDropped::default();
@@ -218,9 +235,12 @@ async fn drop_due_rows_in<T: Transaction>(
                 dropped.delayed += 1;
                 heads.push(decode_held(value).map(|held| held.item));
             }
-            DueWhat::Lease if leases => {
+            DueWhat::Lease if leases != Leases::Keep => {
                 dropped.leased += 1;
                 crate::lease::clear_receipt_row_in(txn, keys, &entry.id, entry.due_ms)?;
+                if leases == Leases::Purge {
+                    heads.push(decode_held(value).map(|held| held.item));
+                }
             }
             _ => continue,
         }
@@ -250,7 +270,22 @@ pub async fn purge<S: Store>(store: &S, keys: &QueueKeys) -> Result<Dropped, Que
     let (store, keys) = (store.clone(), keys.clone());
     to_the_end(
         keys.clone(),
-        async move { purge_now(&store, &keys).await },
+        async move { purge_now(&store, &keys, Leases::Keep).await },
+        |_| {},
+    )
+    .await
+}
+
+/// Purges as [`purge`] does, and drops the queue's leased items too (their
+/// receipts then answer `unknown_receipt`); each leased group head dropped
+/// releases its group to the items pushed after the purge began. SQS's
+/// PurgeQueue ("deletes the messages in a queue, including in-flight
+/// messages").
+pub async fn purge_in_flight<S: Store>(store: &S, keys: &QueueKeys) -> Result<Dropped, QueueError> {
+    let (store, keys) = (store.clone(), keys.clone());
+    to_the_end(
+        keys.clone(),
+        async move { purge_now(&store, &keys, Leases::Purge).await },
         |_| {},
     )
     .await
@@ -312,7 +347,11 @@ async fn to_the_end(
     }
 }
 
-async fn purge_now<S: Store>(store: &S, keys: &QueueKeys) -> Result<Dropped, QueueError> {
+async fn purge_now<S: Store>(
+    store: &S,
+    keys: &QueueKeys,
+    leases: Leases,
+) -> Result<Dropped, QueueError> {
     let end = purge_end(store, keys).await?;
     let mut dropped = Dropped::default();
     let mut passes = 0;
@@ -332,9 +371,13 @@ async fn purge_now<S: Store>(store: &S, keys: &QueueKeys) -> Result<Dropped, Que
         }
     }
     let mut delayed_done = true;
-    if counter(store, &keys.delayed_count()).await? > 0 {
-        let (due, done) = drop_due(store, keys, false, &mut passes).await?;
+    let leased = leases != Leases::Keep && counter(store, &keys.leased()).await? > 0;
+    if leased || counter(store, &keys.delayed_count()).await? > 0 {
+        // Leases last: a leased head releases its group to what is left
+        // waiting then, items pushed after the purge began.
+        let (due, done) = drop_due(store, keys, leases, &mut passes).await?;
         dropped.delayed = due.delayed;
+        dropped.leased = due.leased;
         delayed_done = done;
     }
     dropped.done = items_done && delayed_done && waiting_done;
@@ -433,7 +476,7 @@ async fn drain_for_delete<S: Store>(
     // of it drops both, when the queue's counters say it holds any.
     if counter(store, &keys.leased()).await? > 0 || counter(store, &keys.delayed_count()).await? > 0
     {
-        let (due, _) = drop_due(store, keys, true, passes).await?;
+        let (due, _) = drop_due(store, keys, Leases::Delete, passes).await?;
         dropped.leased += due.leased;
         dropped.delayed += due.delayed;
     }
