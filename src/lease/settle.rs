@@ -127,6 +127,8 @@ pub async fn ack_in<T: Transaction>(
         Err(error) => return Ok(Err(error)),
     };
     open.clear(txn, keys)?;
+    // The item is done: its parts go with its lease (see `crate::queue::parts`).
+    crate::queue::parts::clear_in(txn, open.held.item.parts)?;
     if let Some(group) = &open.held.item.group {
         crate::queue::groups::leave_in(txn, keys, group, now_ms).await?;
     }

@@ -131,7 +131,7 @@ impl From<QueueError> for ApiError {
     fn from(error: QueueError) -> Self {
         match error {
             QueueError::Store(error) => error.into(),
-            QueueError::PayloadTooLarge { .. } => ApiError::new(
+            QueueError::PayloadTooLarge { .. } | QueueError::BatchTooLarge { .. } => ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "item_too_large",
                 error.to_string(),
