@@ -47,6 +47,12 @@ pub fn parts_range(id: &[u8; PARTS_ID_LEN]) -> (Vec<u8>, Vec<u8>) {
     subspace().subspace(&(Bytes::from(&id[..]),)).range()
 }
 
+/// The parts id of a part key (`None` for a key that is not one).
+pub fn parts_id_of_key(key: &[u8]) -> Option<[u8; PARTS_ID_LEN]> {
+    let (id, _n) = subspace().unpack::<(Vec<u8>, u32)>(key).ok()?;
+    id.try_into().ok()
+}
+
 fn part_key(id: &[u8; PARTS_ID_LEN], n: u32) -> Vec<u8> {
     subspace().pack(&(Bytes::from(&id[..]), n))
 }
