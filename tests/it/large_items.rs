@@ -300,3 +300,84 @@ async fn resp_push_and_pop_of_a_mebibyte() {
     assert!(refused.contains("item_too_large"), "{refused}");
     daemon.stop().await;
 }
+
+/// Pushes batches of two 1 MiB items to `url` until it stops answering;
+/// returns the items whose push was answered 201.
+async fn push_until_killed(url: String, pusher: usize) -> Vec<String> {
+    let mut pushed = Vec::new();
+    // Bounded: the daemon is killed long before.
+    for n in 0..10_000 {
+        let batch = [item(pusher * 10_000 + 2 * n, MIB), item(pusher * 10_000 + 2 * n + 1, MIB)];
+        let body: Vec<String> = batch.iter().map(|i| BASE64.encode(i)).collect();
+        let Ok(response) = http()
+            .post(format!("{url}/v1/queues/big/items:batch"))
+            .json(&body)
+            .send()
+            .await
+        else {
+            break;
+        };
+        if response.status() != StatusCode::CREATED {
+            break;
+        }
+        pushed.extend(batch);
+    }
+    pushed
+}
+
+/// The store in `dir` (no daemon on it): every parts id is referred to by
+/// exactly one item of `big`, and every item's parts are whole.
+async fn assert_store_whole(dir: &std::path::Path) -> usize {
+    use hotq::store::embedded::EmbeddedConfig;
+    let store = EmbeddedStore::open(EmbeddedConfig::new(dir)).unwrap();
+    let (held, keys) = parts_held(&store).await;
+    let referred = parts_referred(&store, "big").await;
+    let distinct: BTreeSet<_> = referred.iter().copied().collect();
+    assert_eq!(distinct.len(), referred.len(), "no two items share parts");
+    assert_eq!(distinct, held, "no orphaned part, no item missing its parts");
+    assert_eq!(keys, held.len() * part_count(MIB), "every item's parts are whole");
+    referred.len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sigkill_mid_push_leaves_no_partial_item_and_no_orphaned_part() {
+    use common::process::{kill9, start, terminate};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    let running = tokio::task::spawn_blocking(move || start(&path))
+        .await
+        .unwrap();
+    let pushers: Vec<_> = (0..4)
+        .map(|pusher| tokio::spawn(push_until_killed(running.url.clone(), pusher)))
+        .collect();
+    // Killed once pushes have been landing for a while: a dozen items
+    // in, with every pusher's next batch in flight.
+    let url = running.url.clone();
+    common::eventually("a dozen large items pushed", Duration::from_secs(120), || async {
+        Client::new(&url).depth("big").await >= 12
+    })
+    .await;
+    tokio::task::spawn_blocking(move || kill9(running)).await.unwrap();
+    let mut acked = Vec::new();
+    for pusher in pushers {
+        acked.extend(pusher.await.unwrap());
+    }
+    let items = assert_store_whole(dir.path()).await;
+    assert!(items >= acked.len(), "every answered push survived");
+    // Restarted: every item pops whole, and then no part is left.
+    let path = dir.path().to_path_buf();
+    let running = tokio::task::spawn_blocking(move || start(&path))
+        .await
+        .unwrap();
+    let client = Client::new(&running.url);
+    let mut popped = BTreeSet::new();
+    while let Some(body) = client.pop("big", 0).await {
+        let number: usize = body[5..].split('-').next().unwrap().parse().unwrap();
+        assert!(body == item(number, MIB), "item {number} comes back whole");
+        popped.insert(body);
+    }
+    assert_eq!(popped.len(), items);
+    assert!(acked.iter().all(|item| popped.contains(item)));
+    tokio::task::spawn_blocking(move || terminate(running)).await.unwrap();
+    assert_eq!(assert_store_whole(dir.path()).await, 0);
+}
