@@ -152,7 +152,8 @@ impl ItemValue {
 
     /// The payload's length, spilled or not.
     pub fn len(&self) -> usize {
-        self.parts.map_or(self.payload.len(), |parts| parts.len as usize)
+        self.parts
+            .map_or(self.payload.len(), |parts| parts.len as usize)
     }
 
     /// True for an empty payload.

@@ -54,7 +54,8 @@ impl Item {
 
     /// The payload's length, spilled or not.
     pub fn len(&self) -> usize {
-        self.parts.map_or(self.payload.len(), |parts| parts.len as usize)
+        self.parts
+            .map_or(self.payload.len(), |parts| parts.len as usize)
     }
 
     /// True for an empty payload.

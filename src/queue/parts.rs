@@ -208,7 +208,8 @@ mod tests {
     #[tokio::test]
     async fn a_large_payload_round_trips_through_parts_and_clears() {
         let dir = tempfile::tempdir().unwrap();
-        let store = EmbeddedStore::open(crate::store::embedded::EmbeddedConfig::new(dir.path())).unwrap();
+        let store =
+            EmbeddedStore::open(crate::store::embedded::EmbeddedConfig::new(dir.path())).unwrap();
         let payload: Vec<u8> = (0..1_048_576u32).map(|i| i as u8).collect();
         let txn = store.begin().unwrap();
         let value = encode_fresh_in(&txn, 7, &payload).unwrap();
@@ -234,7 +235,8 @@ mod tests {
     #[tokio::test]
     async fn a_small_payload_writes_no_part() {
         let dir = tempfile::tempdir().unwrap();
-        let store = EmbeddedStore::open(crate::store::embedded::EmbeddedConfig::new(dir.path())).unwrap();
+        let store =
+            EmbeddedStore::open(crate::store::embedded::EmbeddedConfig::new(dir.path())).unwrap();
         let txn = store.begin().unwrap();
         let value = encode_fresh_in(&txn, 7, &[1; INLINE_PAYLOAD_MAX]).unwrap();
         assert_eq!(value, encode_item(7, &[1; INLINE_PAYLOAD_MAX]));

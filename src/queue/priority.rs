@@ -103,27 +103,25 @@ impl<S: Store> PriorityQueue<S> {
         check_batch(items.iter().map(|(_, payload)| payload.as_ref()))?;
         let enqueued_at_ms = now_ms();
         // Not retried after "maybe committed", as every push.
-        let visible_at_ms = transact(&self.store, self.retry, |txn| {
-            async move {
-                let values = &encode_in(&txn, enqueued_at_ms, items)?;
-                let delay_ms = match delay_ms {
-                    Some(delay_ms) => delay_ms,
-                    None => {
-                        crate::queue::settings::read_in(&txn, &self.keys)
-                            .await
-                            .map_err(corrupt_as_store)?
-                            .effective(&self.name, defaults)
-                            .delivery_delay_ms
-                    }
-                };
-                if delay_ms == 0 {
-                    self.write_items(&txn, values).await?;
-                    return Ok(None);
+        let visible_at_ms = transact(&self.store, self.retry, |txn| async move {
+            let values = &encode_in(&txn, enqueued_at_ms, items)?;
+            let delay_ms = match delay_ms {
+                Some(delay_ms) => delay_ms,
+                None => {
+                    crate::queue::settings::read_in(&txn, &self.keys)
+                        .await
+                        .map_err(corrupt_as_store)?
+                        .effective(&self.name, defaults)
+                        .delivery_delay_ms
                 }
-                let visible_at_ms = enqueued_at_ms.saturating_add(delay_ms);
-                self.hold_items(&txn, values, visible_at_ms).await?;
-                Ok(Some(visible_at_ms))
+            };
+            if delay_ms == 0 {
+                self.write_items(&txn, values).await?;
+                return Ok(None);
             }
+            let visible_at_ms = enqueued_at_ms.saturating_add(delay_ms);
+            self.hold_items(&txn, values, visible_at_ms).await?;
+            Ok(Some(visible_at_ms))
         })
         .await?;
         crate::metrics::pushed(&self.keys, items.len());
@@ -170,31 +168,29 @@ impl<S: Store> PriorityQueue<S> {
         let enqueued_at_ms = now_ms();
         // Retried on conflict: a racing push stored the id first, and the
         // retry reads it. Not retried when the outcome is unknown.
-        let pushed = transact(&self.store, RetryPolicy::default(), |txn| {
-            async move {
-                let settings = crate::queue::settings::read_in(&txn, &self.keys)
-                    .await
-                    .map_err(corrupt_as_store)?
-                    .effective(&self.name, defaults);
-                let now = now_ms();
-                let window_ms = settings.dedup_window_ms;
-                if !crate::queue::dedup::claim_in(&txn, &self.keys, id, now, window_ms).await? {
-                    return Ok(Deduplicated::Duplicate);
-                }
-                let delay_ms = delay_ms.unwrap_or(settings.delivery_delay_ms);
-                let values = &encode_in(&txn, enqueued_at_ms, &[(priority, payload)])?;
-                if delay_ms == 0 {
-                    self.write_items(&txn, values).await?;
-                    return Ok(Deduplicated::Pushed {
-                        visible_at_ms: None,
-                    });
-                }
-                let visible_at_ms = enqueued_at_ms.saturating_add(delay_ms);
-                self.hold_items(&txn, values, visible_at_ms).await?;
-                Ok(Deduplicated::Pushed {
-                    visible_at_ms: Some(visible_at_ms),
-                })
+        let pushed = transact(&self.store, RetryPolicy::default(), |txn| async move {
+            let settings = crate::queue::settings::read_in(&txn, &self.keys)
+                .await
+                .map_err(corrupt_as_store)?
+                .effective(&self.name, defaults);
+            let now = now_ms();
+            let window_ms = settings.dedup_window_ms;
+            if !crate::queue::dedup::claim_in(&txn, &self.keys, id, now, window_ms).await? {
+                return Ok(Deduplicated::Duplicate);
             }
+            let delay_ms = delay_ms.unwrap_or(settings.delivery_delay_ms);
+            let values = &encode_in(&txn, enqueued_at_ms, &[(priority, payload)])?;
+            if delay_ms == 0 {
+                self.write_items(&txn, values).await?;
+                return Ok(Deduplicated::Pushed {
+                    visible_at_ms: None,
+                });
+            }
+            let visible_at_ms = enqueued_at_ms.saturating_add(delay_ms);
+            self.hold_items(&txn, values, visible_at_ms).await?;
+            Ok(Deduplicated::Pushed {
+                visible_at_ms: Some(visible_at_ms),
+            })
         })
         .await?;
         if let Deduplicated::Pushed { .. } = pushed {

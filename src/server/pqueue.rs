@@ -14,7 +14,8 @@ use serde::Deserialize;
 use super::error::{ApiError, ApiPath, ErrorBody};
 use super::error::{body_bytes, queue_name};
 use super::fifo::{
-    PopParams, check_delay_ms, check_item, check_items_max, check_lease_ms, pop_limits, pop_outcome, queue_stats,
+    PopParams, check_delay_ms, check_item, check_items_max, check_lease_ms, pop_limits,
+    pop_outcome, queue_stats,
 };
 use super::items::{PoppedItem, PushAnswer, QueueStats, answers_json, items_response};
 use super::pop_acks::{Riding, pop_with_acks, with_acked};

@@ -69,7 +69,10 @@ async fn assert_parts(store: &EmbeddedStore, queues: &[&str], items: usize, len:
     for queue in queues {
         referred.extend(parts_referred(store, queue).await);
     }
-    assert_eq!(referred, ids, "each held item's envelope refers to its parts");
+    assert_eq!(
+        referred, ids,
+        "each held item's envelope refers to its parts"
+    );
 }
 
 async fn post(url: String) -> reqwest::Response {
@@ -159,20 +162,36 @@ async fn a_leased_item_keeps_its_parts_until_acked_and_a_nack_returns_it_whole()
     assert_eq!(leased.body, item(1, MIB));
     // Leased: the lease refers to the parts.
     assert_parts(&daemon.store, &["jobs"], 1, MIB).await;
-    let nacked = post(format!("{}/v1/queues/jobs/nack/{}", daemon.url, leased.receipt)).await;
+    let nacked = post(format!(
+        "{}/v1/queues/jobs/nack/{}",
+        daemon.url, leased.receipt
+    ))
+    .await;
     assert_eq!(nacked.status(), StatusCode::OK);
     assert_parts(&daemon.store, &["jobs"], 1, MIB).await;
     let again = client.pop_leased("jobs", 60_000).await.unwrap();
-    assert_eq!((again.body.as_str(), again.delivery_count), (item(1, MIB).as_str(), 2));
-    assert_eq!(client.ack("jobs", &again.receipt).await, StatusCode::NO_CONTENT);
+    assert_eq!(
+        (again.body.as_str(), again.delivery_count),
+        (item(1, MIB).as_str(), 2)
+    );
+    assert_eq!(
+        client.ack("jobs", &again.receipt).await,
+        StatusCode::NO_CONTENT
+    );
     assert_parts(&daemon.store, &["jobs"], 0, MIB).await;
     // A leased pop served in line (a staged round), acked riding on the
     // next pop.
     let waiter = {
         let url = daemon.url.clone();
         tokio::spawn(async move {
-            let response = post(format!("{url}/v1/queues/jobs/pop?lease_ms=60000&wait_ms=30000")).await;
-            let receipt = response.headers()["hotq-receipt"].to_str().unwrap().to_string();
+            let response = post(format!(
+                "{url}/v1/queues/jobs/pop?lease_ms=60000&wait_ms=30000"
+            ))
+            .await;
+            let receipt = response.headers()["hotq-receipt"]
+                .to_str()
+                .unwrap()
+                .to_string();
             (receipt, response.text().await.unwrap())
         })
     };
@@ -204,12 +223,17 @@ async fn expiry_redelivers_dead_letters_and_a_redrive_returns_the_item_whole() {
         ))
         .await;
         assert_eq!(response.status(), StatusCode::OK, "delivery {delivery}");
-        assert_eq!(response.headers()["hotq-delivery-count"], delivery.to_string().as_str());
+        assert_eq!(
+            response.headers()["hotq-delivery-count"],
+            delivery.to_string().as_str()
+        );
         assert_eq!(response.text().await.unwrap(), item(7, MIB));
     }
-    common::eventually("the item is dead-lettered", Duration::from_secs(30), || async {
-        Client::new(&daemon.url).depth("jobs.dead").await == 1
-    })
+    common::eventually(
+        "the item is dead-lettered",
+        Duration::from_secs(30),
+        || async { Client::new(&daemon.url).depth("jobs.dead").await == 1 },
+    )
     .await;
     assert_parts(&daemon.store, &["jobs", "jobs.dead"], 1, MIB).await;
     let redriven = post(format!("{}/v1/queues/jobs.dead/redrive", daemon.url)).await;
@@ -236,7 +260,10 @@ async fn delete_purge_and_queue_delete_leave_no_part() {
         .unwrap();
     let first = &listed["items"][0];
     assert_eq!(first["size"], MIB);
-    assert!(first["payload"].as_str().unwrap().starts_with("item-0001-"), "{first}");
+    assert!(
+        first["payload"].as_str().unwrap().starts_with("item-0001-"),
+        "{first}"
+    );
     let id = first["id"].as_str().unwrap();
     let deleted = http()
         .delete(format!("{}/v1/queues/jobs/items/{id}", daemon.url))
@@ -246,9 +273,14 @@ async fn delete_purge_and_queue_delete_leave_no_part() {
     assert!(deleted.status().is_success(), "{}", deleted.status());
     assert_parts(&daemon.store, &["jobs"], 0, MIB).await;
     // Purge: visible and delayed items.
-    client.push_batch("jobs", &[item(2, MIB), item(3, MIB)]).await;
+    client
+        .push_batch("jobs", &[item(2, MIB), item(3, MIB)])
+        .await;
     let delayed = http()
-        .post(format!("{}/v1/queues/jobs/items?delay_ms=600000", daemon.url))
+        .post(format!(
+            "{}/v1/queues/jobs/items?delay_ms=600000",
+            daemon.url
+        ))
         .body(item(4, MIB))
         .send()
         .await
@@ -259,9 +291,14 @@ async fn delete_purge_and_queue_delete_leave_no_part() {
     assert_eq!(purged.status(), StatusCode::OK);
     assert_parts(&daemon.store, &["jobs"], 0, MIB).await;
     // DELETE of the queue: visible, delayed and leased items.
-    client.push_batch("jobs", &[item(5, MIB), item(6, MIB)]).await;
+    client
+        .push_batch("jobs", &[item(5, MIB), item(6, MIB)])
+        .await;
     let delayed = http()
-        .post(format!("{}/v1/queues/jobs/items?delay_ms=600000", daemon.url))
+        .post(format!(
+            "{}/v1/queues/jobs/items?delay_ms=600000",
+            daemon.url
+        ))
         .body(item(7, MIB))
         .send()
         .await
@@ -307,7 +344,10 @@ async fn push_until_killed(url: String, pusher: usize) -> Vec<String> {
     let mut pushed = Vec::new();
     // Bounded: the daemon is killed long before.
     for n in 0..10_000 {
-        let batch = [item(pusher * 10_000 + 2 * n, MIB), item(pusher * 10_000 + 2 * n + 1, MIB)];
+        let batch = [
+            item(pusher * 10_000 + 2 * n, MIB),
+            item(pusher * 10_000 + 2 * n + 1, MIB),
+        ];
         let body: Vec<String> = batch.iter().map(|i| BASE64.encode(i)).collect();
         let Ok(response) = http()
             .post(format!("{url}/v1/queues/big/items:batch"))
@@ -334,8 +374,15 @@ async fn assert_store_whole(dir: &std::path::Path) -> usize {
     let referred = parts_referred(&store, "big").await;
     let distinct: BTreeSet<_> = referred.iter().copied().collect();
     assert_eq!(distinct.len(), referred.len(), "no two items share parts");
-    assert_eq!(distinct, held, "no orphaned part, no item missing its parts");
-    assert_eq!(keys, held.len() * part_count(MIB), "every item's parts are whole");
+    assert_eq!(
+        distinct, held,
+        "no orphaned part, no item missing its parts"
+    );
+    assert_eq!(
+        keys,
+        held.len() * part_count(MIB),
+        "every item's parts are whole"
+    );
     referred.len()
 }
 
@@ -353,11 +400,15 @@ async fn a_sigkill_mid_push_leaves_no_partial_item_and_no_orphaned_part() {
     // Killed once pushes have been landing for a while: a dozen items
     // in, with every pusher's next batch in flight.
     let url = running.url.clone();
-    common::eventually("a dozen large items pushed", Duration::from_secs(120), || async {
-        Client::new(&url).depth("big").await >= 12
-    })
+    common::eventually(
+        "a dozen large items pushed",
+        Duration::from_secs(120),
+        || async { Client::new(&url).depth("big").await >= 12 },
+    )
     .await;
-    tokio::task::spawn_blocking(move || kill9(running)).await.unwrap();
+    tokio::task::spawn_blocking(move || kill9(running))
+        .await
+        .unwrap();
     let mut acked = Vec::new();
     for pusher in pushers {
         acked.extend(pusher.await.unwrap());
@@ -378,6 +429,8 @@ async fn a_sigkill_mid_push_leaves_no_partial_item_and_no_orphaned_part() {
     }
     assert_eq!(popped.len(), items);
     assert!(acked.iter().all(|item| popped.contains(item)));
-    tokio::task::spawn_blocking(move || terminate(running)).await.unwrap();
+    tokio::task::spawn_blocking(move || terminate(running))
+        .await
+        .unwrap();
     assert_eq!(assert_store_whole(dir.path()).await, 0);
 }
