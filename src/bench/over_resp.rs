@@ -26,8 +26,9 @@ use super::{BenchArgs, Mode, process_cpu_us};
 
 /// Pause before polling again after an empty answer (peerbench's).
 const EMPTY_POLL_PAUSE: Duration = Duration::from_millis(1);
-/// Most bytes a reply may take (a pop answers one item of at most 100 kB).
-const REPLY_BYTES_MAX: usize = 1024 * 1024;
+/// Most bytes a reply may take: one item of the largest size a daemon
+/// takes (`payload_bytes_max`'s ceiling) and its framing.
+const REPLY_BYTES_MAX: usize = crate::envelope::PAYLOAD_SIZE_MAX + 64 * 1024;
 
 /// One RESP connection: a command out, its reply in.
 struct Connection {

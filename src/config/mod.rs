@@ -83,6 +83,12 @@ pub struct Config {
     pub fdb_cluster_file: Option<String>,
     /// Largest request body accepted, in bytes (checked before reading).
     pub body_max_bytes: usize,
+    /// Largest item accepted on every API, in bytes (default 1 MiB, at
+    /// most [`crate::envelope::PAYLOAD_SIZE_MAX`], 8 MiB: one push is one
+    /// transaction, and a transaction is at most 10 MB; see
+    /// docs/large-items.md). An item over one store value is split across
+    /// keys.
+    pub payload_bytes_max: usize,
     /// Largest `max` a pop may ask for.
     pub pop_max_items: usize,
     /// Largest `wait_ms` a pop may ask for.
@@ -217,6 +223,7 @@ impl Default for Config {
             durability: Durability::Sync,
             fdb_cluster_file: None,
             body_max_bytes: 8 * 1024 * 1024,
+            payload_bytes_max: crate::envelope::PAYLOAD_BYTES_MAX_DEFAULT,
             pop_max_items: 100,
             wait_max_ms: 60_000,
             shutdown_grace_ms: 10_000,
@@ -342,7 +349,9 @@ impl Config {
         self.validate_lease_queues()?;
         self.validate_access()?;
         self.sqs.validate().map_err(ConfigError)?;
-        self.resp.validate().map_err(ConfigError)?;
+        self.resp
+            .validate(self.payload_bytes_max)
+            .map_err(ConfigError)?;
         if self.backend == Backend::Fdb && !cfg!(feature = "fdb") {
             return Err(ConfigError(
                 "backend = \"fdb\" needs a build with --features fdb".into(),
@@ -355,6 +364,7 @@ impl Config {
     fn validate_positive(&self) -> Result<(), ConfigError> {
         let positive = [
             ("body_max_bytes", self.body_max_bytes as u64),
+            ("payload_bytes_max", self.payload_bytes_max as u64),
             ("pop_max_items", self.pop_max_items as u64),
             (
                 "metrics_queue_labels_max",
@@ -438,9 +448,28 @@ impl Config {
                 "leases.delivery_delay_ms must be at most leases.delay_max_ms".into(),
             ));
         }
+        self.validate_payload_bytes_max()?;
         if self.wait_max_ms > 600_000 {
             return Err(ConfigError(
                 "wait_max_ms must be at most 600000 (10 minutes)".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `payload_bytes_max`: at most the core's ceiling, and a raw push of
+    /// an item of that size fits a request body.
+    fn validate_payload_bytes_max(&self) -> Result<(), ConfigError> {
+        let ceiling = crate::envelope::PAYLOAD_SIZE_MAX;
+        if self.payload_bytes_max > ceiling {
+            return Err(ConfigError(format!(
+                "payload_bytes_max must be at most {ceiling} (8 MiB: one push is one \
+                 transaction, at most 10 MB)"
+            )));
+        }
+        if self.payload_bytes_max > self.body_max_bytes {
+            return Err(ConfigError(
+                "payload_bytes_max must be at most body_max_bytes".into(),
             ));
         }
         Ok(())

@@ -83,8 +83,9 @@ impl Default for RespSection {
 pub const RESP_CONNECTIONS_MAX: usize = 1_000_000;
 
 impl RespSection {
-    /// Checks values no type can check.
-    pub fn validate(&self) -> Result<(), String> {
+    /// Checks values no type can check; a frame must hold an item of
+    /// `payload_bytes_max` bytes.
+    pub fn validate(&self, payload_bytes_max: usize) -> Result<(), String> {
         let positive = [
             ("resp.connections_max", self.connections_max),
             ("resp.pipeline_depth_max", self.pipeline_depth_max),
@@ -99,7 +100,7 @@ impl RespSection {
             ));
         }
         // A frame must fit an item of the largest size with its command.
-        let frame_min = crate::envelope::PAYLOAD_SIZE_MAX + 4 * 1024;
+        let frame_min = payload_bytes_max + 4 * 1024;
         if self.buffer_max_bytes < frame_min {
             return Err(format!(
                 "resp.buffer_max_bytes must be at least {frame_min} (one item of the largest size and its command)"

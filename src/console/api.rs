@@ -99,7 +99,7 @@ impl ItemInfo {
         ItemInfo {
             id: browse::item_id(keys, &item.key),
             enqueued_at_ms: item.enqueued_at_ms,
-            size: item.payload.len(),
+            size: item.len(),
             payload: preview.text,
             encoding: preview.encoding.to_string(),
             truncated: preview.truncated,

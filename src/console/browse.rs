@@ -104,7 +104,9 @@ pub async fn items<S: Store>(
         let Some(value) = decode_item(&row.value) else {
             return Err(QueueError::Corrupt { key: row.key });
         };
-        page.push(Item::from_value(row.key, value));
+        let mut item = Item::from_value(row.key, value);
+        crate::queue::parts::load_head_in(&txn, &mut item).await?;
+        page.push(item);
     }
     Ok((page, more))
 }
@@ -128,6 +130,7 @@ pub async fn delete_item<S: Store>(
             return Ok(Some(Err(QueueError::Corrupt { key: key.to_vec() })));
         };
         txn.clear(key)?;
+        crate::queue::parts::clear_in(&txn, item.parts)?;
         txn.atomic_add(&keys.depth(), -1)?;
         crate::queue::groups::dropped_in(&txn, keys, std::iter::once(Some(item.clone())), now_ms())
             .await?;

@@ -20,18 +20,40 @@
 //!   already counts the delivery the lease belongs to).
 //! - delayed: `1, key_len (u32), original key (empty: the tail), item envelope`.
 //!
+//! - a *spilled* item (payload longer than [`INLINE_PAYLOAD_MAX`]): the
+//!   version byte has [`SPILLED_FLAG`] set and the payload's place holds
+//!   `parts id (16), payload len (u32)`; the payload is in part keys
+//!   (see `crate::queue::parts` and docs/large-items.md). Every envelope
+//!   that carries an item (result, lease, delayed) carries it this way, so
+//!   moving a large item never copies its parts.
+//!
 //! Every decoder returns `None` for bytes hotq did not write; it never panics.
 
 use std::num::NonZeroU64;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// Largest payload an item can carry, in bytes. Below the store's value
-/// limit (`crate::store::VALUE_SIZE_MAX`, 100,000 bytes) by enough to
-/// carry the item through a result or lease envelope, which add a
-/// deadline, a receipt, the item's original key and a dead-letter origin.
-/// Written out rather than imported so this leaf imports nothing above
-/// it; the store checks the two agree at compile time.
-pub const PAYLOAD_SIZE_MAX: usize = 100_000 - ENVELOPE_HEADROOM;
+/// Largest payload stored inside its item's envelope, in bytes: below the
+/// store's value limit (`crate::store::VALUE_SIZE_MAX`, 100,000 bytes) by
+/// enough to carry the item through a result or lease envelope, which add
+/// a deadline, a receipt, the item's original key and a dead-letter
+/// origin. A longer payload is split across part keys. Written out rather
+/// than imported so this leaf imports nothing above it; the store checks
+/// the two agree at compile time.
+pub const INLINE_PAYLOAD_MAX: usize = 100_000 - ENVELOPE_HEADROOM;
+/// Largest payload the core accepts, in bytes (8 MiB): the ceiling of the
+/// `payload_bytes_max` setting. One push writes its items and all their
+/// parts in one transaction, which FoundationDB bounds at 10 MB; 8 MiB of
+/// parts plus their keys and envelopes stays under it.
+pub const PAYLOAD_SIZE_MAX: usize = 8 * 1_048_576;
+/// Default of the `payload_bytes_max` setting: 1 MiB, as SQS.
+pub const PAYLOAD_BYTES_MAX_DEFAULT: usize = 1_048_576;
+/// Most payload bytes one push (a batch) writes, for the same reason as
+/// [`PAYLOAD_SIZE_MAX`].
+pub const PUSH_PAYLOAD_BYTES_MAX: usize = PAYLOAD_SIZE_MAX;
+/// Set in an item envelope's version byte when its payload is in parts.
+pub const SPILLED_FLAG: u8 = 0x40;
+/// Bytes of a parts id.
+pub const PARTS_ID_LEN: usize = 16;
 /// What a payload leaves of a store value for its envelope, in bytes.
 pub const ENVELOPE_HEADROOM: usize = 1_024;
 /// Bytes of a lease receipt.
@@ -99,8 +121,20 @@ pub struct ItemValue {
     pub dead_letter: Option<DeadLetter>,
     /// The message group it belongs to (see `crate::queue::groups`).
     pub group: Option<String>,
-    /// The item's bytes.
+    /// The item's bytes; empty for a spilled item until its parts are read.
     pub payload: Vec<u8>,
+    /// Where a payload longer than [`INLINE_PAYLOAD_MAX`] is stored; the
+    /// envelope then holds this instead of the payload.
+    pub parts: Option<PartsRef>,
+}
+
+/// Where a spilled payload is: its parts id and its length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PartsRef {
+    /// Random: names the part keys (see `crate::queue::parts`).
+    pub id: [u8; PARTS_ID_LEN],
+    /// The payload's length in bytes.
+    pub len: u32,
 }
 
 impl ItemValue {
@@ -112,8 +146,48 @@ impl ItemValue {
             dead_letter: None,
             group: None,
             payload,
+            parts: None,
         }
     }
+
+    /// The payload's length, spilled or not.
+    pub fn len(&self) -> usize {
+        self.parts
+            .map_or(self.payload.len(), |parts| parts.len as usize)
+    }
+
+    /// True for an empty payload.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// What stands in an envelope for the payload: the payload itself, or
+/// the reference to its parts.
+fn payload_field(item: &ItemValue) -> std::borrow::Cow<'_, [u8]> {
+    match item.parts {
+        None => std::borrow::Cow::Borrowed(&item.payload),
+        Some(parts) => {
+            let mut field = Vec::with_capacity(PARTS_ID_LEN + 4);
+            field.extend_from_slice(&parts.id);
+            field.extend_from_slice(&parts.len.to_be_bytes());
+            std::borrow::Cow::Owned(field)
+        }
+    }
+}
+
+/// The payload (inline) or parts reference (spilled) from what an
+/// envelope holds in the payload's place.
+fn read_payload(rest: &[u8], spilled: bool) -> Option<(Vec<u8>, Option<PartsRef>)> {
+    if !spilled {
+        return Some((rest.to_vec(), None));
+    }
+    if rest.len() != PARTS_ID_LEN + 4 {
+        return None;
+    }
+    let id = rest[..PARTS_ID_LEN].try_into().ok()?;
+    let len = u32::from_be_bytes(rest[PARTS_ID_LEN..].try_into().ok()?);
+    Some((Vec::new(), Some(PartsRef { id, len })))
 }
 
 /// Encodes a fresh item's envelope (never delivered, not dead-lettered).
@@ -123,13 +197,17 @@ pub fn encode_item(enqueued_at_ms: u64, payload: &[u8]) -> Vec<u8> {
 
 /// Encodes an item envelope.
 pub fn encode_item_value(item: &ItemValue) -> Vec<u8> {
-    encode_item_parts(
+    let mut value = encode_item_parts(
         item.enqueued_at_ms,
         item.deliveries,
         item.dead_letter.as_ref(),
         item.group.as_deref(),
-        &item.payload,
-    )
+        &payload_field(item),
+    );
+    if item.parts.is_some() {
+        value[0] |= SPILLED_FLAG;
+    }
+    value
 }
 
 fn encode_item_parts(
@@ -189,10 +267,16 @@ fn encode_item_parts(
 /// Decodes an item envelope; `None` if malformed.
 pub fn decode_item(value: &[u8]) -> Option<ItemValue> {
     let mut reader = Reader(value);
-    match reader.u8()? {
+    let version = reader.u8()?;
+    let spilled = version & SPILLED_FLAG != 0;
+    match version & !SPILLED_FLAG {
         1 => {
             let enqueued_at_ms = reader.u64()?;
-            Some(ItemValue::new(enqueued_at_ms, reader.rest().to_vec()))
+            let (payload, parts) = read_payload(reader.rest(), spilled)?;
+            Some(ItemValue {
+                parts,
+                ..ItemValue::new(enqueued_at_ms, payload)
+            })
         }
         version @ 2..=5 => {
             let from_priority = version >= 4;
@@ -229,12 +313,14 @@ pub fn decode_item(value: &[u8]) -> Option<ItemValue> {
             } else {
                 None
             };
+            let (payload, parts) = read_payload(reader.rest(), spilled)?;
             Some(ItemValue {
                 enqueued_at_ms,
                 deliveries,
                 dead_letter,
                 group,
-                payload: reader.rest().to_vec(),
+                payload,
+                parts,
             })
         }
         _ => None,

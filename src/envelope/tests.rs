@@ -15,6 +15,7 @@ fn dead_item() -> ItemValue {
         }),
         group: None,
         payload: b"payload".to_vec(),
+        parts: None,
     }
 }
 
@@ -160,6 +161,33 @@ fn a_dead_letter_from_a_priority_queue_keeps_its_origin_and_priority() {
         assert_eq!(decode_item(&encoded), Some(item.clone()));
         for len in 0..encoded.len() - item.payload.len() {
             assert_eq!(decode_item(&encoded[..len]), None, "cut at {len}");
+        }
+    }
+}
+
+#[test]
+fn spilled_items_carry_their_parts_reference_everywhere() {
+    let parts = PartsRef {
+        id: [9; PARTS_ID_LEN],
+        len: 1_048_576,
+    };
+    for item in [ItemValue::new(42, Vec::new()), dead_item()] {
+        let spilled = ItemValue {
+            payload: Vec::new(),
+            parts: Some(parts),
+            ..item
+        };
+        let encoded = encode_item_value(&spilled);
+        assert_ne!(encoded[0] & SPILLED_FLAG, 0);
+        assert_eq!(decode_item(&encoded), Some(spilled.clone()));
+        assert_eq!(spilled.len(), 1_048_576);
+        let held = HeldItem {
+            item_key: b"k".to_vec(),
+            item: spilled.clone(),
+        };
+        assert_eq!(decode_held(&encode_held(&held)), Some(held));
+        for len in 0..encoded.len() {
+            assert_eq!(decode_item(&encoded[..len]).and_then(|i| i.parts), None);
         }
     }
 }

@@ -326,6 +326,7 @@ mod tests {
                 dead_letter: None,
                 group: None,
                 payload: b"old".to_vec(),
+                parts: None,
             },
         };
         let txn = store.begin().unwrap();

@@ -311,8 +311,10 @@ fn fresh(
         None => item.group,
         Some(_) => None,
     };
+    // A large payload's parts move with its envelope (see `crate::queue::parts`).
     let item = ItemValue {
         group,
+        parts: item.parts,
         ..ItemValue::new(item.enqueued_at_ms, item.payload)
     };
     Some((

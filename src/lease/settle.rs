@@ -127,6 +127,8 @@ pub async fn ack_in<T: Transaction>(
         Err(error) => return Ok(Err(error)),
     };
     open.clear(txn, keys)?;
+    // The item is done: its parts go with its lease (see `crate::queue::parts`).
+    crate::queue::parts::clear_in(txn, open.held.item.parts)?;
     if let Some(group) = &open.held.item.group {
         crate::queue::groups::leave_in(txn, keys, group, now_ms).await?;
     }
@@ -162,6 +164,7 @@ pub async fn stale_in<T: Transaction>(
         Ok(open) => {
             if delete {
                 open.clear(txn, keys)?;
+                crate::queue::parts::clear_in(txn, open.held.item.parts)?;
                 if let Some(group) = &open.held.item.group {
                     crate::queue::groups::leave_in(txn, keys, group, now_ms).await?;
                 }
@@ -186,6 +189,7 @@ pub async fn stale_in<T: Transaction>(
     }
     if delete {
         txn.clear(item_key)?;
+        crate::queue::parts::clear_in(txn, item.parts)?;
         txn.atomic_add(&keys.depth(), -1)?;
         if let Some(group) = &item.group {
             crate::queue::groups::leave_in(txn, keys, group, now_ms).await?;

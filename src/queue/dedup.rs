@@ -17,7 +17,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::envelope::{HeldItem, ItemValue, encode_held, encode_item, now_ms};
+use crate::envelope::now_ms;
 use crate::keys::{DueWhat, QueueKeys};
 use crate::queue::settings::{Defaults, read_in};
 use crate::queue::{QueueError, append_in, check_batch, hold_in};
@@ -129,21 +129,16 @@ pub async fn push<S: Store>(
                 .collect();
             visible_at_ms = crate::queue::groups::push_in(&txn, keys, &new, now, delay_ms).await?;
         } else if delay_ms == 0 {
-            let values: Vec<Vec<u8>> = stored
+            let values = stored
                 .iter()
-                .map(|item| encode_item(now, &item.payload))
-                .collect();
+                .map(|item| crate::queue::parts::encode_fresh_in(&txn, now, &item.payload))
+                .collect::<Result<Vec<_>, _>>()?;
             append_in(&txn, keys, &values).await?;
         } else {
-            let values: Vec<Vec<u8>> = stored
+            let values = stored
                 .iter()
-                .map(|item| {
-                    encode_held(&HeldItem {
-                        item_key: Vec::new(),
-                        item: ItemValue::new(now, item.payload.clone()),
-                    })
-                })
-                .collect();
+                .map(|item| crate::queue::fifo::held_fresh_in(&txn, now, &item.payload))
+                .collect::<Result<Vec<_>, _>>()?;
             let at = now.saturating_add(delay_ms);
             hold_in(&txn, keys, &values, at)?;
             visible_at_ms = Some(at);

@@ -17,7 +17,8 @@
 use rand::RngCore;
 
 use crate::envelope::{
-    End, HeldItem, ItemValue, PAYLOAD_SIZE_MAX, decode_item, encode_held, encode_item, now_ms,
+    End, HeldItem, ItemValue, PAYLOAD_SIZE_MAX, PUSH_PAYLOAD_BYTES_MAX, decode_item, encode_held,
+    now_ms,
 };
 use crate::keys::{QueueKeys, QueueName, RANDOM_LEN};
 use crate::store::Read;
@@ -84,18 +85,19 @@ impl<S: Store> Queue<S> {
     pub async fn push_batch<P: AsRef<[u8]>>(&self, payloads: &[P]) -> Result<(), QueueError> {
         check_batch(payloads.iter().map(AsRef::as_ref))?;
         let enqueued_at_ms = now_ms();
-        let values: Vec<Vec<u8>> = payloads
-            .iter()
-            .map(|p| encode_item(enqueued_at_ms, p.as_ref()))
-            .collect();
         // A push reads only with snapshot and writes fresh random keys, so a
         // retry after "maybe committed" could duplicate it: not retried.
-        transact(&self.store, self.retry, |txn| {
-            let values = &values;
-            async move { append_in(&txn, &self.keys, values).await }
+        // Encoded in the transaction: a large payload's parts are written
+        // in it (see `crate::queue::parts`).
+        transact(&self.store, self.retry, |txn| async move {
+            let values = payloads
+                .iter()
+                .map(|p| super::parts::encode_fresh_in(&txn, enqueued_at_ms, p.as_ref()))
+                .collect::<Result<Vec<_>, _>>()?;
+            append_in(&txn, &self.keys, &values).await
         })
         .await?;
-        crate::metrics::pushed(&self.keys, values.len());
+        crate::metrics::pushed(&self.keys, payloads.len());
         Ok(())
     }
 
@@ -110,21 +112,15 @@ impl<S: Store> Queue<S> {
         check_batch(payloads.iter().map(AsRef::as_ref))?;
         let now = now_ms();
         let visible_at_ms = now.saturating_add(delay_ms);
-        let values: Vec<Vec<u8>> = payloads
-            .iter()
-            .map(|p| {
-                encode_held(&HeldItem {
-                    item_key: Vec::new(),
-                    item: ItemValue::new(now, p.as_ref().to_vec()),
-                })
-            })
-            .collect();
-        transact(&self.store, self.retry, |txn| {
-            let values = &values;
-            async move { hold_in(&txn, &self.keys, values, visible_at_ms) }
+        transact(&self.store, self.retry, |txn| async move {
+            let values = payloads
+                .iter()
+                .map(|p| held_fresh_in(&txn, now, p.as_ref()))
+                .collect::<Result<Vec<_>, _>>()?;
+            hold_in(&txn, &self.keys, &values, visible_at_ms)
         })
         .await?;
-        crate::metrics::pushed(&self.keys, values.len());
+        crate::metrics::pushed(&self.keys, payloads.len());
         Ok(visible_at_ms)
     }
 
@@ -136,9 +132,10 @@ impl<S: Store> Queue<S> {
         if crate::queue::settings::paused_in(&txn, &self.keys).await? {
             return Ok(DirectPop::Empty);
         }
-        let Some(item) = self.first_item(&txn, Read::Serializable).await? else {
+        let Some(mut item) = self.first_item(&txn, Read::Serializable).await? else {
             return Ok(DirectPop::Empty);
         };
+        super::parts::deliver_in(&txn, std::iter::once(&mut item)).await?;
         txn.clear(&item.key)?;
         txn.atomic_add(&self.keys.depth(), -1)?;
         if let Some(group) = &item.group {
@@ -162,13 +159,16 @@ impl<S: Store> Queue<S> {
             {
                 return Ok(None);
             }
-            let Some(item) = self
+            let Some(mut item) = self
                 .first_item(&txn, Read::Serializable)
                 .await
                 .map_err(corrupt_as_store)?
             else {
                 return Ok(None);
             };
+            super::parts::deliver_in(&txn, std::iter::once(&mut item))
+                .await
+                .map_err(corrupt_as_store)?;
             txn.clear(&item.key)?;
             txn.atomic_add(&self.keys.depth(), -1)?;
             if let Some(group) = &item.group {
@@ -183,7 +183,11 @@ impl<S: Store> Queue<S> {
     /// The first item, without taking it (a snapshot read: never conflicts).
     pub async fn peek(&self) -> Result<Option<Item>, QueueError> {
         let txn = self.store.begin()?;
-        self.first_item(&txn, Read::Snapshot).await
+        let mut item = self.first_item(&txn, Read::Snapshot).await?;
+        if let Some(item) = &mut item {
+            super::parts::load_in(&txn, item).await?;
+        }
+        Ok(item)
     }
 
     /// The number of items, from the counter pushes and pops maintain.
@@ -210,6 +214,21 @@ impl<S: Store> Queue<S> {
     }
 }
 
+/// In `txn`: a fresh delayed item's envelope for `payload` (its parts
+/// written when it does not fit one value).
+pub(crate) fn held_fresh_in<T: Transaction>(
+    txn: &T,
+    now_ms: u64,
+    payload: &[u8],
+) -> Result<Vec<u8>, StoreError> {
+    let mut item = ItemValue::new(now_ms, payload.to_vec());
+    super::parts::spill_in(txn, &mut item)?;
+    Ok(encode_held(&HeldItem {
+        item_key: Vec::new(),
+        item,
+    }))
+}
+
 /// Checks a batch's length and every payload's size (FIFO and priority pushes).
 pub(crate) fn check_batch<'a>(
     payloads: impl ExactSizeIterator<Item = &'a [u8]>,
@@ -218,10 +237,16 @@ pub(crate) fn check_batch<'a>(
     if len == 0 || len > PUSH_BATCH_MAX {
         return Err(QueueError::BadBatch { len });
     }
+    let mut bytes = 0usize;
     for payload in payloads {
         if payload.len() > PAYLOAD_SIZE_MAX {
             return Err(QueueError::PayloadTooLarge { len: payload.len() });
         }
+        bytes += payload.len();
+    }
+    // One push is one transaction, bounded by the store (10 MB).
+    if bytes > PUSH_PAYLOAD_BYTES_MAX {
+        return Err(QueueError::BatchTooLarge { bytes });
     }
     Ok(())
 }

@@ -7,7 +7,7 @@ use std::fmt;
 
 use rand::RngCore;
 
-use crate::envelope::{DeadLetter, ItemValue, PAYLOAD_SIZE_MAX};
+use crate::envelope::{DeadLetter, ItemValue, PAYLOAD_SIZE_MAX, PUSH_PAYLOAD_BYTES_MAX, PartsRef};
 use crate::keys::{QueueKeys, RANDOM_LEN};
 use crate::lease::receipt::Lease;
 use crate::store::{StoreError, Transaction};
@@ -32,6 +32,9 @@ pub struct Item {
     pub group: Option<String>,
     /// The lease it is held under, when popped with one.
     pub lease: Option<Lease>,
+    /// Where its payload is stored when it did not fit its envelope (see
+    /// [`crate::queue::parts`]); `payload` is empty until they are read.
+    pub parts: Option<PartsRef>,
 }
 
 impl Item {
@@ -45,7 +48,19 @@ impl Item {
             dead_letter: value.dead_letter,
             group: value.group,
             lease: None,
+            parts: value.parts,
         }
+    }
+
+    /// The payload's length, spilled or not.
+    pub fn len(&self) -> usize {
+        self.parts
+            .map_or(self.payload.len(), |parts| parts.len as usize)
+    }
+
+    /// True for an empty payload.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// The item's envelope as it stood in the queue.
@@ -55,7 +70,13 @@ impl Item {
             deliveries: self.deliveries,
             dead_letter: self.dead_letter.clone(),
             group: self.group.clone(),
-            payload: self.payload.clone(),
+            // A spilled item's envelope holds its parts reference, not
+            // its payload: no copy of what is not encoded.
+            payload: match self.parts {
+                None => self.payload.clone(),
+                Some(_) => Vec::new(),
+            },
+            parts: self.parts,
         }
     }
 }
@@ -69,6 +90,11 @@ pub enum QueueError {
     PayloadTooLarge {
         /// The payload's length.
         len: usize,
+    },
+    /// A batch's payloads add up to more than [`PUSH_PAYLOAD_BYTES_MAX`].
+    BatchTooLarge {
+        /// The payloads' total length.
+        bytes: usize,
     },
     /// A batch is empty or larger than [`PUSH_BATCH_MAX`].
     BadBatch {
@@ -103,6 +129,11 @@ impl fmt::Display for QueueError {
                     "item of {len} bytes exceeds the limit of {PAYLOAD_SIZE_MAX} bytes"
                 )
             }
+            QueueError::BatchTooLarge { bytes } => write!(
+                f,
+                "a batch of {bytes} payload bytes exceeds the limit of \
+                 {PUSH_PAYLOAD_BYTES_MAX} bytes per push"
+            ),
             QueueError::BadBatch { len } => {
                 write!(f, "a batch holds 1 to {PUSH_BATCH_MAX} items, got {len}")
             }

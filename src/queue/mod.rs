@@ -15,6 +15,7 @@
 //! - [`dead_letters`]: which queues are dead-letter queues, by role.
 //! - [`oldest`]: the age of a queue's oldest item.
 //! - [`admin`]: list, purge and delete queues; the leases in flight.
+//! - [`parts`]: payloads larger than one store value, split across keys.
 
 pub(crate) mod admin;
 pub(crate) mod dead_letters;
@@ -23,6 +24,7 @@ pub(crate) mod fifo;
 pub mod groups;
 pub(crate) mod item;
 pub(crate) mod oldest;
+pub mod parts;
 pub mod priority;
 pub mod settings;
 

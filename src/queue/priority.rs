@@ -18,7 +18,7 @@ use std::collections::HashMap;
 
 use rand::RngCore;
 
-use crate::envelope::{End, HeldItem, decode_item, encode_held, encode_item, now_ms};
+use crate::envelope::{End, HeldItem, decode_item, encode_held, now_ms};
 use crate::keys::{QueueKeys, QueueKind, QueueName, RANDOM_LEN};
 use crate::queue::read_end;
 use crate::queue::{Item, QueueError, check_batch};
@@ -77,18 +77,14 @@ impl<S: Store> PriorityQueue<S> {
     pub async fn push_batch<P: AsRef<[u8]>>(&self, items: &[(i64, P)]) -> Result<(), QueueError> {
         check_batch(items.iter().map(|(_, payload)| payload.as_ref()))?;
         let enqueued_at_ms = now_ms();
-        let values: Vec<(i64, Vec<u8>)> = items
-            .iter()
-            .map(|(priority, p)| (*priority, encode_item(enqueued_at_ms, p.as_ref())))
-            .collect();
         // A push reads only with snapshot and writes fresh random keys, so a
         // retry after "maybe committed" could duplicate it: not retried.
-        transact(&self.store, self.retry, |txn| {
-            let values = &values;
-            async move { self.write_items(&txn, values).await }
+        transact(&self.store, self.retry, |txn| async move {
+            let values = encode_in(&txn, enqueued_at_ms, items)?;
+            self.write_items(&txn, &values).await
         })
         .await?;
-        crate::metrics::pushed(&self.keys, values.len());
+        crate::metrics::pushed(&self.keys, items.len());
         Ok(())
     }
 
@@ -106,35 +102,29 @@ impl<S: Store> PriorityQueue<S> {
     ) -> Result<Option<u64>, QueueError> {
         check_batch(items.iter().map(|(_, payload)| payload.as_ref()))?;
         let enqueued_at_ms = now_ms();
-        let values: Vec<(i64, Vec<u8>)> = items
-            .iter()
-            .map(|(priority, p)| (*priority, encode_item(enqueued_at_ms, p.as_ref())))
-            .collect();
         // Not retried after "maybe committed", as every push.
-        let visible_at_ms = transact(&self.store, self.retry, |txn| {
-            let values = &values;
-            async move {
-                let delay_ms = match delay_ms {
-                    Some(delay_ms) => delay_ms,
-                    None => {
-                        crate::queue::settings::read_in(&txn, &self.keys)
-                            .await
-                            .map_err(corrupt_as_store)?
-                            .effective(&self.name, defaults)
-                            .delivery_delay_ms
-                    }
-                };
-                if delay_ms == 0 {
-                    self.write_items(&txn, values).await?;
-                    return Ok(None);
+        let visible_at_ms = transact(&self.store, self.retry, |txn| async move {
+            let values = &encode_in(&txn, enqueued_at_ms, items)?;
+            let delay_ms = match delay_ms {
+                Some(delay_ms) => delay_ms,
+                None => {
+                    crate::queue::settings::read_in(&txn, &self.keys)
+                        .await
+                        .map_err(corrupt_as_store)?
+                        .effective(&self.name, defaults)
+                        .delivery_delay_ms
                 }
-                let visible_at_ms = enqueued_at_ms.saturating_add(delay_ms);
-                self.hold_items(&txn, values, visible_at_ms).await?;
-                Ok(Some(visible_at_ms))
+            };
+            if delay_ms == 0 {
+                self.write_items(&txn, values).await?;
+                return Ok(None);
             }
+            let visible_at_ms = enqueued_at_ms.saturating_add(delay_ms);
+            self.hold_items(&txn, values, visible_at_ms).await?;
+            Ok(Some(visible_at_ms))
         })
         .await?;
-        crate::metrics::pushed(&self.keys, values.len());
+        crate::metrics::pushed(&self.keys, items.len());
         Ok(visible_at_ms)
     }
 
@@ -176,34 +166,31 @@ impl<S: Store> PriorityQueue<S> {
             "dedup ids are checked by the caller"
         );
         let enqueued_at_ms = now_ms();
-        let values = [(priority, encode_item(enqueued_at_ms, payload))];
         // Retried on conflict: a racing push stored the id first, and the
         // retry reads it. Not retried when the outcome is unknown.
-        let pushed = transact(&self.store, RetryPolicy::default(), |txn| {
-            let values = &values;
-            async move {
-                let settings = crate::queue::settings::read_in(&txn, &self.keys)
-                    .await
-                    .map_err(corrupt_as_store)?
-                    .effective(&self.name, defaults);
-                let now = now_ms();
-                let window_ms = settings.dedup_window_ms;
-                if !crate::queue::dedup::claim_in(&txn, &self.keys, id, now, window_ms).await? {
-                    return Ok(Deduplicated::Duplicate);
-                }
-                let delay_ms = delay_ms.unwrap_or(settings.delivery_delay_ms);
-                if delay_ms == 0 {
-                    self.write_items(&txn, values).await?;
-                    return Ok(Deduplicated::Pushed {
-                        visible_at_ms: None,
-                    });
-                }
-                let visible_at_ms = enqueued_at_ms.saturating_add(delay_ms);
-                self.hold_items(&txn, values, visible_at_ms).await?;
-                Ok(Deduplicated::Pushed {
-                    visible_at_ms: Some(visible_at_ms),
-                })
+        let pushed = transact(&self.store, RetryPolicy::default(), |txn| async move {
+            let settings = crate::queue::settings::read_in(&txn, &self.keys)
+                .await
+                .map_err(corrupt_as_store)?
+                .effective(&self.name, defaults);
+            let now = now_ms();
+            let window_ms = settings.dedup_window_ms;
+            if !crate::queue::dedup::claim_in(&txn, &self.keys, id, now, window_ms).await? {
+                return Ok(Deduplicated::Duplicate);
             }
+            let delay_ms = delay_ms.unwrap_or(settings.delivery_delay_ms);
+            let values = &encode_in(&txn, enqueued_at_ms, &[(priority, payload)])?;
+            if delay_ms == 0 {
+                self.write_items(&txn, values).await?;
+                return Ok(Deduplicated::Pushed {
+                    visible_at_ms: None,
+                });
+            }
+            let visible_at_ms = enqueued_at_ms.saturating_add(delay_ms);
+            self.hold_items(&txn, values, visible_at_ms).await?;
+            Ok(Deduplicated::Pushed {
+                visible_at_ms: Some(visible_at_ms),
+            })
         })
         .await?;
         if let Deduplicated::Pushed { .. } = pushed {
@@ -245,13 +232,16 @@ impl<S: Store> PriorityQueue<S> {
             {
                 return Ok(None);
             }
-            let Some(item) = self
+            let Some(mut item) = self
                 .end_item(&txn, end, Read::Serializable)
                 .await
                 .map_err(corrupt_as_store)?
             else {
                 return Ok(None);
             };
+            crate::queue::parts::deliver_in(&txn, std::iter::once(&mut item))
+                .await
+                .map_err(corrupt_as_store)?;
             txn.clear(&item.key)?;
             txn.atomic_add(&self.keys.depth(), -1)?;
             Ok(Some(item))
@@ -282,10 +272,15 @@ impl<S: Store> PriorityQueue<S> {
         end: End,
         read: Read,
     ) -> Result<Option<Item>, QueueError> {
-        Ok(read_end(txn, &self.keys, end, 1, read)
+        let mut item = read_end(txn, &self.keys, end, 1, read)
             .await?
             .into_iter()
-            .next())
+            .next();
+        if let (Some(item), Read::Snapshot) = (&mut item, read) {
+            // A peek: a pop reads the payload as it takes the item.
+            crate::queue::parts::load_in(txn, item).await?;
+        }
+        Ok(item)
     }
 
     /// The number of items, from the counter pushes and pops maintain.
@@ -304,6 +299,22 @@ impl<S: Store> PriorityQueue<S> {
     pub async fn is_empty(&self) -> Result<bool, QueueError> {
         Ok(self.len().await? == 0)
     }
+}
+
+/// In `txn`: the envelopes of fresh `items` at their priorities, the
+/// parts of large payloads written (see [`crate::queue::parts`]).
+fn encode_in<T: Transaction, P: AsRef<[u8]>>(
+    txn: &T,
+    enqueued_at_ms: u64,
+    items: &[(i64, P)],
+) -> Result<Vec<(i64, Vec<u8>)>, StoreError> {
+    items
+        .iter()
+        .map(|(priority, p)| {
+            let value = crate::queue::parts::encode_fresh_in(txn, enqueued_at_ms, p.as_ref())?;
+            Ok((*priority, value))
+        })
+        .collect()
 }
 
 /// Inside a retried transaction body only store errors travel; a corrupt

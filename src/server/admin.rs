@@ -429,7 +429,7 @@ impl From<&admin::LeaseSummary> for LeaseInfo {
             lease_expires_at_ms: lease.expires_at_ms,
             enqueued_at_ms: lease.enqueued_at_ms,
             group: lease.group.clone(),
-            size: lease.payload.len(),
+            size: lease.size,
             payload: preview.text,
             encoding: preview.encoding.to_string(),
             truncated: preview.truncated,

@@ -131,6 +131,11 @@ impl From<QueueError> for ApiError {
     fn from(error: QueueError) -> Self {
         match error {
             QueueError::Store(error) => error.into(),
+            QueueError::BatchTooLarge { .. } => ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "batch_too_large",
+                error.to_string(),
+            ),
             QueueError::PayloadTooLarge { .. } => ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "item_too_large",

@@ -27,7 +27,9 @@ use super::items::{PoppedItem, answers_json, items_response};
 
 use super::error::queue_name;
 
-/// Checks one item's size.
+/// Checks one item's size against the core's ceiling (the configured
+/// `payload_bytes_max` is checked where a push meets the daemon's state,
+/// [`check_items_max`]).
 pub fn check_item(payload: &[u8]) -> Result<(), ApiError> {
     if payload.is_empty() {
         return Err(ApiError::new(
@@ -36,17 +38,23 @@ pub fn check_item(payload: &[u8]) -> Result<(), ApiError> {
             "an item must hold at least one byte",
         ));
     }
-    if payload.len() > PAYLOAD_SIZE_MAX {
-        return Err(ApiError::new(
+    check_items_max([payload.len()], PAYLOAD_SIZE_MAX)
+}
+
+/// Refuses (413 `item_too_large`) an item over `payload_bytes_max` bytes
+/// among items of lengths `lens`.
+pub fn check_items_max(
+    lens: impl IntoIterator<Item = usize>,
+    payload_bytes_max: usize,
+) -> Result<(), ApiError> {
+    match lens.into_iter().find(|len| *len > payload_bytes_max) {
+        Some(len) => Err(ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "item_too_large",
-            format!(
-                "item of {} bytes exceeds the limit of {PAYLOAD_SIZE_MAX} bytes",
-                payload.len()
-            ),
-        ));
+            format!("item of {len} bytes exceeds the limit of {payload_bytes_max} bytes"),
+        )),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// How a pop is done, as its `path` query names it.

@@ -16,7 +16,6 @@ use crate::config::Config;
 use crate::console::api::TRAFFIC_QUEUES_MAX;
 use crate::console::assets::ASSETS;
 use crate::console::browse::{GROUPS_LIMIT_MAX, ITEM_ID_HEX_LEN_MAX, ITEMS_LIMIT_MAX};
-use crate::envelope::PAYLOAD_SIZE_MAX;
 use crate::keys::{DEAD_LETTER_SUFFIX, QUEUE_NAME_LEN_MAX};
 use crate::lease::redrive::REDRIVE_BATCH_MAX;
 use crate::queue::PUSH_BATCH_MAX;
@@ -33,6 +32,7 @@ pub struct Limits {
     pop_max_items: usize,
     lease_max_ms: u64,
     delay_max_ms: u64,
+    payload_bytes_max: usize,
 }
 
 impl Limits {
@@ -43,6 +43,7 @@ impl Limits {
             pop_max_items: config.pop_max_items,
             lease_max_ms: config.leases.lease_max_ms,
             delay_max_ms: config.leases.delay_max_ms,
+            payload_bytes_max: config.payload_bytes_max,
         }
     }
 }
@@ -114,13 +115,13 @@ fn dedup_id_schema() -> Value {
 
 /// Standard base64 of 1 byte or more, canonical (the decoder refuses
 /// non-zero bits after the last byte).
-fn base64_schema() -> Value {
-    let max_len = PAYLOAD_SIZE_MAX.div_ceil(3) * 4;
+fn base64_schema(payload_bytes_max: usize) -> Value {
+    let max_len = payload_bytes_max.div_ceil(3) * 4;
     json!({
         "type": "string",
         "maxLength": max_len,
         "pattern": "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{4}|[A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)$",
-        "description": format!("The item's bytes (1 B to {PAYLOAD_SIZE_MAX} B), base64"),
+        "description": format!("The item's bytes (1 B to {payload_bytes_max} B, the daemon's payload_bytes_max), base64"),
     })
 }
 
@@ -194,13 +195,12 @@ fn apply_parameters(path: &str, operation: &mut Map<String, Value>, limits: &Lim
 
 /// The request body's schema, by what the route takes.
 fn body_schema(path: &str, limits: &Limits) -> Option<(&'static str, Value)> {
-    let _ = limits;
     if path.ends_with("/items") {
         let schema = json!({
             "type": "string",
             "format": "binary",
             "minLength": 1,
-            "maxLength": PAYLOAD_SIZE_MAX,
+            "maxLength": limits.payload_bytes_max,
         });
         return Some(("application/octet-stream", schema));
     }
@@ -210,7 +210,7 @@ fn body_schema(path: &str, limits: &Limits) -> Option<(&'static str, Value)> {
             "additionalProperties": false,
             "required": ["item"],
             "properties": {
-                "item": base64_schema(),
+                "item": base64_schema(limits.payload_bytes_max),
                 "dedup_id": {"anyOf": [dedup_id_schema(), {"type": "null"}]},
                 "group": {"anyOf": [group_schema(), {"type": "null"}]},
             },
@@ -219,7 +219,7 @@ fn body_schema(path: &str, limits: &Limits) -> Option<(&'static str, Value)> {
             "type": "array",
             "minItems": 1,
             "maxItems": PUSH_BATCH_MAX,
-            "items": {"anyOf": [base64_schema(), object]},
+            "items": {"anyOf": [base64_schema(limits.payload_bytes_max), object]},
         });
         return Some(("application/json", schema));
     }

@@ -14,7 +14,8 @@ use serde::Deserialize;
 use super::error::{ApiError, ApiPath, ErrorBody};
 use super::error::{body_bytes, queue_name};
 use super::fifo::{
-    PopParams, check_delay_ms, check_item, check_lease_ms, pop_limits, pop_outcome, queue_stats,
+    PopParams, check_delay_ms, check_item, check_items_max, check_lease_ms, pop_limits,
+    pop_outcome, queue_stats,
 };
 use super::items::{PoppedItem, PushAnswer, QueueStats, answers_json, items_response};
 use super::pop_acks::{Riding, pop_with_acks, with_acked};
@@ -162,6 +163,7 @@ pub(crate) async fn push_checked<S: Store>(
     dedup_id: Option<Vec<u8>>,
 ) -> Result<PushAnswer, ApiError> {
     check_item(body)?;
+    check_items_max([body.len()], state.config.payload_bytes_max)?;
     state.note_queue(QueueKind::Priority, &name);
     let queue = PriorityQueue::new(state.store.clone(), name);
     let defaults = &state.settings_defaults;

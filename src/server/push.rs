@@ -16,7 +16,7 @@ use serde::Deserialize;
 
 use super::error::{ApiError, ApiPath, ErrorBody};
 use super::error::{body_bytes, queue_name};
-use super::fifo::{check_delay_ms, check_item};
+use super::fifo::{check_delay_ms, check_item, check_items_max};
 use super::items::PushAnswer;
 use super::state::AppState;
 use crate::keys::{QueueKeys, QueueKind, QueueName};
@@ -69,7 +69,7 @@ pub(crate) fn dedup_id(raw: &[u8]) -> Result<Vec<u8>, ApiError> {
 #[utoipa::path(post, path = "/v1/queues/{queue}/items", tag = "fifo", operation_id = "push",
     params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue"), PushParams,
         ("hotq-dedup-id" = Option<String>, Header, description = "Dedup id (1-128 bytes): a push naming an id pushed within the queue's dedup window stores nothing and answers 200 with duplicate: true")),
-    request_body(content = [u8], content_type = "application/octet-stream", description = "The item's bytes (1 B to 100 kB)"),
+    request_body(content = [u8], content_type = "application/octet-stream", description = "The item's bytes (1 B to payload_bytes_max, default 1 MiB)"),
     responses((status = 201, description = "Pushed", body = PushAnswer),
         (status = 200, description = "A duplicate: nothing was written (duplicate: true)", body = PushAnswer),
         (status = "4XX", description = "Refused; nothing was written", body = ErrorBody),
@@ -170,6 +170,8 @@ pub(crate) async fn push_checked<S: Store>(
     items: &[PushItem],
     delay_ms: Option<u64>,
 ) -> Result<PushAnswer, ApiError> {
+    let lens = items.iter().map(|item| item.payload.len());
+    check_items_max(lens, state.config.payload_bytes_max)?;
     state.note_queue(QueueKind::Fifo, &name);
     let keys = QueueKeys::new(&name);
     let pushed = push(

@@ -25,7 +25,7 @@
 //! An envelope is chosen over a wider item envelope because the item
 //! envelope is read by every pop, lease, reap and timer path, and a field
 //! only SQS uses would change all of them; the cost is the header's bytes
-//! (counted against the item limit, see [`body_size_max`]).
+//! (on top of the message limit, see [`body_size_max`] and [`item_size_max`]).
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -43,9 +43,18 @@ pub const ENCODING_ATTRIBUTE: &str = "hotq.encoding";
 pub const HEADER_RESERVE: usize = 8 * 1_024;
 
 /// The largest message (body and attributes, as SQS counts them) a queue
-/// may accept: hotq's item limit less the header's reserve.
+/// may accept: SQS's own, 1 MiB since 2025. The daemon's
+/// `payload_bytes_max` bounds it too (see `send::prepare`); the SQS header
+/// rides on top, within [`HEADER_RESERVE`].
 pub fn body_size_max() -> usize {
-    PAYLOAD_SIZE_MAX - HEADER_RESERVE
+    1_048_576
+}
+
+/// The largest item an SQS message is stored as, when the daemon takes
+/// items of `payload_bytes_max` bytes: a message of that size and its
+/// header, within the core's ceiling.
+pub fn item_size_max(payload_bytes_max: usize) -> usize {
+    (payload_bytes_max + HEADER_RESERVE).min(PAYLOAD_SIZE_MAX)
 }
 
 /// The SQS header of a message.

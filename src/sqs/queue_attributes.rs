@@ -143,7 +143,7 @@ fn apply_one(
                 Ok(n) if (1_024..=max).contains(&n) => record.maximum_message_size = Some(n),
                 _ => {
                     return Err(SqsError::attribute_value(format!(
-                        "Invalid value for the parameter MaximumMessageSize: {text:?} (1024 to {max}: hotq's item limit less its SQS header reserve)"
+                        "Invalid value for the parameter MaximumMessageSize: {text:?} (1024 to {max})"
                     )));
                 }
             }

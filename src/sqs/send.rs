@@ -17,10 +17,10 @@ use sha2::{Digest, Sha256};
 
 use super::attributes::{self, check_text, md5_hex, md5_of_attributes};
 use super::error::SqsError;
-use super::message::{self, Header, body_size_max};
+use super::message::{self, Header, body_size_max, item_size_max};
 use super::queues::{self, SqsQueue};
 use super::{Call, int_member, required_string, string_member};
-use crate::envelope::{PAYLOAD_SIZE_MAX, now_ms};
+use crate::envelope::now_ms;
 use crate::keys::QueueKind;
 use crate::queue::dedup::PushItem;
 use crate::store::Store;
@@ -40,7 +40,7 @@ struct Prepared {
 /// SendMessage.
 pub async fn send_message<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
     let queue = queues::load_url(&call.state.store, call.config(), &call.input).await?;
-    let prepared = prepare(&queue, &call.input)?;
+    let prepared = prepare(&queue, &call.input, call.state.config.payload_bytes_max)?;
     push(call, &queue, &[&prepared]).await?;
     Ok(prepared.answer)
 }
@@ -60,7 +60,7 @@ pub async fn send_message_batch<S: Store>(call: &Call<'_, S>) -> Result<Value, S
     let mut ready: Vec<(String, Prepared)> = Vec::new();
     for entry in entries {
         let id = entry["Id"].as_str().unwrap_or_default().to_string();
-        match prepare(&queue, entry) {
+        match prepare(&queue, entry, call.state.config.payload_bytes_max) {
             Ok(prepared) => ready.push((id, prepared)),
             Err(error) => failed.push(failure(&id, &error)),
         }
@@ -164,12 +164,18 @@ fn check_fifo_id(name: &str, id: &str) -> Result<(), SqsError> {
 fn too_long(size: usize, max: usize) -> SqsError {
     SqsError::invalid(format!(
         "One or more parameters are invalid. Reason: Message must be shorter than {max} bytes \
-         (this queue's MaximumMessageSize; hotq's item limit is {PAYLOAD_SIZE_MAX} bytes with the SQS header); got {size}."
+         (this queue's MaximumMessageSize, within the daemon's payload_bytes_max); got {size}."
     ))
 }
 
-/// Checks one message (`input` is a SendMessage request or a batch entry).
-fn prepare(queue: &SqsQueue, input: &Value) -> Result<Prepared, SqsError> {
+/// Checks one message (`input` is a SendMessage request or a batch
+/// entry) against the queue's `MaximumMessageSize` and the daemon's
+/// `payload_bytes_max`.
+fn prepare(
+    queue: &SqsQueue,
+    input: &Value,
+    payload_bytes_max: usize,
+) -> Result<Prepared, SqsError> {
     let record = queue.record();
     let body = required_string(input, "MessageBody")?;
     if body.is_empty() {
@@ -191,7 +197,8 @@ fn prepare(queue: &SqsQueue, input: &Value) -> Result<Prepared, SqsError> {
     }
     let max = record
         .maximum_message_size
-        .map_or(body_size_max(), |m| m as usize);
+        .map_or(body_size_max(), |m| m as usize)
+        .min(payload_bytes_max);
     let size = body.len() + attrs_size;
     if size > max {
         return Err(too_long(size, max));
@@ -223,12 +230,13 @@ fn prepare(queue: &SqsQueue, input: &Value) -> Result<Prepared, SqsError> {
     };
     let (hotq_group, dedup_id) = fifo_keys(queue, (group, dedup), body, &mut header)?;
     let payload = message::encode(&header, body);
-    if payload.len() > PAYLOAD_SIZE_MAX {
+    let item_max = item_size_max(payload_bytes_max);
+    if payload.len() > item_max {
         // Attributes whose SQS header outgrows the reserve (base64 of
         // binary values, JSON escapes).
         return Err(SqsError::invalid(format!(
             "One or more parameters are invalid. Reason: the message with its attributes \
-             encodes to {} bytes, over hotq's item limit of {PAYLOAD_SIZE_MAX} bytes.",
+             encodes to {} bytes, over hotq's item limit of {item_max} bytes.",
             payload.len()
         )));
     }

@@ -33,6 +33,10 @@ pub struct Direct {
     pub acked: Option<Vec<AckOutcome>>,
 }
 
+/// Most payload bytes one direct pop hands out (at least one item), as a
+/// fulfillment round's default `fulfill_bytes_max`.
+pub const DIRECT_BYTES_MAX: usize = 4 * 1_048_576;
+
 /// Tries once to take up to `max` items from `end` of the queue: if no
 /// request is waiting (snapshot check), acks `acks`, reads the items
 /// without snapshot unless the queue is paused, clears them (moving each
@@ -75,7 +79,10 @@ pub async fn try_pop<S: Store>(
         crate::queue::groups::heads_are_distinct(&items),
         "one head per group"
     );
+    // A pop of many large items stays bounded (the rest stay queued).
+    items.truncate(crate::queue::parts::within_bytes(&items, DIRECT_BYTES_MAX));
     take_in(&txn, keys, &mut items, lease_ms, now)?;
+    crate::queue::parts::deliver_in(&txn, items.iter_mut()).await?;
     let acked = (!acks.is_empty()).then_some(acked);
     match txn.commit().await {
         Ok(()) => {

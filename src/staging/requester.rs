@@ -124,15 +124,23 @@ async fn collect_or_rewatch<S: Store>(
             match txn.get(result_key, Read::Serializable).await? {
                 Some(value) => {
                     txn.clear(result_key)?;
-                    Ok(Some(value))
+                    // A large item's payload is read, and (unleased) its
+                    // parts cleared, in the commit that takes its result.
+                    let mut item = decode(keys, result_key, &value);
+                    if let Ok(item) = &mut item {
+                        crate::queue::parts::deliver_in(&txn, std::iter::once(item))
+                            .await
+                            .map_err(crate::queue::corrupt_as_store)?;
+                    }
+                    Ok(Some(item))
                 }
                 None => Ok(None),
             }
         }
         .await;
         let outcome: Result<CollectOutcome, StoreError> = match outcome {
-            Ok(Some(value)) => match txn.commit().await {
-                Ok(()) => return decode(keys, result_key, &value).map(CollectOutcome::Item),
+            Ok(Some(item)) => match txn.commit().await {
+                Ok(()) => return item.map(CollectOutcome::Item),
                 Err(error) => Err(error),
             },
             Ok(None) => match txn.watch(result_key) {

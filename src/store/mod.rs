@@ -56,7 +56,7 @@ pub const KEY_SIZE_MAX: usize = 10_000;
 pub const VALUE_SIZE_MAX: usize = 100_000;
 // The envelope (a leaf) writes its payload bound out by hand.
 const _: () = assert!(
-    crate::envelope::PAYLOAD_SIZE_MAX + crate::envelope::ENVELOPE_HEADROOM == VALUE_SIZE_MAX
+    crate::envelope::INLINE_PAYLOAD_MAX + crate::envelope::ENVELOPE_HEADROOM == VALUE_SIZE_MAX
 );
 /// Largest transaction (writes plus conflict ranges), in bytes (FoundationDB's limit).
 pub const TRANSACTION_SIZE_MAX: usize = 10_000_000;

@@ -141,6 +141,7 @@ async fn bad_input_gets_a_clear_error_and_changes_nothing() {
     let daemon = Daemon::start(|config| {
         config.token = Some("secret".into());
         config.body_max_bytes = 200_000;
+        config.payload_bytes_max = 100_000;
         config.pop_max_items = 50;
         config.wait_max_ms = 30_000;
     })
@@ -155,7 +156,8 @@ async fn bad_input_gets_a_clear_error_and_changes_nothing() {
         .await
         .unwrap();
     assert_eq!(seeded.status(), StatusCode::CREATED);
-    let big = vec![b'x'; hotq::envelope::PAYLOAD_SIZE_MAX + 1];
+    // Over the configured `payload_bytes_max`, under the body cap.
+    let big = vec![b'x'; 100_001];
     let body_over_cap = vec![b'x'; 200_001];
     let long_name = "q".repeat(129);
     let batch_with_big = serde_json::to_vec(&[BASE64.encode("ok"), BASE64.encode(&big)]).unwrap();

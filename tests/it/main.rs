@@ -59,6 +59,7 @@ mod fulfill_watches_after_its_round;
 mod fulfill_with_unknown_commit_outcome;
 mod grouped_plain_pops_survive_kills;
 mod http_api;
+mod large_items;
 mod layers;
 mod lean_leases;
 mod lease_delivery;

@@ -398,7 +398,8 @@ async fn the_spec_states_the_limits_of_the_code_and_the_running_configuration() 
         (&body["type"], &body["format"]),
         (&"string".into(), &"binary".into())
     );
-    assert_eq!(body["maxLength"], hotq::envelope::PAYLOAD_SIZE_MAX);
+    // The daemon's `payload_bytes_max` (1 MiB by default).
+    assert_eq!(body["maxLength"], hotq::envelope::PAYLOAD_BYTES_MAX_DEFAULT);
     // Every status listed, no "4XX" catch-all.
     for (path, item) in spec["paths"].as_object().unwrap() {
         for (method, operation) in item.as_object().unwrap() {

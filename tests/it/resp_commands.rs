@@ -147,7 +147,8 @@ async fn errors_keep_redis_s_shape_with_hotq_s_codes_and_the_connection() {
         refused.starts_with("-ERR bad_parameter lease_ms must be 1 to"),
         "{refused}"
     );
-    let large = vec![b'x'; 200_000];
+    // Over `payload_bytes_max` (1 MiB by default).
+    let large = vec![b'x'; hotq::envelope::PAYLOAD_BYTES_MAX_DEFAULT + 1];
     let refused = raw.call(&[b"PUSH", b"q", &large]).await;
     assert!(refused.starts_with("-ERR item_too_large "), "{refused}");
     let refused = raw.call(&[b"PUSH", b"q", b""]).await;

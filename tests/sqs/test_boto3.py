@@ -350,3 +350,25 @@ def test_fifo_order_within_groups_under_concurrent_receivers(sqs):
     assert len(log) == groups * per_group
     for g in range(groups):
         assert [i for group, i in log if group == str(g)] == list(range(per_group))
+
+
+def test_a_mebibyte_message_sends_and_receives_whole(sqs):
+    # SQS's limit since 2025: 1 MiB, the default MaximumMessageSize.
+    url = sqs.create_queue(QueueName=unique("mib"))["QueueUrl"]
+    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["MaximumMessageSize"])["Attributes"]
+    assert attributes["MaximumMessageSize"] == "1048576"
+    body = "".join(chr(ord("a") + i % 26) for i in range(1_048_576))
+    sent = sqs.send_message(QueueUrl=url, MessageBody=body)
+    assert sent["MD5OfMessageBody"] == hashlib.md5(body.encode()).hexdigest()
+    got = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=20)["Messages"]
+    assert len(got) == 1 and got[0]["Body"] == body
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=got[0]["ReceiptHandle"])
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)
+    # A queue may set any size from 1 KiB to 1 MiB, and keeps to it.
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"MaximumMessageSize": "262144"})
+    with pytest.raises(ClientError) as error:
+        sqs.send_message(QueueUrl=url, MessageBody="x" * 262_145)
+    assert code_of(error) == "InvalidParameterValue"
+    with pytest.raises(ClientError) as error:
+        sqs.set_queue_attributes(QueueUrl=url, Attributes={"MaximumMessageSize": "1048577"})
+    assert code_of(error) == "InvalidAttributeValue"

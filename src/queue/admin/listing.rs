@@ -136,8 +136,11 @@ pub struct LeaseSummary {
     /// The item's message group.
     pub group: Option<String>,
     /// The item's payload (empty for a lease older than the due index,
-    /// whose item is not kept with it): a listing shows its preview.
+    /// whose item is not kept with it, and for a large item, whose parts a
+    /// listing does not read): a listing shows its preview.
     pub payload: Vec<u8>,
+    /// The payload's length in bytes, large items included.
+    pub size: usize,
 }
 
 /// Where a lease listing goes on: the key of the first row the next page
@@ -353,6 +356,7 @@ fn lease_of(keys: &QueueKeys, key: &[u8], value: &[u8]) -> Option<LeaseSummary> 
         payload: held
             .as_ref()
             .map_or(Vec::new(), |held| held.item.payload.clone()),
+        size: held.as_ref().map_or(0, |held| held.item.len()),
         group: held.and_then(|held| held.item.group),
     })
 }

@@ -128,6 +128,8 @@ async fn purge_batch_in<T: Transaction>(
         // Conflicts with a pop (direct or fulfiller) that took it.
         txn.add_read_conflict_key(&row.key)?;
         txn.clear(&row.key)?;
+        let parts = decode_item(&row.value).and_then(|item| item.parts);
+        crate::queue::parts::clear_in(&txn, parts)?;
     }
     txn.atomic_add(&keys.depth(), -(rows.len() as i64))?;
     if keys.kind() == QueueKind::Fifo {
@@ -233,13 +235,17 @@ async fn drop_due_rows_in<T: Transaction>(
         match entry.what {
             DueWhat::Delayed => {
                 dropped.delayed += 1;
-                heads.push(decode_held(value).map(|held| held.item));
+                let item = decode_held(value).map(|held| held.item);
+                crate::queue::parts::clear_in(txn, item.as_ref().and_then(|item| item.parts))?;
+                heads.push(item);
             }
             DueWhat::Lease if leases != Leases::Keep => {
                 dropped.leased += 1;
                 crate::lease::clear_receipt_row_in(txn, keys, &entry.id, entry.due_ms)?;
+                let item = decode_held(value).map(|held| held.item);
+                crate::queue::parts::clear_in(txn, item.as_ref().and_then(|item| item.parts))?;
                 if leases == Leases::Purge {
-                    heads.push(decode_held(value).map(|held| held.item));
+                    heads.push(item);
                 }
             }
             _ => continue,
@@ -523,6 +529,14 @@ async fn clear_rest<S: Store>(store: &S, keys: &QueueKeys) -> Result<Option<u64>
         let results = txn
             .get_range(RangeRead::new(&results_begin, &results_end, PURGE_BATCH_MAX).snapshot())
             .await?;
+        // An uncollected result owns its item's parts unless leased (its
+        // lease, dropped above, owned them).
+        for row in &results {
+            let parts = crate::envelope::decode_result(&row.value)
+                .filter(|result| result.lease.is_none())
+                .and_then(|result| result.item.parts);
+            crate::queue::parts::clear_in(&txn, parts)?;
+        }
         txn.clear_range(&begin, &end)?;
         txn.clear(&keys.registry_key())?;
         Ok(Some(results.len() as u64))

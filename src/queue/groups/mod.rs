@@ -217,10 +217,11 @@ pub async fn push_in<T: Transaction>(
     for (offset, new) in items.iter().enumerate() {
         let index = next_index + offset as u64;
         let random = fresh_random();
-        let item = ItemValue {
+        let mut item = ItemValue {
             group: new.group.map(str::to_string),
             ..ItemValue::new(now_ms, new.payload.to_vec())
         };
+        crate::queue::parts::spill_in(txn, &mut item)?;
         let Some(group) = new.group else {
             if delay_ms > 0 {
                 plain_delayed.push(encode_held(&HeldItem {
@@ -427,6 +428,8 @@ pub async fn drop_waiting<S: Store>(
             // Conflicts with a promotion that took it.
             txn.add_read_conflict_key(&row.key)?;
             txn.clear(&row.key)?;
+            let parts = decode_pending(&row.value).and_then(|(_, item)| item.parts);
+            crate::queue::parts::clear_in(&txn, parts)?;
             count += 1;
         }
         add(&txn, &keys.grouped_count(), -count)?;

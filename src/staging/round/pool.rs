@@ -142,7 +142,7 @@ impl<T: Transaction> PoolTaker<'_, T> {
         };
         self.txn.add_read_conflict_key(&item.key)?;
         self.txn.clear(&item.key)?;
-        self.bytes += item.payload.len();
+        self.bytes += item.len();
         // The hand-off or result carries the receipt.
         if let Some(lease_ms) = request.lease_ms {
             lease_in(self.txn, self.keys, &mut item, lease_ms, self.now)?;

@@ -121,6 +121,12 @@ pub async fn fulfill_round<S: Store>(
         None => None,
     };
     let mut fulfilled = state.finish();
+    // Large items handed over here: payloads read, unleased parts cleared
+    // in this commit (see `crate::queue::parts`); the round's bytes are
+    // bounded by `bytes_max` as it takes them.
+    for (_, items) in fulfilled.handover.handed.iter_mut() {
+        crate::queue::parts::deliver_in(&txn, items.iter_mut()).await?;
+    }
     commit(store, txn, &local, &fulfilled.handover).await?;
     if let Some(left) = left {
         let (watch, own_watch) = left.watch_after(store).await;
