@@ -434,3 +434,74 @@ async fn a_sigkill_mid_push_leaves_no_partial_item_and_no_orphaned_part() {
         .unwrap();
     assert_eq!(assert_store_whole(dir.path()).await, 0);
 }
+
+/// One SQS call (JSON protocol) to `daemon`; the answer's JSON.
+async fn sqs(daemon: &Daemon, action: &str, body: Value) -> Value {
+    let response = http()
+        .post(format!("{}/", daemon.url))
+        .header("X-Amz-Target", format!("AmazonSQS.{action}"))
+        .header("Content-Type", "application/x-amz-json-1.0")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        response.status().is_success(),
+        "{action}: {}",
+        response.status()
+    );
+    response.json().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqs_purge_in_flight_and_a_stale_handle_delete_leave_no_part() {
+    let daemon = Daemon::start(|_| {}).await;
+    let created = sqs(
+        &daemon,
+        "CreateQueue",
+        serde_json::json!({"QueueName": "big"}),
+    )
+    .await;
+    let url = created["QueueUrl"].as_str().unwrap().to_string();
+    let send = |i: usize| {
+        let body = serde_json::json!({"QueueUrl": url, "MessageBody": item(i, 1_000_000)});
+        sqs(&daemon, "SendMessage", body)
+    };
+    // A handle whose visibility timeout passed deletes its message (and
+    // the message's parts) when no one received it since.
+    send(1).await;
+    let receive = |timeout_s: u64| {
+        let body = serde_json::json!({"QueueUrl": url, "VisibilityTimeout": timeout_s});
+        sqs(&daemon, "ReceiveMessage", body)
+    };
+    let received = receive(1).await;
+    let handle = received["Messages"][0]["ReceiptHandle"].as_str().unwrap();
+    assert_eq!(parts_held(&daemon.store).await.0.len(), 1);
+    common::eventually(
+        "the message is visible again",
+        Duration::from_secs(30),
+        || async {
+            let body = serde_json::json!({"QueueUrl": url, "AttributeNames": ["All"]});
+            let answer = sqs(&daemon, "GetQueueAttributes", body).await;
+            answer["Attributes"]["ApproximateNumberOfMessages"] == "1"
+        },
+    )
+    .await;
+    let body = serde_json::json!({"QueueUrl": url, "ReceiptHandle": handle});
+    sqs(&daemon, "DeleteMessage", body).await;
+    assert_eq!(parts_held(&daemon.store).await, (BTreeSet::new(), 0));
+    // PurgeQueue drops messages in flight too, with their parts.
+    send(2).await;
+    send(3).await;
+    let received = receive(600).await;
+    assert!(
+        received["Messages"][0]["Body"]
+            .as_str()
+            .unwrap()
+            .starts_with("item-000")
+    );
+    assert_eq!(parts_held(&daemon.store).await.0.len(), 2);
+    sqs(&daemon, "PurgeQueue", serde_json::json!({"QueueUrl": url})).await;
+    assert_eq!(parts_held(&daemon.store).await, (BTreeSet::new(), 0));
+    daemon.stop().await;
+}
