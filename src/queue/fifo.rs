@@ -121,7 +121,7 @@ impl<S: Store> Queue<S> {
             .collect();
         transact(&self.store, self.retry, |txn| {
             let values = &values;
-            async move { hold_in(&txn, &self.keys, values, visible_at_ms) }
+            async move { hold_in(&txn, &self.keys, values, visible_at_ms, &[]) }
         })
         .await?;
         crate::metrics::pushed(&self.keys, values.len());
@@ -140,6 +140,7 @@ impl<S: Store> Queue<S> {
             return Ok(DirectPop::Empty);
         };
         txn.clear(&item.key)?;
+        crate::queue::expiry::unindex_in(&txn, &self.keys, &item.key, item.expires_at_ms)?;
         txn.atomic_add(&self.keys.depth(), -1)?;
         if let Some(group) = &item.group {
             crate::queue::groups::leave_in(&txn, &self.keys, group, now_ms()).await?;
@@ -170,6 +171,7 @@ impl<S: Store> Queue<S> {
                 return Ok(None);
             };
             txn.clear(&item.key)?;
+            crate::queue::expiry::unindex_in(&txn, &self.keys, &item.key, item.expires_at_ms)?;
             txn.atomic_add(&self.keys.depth(), -1)?;
             if let Some(group) = &item.group {
                 crate::queue::groups::leave_in(&txn, &self.keys, group, now_ms()).await?;
@@ -234,6 +236,17 @@ pub async fn append_in<T: Transaction>(
     keys: &QueueKeys,
     values: &[Vec<u8>],
 ) -> Result<(), StoreError> {
+    append_expiring_in(txn, keys, values, &[]).await
+}
+
+/// [`append_in`], where `values[i]` expires at `expires[i]` (see
+/// [`crate::queue::expiry`]; a missing or `None` one never does).
+pub async fn append_expiring_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    values: &[Vec<u8>],
+    expires: &[Option<u64>],
+) -> Result<(), StoreError> {
     let next_index = decode_mark(
         txn.get(&keys.next_index(), Read::Snapshot)
             .await?
@@ -243,7 +256,10 @@ pub async fn append_in<T: Transaction>(
     for (offset, value) in values.iter().enumerate() {
         let mut random = [0u8; RANDOM_LEN];
         rng.fill_bytes(&mut random);
-        txn.set(&keys.item(next_index + offset as u64, &random), value)?;
+        let key = keys.item(next_index + offset as u64, &random);
+        txn.set(&key, value)?;
+        let expires_at_ms = expires.get(offset).copied().flatten();
+        crate::queue::expiry::index_in(txn, keys, &key, expires_at_ms)?;
     }
     txn.atomic_max(&keys.next_index(), next_index + values.len() as u64)?;
     txn.atomic_add(&keys.depth(), values.len() as i64)

@@ -155,7 +155,7 @@ impl<S: Store> PriorityQueue<S> {
                 encode_held(&HeldItem { item_key, item })
             })
             .collect();
-        crate::queue::item::hold_in(txn, &self.keys, &held, visible_at_ms)
+        crate::queue::item::hold_in(txn, &self.keys, &held, visible_at_ms, &[])
     }
 
     /// Adds one item at `priority`, delayed as [`Self::push_batch_delayed`]
@@ -253,6 +253,7 @@ impl<S: Store> PriorityQueue<S> {
                 return Ok(None);
             };
             txn.clear(&item.key)?;
+            crate::queue::expiry::unindex_in(&txn, &self.keys, &item.key, item.expires_at_ms)?;
             txn.atomic_add(&self.keys.depth(), -1)?;
             Ok(Some(item))
         })

@@ -109,6 +109,7 @@ fn take_in<T: Transaction>(
 ) -> Result<(), StoreError> {
     for item in items.iter_mut() {
         txn.clear(&item.key)?;
+        crate::queue::expiry::unindex_in(txn, keys, &item.key, item.expires_at_ms)?;
         if let Some(lease_ms) = lease_ms {
             lease_in(txn, keys, item, lease_ms, now)?;
         } else if item.group.is_some() {
