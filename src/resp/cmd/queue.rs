@@ -92,15 +92,7 @@ async fn push<S: Store>(ctx: &mut Ctx<'_, S>, queue: &str, mut args: Args) -> An
                 }
                 Some("RETENTION") if args.left() > 1 => {
                     args.next_arg();
-                    let asked = args.number("RETENTION")?;
-                    retention_ms = Some(
-                        crate::server::push::check_retention_ms(Some(asked)).ok_or_else(|| {
-                            ApiError::bad_parameter(format!(
-                                "RETENTION is a whole number of ms from 1 to {}, got {asked}",
-                                crate::queue::expiry::RETENTION_MS_MAX
-                            ))
-                        })?,
-                    );
+                    retention_ms = Some(retention(&mut args)?);
                 }
                 Some("ITEMS") => {
                     args.next_arg();
@@ -121,6 +113,18 @@ async fn push<S: Store>(ctx: &mut Ctx<'_, S>, queue: &str, mut args: Args) -> An
     }
     .await;
     counted(queue, op, answer)
+}
+
+/// `RETENTION ms`'s value, checked as the HTTP header is: 1 ms to a year.
+pub fn retention(args: &mut Args) -> Result<u64, CmdError> {
+    let asked = args.number("RETENTION")?;
+    crate::server::push::check_retention_ms(Some(asked)).ok_or_else(|| {
+        ApiError::bad_parameter(format!(
+            "RETENTION is a whole number of ms from 1 to {}, got {asked}",
+            crate::queue::expiry::RETENTION_MS_MAX
+        ))
+        .into()
+    })
 }
 
 /// The items of a push, checked as the HTTP API checks a batch: 1 to
