@@ -258,6 +258,13 @@ pub fn settings(answer: &SettingsAnswer) -> String {
             effective.paused.to_string(),
             stored.paused.is_some(),
         ),
+        (
+            "retention_ms",
+            effective
+                .retention_ms
+                .map_or_else(|| none("none"), |n| n.to_string()),
+            stored.retention_ms.is_some(),
+        ),
     ];
     let mut lines = vec![("queue", answer.queue.clone())];
     lines.extend(
