@@ -171,7 +171,9 @@ pub struct QueueStats {
     pub grouped: i64,
     /// Items dropped so far because their retention (`retention_ms`)
     /// ended, whether visible, delayed, waiting or leased past it.
+    /// (Default 0: a CLI reading an older daemon's stats.)
     #[serde(default)]
+    #[schema(required = true)]
     pub expired: i64,
     /// How long the oldest visible item has waited, in ms; null when
     /// there is none. For a priority queue, the oldest of the first items
