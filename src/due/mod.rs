@@ -41,7 +41,7 @@ use std::sync::{Arc, OnceLock};
 use crate::envelope::{decode_held, encode_item_value};
 use crate::keys::{DueWhat, QueueKeys, QueueKind, QueueName, due_entry, due_range, due_until};
 use crate::metrics;
-use crate::queue::{QueueError, append_expiring_in, expiry};
+use crate::queue::{QueueError, append_expiring_in, expired, expiry};
 use crate::store::{KeyValue, RangeRead, Store, StoreError, Transaction, cut_at_bytes};
 
 use crate::lease::DeliveryPolicy;
@@ -377,7 +377,7 @@ async fn consume<T: Transaction>(
             continue;
         }
         if entry.what == DueWhat::Expire {
-            if expiry::expire_in(txn, &keys, &entry.id, entry.due_ms, now_ms).await? {
+            if expired::expire_in(txn, &keys, &entry.id, entry.due_ms, now_ms).await? {
                 expired_here.insert(entry.id);
                 *pass.expired.entry(queue.clone()).or_default() += 1;
                 pass.queues.insert(queue);

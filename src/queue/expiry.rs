@@ -10,7 +10,9 @@
 //! expiry somewhere writes the entry for where it lands; a pop, lease or
 //! move that takes it from there clears it ([`unindex_in`]), so a
 //! delivered item leaves no entry behind. The timer consumes a due entry
-//! with [`expire_in`]: it reads the key without snapshot, so of a pop and
+//! with `crate::queue::expired::expire_in` (a file of its own: it moves
+//! group heads, and the group recipe writes these entries): it reads the
+//! key without snapshot, so of a pop and
 //! the expiry of one item exactly one commits, and drops what it finds
 //! in the same commit (a group head's next item becomes the head).
 //!
@@ -26,9 +28,9 @@
 //! behind (kept until redriven or deleted), and its dedup id keeps
 //! counting for its window, as for any other way an item leaves.
 
-use crate::envelope::{ItemValue, decode_held, decode_item};
-use crate::keys::{DueWhat, QueueKeys, due_entry};
-use crate::store::{Read, StoreError, Transaction};
+use crate::envelope::ItemValue;
+use crate::keys::{DueWhat, QueueKeys};
+use crate::store::{StoreError, Transaction};
 
 /// Longest retention a queue or a push may set: 365 days, in ms.
 pub const RETENTION_MS_MAX: u64 = 365 * 24 * 60 * 60 * 1_000;
@@ -74,72 +76,4 @@ pub fn unindex_in<T: Transaction>(
 /// In `txn`: counts `count` items of `keys` dropped by their retention.
 pub fn count_in<T: Transaction>(txn: &T, keys: &QueueKeys, count: i64) -> Result<(), StoreError> {
     txn.atomic_add(&keys.expired_count(), count)
-}
-
-/// In the timer's transaction (which consumed the entry due at `due_ms`):
-/// drops the item under `location` if it is still there with that expiry.
-/// Returns whether it dropped one.
-pub async fn expire_in<T: Transaction>(
-    txn: &T,
-    keys: &QueueKeys,
-    location: &[u8],
-    due_ms: u64,
-    now_ms: u64,
-) -> Result<bool, StoreError> {
-    // Not snapshot: a pop, lease or move of the item conflicts with this.
-    let Some(value) = txn.get(location, Read::Serializable).await? else {
-        return Ok(false);
-    };
-    let ours = |item: &ItemValue| item.expires_at_ms == Some(due_ms);
-    if keys.is_item_key(location) {
-        let Some(item) = decode_item(&value).filter(ours) else {
-            return Ok(false);
-        };
-        remove_visible_in(txn, keys, location, item, now_ms).await?;
-    } else if keys.is_grouped_key(location) {
-        let waiting = crate::queue::groups::waiting_item_of_value(&value);
-        if !waiting.is_some_and(|item| ours(&item)) {
-            return Ok(false);
-        }
-        txn.clear(location)?;
-        txn.atomic_add(&keys.grouped_count(), -1)?;
-    } else if is_delayed_key(keys, location) {
-        let Some(held) = decode_held(&value).filter(|held| ours(&held.item)) else {
-            return Ok(false);
-        };
-        txn.clear(location)?;
-        txn.atomic_add(&keys.delayed_count(), -1)?;
-        // A delayed item of a group is its group's head: the next one moves up.
-        if let Some(group) = &held.item.group {
-            crate::queue::groups::leave_in(txn, keys, group, now_ms).await?;
-        }
-    } else {
-        tracing::warn!(queue = %keys.name(), ?location, "an expiry entry names no item key of its queue");
-        return Ok(false);
-    }
-    count_in(txn, keys, 1)?;
-    Ok(true)
-}
-
-/// In `txn`: removes the visible `item` stored under `key` (read by the
-/// caller without snapshot), as every path deleting a visible item does:
-/// the item, its count, its expiry entry, and its group's head (the next
-/// item moves up).
-pub async fn remove_visible_in<T: Transaction>(
-    txn: &T,
-    keys: &QueueKeys,
-    key: &[u8],
-    item: ItemValue,
-    now_ms: u64,
-) -> Result<(), StoreError> {
-    txn.clear(key)?;
-    txn.atomic_add(&keys.depth(), -1)?;
-    unindex_in(txn, keys, key, item.expires_at_ms)?;
-    crate::queue::groups::dropped_in(txn, keys, std::iter::once(Some(item)), now_ms).await
-}
-
-fn is_delayed_key(keys: &QueueKeys, key: &[u8]) -> bool {
-    due_entry(key).is_some_and(|entry| {
-        entry.what == DueWhat::Delayed && entry.kind == keys.kind() && &entry.queue == keys.name()
-    })
 }

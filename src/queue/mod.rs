@@ -10,7 +10,8 @@
 //! - [`priority`]: the priority recipe.
 //! - [`settings`]: per-queue settings kept in the store.
 //! - [`dedup`]: deduplicated pushes.
-//! - [`expiry`]: retention: items dropped once their retention ends.
+//! - [`expiry`]: retention: items dropped once their retention ends;
+//!   [`expired`]: the timer dropping them.
 //! - [`groups`]: message groups: in order within a group, one item of a
 //!   group out at a time, groups in parallel.
 //! - [`dead_letters`]: which queues are dead-letter queues, by role.
@@ -20,6 +21,7 @@
 pub(crate) mod admin;
 pub(crate) mod dead_letters;
 pub mod dedup;
+pub mod expired;
 pub mod expiry;
 pub(crate) mod fifo;
 pub mod groups;
