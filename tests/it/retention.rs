@@ -175,6 +175,38 @@ async fn visible_items_expire_a_popped_one_does_not_and_a_queue_without_retentio
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_pop_path_takes_the_expiry_entry_with_the_item() {
+    let daemon = Daemon::start(|_| {}).await;
+    let api = Api::of(&daemon);
+    // A direct pop, a leased pop (acked), and a waiting pop served by the
+    // fulfiller's round: each clears its item's entry in its own commit.
+    api.push("taken", "", Some(HOUR_MS), &["direct", "leased"])
+        .await;
+    assert_eq!(expiry_entries(&daemon, "taken").await, 2);
+    assert_eq!(api.pop("taken", "").await.unwrap().0, "direct");
+    let (body, receipt) = api.pop("taken", &format!("lease_ms={HOUR_MS}")).await.unwrap();
+    assert_eq!(body, "leased");
+    assert_eq!(expiry_entries(&daemon, "taken").await, 0);
+    let (status, _) = api
+        .post(&format!("/v1/queues/taken/ack/{}", receipt.unwrap()))
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let waiting = {
+        let api = Api::of(&daemon);
+        tokio::spawn(async move { api.pop("taken", "wait_ms=30000").await })
+    };
+    common::eventually("the pop waits", EXPIRY_BOUND, || async {
+        api.stats("queues", "taken").await["waiting"] == json!(1)
+    })
+    .await;
+    api.push("taken", "", Some(HOUR_MS), &["served"]).await;
+    assert_eq!(waiting.await.unwrap().unwrap().0, "served");
+    assert_eq!(expiry_entries(&daemon, "taken").await, 0);
+    assert_eq!(api.stats("queues", "taken").await["expired"], json!(0));
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delayed_item_expires_before_it_is_revealed() {
     let daemon = Daemon::start(|_| {}).await;
     let api = Api::of(&daemon);
