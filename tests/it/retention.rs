@@ -184,7 +184,10 @@ async fn every_pop_path_takes_the_expiry_entry_with_the_item() {
         .await;
     assert_eq!(expiry_entries(&daemon, "taken").await, 2);
     assert_eq!(api.pop("taken", "").await.unwrap().0, "direct");
-    let (body, receipt) = api.pop("taken", &format!("lease_ms={HOUR_MS}")).await.unwrap();
+    let (body, receipt) = api
+        .pop("taken", &format!("lease_ms={HOUR_MS}"))
+        .await
+        .unwrap();
     assert_eq!(body, "leased");
     assert_eq!(expiry_entries(&daemon, "taken").await, 0);
     let (status, _) = api
@@ -413,4 +416,54 @@ async fn expired_items_are_counted_in_the_metric() {
     api.await_expired("queues", "counted", 3).await;
     assert_eq!(metric().await, 3.0);
     daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_timer_drops_a_delayed_item_once_and_reveals_nothing() {
+    // A timer that looks late (a daemon was down) finds both the item's
+    // expiry entry and, later in the index, its reveal: the expiry drops
+    // it; the reveal's row, read in the same pass, must not bring it back.
+    use hotq::keys::{QueueKeys, QueueName};
+    use hotq::lease::DeliveryPolicy;
+    use hotq::queue::dedup::{PushItem, push_with};
+    use hotq::queue::settings::Defaults;
+    let (store, _dir) = common::embedded_store(hotq::store::embedded::Durability::Buffered);
+    let keys = QueueKeys::new(&QueueName::new("late").unwrap());
+    let item = PushItem {
+        payload: b"d".to_vec(),
+        dedup_id: None,
+        group: None,
+    };
+    let pushed = push_with(
+        &store,
+        &keys,
+        &[item],
+        Some(1_000),
+        Some(SHORT_MS),
+        &Defaults::default(),
+    )
+    .await
+    .unwrap();
+    let visible_at_ms = pushed.visible_at_ms.unwrap();
+    assert!(pushed.expires_at_ms.unwrap() < visible_at_ms);
+    let swept = hotq::due::sweep(&store, &DeliveryPolicy::default(), visible_at_ms + 1_000)
+        .await
+        .unwrap();
+    assert_eq!(swept.revealed, 0, "{swept:?}");
+    assert_eq!(swept.expired.values().sum::<usize>(), 1, "{swept:?}");
+    let counter = |key: Vec<u8>| {
+        let store = store.clone();
+        async move {
+            use hotq::store::{Read, Store, Transaction};
+            let txn = store.begin().unwrap();
+            hotq::store::decode_counter(txn.get(&key, Read::Snapshot).await.unwrap().as_deref())
+        }
+    };
+    assert_eq!(counter(keys.depth()).await, 0);
+    assert_eq!(counter(keys.delayed_count()).await, 0);
+    assert_eq!(counter(keys.expired_count()).await, 1);
+    assert!(
+        common::scan(&store, due_range()).await.is_empty(),
+        "nothing left due"
+    );
 }
