@@ -132,7 +132,11 @@ pub async fn push_with<S: Store>(
         let delay_ms = delay_ms.unwrap_or(settings.delivery_delay_ms);
         let expires_at_ms =
             crate::queue::expiry::expires_at(now, retention_ms.or(settings.retention_ms));
-        let expires = vec![expires_at_ms; stored.len()];
+        // Empty (no allocation) without a retention: nothing is indexed.
+        let expires = match expires_at_ms {
+            Some(_) => vec![expires_at_ms; stored.len()],
+            None => Vec::new(),
+        };
         let mut visible_at_ms = None;
         if stored.is_empty() {
         } else if stored.iter().any(|item| item.group.is_some()) {
