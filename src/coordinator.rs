@@ -299,6 +299,9 @@ impl<S: Store> Coordinator<S> {
                 StagingStats::add(&self.inner.stats.dead_lettered, 1);
                 metrics::queue_count(metrics::DEAD_LETTERED, keys.kind(), keys.name(), 1);
             }
+            Returned::Expired => {
+                metrics::queue_count(metrics::EXPIRED, keys.kind(), keys.name(), 1)
+            }
             Returned::Requeued => {}
         }
         Ok(returned)

@@ -58,6 +58,7 @@ pub fn stats(stats: &QueueStats) -> String {
         ("waiting", stats.waiting.to_string()),
         ("leased", stats.leased.to_string()),
         ("delayed", stats.delayed.to_string()),
+        ("expired", stats.expired.to_string()),
         ("oldest", ms(stats.oldest_item_age_ms)),
         ("dead_letter", stats.dead_letter.to_string()),
         ("paused", stats.paused.to_string()),
@@ -95,6 +96,7 @@ pub fn acked(answer: &AckBatchAnswer) -> String {
 pub fn nacked(answer: &NackAnswer) -> String {
     match answer.outcome {
         NackOutcome::Requeued => "requeued\n".to_string(),
+        NackOutcome::Expired => "expired: dropped, its retention had ended\n".to_string(),
         NackOutcome::Delayed => format!("delayed until {}\n", optional(answer.visible_at_ms)),
         NackOutcome::DeadLettered => {
             format!(
@@ -255,6 +257,13 @@ pub fn settings(answer: &SettingsAnswer) -> String {
             "paused",
             effective.paused.to_string(),
             stored.paused.is_some(),
+        ),
+        (
+            "retention_ms",
+            effective
+                .retention_ms
+                .map_or_else(|| none("none"), |n| n.to_string()),
+            stored.retention_ms.is_some(),
         ),
     ];
     let mut lines = vec![("queue", answer.queue.clone())];

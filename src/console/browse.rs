@@ -129,11 +129,7 @@ pub async fn delete_item<S: Store>(
         let Some(item) = decode_item(&value) else {
             return Ok(Some(Err(QueueError::Corrupt { key: key.to_vec() })));
         };
-        txn.clear(key)?;
-        crate::queue::parts::clear_in(&txn, item.parts)?;
-        txn.atomic_add(&keys.depth(), -1)?;
-        crate::queue::groups::dropped_in(&txn, keys, std::iter::once(Some(item.clone())), now_ms())
-            .await?;
+        crate::queue::expired::remove_visible_in(&txn, keys, key, item.clone(), now_ms()).await?;
         Ok(Some(Ok(Item::from_value(key.to_vec(), item))))
     })
     .await?;

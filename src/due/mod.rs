@@ -41,7 +41,7 @@ use std::sync::{Arc, OnceLock};
 use crate::envelope::{decode_held, encode_item_value};
 use crate::keys::{DueWhat, QueueKeys, QueueKind, QueueName, due_entry, due_range, due_until};
 use crate::metrics;
-use crate::queue::{QueueError, append_in};
+use crate::queue::{QueueError, append_expiring_in, expired, expiry};
 use crate::store::{KeyValue, RangeRead, Store, StoreError, Transaction, cut_at_bytes};
 
 use crate::lease::DeliveryPolicy;
@@ -110,6 +110,9 @@ pub struct Sweep {
     pub redelivered: BTreeMap<(QueueKind, QueueName), usize>,
     /// Expired leases whose item went to the dead-letter queue, by queue.
     pub dead_lettered: BTreeMap<(QueueKind, QueueName), usize>,
+    /// Items dropped because their retention ended (visible, waiting,
+    /// delayed, or leased past it), by queue.
+    pub expired: BTreeMap<(QueueKind, QueueName), usize>,
     /// Delayed items made visible.
     pub revealed: usize,
     /// Queues whose stored requests and results were due a look.
@@ -326,6 +329,7 @@ struct Pass {
     due_ms: Vec<u64>,
     redelivered: BTreeMap<(QueueKind, QueueName), usize>,
     dead_lettered: BTreeMap<(QueueKind, QueueName), usize>,
+    expired: BTreeMap<(QueueKind, QueueName), usize>,
     revealed: usize,
     queues: BTreeSet<(QueueKind, QueueName)>,
 }
@@ -338,13 +342,19 @@ async fn consume<T: Transaction>(
     reap: &mut BTreeMap<(QueueKind, QueueName), BTreeSet<Vec<u8>>>,
 ) -> Result<Pass, QueueError> {
     let mut pass = Pass::default();
-    let mut to_tail: BTreeMap<(QueueKind, QueueName), Vec<Vec<u8>>> = BTreeMap::new();
+    let mut to_tail: BTreeMap<(QueueKind, QueueName), Tail> = BTreeMap::new();
+    let mut expired_here: BTreeSet<Vec<u8>> = BTreeSet::new();
     for KeyValue { key, value } in rows {
         let Some(entry) = due_entry(key) else {
             tracing::warn!(?key, "clearing a malformed due-index key");
             txn.clear(key)?;
             continue;
         };
+        if expired_here.contains(key) {
+            // A delayed item this transaction already dropped by its
+            // expiry entry (due earlier): this row's value is stale.
+            continue;
+        }
         let queue = (entry.kind, entry.queue.clone());
         let keys = QueueKeys::of_kind(entry.kind, &entry.queue);
         if entry.what == DueWhat::Reap {
@@ -364,6 +374,14 @@ async fn consume<T: Transaction>(
         if entry.what == DueWhat::Group {
             crate::queue::groups::handoff_due_in(txn, &keys, &entry.id, entry.due_ms, now_ms)
                 .await?;
+            continue;
+        }
+        if entry.what == DueWhat::Expire {
+            if expired::expire_in(txn, &keys, &entry.id, entry.due_ms, now_ms).await? {
+                expired_here.insert(entry.id);
+                *pass.expired.entry(queue.clone()).or_default() += 1;
+                pass.queues.insert(queue);
+            }
             continue;
         }
         if entry.what == DueWhat::Lease {
@@ -391,22 +409,37 @@ async fn consume<T: Transaction>(
                     Returned::Requeued | Returned::Delayed { .. } => {
                         *pass.redelivered.entry(queue.clone()).or_default() += 1
                     }
+                    Returned::Expired => *pass.expired.entry(queue.clone()).or_default() += 1,
                 }
             }
             DueWhat::Delayed => {
                 txn.atomic_add(&keys.delayed_count(), -1)?;
-                pass.revealed += 1;
-                if held.item_key.is_empty() {
-                    to_tail
-                        .entry(queue.clone())
-                        .or_default()
-                        .push(encode_item_value(&held.item));
+                expiry::unindex_in(txn, &keys, key, held.item.expires_at_ms)?;
+                if expiry::is_expired(&held.item, now_ms) {
+                    // Its retention ended first (or in the same ms): dropped,
+                    // never seen, its parts with it; a group head's next
+                    // item moves up.
+                    crate::queue::parts::clear_in(txn, held.item.parts)?;
+                    expiry::count_in(txn, &keys, 1)?;
+                    if let Some(group) = &held.item.group {
+                        crate::queue::groups::leave_in(txn, &keys, group, now_ms).await?;
+                    }
+                    *pass.expired.entry(queue.clone()).or_default() += 1;
+                } else if held.item_key.is_empty() {
+                    pass.revealed += 1;
+                    let tail = to_tail.entry(queue.clone()).or_default();
+                    tail.values.push(encode_item_value(&held.item));
+                    tail.expires.push(held.item.expires_at_ms);
                 } else {
+                    pass.revealed += 1;
                     txn.set(&held.item_key, &encode_item_value(&held.item))?;
+                    expiry::index_in(txn, &keys, &held.item_key, held.item.expires_at_ms)?;
                     txn.atomic_add(&keys.depth(), 1)?;
                 }
             }
-            DueWhat::Reap | DueWhat::Dedup | DueWhat::Group => unreachable!("handed on above"),
+            DueWhat::Reap | DueWhat::Dedup | DueWhat::Group | DueWhat::Expire => {
+                unreachable!("handed on above")
+            }
         }
         pass.queues.insert(queue);
     }
@@ -419,11 +452,19 @@ async fn consume<T: Transaction>(
     let appends = tails
         .iter()
         .zip(to_tail.values())
-        .map(|(keys, values)| append_in(txn, keys, values));
+        .map(|(keys, tail)| append_expiring_in(txn, keys, &tail.values, &tail.expires));
     for appended in join_all(appends).await {
         appended?;
     }
     Ok(pass)
+}
+
+/// Delayed items of one queue revealed at its tail, in order, with their
+/// expiries.
+#[derive(Default)]
+struct Tail {
+    values: Vec<Vec<u8>>,
+    expires: Vec<Option<u64>>,
 }
 
 /// The first due rows of `[begin, end)`, at most [`DUE_BATCH_MAX`] and

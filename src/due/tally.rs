@@ -61,6 +61,9 @@ impl Tally {
             for (queue, count) in pass.dead_lettered {
                 *sweep.dead_lettered.entry(queue).or_default() += count;
             }
+            for (queue, count) in pass.expired {
+                *sweep.expired.entry(queue).or_default() += count;
+            }
             sweep.revealed += pass.revealed;
             for queue in pass.queues {
                 touch(queue.clone());

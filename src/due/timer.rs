@@ -123,6 +123,9 @@ pub async fn run_round<S: Store>(
         StagingStats::add(&stats.dead_lettered, count as u64);
         metrics::queue_count(metrics::DEAD_LETTERED, *kind, name, count as u64);
     }
+    for ((kind, name), &count) in &swept.expired {
+        metrics::queue_count(metrics::EXPIRED, *kind, name, count as u64);
+    }
     StagingStats::add(&stats.delayed_revealed, swept.revealed as u64);
     ::metrics::counter!(metrics::DUE_ROWS).increment(swept.rows_read as u64);
     let mut next = swept.next_due_ms;

@@ -7,6 +7,9 @@
 //!   none), `payload`; an item of a message group (see `crate::queue::groups`) is
 //!   version 3: version 2's fields, then `len (u8), group key`, then
 //!   `payload` (items without a group never take the longer form).
+//!   An item with a retention (see `crate::queue::expiry`) sets bit
+//!   `0x10` of its version byte, and its `expires_at_ms` (u64) follows
+//!   `enqueued_at_ms`; items without one keep the forms above.
 //! - request: `1, deadline_ms, end, lease_ms` (`lease_ms` 0: no lease;
 //!   a 10-byte request without it reads as 0): one pop of one item. A
 //!   *counted* request, one coordinator's line standing for `count` pops
@@ -121,6 +124,9 @@ pub struct ItemValue {
     pub dead_letter: Option<DeadLetter>,
     /// The message group it belongs to (see `crate::queue::groups`).
     pub group: Option<String>,
+    /// When its retention ends and it is dropped unless delivered (see
+    /// `crate::queue::expiry`), in ms since the epoch; `None`: never.
+    pub expires_at_ms: Option<u64>,
     /// The item's bytes; empty for a spilled item until its parts are read.
     pub payload: Vec<u8>,
     /// Where a payload longer than [`INLINE_PAYLOAD_MAX`] is stored; the
@@ -145,6 +151,7 @@ impl ItemValue {
             deliveries: 0,
             dead_letter: None,
             group: None,
+            expires_at_ms: None,
             payload,
             parts: None,
         }
@@ -195,6 +202,9 @@ pub fn encode_item(enqueued_at_ms: u64, payload: &[u8]) -> Vec<u8> {
     encode_item_parts(enqueued_at_ms, 0, None, None, payload)
 }
 
+/// Bit of the version byte saying `expires_at_ms` follows `enqueued_at_ms`.
+const EXPIRES_FLAG: u8 = 0x10;
+
 /// Encodes an item envelope.
 pub fn encode_item_value(item: &ItemValue) -> Vec<u8> {
     let mut value = encode_item_parts(
@@ -207,7 +217,21 @@ pub fn encode_item_value(item: &ItemValue) -> Vec<u8> {
     if item.parts.is_some() {
         value[0] |= SPILLED_FLAG;
     }
-    value
+    match item.expires_at_ms {
+        None => value,
+        Some(expires_at_ms) => with_expiry(value, expires_at_ms),
+    }
+}
+
+/// `value` (an encoded envelope without an expiry) with `expires_at_ms`
+/// after its enqueue time. Only items with a retention pay this copy.
+fn with_expiry(value: Vec<u8>, expires_at_ms: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(value.len() + 8);
+    out.push(value[0] | EXPIRES_FLAG);
+    out.extend_from_slice(&value[1..9]);
+    out.extend_from_slice(&expires_at_ms.to_be_bytes());
+    out.extend_from_slice(&value[9..]);
+    out
 }
 
 fn encode_item_parts(
@@ -269,18 +293,22 @@ pub fn decode_item(value: &[u8]) -> Option<ItemValue> {
     let mut reader = Reader(value);
     let version = reader.u8()?;
     let spilled = version & SPILLED_FLAG != 0;
-    match version & !SPILLED_FLAG {
+    let expiring = version & EXPIRES_FLAG != 0;
+    match version & !(SPILLED_FLAG | EXPIRES_FLAG) {
         1 => {
             let enqueued_at_ms = reader.u64()?;
+            let expires_at_ms = if expiring { Some(reader.u64()?) } else { None };
             let (payload, parts) = read_payload(reader.rest(), spilled)?;
             Some(ItemValue {
                 parts,
+                expires_at_ms,
                 ..ItemValue::new(enqueued_at_ms, payload)
             })
         }
         version @ 2..=5 => {
             let from_priority = version >= 4;
             let enqueued_at_ms = reader.u64()?;
+            let expires_at_ms = if expiring { Some(reader.u64()?) } else { None };
             let deliveries = reader.u32()?;
             let dead_letter = match reader.u8()? {
                 0 if from_priority => return None,
@@ -319,6 +347,7 @@ pub fn decode_item(value: &[u8]) -> Option<ItemValue> {
                 deliveries,
                 dead_letter,
                 group,
+                expires_at_ms,
                 payload,
                 parts,
             })

@@ -14,6 +14,7 @@ fn dead_item() -> ItemValue {
             priority: None,
         }),
         group: None,
+        expires_at_ms: None,
         payload: b"payload".to_vec(),
         parts: None,
     }
@@ -190,4 +191,34 @@ fn spilled_items_carry_their_parts_reference_everywhere() {
             assert_eq!(decode_item(&encoded[..len]).and_then(|i| i.parts), None);
         }
     }
+}
+
+#[test]
+fn an_expiry_round_trips_in_every_form_and_items_without_one_keep_theirs() {
+    let plain = ItemValue::new(42, b"p".to_vec());
+    let forms = [
+        plain.clone(),
+        ItemValue {
+            group: Some("g".into()),
+            ..plain.clone()
+        },
+        ItemValue {
+            deliveries: 2,
+            ..plain.clone()
+        },
+        dead_item(),
+    ];
+    for form in forms {
+        let without = encode_item_value(&form);
+        assert_eq!(without[0] & 0x10, 0, "no expiry, no flag");
+        let expiring = ItemValue {
+            expires_at_ms: Some(1_000),
+            ..form.clone()
+        };
+        let encoded = encode_item_value(&expiring);
+        assert_eq!(encoded.len(), without.len() + 8);
+        assert_eq!(decode_item(&encoded), Some(expiring));
+        assert_eq!(decode_item(&without), Some(form));
+    }
+    assert_eq!(decode_item(&[0x11, 0, 0, 0, 0, 0, 0, 0, 42]), None);
 }

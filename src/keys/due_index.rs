@@ -23,6 +23,10 @@ pub enum DueWhat {
     /// A group head popped without a lease is taken as delivered, if its
     /// hand-off has not ended by then (see `crate::queue::groups`).
     Group,
+    /// An item's retention ends: the id is the key it is stored under
+    /// (visible, waiting behind a group head, or delayed); see
+    /// `crate::queue::expiry`.
+    Expire,
 }
 
 impl DueWhat {
@@ -33,6 +37,7 @@ impl DueWhat {
             DueWhat::Reap => "reap",
             DueWhat::Dedup => "dedup",
             DueWhat::Group => "group",
+            DueWhat::Expire => "expire",
         }
     }
 }
@@ -78,6 +83,7 @@ pub fn due_entry(key: &[u8]) -> Option<DueEntry> {
         "reap" => DueWhat::Reap,
         "dedup" => DueWhat::Dedup,
         "group" => DueWhat::Group,
+        "expire" => DueWhat::Expire,
         _ => return None,
     };
     Some(DueEntry {

@@ -13,7 +13,7 @@
 //! | `requests` | `(index, requester)`    | request envelope              |
 //! | `results`  | `(requester,)`          | result envelope               |
 //! | `receipts` | `(receipt,)`            | an extended lease's `expires_at_ms` |
-//! | `meta`     | `("depth",)`, `("waiting",)`, `("leased",)`, `("delayed",)`, `("grouped",)`, `("wake",)` | counters (atomic add) |
+//! | `meta`     | `("depth",)`, `("waiting",)`, `("leased",)`, `("delayed",)`, `("grouped",)`, `("expired",)`, `("wake",)` | counters (atomic add) |
 //! | `group`    | `(group,)`              | group state: the group has a head out of `grouped` (see `crate::queue::groups`) |
 //! | `grouped`  | `(group, index, random)` | pending grouped item: visible-at ms and item envelope |
 //!
@@ -25,6 +25,9 @@
 //! | `"delayed"` | random    | delayed envelope: item and its key |
 //! | `"lease"`   | receipt   | lease envelope: item and its key   |
 //! | `"reap"`    | empty     | empty: look at the queue's stored requests and results then |
+//! | `"dedup"`   | dedup id  | empty: the id stops counting       |
+//! | `"group"`   | group key | empty: a handed-off head is taken as delivered |
+//! | `"expire"`  | the item's key (visible, waiting or delayed) | empty: its retention ends |
 //!
 //! So the timer finds everything due in every queue with one range read
 //! from the index's start, and its work follows what is due, not how many
@@ -355,7 +358,7 @@ impl QueueKeys {
         let space = match what {
             DueWhat::Lease => &self.0.legacy_leases,
             DueWhat::Delayed => &self.0.legacy_delayed,
-            DueWhat::Reap | DueWhat::Dedup | DueWhat::Group => return None,
+            DueWhat::Reap | DueWhat::Dedup | DueWhat::Group | DueWhat::Expire => return None,
         };
         space
             .unpack::<(u64, Bytes)>(key)
@@ -496,6 +499,23 @@ impl QueueKeys {
     /// The count of items waiting behind group heads, kept with atomic adds.
     pub fn grouped_count(&self) -> Vec<u8> {
         self.0.meta.pack(&("grouped",))
+    }
+
+    /// The count of items dropped because their retention ended (see
+    /// `crate::queue::expiry`), kept with atomic adds.
+    pub fn expired_count(&self) -> Vec<u8> {
+        self.0.meta.pack(&("expired",))
+    }
+
+    /// True when `key` is one of this queue's visible item keys.
+    pub fn is_item_key(&self, key: &[u8]) -> bool {
+        self.0.items.is_start_of(key)
+    }
+
+    /// True when `key` is one of this queue's items waiting behind a
+    /// group head.
+    pub fn is_grouped_key(&self, key: &[u8]) -> bool {
+        self.0.grouped.is_start_of(key)
     }
 
     /// Bumped whenever the fulfiller has new work; fulfillers watch it.

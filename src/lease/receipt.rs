@@ -325,6 +325,7 @@ mod tests {
                 deliveries: 1,
                 dead_letter: None,
                 group: None,
+                expires_at_ms: None,
                 payload: b"old".to_vec(),
                 parts: None,
             },

@@ -112,6 +112,7 @@ async fn redrive_pass<S: Store>(
                 break;
             }
             txn.clear(&head.key)?;
+            crate::queue::expiry::unindex_in(&txn, dead_keys, &head.key, head.expires_at_ms)?;
             heads_taken += 1;
             last_head = Some(&head.key);
             if let Some(group) = &head.group {

@@ -18,6 +18,9 @@ pub enum Returned {
         /// When it becomes visible, in ms since the epoch.
         visible_at_ms: u64,
     },
+    /// Its retention ended while it was leased: dropped, not returned
+    /// (see [`crate::queue::expiry`]).
+    Expired,
     /// Out of deliveries: appended to the dead-letter queue.
     DeadLettered {
         /// The FIFO queue it went to: `{queue}.dead`, or the queue's
@@ -273,6 +276,8 @@ pub(crate) async fn release_in<T: Transaction>(
         ..open.held.item
     };
     txn.set(&open.held.item_key, &encode_item_value(&item))?;
+    // Past its retention, the entry is due at once: the timer drops it.
+    crate::queue::expiry::index_in(txn, keys, &open.held.item_key, item.expires_at_ms)?;
     txn.atomic_add(&keys.depth(), 1)?;
     Ok(Ok(true))
 }
@@ -325,6 +330,17 @@ pub(crate) async fn return_held<T: Transaction>(
     now_ms: u64,
     max_deliveries: Option<u32>,
 ) -> Result<Returned, StoreError> {
+    if crate::queue::expiry::is_expired(&held.item, now_ms) {
+        // Its retention ended while it was out: dropped here, as the
+        // expiry would have dropped it in the queue (its parts with it),
+        // and its group moves on.
+        crate::queue::parts::clear_in(txn, held.item.parts)?;
+        crate::queue::expiry::count_in(txn, keys, 1)?;
+        if let Some(group) = &held.item.group {
+            crate::queue::groups::leave_in(txn, keys, group, now_ms).await?;
+        }
+        return Ok(Returned::Expired);
+    }
     if let Some(dead) = dead_letter_target_in(txn, keys, &held, max_deliveries).await? {
         // The item leaves its group here for good: the next one is
         // released. In the dead-letter queue it joins the tail of its group
@@ -334,6 +350,9 @@ pub(crate) async fn return_held<T: Transaction>(
         }
         let item = ItemValue {
             deliveries: 0,
+            // A dead letter is kept until redriven or deleted: the origin's
+            // retention does not follow it.
+            expires_at_ms: None,
             dead_letter: Some(crate::envelope::DeadLetter {
                 queue: keys.name().as_str().to_string(),
                 deliveries: held.item.deliveries,
@@ -360,11 +379,14 @@ pub(crate) async fn return_held<T: Transaction>(
     if delay_ms > 0 {
         let visible_at_ms = now_ms.saturating_add(delay_ms);
         let random = Receipt::random();
-        txn.set(&keys.delayed(visible_at_ms, &random.0), &encode_held(&held))?;
+        let key = keys.delayed(visible_at_ms, &random.0);
+        txn.set(&key, &encode_held(&held))?;
+        crate::queue::expiry::index_in(txn, keys, &key, held.item.expires_at_ms)?;
         txn.atomic_add(&keys.delayed_count(), 1)?;
         return Ok(Returned::Delayed { visible_at_ms });
     }
     txn.set(&held.item_key, &encode_item_value(&held.item))?;
+    crate::queue::expiry::index_in(txn, keys, &held.item_key, held.item.expires_at_ms)?;
     txn.atomic_add(&keys.depth(), 1)?;
     Ok(Returned::Requeued)
 }

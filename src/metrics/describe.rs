@@ -96,6 +96,11 @@ const COUNTERS: &[(&str, Unit, &str)] = &[
         "Items a purge or delete dropped (visible, delayed, leased, uncollected results); counted when it ends, answered or not.",
     ),
     (
+        EXPIRED,
+        Unit::Count,
+        "Items dropped because their retention (retention_ms) ended: visible, delayed, waiting behind a group head, or leased past it.",
+    ),
+    (
         DUE_ROWS,
         Unit::Count,
         "Due-index entries the timer read (leases, delayed items, reap appointments).",

@@ -91,6 +91,8 @@ pub const PUT_BACKS: &str = "hotq_put_backs_total";
 /// its purge's or delete's answer (a deleted queue's series are hidden
 /// from the exporter until it is used again, see [`forget_queue`]).
 pub const DROPPED_ITEMS: &str = "hotq_dropped_items_total";
+/// Items dropped because their retention ended (`retention_ms`), by queue.
+pub const EXPIRED: &str = "hotq_expired_items_total";
 /// Lateness of leases expired and delayed items revealed: commit time
 /// minus due time.
 pub const DUE_LATENESS: &str = "hotq_due_lateness_seconds";
@@ -396,6 +398,7 @@ pub fn register_queue(kind: QueueKind, queue: &QueueName) {
         RESULTS_REAPED,
         PUT_BACKS,
         DROPPED_ITEMS,
+        EXPIRED,
     ] {
         per_queue(name);
     }

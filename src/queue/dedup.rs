@@ -20,7 +20,7 @@ use std::collections::BTreeSet;
 use crate::envelope::now_ms;
 use crate::keys::{DueWhat, QueueKeys};
 use crate::queue::settings::{Defaults, read_in};
-use crate::queue::{QueueError, append_in, check_batch, hold_in};
+use crate::queue::{QueueError, append_expiring_in, check_batch, hold_in};
 use crate::store::Read;
 use crate::store::{RetryPolicy, Store, StoreError, Transaction, transact};
 
@@ -45,6 +45,8 @@ pub struct Pushed {
     pub duplicate: Vec<bool>,
     /// When the stored items become visible, for a delayed push.
     pub visible_at_ms: Option<u64>,
+    /// When the stored items' retention ends, if they have one.
+    pub expires_at_ms: Option<u64>,
 }
 
 impl Pushed {
@@ -73,6 +75,19 @@ pub async fn push<S: Store>(
     keys: &QueueKeys,
     items: &[PushItem],
     delay_ms: Option<u64>,
+    defaults: &Defaults,
+) -> Result<Pushed, QueueError> {
+    push_with(store, keys, items, delay_ms, None, defaults).await
+}
+
+/// [`push`], the items kept for `retention_ms` (`None`: the queue's
+/// `retention_ms` setting, if any; see [`crate::queue::expiry`]).
+pub async fn push_with<S: Store>(
+    store: &S,
+    keys: &QueueKeys,
+    items: &[PushItem],
+    delay_ms: Option<u64>,
+    retention_ms: Option<u64>,
     defaults: &Defaults,
 ) -> Result<Pushed, QueueError> {
     check_batch(items.iter().map(|item| item.payload.as_slice()))?;
@@ -115,6 +130,13 @@ pub async fn push<S: Store>(
             .map(|(item, _)| item)
             .collect();
         let delay_ms = delay_ms.unwrap_or(settings.delivery_delay_ms);
+        let expires_at_ms =
+            crate::queue::expiry::expires_at(now, retention_ms.or(settings.retention_ms));
+        // Empty (no allocation) without a retention: nothing is indexed.
+        let expires = match expires_at_ms {
+            Some(_) => vec![expires_at_ms; stored.len()],
+            None => Vec::new(),
+        };
         let mut visible_at_ms = None;
         if stored.is_empty() {
         } else if stored.iter().any(|item| item.group.is_some()) {
@@ -125,27 +147,33 @@ pub async fn push<S: Store>(
                 .map(|item| crate::queue::groups::NewItem {
                     group: item.group.as_deref(),
                     payload: &item.payload,
+                    expires_at_ms,
                 })
                 .collect();
             visible_at_ms = crate::queue::groups::push_in(&txn, keys, &new, now, delay_ms).await?;
         } else if delay_ms == 0 {
             let values = stored
                 .iter()
-                .map(|item| crate::queue::parts::encode_fresh_in(&txn, now, &item.payload))
+                .map(|item| {
+                    crate::queue::parts::encode_fresh_in(&txn, now, &item.payload, expires_at_ms)
+                })
                 .collect::<Result<Vec<_>, _>>()?;
-            append_in(&txn, keys, &values).await?;
+            append_expiring_in(&txn, keys, &values, &expires).await?;
         } else {
             let values = stored
                 .iter()
-                .map(|item| crate::queue::fifo::held_fresh_in(&txn, now, &item.payload))
+                .map(|item| {
+                    crate::queue::fifo::held_fresh_in(&txn, now, &item.payload, expires_at_ms)
+                })
                 .collect::<Result<Vec<_>, _>>()?;
             let at = now.saturating_add(delay_ms);
-            hold_in(&txn, keys, &values, at)?;
+            hold_in(&txn, keys, &values, at, &expires)?;
             visible_at_ms = Some(at);
         }
         Ok(Pushed {
             duplicate,
             visible_at_ms,
+            expires_at_ms: expires_at_ms.filter(|_| !stored.is_empty()),
         })
     })
     .await?;

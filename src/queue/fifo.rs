@@ -17,8 +17,7 @@
 use rand::RngCore;
 
 use crate::envelope::{
-    End, HeldItem, ItemValue, PAYLOAD_SIZE_MAX, PUSH_PAYLOAD_BYTES_MAX, decode_item, encode_held,
-    now_ms,
+    End, HeldItem, PAYLOAD_SIZE_MAX, PUSH_PAYLOAD_BYTES_MAX, decode_item, encode_held, now_ms,
 };
 use crate::keys::{QueueKeys, QueueName, RANDOM_LEN};
 use crate::store::Read;
@@ -30,6 +29,9 @@ use super::item::{Item, PUSH_BATCH_MAX, QueueError, hold_in};
 
 /// The outcome of one direct-pop attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
+// Returned once per pop and moved straight to its caller, never stored:
+// boxing the item would cost an allocation on the hot path for nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum DirectPop {
     /// The item is ours: it left the queue in our commit.
     Popped(Item),
@@ -92,7 +94,7 @@ impl<S: Store> Queue<S> {
         transact(&self.store, self.retry, |txn| async move {
             let values = payloads
                 .iter()
-                .map(|p| super::parts::encode_fresh_in(&txn, enqueued_at_ms, p.as_ref()))
+                .map(|p| super::parts::encode_fresh_in(&txn, enqueued_at_ms, p.as_ref(), None))
                 .collect::<Result<Vec<_>, _>>()?;
             append_in(&txn, &self.keys, &values).await
         })
@@ -115,9 +117,9 @@ impl<S: Store> Queue<S> {
         transact(&self.store, self.retry, |txn| async move {
             let values = payloads
                 .iter()
-                .map(|p| held_fresh_in(&txn, now, p.as_ref()))
+                .map(|p| held_fresh_in(&txn, now, p.as_ref(), None))
                 .collect::<Result<Vec<_>, _>>()?;
-            hold_in(&txn, &self.keys, &values, visible_at_ms)
+            hold_in(&txn, &self.keys, &values, visible_at_ms, &[])
         })
         .await?;
         crate::metrics::pushed(&self.keys, payloads.len());
@@ -137,6 +139,7 @@ impl<S: Store> Queue<S> {
         };
         super::parts::deliver_in(&txn, std::iter::once(&mut item)).await?;
         txn.clear(&item.key)?;
+        crate::queue::expiry::unindex_in(&txn, &self.keys, &item.key, item.expires_at_ms)?;
         txn.atomic_add(&self.keys.depth(), -1)?;
         if let Some(group) = &item.group {
             crate::queue::groups::leave_in(&txn, &self.keys, group, now_ms()).await?;
@@ -170,6 +173,7 @@ impl<S: Store> Queue<S> {
                 .await
                 .map_err(corrupt_as_store)?;
             txn.clear(&item.key)?;
+            crate::queue::expiry::unindex_in(&txn, &self.keys, &item.key, item.expires_at_ms)?;
             txn.atomic_add(&self.keys.depth(), -1)?;
             if let Some(group) = &item.group {
                 crate::queue::groups::leave_in(&txn, &self.keys, group, now_ms()).await?;
@@ -220,12 +224,11 @@ pub(crate) fn held_fresh_in<T: Transaction>(
     txn: &T,
     now_ms: u64,
     payload: &[u8],
+    expires_at_ms: Option<u64>,
 ) -> Result<Vec<u8>, StoreError> {
-    let mut item = ItemValue::new(now_ms, payload.to_vec());
-    super::parts::spill_in(txn, &mut item)?;
     Ok(encode_held(&HeldItem {
         item_key: Vec::new(),
-        item,
+        item: super::parts::fresh_in(txn, now_ms, payload, expires_at_ms)?,
     }))
 }
 
@@ -259,6 +262,17 @@ pub async fn append_in<T: Transaction>(
     keys: &QueueKeys,
     values: &[Vec<u8>],
 ) -> Result<(), StoreError> {
+    append_expiring_in(txn, keys, values, &[]).await
+}
+
+/// [`append_in`], where `values[i]` expires at `expires[i]` (see
+/// [`crate::queue::expiry`]; a missing or `None` one never does).
+pub async fn append_expiring_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    values: &[Vec<u8>],
+    expires: &[Option<u64>],
+) -> Result<(), StoreError> {
     let next_index = decode_mark(
         txn.get(&keys.next_index(), Read::Snapshot)
             .await?
@@ -268,7 +282,10 @@ pub async fn append_in<T: Transaction>(
     for (offset, value) in values.iter().enumerate() {
         let mut random = [0u8; RANDOM_LEN];
         rng.fill_bytes(&mut random);
-        txn.set(&keys.item(next_index + offset as u64, &random), value)?;
+        let key = keys.item(next_index + offset as u64, &random);
+        txn.set(&key, value)?;
+        let expires_at_ms = expires.get(offset).copied().flatten();
+        crate::queue::expiry::index_in(txn, keys, &key, expires_at_ms)?;
     }
     txn.atomic_max(&keys.next_index(), next_index + values.len() as u64)?;
     txn.atomic_add(&keys.depth(), values.len() as i64)

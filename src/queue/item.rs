@@ -30,6 +30,8 @@ pub struct Item {
     pub dead_letter: Option<DeadLetter>,
     /// Its message group (see [`crate::queue::groups`]).
     pub group: Option<String>,
+    /// When its retention ends (see [`crate::queue::expiry`]); `None`: never.
+    pub expires_at_ms: Option<u64>,
     /// The lease it is held under, when popped with one.
     pub lease: Option<Lease>,
     /// Where its payload is stored when it did not fit its envelope (see
@@ -47,6 +49,7 @@ impl Item {
             deliveries: value.deliveries,
             dead_letter: value.dead_letter,
             group: value.group,
+            expires_at_ms: value.expires_at_ms,
             lease: None,
             parts: value.parts,
         }
@@ -70,6 +73,7 @@ impl Item {
             deliveries: self.deliveries,
             dead_letter: self.dead_letter.clone(),
             group: self.group.clone(),
+            expires_at_ms: self.expires_at_ms,
             // A spilled item's envelope holds its parts reference, not
             // its payload: no copy of what is not encoded.
             payload: match self.parts {
@@ -150,12 +154,14 @@ impl std::error::Error for QueueError {}
 
 /// Writes encoded delayed envelopes (`HeldItem`s with no item key) of the
 /// FIFO queue `keys` into the due index in `txn`, visible from
-/// `visible_at_ms`, when the timer appends them in order at the tail.
+/// `visible_at_ms`, when the timer appends them in order at the tail;
+/// `values[i]` expires at `expires[i]`, if set (see [`crate::queue::expiry`]).
 pub fn hold_in<T: Transaction>(
     txn: &T,
     keys: &QueueKeys,
     values: &[Vec<u8>],
     visible_at_ms: u64,
+    expires: &[Option<u64>],
 ) -> Result<(), StoreError> {
     // One random prefix per batch plus the position keeps the batch's
     // order among items due at the same millisecond.
@@ -163,7 +169,10 @@ pub fn hold_in<T: Transaction>(
     rand::rng().fill_bytes(&mut random[..RANDOM_LEN - 4]);
     for (position, value) in values.iter().enumerate() {
         random[RANDOM_LEN - 4..].copy_from_slice(&(position as u32).to_be_bytes());
-        txn.set(&keys.delayed(visible_at_ms, &random), value)?;
+        let key = keys.delayed(visible_at_ms, &random);
+        txn.set(&key, value)?;
+        let expires_at_ms = expires.get(position).copied().flatten();
+        crate::queue::expiry::index_in(txn, keys, &key, expires_at_ms)?;
     }
     // The entries are in the store-wide due index, where every daemon's
     // timer finds them.

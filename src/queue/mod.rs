@@ -10,6 +10,8 @@
 //! - [`priority`]: the priority recipe.
 //! - [`settings`]: per-queue settings kept in the store.
 //! - [`dedup`]: deduplicated pushes.
+//! - [`expiry`]: retention: items dropped once their retention ends;
+//!   [`expired`]: the timer dropping them.
 //! - [`groups`]: message groups: in order within a group, one item of a
 //!   group out at a time, groups in parallel.
 //! - [`dead_letters`]: which queues are dead-letter queues, by role.
@@ -20,6 +22,8 @@
 pub(crate) mod admin;
 pub(crate) mod dead_letters;
 pub mod dedup;
+pub mod expired;
+pub mod expiry;
 pub(crate) mod fifo;
 pub mod groups;
 pub(crate) mod item;
@@ -29,6 +33,6 @@ pub mod priority;
 pub mod settings;
 
 pub use admin::DELETE_WAIT_MS_MAX;
-pub use fifo::{DirectPop, Queue, append_in, read_end};
+pub use fifo::{DirectPop, Queue, append_expiring_in, append_in, read_end};
 pub(crate) use fifo::{check_batch, corrupt_as_store};
 pub use item::{Item, PUSH_BATCH_MAX, QueueError, hold_in};

@@ -89,20 +89,43 @@ pub fn spill_in<T: Transaction>(txn: &T, item: &mut ItemValue) -> Result<(), Sto
 }
 
 /// In `txn`: a fresh item's envelope for `payload`, its parts written
-/// when it does not fit (a small payload is encoded exactly as before).
+/// when it does not fit (a small payload without an expiry is encoded
+/// exactly as before).
 pub fn encode_fresh_in<T: Transaction>(
     txn: &T,
     enqueued_at_ms: u64,
     payload: &[u8],
+    expires_at_ms: Option<u64>,
 ) -> Result<Vec<u8>, StoreError> {
-    if payload.len() <= INLINE_PAYLOAD_MAX {
+    if payload.len() <= INLINE_PAYLOAD_MAX && expires_at_ms.is_none() {
         return Ok(encode_item(enqueued_at_ms, payload));
     }
-    let item = ItemValue {
-        parts: Some(write_in(txn, payload)?),
-        ..ItemValue::new(enqueued_at_ms, Vec::new())
+    Ok(encode_item_value(&fresh_in(
+        txn,
+        enqueued_at_ms,
+        payload,
+        expires_at_ms,
+    )?))
+}
+
+/// In `txn`: a fresh item for `payload`, its parts written when it does
+/// not fit one value (the payload is copied only when it does).
+pub fn fresh_in<T: Transaction>(
+    txn: &T,
+    enqueued_at_ms: u64,
+    payload: &[u8],
+    expires_at_ms: Option<u64>,
+) -> Result<ItemValue, StoreError> {
+    let (inline, parts) = if payload.len() <= INLINE_PAYLOAD_MAX {
+        (payload.to_vec(), None)
+    } else {
+        (Vec::new(), Some(write_in(txn, payload)?))
     };
-    Ok(encode_item_value(&item))
+    Ok(ItemValue {
+        parts,
+        expires_at_ms,
+        ..ItemValue::new(enqueued_at_ms, inline)
+    })
 }
 
 /// In `txn`: clears the parts `parts` names (nothing for `None`): the
@@ -212,7 +235,7 @@ mod tests {
             EmbeddedStore::open(crate::store::embedded::EmbeddedConfig::new(dir.path())).unwrap();
         let payload: Vec<u8> = (0..1_048_576u32).map(|i| i as u8).collect();
         let txn = store.begin().unwrap();
-        let value = encode_fresh_in(&txn, 7, &payload).unwrap();
+        let value = encode_fresh_in(&txn, 7, &payload, None).unwrap();
         txn.commit().await.unwrap();
         assert!(value.len() < 100, "the envelope holds a reference");
         let item = crate::envelope::decode_item(&value).unwrap();
@@ -238,7 +261,7 @@ mod tests {
         let store =
             EmbeddedStore::open(crate::store::embedded::EmbeddedConfig::new(dir.path())).unwrap();
         let txn = store.begin().unwrap();
-        let value = encode_fresh_in(&txn, 7, &[1; INLINE_PAYLOAD_MAX]).unwrap();
+        let value = encode_fresh_in(&txn, 7, &[1; INLINE_PAYLOAD_MAX], None).unwrap();
         assert_eq!(value, encode_item(7, &[1; INLINE_PAYLOAD_MAX]));
         txn.commit().await.unwrap();
         let txn = store.begin().unwrap();

@@ -120,7 +120,7 @@ impl<S: Store> PriorityQueue<S> {
                 return Ok(None);
             }
             let visible_at_ms = enqueued_at_ms.saturating_add(delay_ms);
-            self.hold_items(&txn, values, visible_at_ms).await?;
+            self.hold_items(&txn, values, visible_at_ms, &[]).await?;
             Ok(Some(visible_at_ms))
         })
         .await?;
@@ -135,6 +135,7 @@ impl<S: Store> PriorityQueue<S> {
         txn: &S::Txn,
         values: &[(i64, Vec<u8>)],
         visible_at_ms: u64,
+        expires: &[Option<u64>],
     ) -> Result<(), StoreError> {
         let keys = self.item_keys(txn, values).await?;
         let held: Vec<Vec<u8>> = keys
@@ -145,26 +146,29 @@ impl<S: Store> PriorityQueue<S> {
                 encode_held(&HeldItem { item_key, item })
             })
             .collect();
-        crate::queue::item::hold_in(txn, &self.keys, &held, visible_at_ms)
+        crate::queue::item::hold_in(txn, &self.keys, &held, visible_at_ms, expires)
     }
 
     /// Adds one item at `priority`, delayed as [`Self::push_batch_delayed`]
-    /// says, unless a push with dedup id `id` was stored within the queue's
-    /// dedup window (as for FIFO queues, see [`crate::queue::dedup`]): then nothing
-    /// is written and the answer says it was a duplicate.
-    pub async fn push_deduplicated(
+    /// says and kept for `ask.retention_ms` (`None`: the queue's
+    /// `retention_ms` setting, if any; see [`crate::queue::expiry`]);
+    /// with a dedup id, unless a push with that id was stored within the
+    /// queue's dedup window (as for FIFO queues, see [`crate::queue::dedup`]):
+    /// then nothing is written and the answer says it was a duplicate.
+    pub async fn push_one(
         &self,
         payload: &[u8],
         priority: i64,
-        delay_ms: Option<u64>,
-        id: &[u8],
+        ask: PushAsk<'_>,
         defaults: &crate::queue::settings::Defaults,
     ) -> Result<Deduplicated, QueueError> {
         check_batch(std::iter::once(payload))?;
-        assert!(
-            crate::queue::dedup::check_id(id).is_ok(),
-            "dedup ids are checked by the caller"
-        );
+        if let Some(id) = ask.dedup_id {
+            assert!(
+                crate::queue::dedup::check_id(id).is_ok(),
+                "dedup ids are checked by the caller"
+            );
+        }
         let enqueued_at_ms = now_ms();
         // Retried on conflict: a racing push stored the id first, and the
         // retry reads it. Not retried when the outcome is unknown.
@@ -174,22 +178,31 @@ impl<S: Store> PriorityQueue<S> {
                 .map_err(corrupt_as_store)?
                 .effective(&self.name, defaults);
             let now = now_ms();
-            let window_ms = settings.dedup_window_ms;
-            if !crate::queue::dedup::claim_in(&txn, &self.keys, id, now, window_ms).await? {
-                return Ok(Deduplicated::Duplicate);
+            if let Some(id) = ask.dedup_id {
+                let window_ms = settings.dedup_window_ms;
+                if !crate::queue::dedup::claim_in(&txn, &self.keys, id, now, window_ms).await? {
+                    return Ok(Deduplicated::Duplicate);
+                }
             }
-            let delay_ms = delay_ms.unwrap_or(settings.delivery_delay_ms);
-            let values = &encode_in(&txn, enqueued_at_ms, &[(priority, payload)])?;
+            let retention_ms = ask.retention_ms.or(settings.retention_ms);
+            let expires_at_ms = crate::queue::expiry::expires_at(enqueued_at_ms, retention_ms);
+            let value =
+                crate::queue::parts::encode_fresh_in(&txn, enqueued_at_ms, payload, expires_at_ms)?;
+            let values = [(priority, value)];
+            let delay_ms = ask.delay_ms.unwrap_or(settings.delivery_delay_ms);
             if delay_ms == 0 {
-                self.write_items(&txn, values).await?;
+                append_expiring_in(&txn, &self.keys, &values, &[expires_at_ms]).await?;
                 return Ok(Deduplicated::Pushed {
                     visible_at_ms: None,
+                    expires_at_ms,
                 });
             }
             let visible_at_ms = enqueued_at_ms.saturating_add(delay_ms);
-            self.hold_items(&txn, values, visible_at_ms).await?;
+            self.hold_items(&txn, &values, visible_at_ms, &[expires_at_ms])
+                .await?;
             Ok(Deduplicated::Pushed {
                 visible_at_ms: Some(visible_at_ms),
+                expires_at_ms,
             })
         })
         .await?;
@@ -243,6 +256,7 @@ impl<S: Store> PriorityQueue<S> {
                 .await
                 .map_err(corrupt_as_store)?;
             txn.clear(&item.key)?;
+            crate::queue::expiry::unindex_in(&txn, &self.keys, &item.key, item.expires_at_ms)?;
             txn.atomic_add(&self.keys.depth(), -1)?;
             Ok(Some(item))
         })
@@ -311,7 +325,8 @@ fn encode_in<T: Transaction, P: AsRef<[u8]>>(
     items
         .iter()
         .map(|(priority, p)| {
-            let value = crate::queue::parts::encode_fresh_in(txn, enqueued_at_ms, p.as_ref())?;
+            let value =
+                crate::queue::parts::encode_fresh_in(txn, enqueued_at_ms, p.as_ref(), None)?;
             Ok((*priority, value))
         })
         .collect()
@@ -330,6 +345,18 @@ fn corrupt_as_store(error: QueueError) -> StoreError {
     }
 }
 
+/// How one item is pushed: its delay (`None`: the queue's), retention
+/// (`None`: the queue's) and dedup id (`None`: not deduplicated).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PushAsk<'a> {
+    /// Invisible for this long, in ms.
+    pub delay_ms: Option<u64>,
+    /// Kept at most this long unless delivered, in ms.
+    pub retention_ms: Option<u64>,
+    /// Stored only if this id is not counting.
+    pub dedup_id: Option<&'a [u8]>,
+}
+
 /// What a push with a dedup id did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Deduplicated {
@@ -337,6 +364,8 @@ pub enum Deduplicated {
     Pushed {
         /// When the item becomes visible, for a delayed push.
         visible_at_ms: Option<u64>,
+        /// When its retention ends, if it has one.
+        expires_at_ms: Option<u64>,
     },
     /// The id was stored within the dedup window: nothing was written.
     Duplicate,
@@ -349,9 +378,22 @@ pub async fn append_in<T: Transaction>(
     keys: &QueueKeys,
     values: &[(i64, Vec<u8>)],
 ) -> Result<(), StoreError> {
+    append_expiring_in(txn, keys, values, &[]).await
+}
+
+/// [`append_in`], where `values[i]` expires at `expires[i]` (see
+/// [`crate::queue::expiry`]; a missing or `None` one never does).
+pub async fn append_expiring_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    values: &[(i64, Vec<u8>)],
+    expires: &[Option<u64>],
+) -> Result<(), StoreError> {
     let item_keys = item_keys_in(txn, keys, values).await?;
-    for (key, (_, value)) in item_keys.iter().zip(values) {
+    for (position, (key, (_, value))) in item_keys.iter().zip(values).enumerate() {
         txn.set(key, value)?;
+        let expires_at_ms = expires.get(position).copied().flatten();
+        crate::queue::expiry::index_in(txn, keys, key, expires_at_ms)?;
     }
     txn.atomic_add(&keys.depth(), values.len() as i64)
 }

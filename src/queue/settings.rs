@@ -1,7 +1,7 @@
 //! Per-queue settings kept in the store (`meta/("settings",)` of the queue,
 //! see [`QueueKeys::settings`]), so every daemon on one store applies the
 //! same: max deliveries, default lease, dead-letter target, dedup window,
-//! delivery delay, and whether the queue is paused. The TOML configuration
+//! delivery delay, retention, and whether the queue is paused. The TOML configuration
 //! holds the defaults
 //! ([`Defaults`]); a stored value overrides its default for one queue.
 //!
@@ -54,6 +54,10 @@ pub struct Stored {
     /// True: the queue takes pushes but hands nothing out (see [`paused_in`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<bool>,
+    /// How long an item pushed from now on is kept unless delivered, in
+    /// ms (see [`crate::queue::expiry`]); absent: kept until delivered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention_ms: Option<u64>,
 }
 
 /// The defaults (from the TOML configuration) and the bounds a `PUT` is
@@ -119,6 +123,9 @@ pub struct Effective {
     pub delivery_delay_ms: u64,
     /// True: the queue takes pushes but hands nothing out.
     pub paused: bool,
+    /// `None`: items are kept until delivered (no retention).
+    #[schema(required = true)]
+    pub retention_ms: Option<u64>,
 }
 
 impl Stored {
@@ -155,6 +162,7 @@ impl Stored {
             dedup_window_ms: self.dedup_window_ms.unwrap_or(defaults.dedup_window_ms),
             delivery_delay_ms: self.delivery_delay_ms.unwrap_or(defaults.delivery_delay_ms),
             paused: self.paused == Some(true),
+            retention_ms: self.retention_ms,
         }
     }
 
@@ -225,6 +233,9 @@ pub fn apply_change(
             "default_lease_ms" => next.default_lease_ms = number(defaults.lease_max_ms, 1)?,
             "dedup_window_ms" => next.dedup_window_ms = number(DEDUP_WINDOW_MS_MAX, 1)?,
             "delivery_delay_ms" => next.delivery_delay_ms = number(defaults.delay_max_ms, 0)?,
+            "retention_ms" => {
+                next.retention_ms = number(crate::queue::expiry::RETENTION_MS_MAX, 1)?;
+            }
             "paused" => match value {
                 // Not paused is the default: stored as nothing.
                 Value::Null | Value::Bool(false) => next.paused = None,
@@ -248,7 +259,8 @@ pub fn apply_change(
             other => {
                 return Err(InvalidSettings(format!(
                     "unknown setting {other:?} (known: max_deliveries, default_lease_ms, \
-                     dead_letter_queue, dedup_window_ms, delivery_delay_ms, paused)"
+                     dead_letter_queue, dedup_window_ms, delivery_delay_ms, paused, \
+                     retention_ms)"
                 )));
             }
         }
@@ -420,6 +432,9 @@ mod tests {
             json!({"dead_letter_queue": "no/slash"}),
             json!({"color": "blue"}),
             json!({"max_deliveries": 2, "colour": 1}),
+            json!({"retention_ms": 0}),
+            json!({"retention_ms": 365 * 24 * 3_600_000u64 + 1}),
+            json!({"retention_ms": "1s"}),
         ] {
             assert!(
                 apply_change(&set, &name, &change(bad.clone()), &defaults).is_err(),

@@ -107,6 +107,7 @@ pub(crate) async fn list_page<S: Store>(
                 leased: queue.leased,
                 delayed: queue.delayed,
                 grouped: queue.grouped,
+                expired: queue.expired,
                 waiting: queue.waiting + memory as i64,
                 oldest_item_age_ms: queue.oldest_item_age_ms,
                 paused: queue.paused,

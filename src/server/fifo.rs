@@ -291,6 +291,11 @@ pub async fn queue_stats<S: Store>(
             .await?
             .as_deref(),
     );
+    let expired = decode_counter(
+        txn.get(&keys.expired_count(), Read::Snapshot)
+            .await?
+            .as_deref(),
+    );
     let oldest_age_ms = crate::queue::oldest::oldest_item_age_ms_in(&txn, keys).await?;
     let paused = crate::queue::settings::read_in(&txn, keys).await?.paused == Some(true);
     let stats = QueueStats {
@@ -300,6 +305,7 @@ pub async fn queue_stats<S: Store>(
         leased,
         delayed,
         grouped,
+        expired,
         oldest_item_age_ms: oldest_age_ms,
         paused,
         dead_letter: crate::queue::dead_letters::is_dead_letter_queue_in(&txn, keys).await?,

@@ -169,6 +169,12 @@ pub struct QueueStats {
     pub delayed: i64,
     /// Items waiting behind their message group's head (not in `depth`).
     pub grouped: i64,
+    /// Items dropped so far because their retention (`retention_ms`)
+    /// ended, whether visible, delayed, waiting or leased past it.
+    /// (Default 0: a CLI reading an older daemon's stats.)
+    #[serde(default)]
+    #[schema(required = true)]
+    pub expired: i64,
     /// How long the oldest visible item has waited, in ms; null when
     /// there is none. For a priority queue, the oldest of the first items
     /// of its first 256 priority levels.

@@ -290,6 +290,8 @@ pub enum NackOutcome {
     Requeued,
     /// Back in the queue once `visible_at_ms` has passed.
     Delayed,
+    /// Its retention had ended: dropped (see the queue's `retention_ms`).
+    Expired,
     /// Out of deliveries: in the dead-letter queue.
     DeadLettered,
 }
@@ -318,6 +320,11 @@ impl From<Returned> for NackAnswer {
             Returned::Delayed { visible_at_ms } => NackAnswer {
                 outcome: NackOutcome::Delayed,
                 visible_at_ms: Some(visible_at_ms),
+                dead_letter_queue: None,
+            },
+            Returned::Expired => NackAnswer {
+                outcome: NackOutcome::Expired,
+                visible_at_ms: None,
                 dead_letter_queue: None,
             },
             Returned::DeadLettered { queue } => NackAnswer {

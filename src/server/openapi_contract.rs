@@ -158,6 +158,7 @@ fn parameter_schema(path: &str, name: &str, limits: &Limits) -> Option<Value> {
         "group" => group_schema(),
         "path" => json!({"type": "string", "enum": ["staged", "direct"]}),
         "hotq-dedup-id" => dedup_id_schema(),
+        "hotq-retention-ms" => integer(1, crate::queue::expiry::RETENTION_MS_MAX),
         // Receipts riding on a pop: at most POP_ACKS_MAX, comma-separated;
         // a malformed one is answered `invalid` in hotq-acked, not refused.
         "ack" => json!({
@@ -253,6 +254,7 @@ fn settings_schema(limits: &Limits) -> Value {
             "dedup_window_ms": nullable(integer(1, DEDUP_WINDOW_MS_MAX)),
             "delivery_delay_ms": nullable(integer(0, limits.delay_max_ms)),
             "paused": nullable(json!({"type": "boolean"})),
+            "retention_ms": nullable(integer(1, crate::queue::expiry::RETENTION_MS_MAX)),
         },
         "description": "Settings to change; null returns one to the default; keys not named \
             are kept. A queue cannot be its own dead_letter_queue (400 invalid_settings).",

@@ -23,7 +23,7 @@ use super::push::{DEDUP_ID_HEADER, dedup_id};
 use super::state::AppState;
 use crate::envelope::End;
 use crate::keys::{QueueKeys, QueueKind};
-use crate::queue::priority::{Deduplicated, PriorityQueue};
+use crate::queue::priority::{Deduplicated, PriorityQueue, PushAsk};
 use crate::staging::pop::PopAsk;
 use crate::store::Store;
 
@@ -120,7 +120,8 @@ fn parse_priority(params: PushParams) -> Result<i64, ApiError> {
 /// one item, delayed by `delay_ms` (absent: the queue's `delivery_delay_ms`).
 #[utoipa::path(post, path = "/v1/pqueues/{queue}/items", tag = "priority", operation_id = "pq_push",
     params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue"), PushParams,
-        ("hotq-dedup-id" = Option<String>, Header, description = "Dedup id (1-128 bytes): a push naming an id pushed within the queue's dedup window stores nothing and answers 200 with duplicate: true")),
+        ("hotq-dedup-id" = Option<String>, Header, description = "Dedup id (1-128 bytes): a push naming an id pushed within the queue's dedup window stores nothing and answers 200 with duplicate: true"),
+        ("hotq-retention-ms" = Option<u64>, Header, description = "Keep the item at most this long (1 ms to 365 days) unless delivered; default: the queue's retention_ms setting, none unless set")),
     request_body(content = [u8], content_type = "application/octet-stream", description = "The item's bytes"),
     responses((status = 201, description = "Pushed", body = PushAnswer),
         (status = 200, description = "A duplicate: nothing was written (duplicate: true)", body = PushAnswer),
@@ -140,8 +141,18 @@ pub async fn push<S: Store>(
             .get(DEDUP_ID_HEADER)
             .map(|value| dedup_id(value.as_bytes()))
             .transpose()?;
+        let retention_ms = super::push::retention_ms(&headers)?;
         let body = body_bytes(body)?;
-        let answer = push_checked(&state, name, &body, priority, delay_ms, dedup_id).await?;
+        let answer = push_checked(
+            &state,
+            name,
+            &body,
+            priority,
+            delay_ms,
+            dedup_id,
+            retention_ms,
+        )
+        .await?;
         let status = if answer.duplicate == Some(true) {
             StatusCode::OK
         } else {
@@ -161,30 +172,28 @@ pub(crate) async fn push_checked<S: Store>(
     priority: i64,
     delay_ms: Option<u64>,
     dedup_id: Option<Vec<u8>>,
+    retention_ms: Option<u64>,
 ) -> Result<PushAnswer, ApiError> {
     check_item(body)?;
     check_items_max([body.len()], state.config.payload_bytes_max)?;
     state.note_queue(QueueKind::Priority, &name);
     let queue = PriorityQueue::new(state.store.clone(), name);
     let defaults = &state.settings_defaults;
-    let pushed = match dedup_id {
-        None => Deduplicated::Pushed {
-            visible_at_ms: queue
-                .push_batch_delayed(&[(priority, body)], delay_ms, defaults)
-                .await?,
-        },
-        Some(id) => {
-            queue
-                .push_deduplicated(body, priority, delay_ms, &id, defaults)
-                .await?
-        }
+    let ask = PushAsk {
+        delay_ms,
+        retention_ms,
+        dedup_id: dedup_id.as_deref(),
     };
-    let (duplicate, visible_at_ms) = match pushed {
-        Deduplicated::Pushed { visible_at_ms } => (false, visible_at_ms),
-        Deduplicated::Duplicate => (true, None),
+    let pushed = queue.push_one(body, priority, ask, defaults).await?;
+    let (duplicate, visible_at_ms, expires_at_ms) = match pushed {
+        Deduplicated::Pushed {
+            visible_at_ms,
+            expires_at_ms,
+        } => (false, visible_at_ms, expires_at_ms),
+        Deduplicated::Duplicate => (true, None, None),
     };
-    if let Some(visible_at_ms) = visible_at_ms {
-        state.coordinator.schedule(visible_at_ms);
+    for due_ms in [visible_at_ms, expires_at_ms].into_iter().flatten() {
+        state.coordinator.schedule(due_ms);
     }
     Ok(PushAnswer {
         pushed: usize::from(!duplicate),

@@ -21,11 +21,36 @@ use super::items::PushAnswer;
 use super::state::AppState;
 use crate::keys::{QueueKeys, QueueKind, QueueName};
 use crate::queue::PUSH_BATCH_MAX;
-use crate::queue::dedup::{PushItem, check_id, push};
+use crate::queue::dedup::{PushItem, check_id, push_with};
 use crate::store::Store;
 
 /// Header carrying a push's dedup id.
 pub const DEDUP_ID_HEADER: &str = "hotq-dedup-id";
+/// Header carrying a push's retention in ms (overrides the queue's
+/// `retention_ms` setting for these items).
+pub const RETENTION_MS_HEADER: &str = "hotq-retention-ms";
+
+/// A push's retention from its `hotq-retention-ms` header, checked: a
+/// whole number of ms from 1 to a year; `None` without the header.
+pub(crate) fn retention_ms(headers: &HeaderMap) -> Result<Option<u64>, ApiError> {
+    let Some(value) = headers.get(RETENTION_MS_HEADER) else {
+        return Ok(None);
+    };
+    check_retention_ms(value.to_str().ok().and_then(|text| text.parse().ok()))
+        .map(Some)
+        .ok_or_else(|| {
+            ApiError::bad_parameter(format!(
+                "{RETENTION_MS_HEADER} is a whole number of ms from 1 to {}, got {:?}",
+                crate::queue::expiry::RETENTION_MS_MAX,
+                String::from_utf8_lossy(value.as_bytes())
+            ))
+        })
+}
+
+/// `retention_ms` when it is within 1 ms to a year.
+pub(crate) fn check_retention_ms(retention_ms: Option<u64>) -> Option<u64> {
+    retention_ms.filter(|ms| (1..=crate::queue::expiry::RETENTION_MS_MAX).contains(ms))
+}
 
 /// Query of a push: an optional `delay_ms` (absent: the queue's delivery delay).
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -68,7 +93,8 @@ pub(crate) fn dedup_id(raw: &[u8]) -> Result<Vec<u8>, ApiError> {
 /// `"duplicate": true` when the id was pushed within the dedup window.
 #[utoipa::path(post, path = "/v1/queues/{queue}/items", tag = "fifo", operation_id = "push",
     params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue"), PushParams,
-        ("hotq-dedup-id" = Option<String>, Header, description = "Dedup id (1-128 bytes): a push naming an id pushed within the queue's dedup window stores nothing and answers 200 with duplicate: true")),
+        ("hotq-dedup-id" = Option<String>, Header, description = "Dedup id (1-128 bytes): a push naming an id pushed within the queue's dedup window stores nothing and answers 200 with duplicate: true"),
+        ("hotq-retention-ms" = Option<u64>, Header, description = "Keep the item at most this long (1 ms to 365 days) unless delivered; default: the queue's retention_ms setting, none unless set")),
     request_body(content = [u8], content_type = "application/octet-stream", description = "The item's bytes (1 B to payload_bytes_max, default 1 MiB)"),
     responses((status = 201, description = "Pushed", body = PushAnswer),
         (status = 200, description = "A duplicate: nothing was written (duplicate: true)", body = PushAnswer),
@@ -88,6 +114,7 @@ pub async fn push_one<S: Store>(
             .get(DEDUP_ID_HEADER)
             .map(|value| dedup_id(value.as_bytes()))
             .transpose()?;
+        let retention_ms = retention_ms(&headers)?;
         let body = body_bytes(body)?;
         check_item(&body)?;
         let item = PushItem {
@@ -95,7 +122,7 @@ pub async fn push_one<S: Store>(
             dedup_id,
             group,
         };
-        push_items(&state, name, &[item], delay_ms).await
+        push_items(&state, name, &[item], delay_ms, retention_ms).await
     })
     .await
 }
@@ -104,7 +131,8 @@ pub async fn push_one<S: Store>(
 /// items, each a base64 string or `{"item": base64, "dedup_id": text}`,
 /// pushed in one commit, in order; all or nothing (duplicates left out).
 #[utoipa::path(post, path = "/v1/queues/{queue}/items:batch", tag = "fifo",
-    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue"), PushParams),
+    params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue"), PushParams,
+        ("hotq-retention-ms" = Option<u64>, Header, description = "Keep the items at most this long (1 ms to 365 days) unless delivered; default: the queue's retention_ms setting, none unless set")),
     request_body(content = Vec<BatchItem>, description = "1 to 1,000 items: base64 strings, or objects with a dedup id"),
     responses((status = 201, description = "Pushed, all in one commit; duplicates lists the positions left out", body = PushAnswer),
         (status = 200, description = "Every item was a duplicate: nothing was written (duplicate: true)", body = PushAnswer),
@@ -114,18 +142,20 @@ pub async fn push_batch<S: Store>(
     State(state): State<Arc<AppState<S>>>,
     ApiPath(queue): ApiPath<String>,
     params: Result<Query<PushParams>, QueryRejection>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     counted(&queue, "push_batch", async {
         let name = queue_name(&queue)?;
         let (delay_ms, group) = push_params(&state, params)?;
+        let retention_ms = retention_ms(&headers)?;
         let mut items = decode_batch(&body_bytes(body)?)?;
         for item in &mut items {
             if item.group.is_none() {
                 item.group.clone_from(&group);
             }
         }
-        push_items(&state, name, &items, delay_ms).await
+        push_items(&state, name, &items, delay_ms, retention_ms).await
     })
     .await
 }
@@ -151,8 +181,9 @@ async fn push_items<S: Store>(
     name: QueueName,
     items: &[PushItem],
     delay_ms: Option<u64>,
+    retention_ms: Option<u64>,
 ) -> Result<Response, ApiError> {
-    let body = push_checked(state, name, items, delay_ms).await?;
+    let body = push_checked(state, name, items, delay_ms, retention_ms).await?;
     let status = if body.pushed == 0 {
         StatusCode::OK
     } else {
@@ -163,27 +194,33 @@ async fn push_items<S: Store>(
 
 /// Pushes checked items to the FIFO queue `name` in one commit (every
 /// front end's pushes): what was stored, when it becomes visible, which
-/// positions were duplicates.
+/// positions were duplicates. `retention_ms` (checked) overrides the
+/// queue's setting.
 pub(crate) async fn push_checked<S: Store>(
     state: &AppState<S>,
     name: QueueName,
     items: &[PushItem],
     delay_ms: Option<u64>,
+    retention_ms: Option<u64>,
 ) -> Result<PushAnswer, ApiError> {
     let lens = items.iter().map(|item| item.payload.len());
     check_items_max(lens, state.config.payload_bytes_max)?;
     state.note_queue(QueueKind::Fifo, &name);
     let keys = QueueKeys::new(&name);
-    let pushed = push(
+    let pushed = push_with(
         &state.store,
         &keys,
         items,
         delay_ms,
+        retention_ms,
         &state.settings_defaults,
     )
     .await?;
     if let Some(visible_at_ms) = pushed.visible_at_ms {
         state.coordinator.schedule(visible_at_ms);
+    }
+    if let Some(expires_at_ms) = pushed.expires_at_ms {
+        state.coordinator.schedule(expires_at_ms);
     }
     let stored = pushed.stored();
     let duplicates = (stored < items.len()).then(|| {

@@ -6,12 +6,12 @@
 //! |---|---|
 //! | `VisibilityTimeout` | setting `default_lease_ms` |
 //! | `DelaySeconds` | setting `delivery_delay_ms` |
+//! | `MessageRetentionPeriod` | setting `retention_ms` (SQS's 4 days for a queue CreateQueue makes) |
 //! | `RedrivePolicy` | settings `max_deliveries`, `dead_letter_queue` |
 //! | `MaximumMessageSize`, `ReceiveMessageWaitTimeSeconds` | record, enforced |
 //! | `FifoQueue`, `ContentBasedDeduplication`, `DeduplicationScope` | record, enforced |
 //! | `FifoThroughputLimit` | record (hotq has no per-queue quota) |
 //! | `Policy`, `RedriveAllowPolicy`, `KmsMasterKeyId`, `KmsDataKeyReusePeriodSeconds`, `SqsManagedSseEnabled` | record, answered as set, not enforced ([`KEPT`]) |
-//! | `MessageRetentionPeriod` | refused |
 
 use std::collections::BTreeMap;
 
@@ -23,11 +23,9 @@ use super::message::body_size_max;
 use super::queues::{Record, SqsQueue, arn_of, name_of_arn};
 use crate::queue::settings::{Defaults, MAX_DELIVERIES_MAX, Stored};
 
-/// Attributes hotq refuses, and why.
-const REFUSED: &[(&str, &str)] = &[(
-    "MessageRetentionPeriod",
-    "hotq keeps messages until they are deleted; it has no retention period",
-)];
+/// Attributes hotq refuses, and why (none since `MessageRetentionPeriod`
+/// maps onto `retention_ms`).
+const REFUSED: &[(&str, &str)] = &[];
 
 /// Attributes kept in the queue's record and answered as set, as ElasticMQ
 /// and LocalStack keep them: hotq enforces no IAM policy (access is by
@@ -69,6 +67,12 @@ fn boolean(name: &str, text: &str) -> Result<bool, SqsError> {
         ))),
     }
 }
+
+/// SQS's bounds of `MessageRetentionPeriod`, in seconds: 60 s to 14 days.
+const RETENTION_S_MIN: u64 = 60;
+const RETENTION_S_MAX: u64 = 1_209_600;
+/// SQS's default `MessageRetentionPeriod`: 4 days, in seconds.
+pub const RETENTION_S_DEFAULT: u64 = 345_600;
 
 /// Applies SQS attributes to `record` and a settings change. `creating`:
 /// CreateQueue (the only time `FifoQueue` may be named).
@@ -136,6 +140,17 @@ fn apply_one(
             change
                 .settings
                 .insert("delivery_delay_ms".into(), json!(s * 1_000));
+        }
+        "MessageRetentionPeriod" => {
+            let s = seconds(name, text, RETENTION_S_MAX)?;
+            if s < RETENTION_S_MIN {
+                return Err(SqsError::attribute_value(format!(
+                    "Invalid value for the parameter MessageRetentionPeriod: {text:?} (an integer from {RETENTION_S_MIN} to {RETENTION_S_MAX})"
+                )));
+            }
+            change
+                .settings
+                .insert("retention_ms".into(), json!(s * 1_000));
         }
         "MaximumMessageSize" => {
             let max = body_size_max() as u64;
@@ -320,6 +335,11 @@ pub fn render(
         "DelaySeconds",
         (effective.delivery_delay_ms / 1_000).to_string(),
     );
+    // A queue made through /v1 may keep messages until delivered: SQS has
+    // no word for that, so the attribute is left out.
+    if let Some(retention_ms) = effective.retention_ms {
+        out.insert("MessageRetentionPeriod", (retention_ms / 1_000).to_string());
+    }
     out.insert(
         "MaximumMessageSize",
         record
@@ -383,6 +403,9 @@ pub fn creation_defaults(stored: &Stored) -> BTreeMap<String, Value> {
     if stored.max_deliveries.is_none() {
         // No redrive policy: never dead-lettered.
         defaults.insert("max_deliveries".into(), json!(0));
+    }
+    if stored.retention_ms.is_none() {
+        defaults.insert("retention_ms".into(), json!(RETENTION_S_DEFAULT * 1_000));
     }
     defaults
 }

@@ -13,6 +13,9 @@ use std::num::NonZeroU64;
 
 /// Why a direct pop was not even tried.
 #[derive(Debug, Clone, PartialEq, Eq)]
+// Returned once per pop and moved straight to its caller, never stored:
+// boxing the item would cost an allocation on the hot path for nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Attempt {
     /// The attempt's outcome.
     Done(DirectPop),
@@ -116,6 +119,7 @@ fn take_in<T: Transaction>(
 ) -> Result<(), StoreError> {
     for item in items.iter_mut() {
         txn.clear(&item.key)?;
+        crate::queue::expiry::unindex_in(txn, keys, &item.key, item.expires_at_ms)?;
         if let Some(lease_ms) = lease_ms {
             lease_in(txn, keys, item, lease_ms, now)?;
         } else if item.group.is_some() {

@@ -505,3 +505,61 @@ async fn sqs_purge_in_flight_and_a_stale_handle_delete_leave_no_part() {
     assert_eq!(parts_held(&daemon.store).await, (BTreeSet::new(), 0));
     daemon.stop().await;
 }
+
+/// Pushes one `MIB` item to `queue` with `query` and a retention.
+async fn push_expiring(daemon: &Daemon, queue: &str, query: &str, retention_ms: u64, i: usize) {
+    let response = http()
+        .post(format!("{}/v1/queues/{queue}/items?{query}", daemon.url))
+        .header("hotq-retention-ms", retention_ms.to_string())
+        .body(item(i, MIB))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED, "push to {queue}");
+}
+
+/// Waits until `queue`'s stats count `expired` items.
+async fn await_expired(daemon: &Daemon, queue: &str, expired: u64) {
+    common::eventually("the expiry", Duration::from_secs(30), || async {
+        let stats: Value = http()
+            .get(format!("{}/v1/queues/{queue}", daemon.url))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        stats["expired"] == expired
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_items_past_their_retention_leave_no_part() {
+    let daemon = Daemon::start(|_| {}).await;
+    let client = Client::new(&daemon.url);
+    // Visible, delayed, and waiting behind its group's head.
+    push_expiring(&daemon, "visible", "", 300, 1).await;
+    push_expiring(&daemon, "delayed", "delay_ms=600000", 300, 2).await;
+    let head = http()
+        .post(format!("{}/v1/queues/grouped/items?group=g", daemon.url))
+        .body(item(3, MIB))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(head.status(), StatusCode::CREATED);
+    push_expiring(&daemon, "grouped", "group=g", 300, 4).await;
+    // Leased, its lease ending past its retention: dropped, not returned.
+    push_expiring(&daemon, "leased", "", 2_000, 5).await;
+    let leased = client.pop_leased("leased", 3_000).await.unwrap();
+    assert_eq!(leased.body, item(5, MIB));
+    for queue in ["visible", "delayed", "grouped", "leased"] {
+        await_expired(&daemon, queue, 1).await;
+    }
+    // Only the group's head (no retention) keeps its parts.
+    let queues = ["visible", "delayed", "grouped", "leased"];
+    assert_parts(&daemon.store, &queues, 1, MIB).await;
+    assert_eq!(client.pop("grouped", 0).await.unwrap(), item(3, MIB));
+    assert_parts(&daemon.store, &queues, 0, MIB).await;
+    daemon.stop().await;
+}

@@ -90,6 +90,7 @@ mod redrive_large_items;
 mod resp_commands;
 mod resp_robustness;
 mod resp_workers;
+mod retention;
 mod settle_batch;
 mod shutdown_under_load;
 mod slow_commit_with_riding_acks;

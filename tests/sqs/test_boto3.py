@@ -69,7 +69,7 @@ def test_queue_lifecycle(sqs):
     attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["DelaySeconds", "ReceiveMessageWaitTimeSeconds"])["Attributes"]
     assert attributes == {"DelaySeconds": "2", "ReceiveMessageWaitTimeSeconds": "1"}
     with pytest.raises(sqs.exceptions.InvalidAttributeValue):
-        sqs.set_queue_attributes(QueueUrl=url, Attributes={"MessageRetentionPeriod": "60"})
+        sqs.set_queue_attributes(QueueUrl=url, Attributes={"MessageRetentionPeriod": "59"})
     with pytest.raises(sqs.exceptions.InvalidAttributeName):
         sqs.set_queue_attributes(QueueUrl=url, Attributes={"Colour": "blue"})
     sqs.tag_queue(QueueUrl=url, Tags={"team": "a", "env": "ci"})

@@ -251,7 +251,7 @@ function queuePage(kind, name) {
     fill(tiles, 
       tile("Depth", num(stats.depth), "depth"), tile("In flight", num(stats.leased), "leased"),
       tile("Delayed", num(stats.delayed), "delayed"), tile("Grouped", num(stats.grouped), "grouped"),
-      tile("Waiting pops", num(stats.waiting), "waiting"),
+      tile("Waiting pops", num(stats.waiting), "waiting"), tile("Expired", num(stats.expired), "expired"),
       tile("Oldest", age(stats.oldest_item_age_ms), "oldest", ageClass(stats.oldest_item_age_ms)),
       tile("Push/s", rate(r ? r.push : null), "push"), tile("Pop/s", rate(r ? r.pop : null), "pop"));
     fill(badges, 

@@ -45,6 +45,8 @@ pub struct QueueSummary {
     pub delayed: i64,
     /// Items waiting behind their message group's head.
     pub grouped: i64,
+    /// Items dropped by their retention, so far.
+    pub expired: i64,
     /// Stored requests waiting.
     pub waiting: i64,
     /// Age of the oldest visible item (see [`crate::queue::oldest`]).
@@ -105,6 +107,7 @@ async fn summary<T: Transaction>(txn: &T, keys: QueueKeys) -> Result<QueueSummar
     let leased = counter(txn.get(&keys.leased(), Read::Snapshot).await?);
     let delayed = counter(txn.get(&keys.delayed_count(), Read::Snapshot).await?);
     let grouped = counter(txn.get(&keys.grouped_count(), Read::Snapshot).await?);
+    let expired = counter(txn.get(&keys.expired_count(), Read::Snapshot).await?);
     let waiting = counter(txn.get(&keys.waiting(), Read::Snapshot).await?);
     let oldest_item_age_ms = crate::queue::oldest::oldest_item_age_ms_in(txn, &keys).await?;
     let paused = crate::queue::settings::read_in(txn, &keys).await?.paused == Some(true);
@@ -116,6 +119,7 @@ async fn summary<T: Transaction>(txn: &T, keys: QueueKeys) -> Result<QueueSummar
         leased,
         delayed,
         grouped,
+        expired,
         waiting,
         oldest_item_age_ms,
         dead_letter: crate::queue::dead_letters::is_dead_letter_queue_in(txn, &keys).await?,

@@ -139,6 +139,7 @@ pub async fn give_back_in<T: Transaction>(
 ) -> Result<(), StoreError> {
     let Some(group) = item.group.as_deref() else {
         txn.set(item_key, &encode_item_value(item))?;
+        crate::queue::expiry::index_in(txn, keys, item_key, item.expires_at_ms)?;
         return txn.atomic_add(&keys.depth(), 1);
     };
     let state = state_in(txn, keys, group).await?;
@@ -147,11 +148,14 @@ pub async fn give_back_in<T: Transaction>(
         tracing::warn!(queue = %keys.name(), group, "a group head came back after its hand-off ended: it waits behind the group's next head");
         let (index, random) = keys.item_parts(item_key).unwrap_or_default();
         let pending = encode_pending(0, &encode_item_value(item));
-        txn.set(&keys.grouped_item(group, index, &random), &pending)?;
+        let key = keys.grouped_item(group, index, &random);
+        txn.set(&key, &pending)?;
+        crate::queue::expiry::index_in(txn, keys, &key, item.expires_at_ms)?;
         return txn.atomic_add(&keys.grouped_count(), 1);
     }
     txn.set(&keys.group(group), &encode_state(&State::Head))?;
     txn.set(item_key, &encode_item_value(item))?;
+    crate::queue::expiry::index_in(txn, keys, item_key, item.expires_at_ms)?;
     txn.atomic_add(&keys.depth(), 1)
 }
 

@@ -193,6 +193,8 @@ pub struct NewItem<'a> {
     pub group: Option<&'a str>,
     /// Its bytes.
     pub payload: &'a [u8],
+    /// When its retention ends (see [`crate::queue::expiry`]).
+    pub expires_at_ms: Option<u64>,
 }
 
 /// In `txn`: pushes `items` in order, visible after `delay_ms`. An item of
@@ -214,22 +216,27 @@ pub async fn push_in<T: Transaction>(
     let mut has_head = heads_in(txn, keys, items.iter().filter_map(|item| item.group)).await?;
     let mut counts = Counts::default();
     let mut plain_delayed = Vec::new();
+    let mut plain_expires = Vec::new();
     for (offset, new) in items.iter().enumerate() {
         let index = next_index + offset as u64;
         let random = fresh_random();
         let mut item = ItemValue {
             group: new.group.map(str::to_string),
+            expires_at_ms: new.expires_at_ms,
             ..ItemValue::new(now_ms, new.payload.to_vec())
         };
         crate::queue::parts::spill_in(txn, &mut item)?;
         let Some(group) = new.group else {
             if delay_ms > 0 {
+                plain_expires.push(item.expires_at_ms);
                 plain_delayed.push(encode_held(&HeldItem {
                     item_key: Vec::new(),
                     item,
                 }));
             } else {
-                txn.set(&keys.item(index, &random), &encode_item_value(&item))?;
+                let key = keys.item(index, &random);
+                txn.set(&key, &encode_item_value(&item))?;
+                crate::queue::expiry::index_in(txn, keys, &key, item.expires_at_ms)?;
                 counts.visible += 1;
             }
             continue;
@@ -248,7 +255,7 @@ pub async fn push_in<T: Transaction>(
     }
     txn.atomic_max(&keys.next_index(), next_index + items.len() as u64)?;
     if !plain_delayed.is_empty() {
-        crate::queue::item::hold_in(txn, keys, &plain_delayed, visible_at_ms)?;
+        crate::queue::item::hold_in(txn, keys, &plain_delayed, visible_at_ms, &plain_expires)?;
     }
     counts.add_in(txn, keys)?;
     Ok((delay_ms > 0).then_some(visible_at_ms))
@@ -330,7 +337,9 @@ fn place_in<T: Transaction>(
         .expect("every group's state was read");
     if *head {
         let pending = encode_pending(at.visible_at_ms, &encode_item_value(item));
-        txn.set(&keys.grouped_item(group, at.index, at.random), &pending)?;
+        let key = keys.grouped_item(group, at.index, at.random);
+        txn.set(&key, &pending)?;
+        crate::queue::expiry::index_in(txn, keys, &key, item.expires_at_ms)?;
         counts.waiting += 1;
         return Ok(());
     }
@@ -341,13 +350,14 @@ fn place_in<T: Transaction>(
             item_key: keys.item(at.index, at.random),
             item: item.clone(),
         };
-        txn.set(
-            &keys.delayed(at.visible_at_ms, at.random),
-            &encode_held(&held),
-        )?;
+        let key = keys.delayed(at.visible_at_ms, at.random);
+        txn.set(&key, &encode_held(&held))?;
+        crate::queue::expiry::index_in(txn, keys, &key, item.expires_at_ms)?;
         counts.delayed += 1;
     } else {
-        txn.set(&keys.item(at.index, at.random), &encode_item_value(item))?;
+        let key = keys.item(at.index, at.random);
+        txn.set(&key, &encode_item_value(item))?;
+        crate::queue::expiry::index_in(txn, keys, &key, item.expires_at_ms)?;
         counts.visible += 1;
     }
     Ok(())
@@ -390,12 +400,19 @@ pub async fn leave_in<T: Transaction>(
         return txn.clear(&keys.group(group));
     };
     let item_key = keys.item(index, &random);
+    // It moves up: its expiry entry follows it (an expiry already past is
+    // the timer's next round's).
+    let expires_at_ms = item.expires_at_ms;
+    crate::queue::expiry::unindex_in(txn, keys, &key, expires_at_ms)?;
     if visible_at_ms > now_ms {
         let held = HeldItem { item_key, item };
-        txn.set(&keys.delayed(visible_at_ms, &random), &encode_held(&held))?;
+        let delayed = keys.delayed(visible_at_ms, &random);
+        txn.set(&delayed, &encode_held(&held))?;
+        crate::queue::expiry::index_in(txn, keys, &delayed, expires_at_ms)?;
         return txn.atomic_add(&keys.delayed_count(), 1);
     }
     txn.set(&item_key, &encode_item_value(&item))?;
+    crate::queue::expiry::index_in(txn, keys, &item_key, expires_at_ms)?;
     txn.atomic_add(&keys.depth(), 1)
 }
 

@@ -61,17 +61,15 @@ pub async fn move_in<T: Transaction>(
                     item_key: keys.item(at.index, at.random),
                     item: moved.item.clone(),
                 };
-                txn.set(
-                    &keys.delayed(at.visible_at_ms, at.random),
-                    &encode_held(&held),
-                )?;
+                let key = keys.delayed(at.visible_at_ms, at.random);
+                txn.set(&key, &encode_held(&held))?;
+                crate::queue::expiry::index_in(txn, keys, &key, moved.item.expires_at_ms)?;
                 counts.delayed += 1;
             }
             None => {
-                txn.set(
-                    &keys.item(at.index, at.random),
-                    &encode_item_value(&moved.item),
-                )?;
+                let key = keys.item(at.index, at.random);
+                txn.set(&key, &encode_item_value(&moved.item))?;
+                crate::queue::expiry::index_in(txn, keys, &key, moved.item.expires_at_ms)?;
                 counts.visible += 1;
             }
         }
@@ -131,5 +129,6 @@ pub fn take_waiting_in<T: Transaction>(
     waiting: &Waiting,
 ) -> Result<(), StoreError> {
     txn.clear(&waiting.key)?;
+    crate::queue::expiry::unindex_in(txn, keys, &waiting.key, waiting.item.expires_at_ms)?;
     txn.atomic_add(&keys.grouped_count(), -1)
 }

@@ -25,6 +25,7 @@ async fn push(store: &EmbeddedStore, keys: &QueueKeys, items: &[(Option<&str>, &
         .map(|(group, payload)| NewItem {
             group: *group,
             payload: payload.as_bytes(),
+            expires_at_ms: None,
         })
         .collect();
     let txn = store.begin().unwrap();
@@ -253,10 +254,12 @@ async fn delayed_pushes_and_dropping_waiting_items() {
         NewItem {
             group: Some("d"),
             payload: b"d1",
+            expires_at_ms: None,
         },
         NewItem {
             group: Some("d"),
             payload: b"d2",
+            expires_at_ms: None,
         },
     ];
     let now = crate::envelope::now_ms();
@@ -301,6 +304,7 @@ async fn two_pushes_to_one_empty_group_conflict() {
     let items = [NewItem {
         group: Some("g"),
         payload: b"p",
+        expires_at_ms: None,
     }];
     let now = crate::envelope::now_ms();
     let first = store.begin().unwrap();

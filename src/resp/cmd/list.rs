@@ -82,7 +82,7 @@ async fn push<S: Store>(ctx: &mut Ctx<'_, S>, mut args: Args) -> Answer {
         let name = queue_name(&key)?;
         let items = push_items(elements, None, None)?;
         let keys = QueueKeys::new(&name);
-        crate::server::push::push_checked(ctx.state, name, &items, None).await?;
+        crate::server::push::push_checked(ctx.state, name, &items, None, None).await?;
         Ok(Reply::Int(queue_depth(ctx.state, &keys).await?))
     }
     .await;

@@ -70,7 +70,7 @@ fn end(args: &mut Args) -> Result<End, CmdError> {
     }
 }
 
-/// `PQ PUSH queue priority [DELAY ms] [DEDUP id] [ITEMS] item`: 1 pushed,
+/// `PQ PUSH queue priority [DELAY ms] [DEDUP id] [RETENTION ms] [ITEMS] item`: 1 pushed,
 /// 0 for a duplicate.
 async fn push<S: Store>(ctx: &mut Ctx<'_, S>, queue: &str, mut args: Args) -> Answer {
     let answer = async {
@@ -83,7 +83,7 @@ async fn push<S: Store>(ctx: &mut Ctx<'_, S>, queue: &str, mut args: Args) -> An
                 format!("priority must be a signed 64-bit integer, got {priority_text:?}"),
             )
         })?;
-        let (mut delay_ms, mut dedup_id) = (None, None);
+        let (mut delay_ms, mut dedup_id, mut retention_ms) = (None, None, None);
         loop {
             match args.peek_keyword().as_deref() {
                 Some("DELAY") if args.left() > 1 => {
@@ -93,6 +93,10 @@ async fn push<S: Store>(ctx: &mut Ctx<'_, S>, queue: &str, mut args: Args) -> An
                 Some("DEDUP") if args.left() > 1 => {
                     args.next_arg();
                     dedup_id = Some(crate::server::push::dedup_id(&args.required()?)?);
+                }
+                Some("RETENTION") if args.left() > 1 => {
+                    args.next_arg();
+                    retention_ms = Some(super::queue::retention(&mut args)?);
                 }
                 Some("ITEMS") => {
                     args.next_arg();
@@ -106,7 +110,13 @@ async fn push<S: Store>(ctx: &mut Ctx<'_, S>, queue: &str, mut args: Args) -> An
             return Err(ApiError::bad_parameter("PQ PUSH takes one item").into());
         }
         let answer = crate::server::pqueue::push_checked(
-            ctx.state, name, &item, priority, delay_ms, dedup_id,
+            ctx.state,
+            name,
+            &item,
+            priority,
+            delay_ms,
+            dedup_id,
+            retention_ms,
         )
         .await?;
         Ok(Reply::Int(answer.pushed as i64))

@@ -68,13 +68,14 @@ pub async fn stats<S: Store>(ctx: &Ctx<'_, S>, kind: QueueKind, queue: &str) -> 
     counted(queue, op, answer)
 }
 
-/// `PUSH queue [DELAY ms] [GROUP group] [DEDUP id] [ITEMS] item [item ...]`:
+/// `PUSH queue [DELAY ms] [GROUP group] [DEDUP id] [RETENTION ms] [ITEMS] item [item ...]`:
 /// the number stored (duplicates left out), all in one commit.
 async fn push<S: Store>(ctx: &mut Ctx<'_, S>, queue: &str, mut args: Args) -> Answer {
     let mut op = "push";
     let answer = async {
         let name = queue_name(queue)?;
         let (mut delay_ms, mut group, mut dedup_id) = (None, None, None);
+        let mut retention_ms = None;
         loop {
             match args.peek_keyword().as_deref() {
                 Some("DELAY") if args.left() > 1 => {
@@ -89,6 +90,10 @@ async fn push<S: Store>(ctx: &mut Ctx<'_, S>, queue: &str, mut args: Args) -> An
                     args.next_arg();
                     dedup_id = Some(crate::server::push::dedup_id(&args.required()?)?);
                 }
+                Some("RETENTION") if args.left() > 1 => {
+                    args.next_arg();
+                    retention_ms = Some(retention(&mut args)?);
+                }
                 Some("ITEMS") => {
                     args.next_arg();
                     break;
@@ -101,11 +106,25 @@ async fn push<S: Store>(ctx: &mut Ctx<'_, S>, queue: &str, mut args: Args) -> An
             op = "push_batch";
         }
         let items = push_items(payloads, dedup_id, group)?;
-        let answer = crate::server::push::push_checked(ctx.state, name, &items, delay_ms).await?;
+        let answer =
+            crate::server::push::push_checked(ctx.state, name, &items, delay_ms, retention_ms)
+                .await?;
         Ok(Reply::Int(answer.pushed as i64))
     }
     .await;
     counted(queue, op, answer)
+}
+
+/// `RETENTION ms`'s value, checked as the HTTP header is: 1 ms to a year.
+pub fn retention(args: &mut Args) -> Result<u64, CmdError> {
+    let asked = args.number("RETENTION")?;
+    crate::server::push::check_retention_ms(Some(asked)).ok_or_else(|| {
+        ApiError::bad_parameter(format!(
+            "RETENTION is a whole number of ms from 1 to {}, got {asked}",
+            crate::queue::expiry::RETENTION_MS_MAX
+        ))
+        .into()
+    })
 }
 
 /// The items of a push, checked as the HTTP API checks a batch: 1 to

@@ -130,7 +130,7 @@ pub const PQ_SUBCOMMANDS: &[Spec] = &[
         "pq|push",
         -5,
         WF,
-        "PQ PUSH queue priority [DELAY ms] [DEDUP id] [ITEMS] item: pushes one item with a priority; the number pushed",
+        "PQ PUSH queue priority [DELAY ms] [DEDUP id] [RETENTION ms] [ITEMS] item: pushes one item with a priority; the number pushed",
     ),
     taking(pq_cmd(
         "pq|pop",
@@ -279,7 +279,7 @@ pub const COMMANDS: &[Spec] = &[
         -3,
         WF,
         "fifo",
-        "PUSH queue [DELAY ms] [GROUP group] [DEDUP id] [ITEMS] item [item ...]: pushes items in one commit; the number pushed",
+        "PUSH queue [DELAY ms] [GROUP group] [DEDUP id] [RETENTION ms] [ITEMS] item [item ...]: pushes items in one commit; the number pushed",
     ),
     taking(queue_cmd(
         "pop",

@@ -142,6 +142,7 @@ impl<T: Transaction> PoolTaker<'_, T> {
         };
         self.txn.add_read_conflict_key(&item.key)?;
         self.txn.clear(&item.key)?;
+        crate::queue::expiry::unindex_in(self.txn, self.keys, &item.key, item.expires_at_ms)?;
         self.bytes += item.len();
         // The hand-off or result carries the receipt.
         if let Some(lease_ms) = request.lease_ms {
