@@ -253,3 +253,26 @@ async fn unless_hung_up<T>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_still_running_does_not_make_the_next_read_allocate() {
+        let mut input = BytesMut::with_capacity(READ_CHUNK_BYTES);
+        input.extend_from_slice(b"*2\r\n$3\r\nPOP\r\n$4\r\njobs\r\n");
+        // The request's arguments are views into `input`'s buffer.
+        let request = decode_request(&mut input).unwrap().unwrap();
+        let buffer = input.as_ptr();
+        room_to_read(&mut input);
+        assert_eq!(input.as_ptr(), buffer, "the shared buffer was replaced");
+        assert!(input.capacity() - input.len() >= READ_ROOM_MIN_BYTES);
+        assert_eq!(request[1], Bytes::from("jobs"));
+        // Short of room, it grows, whoever holds the old buffer.
+        input.extend_from_slice(&vec![b'x'; input.capacity() - READ_ROOM_MIN_BYTES + 1]);
+        room_to_read(&mut input);
+        assert!(input.capacity() - input.len() >= READ_CHUNK_BYTES);
+        assert_eq!(request[1], Bytes::from("jobs"));
+    }
+}
