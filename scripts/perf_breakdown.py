@@ -32,6 +32,29 @@ CATEGORIES = [
 ]
 
 
+def _has(stack, *words):
+    return any(word in stack for word in words)
+
+
+# A RESP drain (`--resp`): the samples of HTTP requests (the preload) are
+# left out; the round is split into its head read and riding acks.
+RESP_CATEGORIES = [
+    ("store commit thread: fsync (kernel)", lambda comm, s: comm.startswith("hotq-committer") and _has(s, "sync_all", "do_fsync")),
+    ("store commit thread: fjall memtable and journal", lambda comm, s: comm.startswith("hotq-committer") and "WriteBatch::commit" in s),
+    ("store commit thread: resolver, watches, answers", lambda comm, s: comm.startswith("hotq-committer")),
+    ("other threads (fjall flush)", lambda comm, s: not comm.startswith("tokio-rt")),
+    ("round: reading the head (read_end)", lambda comm, s: "fulfill::fulfill_round" in s and "read_end" in s),
+    ("round: riding acks (ack_in)", lambda comm, s: "fulfill::fulfill_round" in s and _has(s, "ack_in", "ack_riding", "riding.rs")),
+    ("round: the rest (requests, take, lease, commit call)", lambda comm, s: "fulfill::fulfill_round" in s),
+    ("round loop: hand-over, gather, watches", lambda comm, s: _has(s, "fulfill_rounds", "fulfill_loop", "hand_over_round")),
+    ("RESP: socket writes (kernel)", lambda comm, s: "resp::connection" in s and _has(s, "poll_write", "write_all")),
+    ("RESP: socket reads (kernel)", lambda comm, s: "resp::connection" in s and _has(s, "poll_read", "read_buf")),
+    ("RESP: the pop call (join the line, wait, metrics)", lambda comm, s: "resp::connection" in s and _has(s, "pop_acks", "staging::")),
+    ("RESP: decode, dispatch, encode", lambda comm, s: "resp::" in s),
+    ("tokio scheduler, epoll, idle", lambda comm, s: "tokio::runtime" in s),
+]
+
+
 def samples(path):
     """Yields (comm, seconds, stack text) per sample."""
     comm, at, frames = None, None, []
@@ -57,13 +80,21 @@ def main():
     parser.add_argument("perf_script", help="output of `perf script`")
     parser.add_argument("--from-s", type=float, default=0.0, help="skip the first seconds of the recording")
     parser.add_argument("--srv-us", type=float, help="the daemon's CPU per pop, to print µs per concern")
+    parser.add_argument("--resp", action="store_true", help="a RESP drain: from its first RESP sample on, HTTP samples left out")
     args = parser.parse_args()
+    categories = RESP_CATEGORIES if args.resp else CATEGORIES
     counts, first = collections.Counter(), None
+    # Over RESP the drain starts with the first RESP sample: the preload
+    # goes over HTTP.
+    drained = not args.resp
     for comm, at, stack in samples(args.perf_script):
-        first = at if first is None else first
-        if at - first < args.from_s:
+        drained = drained or "resp::connection" in stack
+        if not drained:
             continue
-        name = next((name for name, test in CATEGORIES if test(comm, stack)), "other: " + comm)
+        first = at if first is None else first
+        if at - first < args.from_s or (args.resp and _has(stack, "axum", "hyper")):
+            continue
+        name = next((name for name, test in categories if test(comm, stack)), "other: " + comm)
         counts[name] += 1
     total = sum(counts.values())
     print(f"{total} samples")
