@@ -58,6 +58,7 @@ mod fsync_histograms;
 mod fulfill_watches_after_its_round;
 mod fulfill_with_unknown_commit_outcome;
 mod grouped_plain_pops_survive_kills;
+mod healthz_without_fdb;
 mod http_api;
 mod layers;
 mod lean_leases;
