@@ -22,6 +22,7 @@ mod ack_races_expiry;
 mod admin_cli;
 mod admin_queues;
 mod batch_acks_at_scale;
+mod bench_on_fdb;
 mod bench_over_http;
 mod cli;
 mod cli_convention;
