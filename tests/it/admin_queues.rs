@@ -321,16 +321,18 @@ async fn drop_while_popping<S: Store>(store: S, delete: bool) {
         // A worker's pop that waited in line after the delete registered
         // the (empty) queue again; the reaper forgets it once nothing
         // waits (every `reap_interval_ms`, 1 s here).
-        let (client, url) = (&client, &daemon.url);
-        common::eventually(
-            "the deleted queue leaves the listing",
-            Duration::from_secs(60),
-            || async move {
-                let (_, page) = get(client, &format!("{url}/v1/queues")).await;
-                page["queues"] == json!([])
-            },
-        )
-        .await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let (_, page) = get(&client, &format!("{}/v1/queues", daemon.url)).await;
+            if page["queues"] == json!([]) {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the deleted queue stays listed: {page}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     } else {
         // A purge leaves delivered items leased.
         assert_eq!(listed, taken.held.len());
