@@ -1,4 +1,5 @@
-//! The drain in process: the library on an embedded store, no HTTP.
+//! The drain in process: the library on a store (the embedded store, or
+//! a FoundationDB cluster with `--backend fdb`), no HTTP.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,13 +11,53 @@ use crate::envelope::End;
 use crate::keys::{QueueKeys, QueueName};
 use crate::queue::{Queue, QueueError};
 use crate::staging::{StagingConfig, StagingStats};
-use crate::store::StoreError;
 use crate::store::embedded::EmbeddedStore;
+use crate::store::{Store, StoreError};
+
+/// A store the in-process drain runs on, and what it counts of its own.
+pub trait BenchStore: Store {
+    /// The report's transport column: where the library's commits went.
+    fn transport(&self) -> &'static str;
+    /// Commits refused with a conflict so far, by this store's handles.
+    fn conflicts(&self) -> u64;
+    /// Durable write groups (fsyncs) so far, where the store has them.
+    fn fsync_groups(&self) -> Option<u64>;
+}
+
+impl BenchStore for EmbeddedStore {
+    fn transport(&self) -> &'static str {
+        "inproc"
+    }
+
+    fn conflicts(&self) -> u64 {
+        self.counts().1
+    }
+
+    fn fsync_groups(&self) -> Option<u64> {
+        Some(self.counts().2)
+    }
+}
+
+/// FoundationDB as the daemon serves from it (behind the marker adapter).
+#[cfg(feature = "fdb")]
+impl BenchStore for crate::store::marked::Marked<crate::store::fdb::FdbStore> {
+    fn transport(&self) -> &'static str {
+        "inproc-fdb"
+    }
+
+    fn conflicts(&self) -> u64 {
+        self.inner().counts().1
+    }
+
+    fn fsync_groups(&self) -> Option<u64> {
+        None
+    }
+}
 
 /// Preloads a fresh queue with `args.items` items, then `workers` tasks pop
 /// it empty (`staged`: hotq's pop; `naive`: the recipe's direct pop).
-pub async fn drain_in_process(
-    store: &EmbeddedStore,
+pub async fn drain_in_process<S: BenchStore>(
+    store: &S,
     args: &BenchArgs,
     mode: Mode,
     workers: usize,
@@ -37,7 +78,7 @@ pub async fn drain_in_process(
     let coordinator = Coordinator::new(store.clone(), StagingConfig::default());
     let keys = QueueKeys::new(&name);
     let tally = Arc::new(Tally::new(args.items));
-    let (_, conflicts_before, groups_before) = store.counts();
+    let (conflicts_before, groups_before) = (store.conflicts(), store.fsync_groups());
     let started = Instant::now();
     let deadline = started + Duration::from_secs(args.deadline_s);
     let wait = Duration::from_millis(args.wait_ms);
@@ -81,14 +122,16 @@ pub async fn drain_in_process(
         task.await.map_err(|e| e.to_string())??;
     }
     coordinator.shutdown(Duration::from_secs(5)).await;
-    let (_, conflicts_after, groups_after) = store.counts();
+    let (conflicts_after, groups_after) = (store.conflicts(), store.fsync_groups());
     let staged = StagingStats::get(&coordinator.stats().staged_pops);
     let batches = StagingStats::get(&coordinator.stats().fulfill_batches);
-    let mut result = tally.summarize(&preloaded, "inproc", mode, workers);
+    let mut result = tally.summarize(&preloaded, store.transport(), mode, workers);
     result.conflicts_per_pop =
         Some((conflicts_after - conflicts_before) as f64 / args.items.max(1) as f64);
     result.staged_share = Some(staged as f64 / args.items.max(1) as f64);
     result.fulfill_batch_mean = (batches > 0).then(|| staged as f64 / batches as f64);
-    result.fsync_groups = Some(groups_after - groups_before);
+    result.fsync_groups = groups_after
+        .zip(groups_before)
+        .map(|(after, before)| after - before);
     Ok(result)
 }

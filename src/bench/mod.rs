@@ -17,7 +17,9 @@
 //!   and pop latency at the start and at the end must match ([`tombstones`]).
 //!
 //! Transports: in-process (the library on an embedded store in
-//! `--data-dir`, a fresh temporary directory by default) or `--url` (HTTP
+//! `--data-dir`, a fresh temporary directory by default, or with
+//! `--backend fdb` on the FoundationDB cluster of `--fdb-cluster-file`,
+//! `drain` only, behind the marker adapter as the daemon runs it) or `--url` (HTTP
 //! against a running daemon, measured as peerbench measures it: see
 //! docs/benchmarks.md). Over HTTP the pops go through [`client`], hyper's connection-level
 //! client with one keep-alive connection per worker, so the load
@@ -41,7 +43,7 @@ use serde::Serialize;
 use crate::store::embedded::{Durability, EmbeddedConfig, EmbeddedStore};
 
 use ceiling::ceiling;
-pub use inproc::drain_in_process;
+pub use inproc::{BenchStore, drain_in_process};
 pub use over_http::{drain_http, pop_query};
 pub use over_resp::drain_resp;
 
@@ -66,6 +68,16 @@ pub enum Scenario {
     /// K coordinators (as K daemons) over one store, W waiters each,
     /// drain one queue: throughput and each one's share.
     Coordinators,
+}
+
+/// The store an in-process run uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BenchBackend {
+    /// The embedded store in `--data-dir`.
+    Embedded,
+    /// A FoundationDB cluster (`--fdb-cluster-file`; needs the `fdb`
+    /// feature): the `drain` scenario only.
+    Fdb,
 }
 
 /// Which pop to measure.
@@ -204,6 +216,13 @@ pub struct BenchArgs {
     /// In-process store directory (default: a fresh temporary directory).
     #[arg(long)]
     pub data_dir: Option<std::path::PathBuf>,
+    /// In-process store: the embedded store, or a FoundationDB cluster.
+    #[arg(long, value_enum, default_value = "embedded")]
+    pub backend: BenchBackend,
+    /// With `--backend fdb`: the cluster file (default: the client
+    /// library's, `FDB_CLUSTER_FILE` then the platform's).
+    #[arg(long)]
+    pub fdb_cluster_file: Option<String>,
     /// In-process store durability.
     #[arg(long, default_value = "sync")]
     pub durability: Durability,
@@ -284,6 +303,9 @@ fn cpu_us_of_stat(stat: &str) -> Option<u64> {
 
 /// Runs the benchmark; exit 1 if a drain did not deliver exactly N items.
 pub async fn run(args: BenchArgs) -> Result<u8, String> {
+    if args.url.is_none() && args.backend == BenchBackend::Fdb {
+        return run_on_fdb(&args).await;
+    }
     let _temporary;
     let store = if args.url.is_none() {
         let path = match &args.data_dir {
@@ -303,32 +325,7 @@ pub async fn run(args: BenchArgs) -> Result<u8, String> {
     };
     let mut all_exact = true;
     match args.scenario {
-        Scenario::Drain => {
-            let modes = match args.modes.is_empty() {
-                true => Mode::defaults(args.url.is_some()),
-                false => args.modes.clone(),
-            };
-            if !args.json {
-                report::print_header();
-            }
-            for &mode in &modes {
-                for &workers in &args.workers {
-                    let result = match (&store, &args.url) {
-                        (Some(store), _) => drain_in_process(store, &args, mode, workers).await?,
-                        (None, Some(url)) if mode.over_resp() => {
-                            let resp_addr = args.resp_addr.as_deref().ok_or(
-                                "the resp modes need --resp-addr HOST:PORT (and --url for the preload)",
-                            )?;
-                            drain_resp(url, resp_addr, &args, mode, workers).await?
-                        }
-                        (None, Some(url)) => drain_http(url, &args, mode, workers).await?,
-                        (None, None) => unreachable!("no store means a URL was given"),
-                    };
-                    all_exact &= result.exact;
-                    print_drain(&result, args.json);
-                }
-            }
-        }
+        Scenario::Drain => all_exact &= drains(store.as_ref(), &args).await?,
         Scenario::Ceiling => {
             let store = store.ok_or("the ceiling scenario runs in process only")?;
             for &workers in &args.workers {
@@ -351,6 +348,55 @@ pub async fn run(args: BenchArgs) -> Result<u8, String> {
         }
     }
     Ok(if all_exact { 0 } else { 1 })
+}
+
+/// The drain scenario: every mode at every worker count, in process on
+/// `store` or over `--url`; whether every drain was exact.
+async fn drains<S: BenchStore>(store: Option<&S>, args: &BenchArgs) -> Result<bool, String> {
+    let modes = match args.modes.is_empty() {
+        true => Mode::defaults(args.url.is_some()),
+        false => args.modes.clone(),
+    };
+    if !args.json {
+        report::print_header();
+    }
+    let mut all_exact = true;
+    for &mode in &modes {
+        for &workers in &args.workers {
+            let result = match (store, &args.url) {
+                (Some(store), _) => drain_in_process(store, args, mode, workers).await?,
+                (None, Some(url)) if mode.over_resp() => {
+                    let resp_addr = args.resp_addr.as_deref().ok_or(
+                        "the resp modes need --resp-addr HOST:PORT (and --url for the preload)",
+                    )?;
+                    drain_resp(url, resp_addr, args, mode, workers).await?
+                }
+                (None, Some(url)) => drain_http(url, args, mode, workers).await?,
+                (None, None) => unreachable!("no store means a URL was given"),
+            };
+            all_exact &= result.exact;
+            print_drain(&result, args.json);
+        }
+    }
+    Ok(all_exact)
+}
+
+/// `--backend fdb` in process: the drains on a FoundationDB cluster, as
+/// the daemon opens it (each drain in a queue of its own).
+#[cfg(feature = "fdb")]
+async fn run_on_fdb(args: &BenchArgs) -> Result<u8, String> {
+    if args.scenario != Scenario::Drain {
+        return Err("--backend fdb runs the drain scenario only".into());
+    }
+    let store = crate::store::fdb::open_for_daemon(args.fdb_cluster_file.as_deref())
+        .map_err(|e| format!("opening the FoundationDB cluster: {e}"))?;
+    let all_exact = drains(Some(&store), args).await?;
+    Ok(if all_exact { 0 } else { 1 })
+}
+
+#[cfg(not(feature = "fdb"))]
+async fn run_on_fdb(_args: &BenchArgs) -> Result<u8, String> {
+    Err("--backend fdb needs a hotq built with --features fdb".into())
 }
 
 fn tempfile_dir() -> Result<TempDir, String> {

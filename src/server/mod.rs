@@ -57,8 +57,7 @@ use tokio::sync::watch;
 
 use crate::config::Config;
 use crate::coordinator::Coordinator;
-use crate::store::Read;
-use crate::store::{Store, Transaction};
+use crate::store::Store;
 use error::ApiError;
 
 /// The API router over `state`.
@@ -271,22 +270,15 @@ async fn healthz<S: Store>(State(state): State<Arc<AppState<S>>>) -> Response {
         return ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store_stalled", message)
             .into_response();
     }
-    let probe = async {
-        let txn = state.store.begin()?;
-        txn.get(b"hotq-healthz", Read::Snapshot).await
-    };
-    match probe.await {
-        Ok(_) => (
+    // Bounded: a store that does not answer (an unreachable cluster) is
+    // reported now, not when the watcher gives up on it.
+    match store_watch::probe(&state.store, store_watch::PROBE_BOUND).await {
+        Ok(()) => (
             StatusCode::OK,
             axum::Json(serde_json::json!({"status": "ok"})),
         )
             .into_response(),
-        Err(error) => ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "store_unavailable",
-            error.to_string(),
-        )
-        .into_response(),
+        Err(reason) => ApiError::store_unavailable(reason).into_response(),
     }
 }
 

@@ -47,14 +47,22 @@ impl StoreHealth {
     }
 }
 
+/// Longest a health probe (one snapshot read) may take before the store
+/// counts as not answering. A store that answers reads at all answers one
+/// well within it; one that does not (a FoundationDB cluster nobody can
+/// reach: the client waits for it without end) must show on `/healthz` at
+/// once, not when the daemon gives up on it.
+pub const PROBE_BOUND: Duration = Duration::from_secs(1);
+
 /// How often the store is probed: often enough that the exit comes
 /// close to its grace, rarely enough to cost nothing (one snapshot read).
 fn probe_interval(exit_after: Duration) -> Duration {
     (exit_after / 5).clamp(Duration::from_millis(10), Duration::from_millis(500))
 }
 
-/// One health check: a failed store's own verdict, else a read.
-async fn probe<S: Store>(store: &S, bound: Duration) -> Result<(), String> {
+/// One health check: a failed store's own verdict, else a read within
+/// `bound`.
+pub async fn probe<S: Store>(store: &S, bound: Duration) -> Result<(), String> {
     if let Some(reason) = store.failure() {
         return Err(reason);
     }
@@ -81,7 +89,7 @@ pub async fn failed_for_good<S: Store>(
     let interval = probe_interval(exit_after);
     let mut reported = false;
     loop {
-        let outcome = probe(&store, exit_after.max(Duration::from_secs(1))).await;
+        let outcome = probe(&store, PROBE_BOUND).await;
         let failing = health.note(outcome);
         metrics::gauge!(crate::metrics::STORE_UNAVAILABLE).set(if failing.is_some() {
             1.0

@@ -19,7 +19,7 @@
 
 use parking_lot::{Mutex, MutexGuard};
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use foundationdb::api::{FdbApiBuilder, NetworkAutoStop};
@@ -150,10 +150,26 @@ fn check_range(begin: &[u8], end: &[u8]) -> Result<(), StoreError> {
 }
 
 /// A handle on a FoundationDB database. Cheap to clone: clones share one
-/// client connection.
+/// client connection, one key prefix and one set of counters.
+///
+/// Every key the handle reads, writes, clears or watches lives under its
+/// prefix (empty by default): keys are prefixed on the way in and the
+/// prefix is taken off range rows on the way out, so nothing above the
+/// store sees it. A prefix gives a test suite (or a second deployment) a
+/// keyspace of its own on a cluster that others use at the same time.
 #[derive(Clone)]
 pub struct FdbStore {
     db: Arc<Database>,
+    prefix: Arc<[u8]>,
+    counts: Arc<FdbCounts>,
+}
+
+/// Commits and conflicts of one [`FdbStore`] and its clones, as the
+/// embedded store counts its own (for `hotq bench`).
+#[derive(Debug, Default)]
+struct FdbCounts {
+    commits: AtomicU64,
+    conflicts: AtomicU64,
 }
 
 impl fmt::Debug for FdbStore {
@@ -189,7 +205,35 @@ impl FdbStore {
         }
         ensure_network()?;
         let db = Database::new(cluster_file).map_err(fdb_error)?;
-        Ok(FdbStore { db: Arc::new(db) })
+        Ok(FdbStore {
+            db: Arc::new(db),
+            prefix: Arc::from(&[][..]),
+            counts: Arc::default(),
+        })
+    }
+
+    /// A handle on the same database whose every key lives under `prefix`
+    /// (appended to this handle's own prefix), with counters of its own.
+    pub fn with_prefix(&self, prefix: &[u8]) -> FdbStore {
+        FdbStore {
+            db: Arc::clone(&self.db),
+            prefix: [&self.prefix[..], prefix].concat().into(),
+            counts: Arc::default(),
+        }
+    }
+
+    /// The key prefix of this handle.
+    pub fn prefix(&self) -> &[u8] {
+        &self.prefix
+    }
+
+    /// Commits that succeeded and commits refused with a conflict, through
+    /// this handle and its clones so far.
+    pub fn counts(&self) -> (u64, u64) {
+        (
+            self.counts.commits.load(Ordering::Relaxed),
+            self.counts.conflicts.load(Ordering::Relaxed),
+        )
     }
 }
 
@@ -201,6 +245,8 @@ impl Store for FdbStore {
         Ok(FdbTransaction {
             slot: Arc::new(Mutex::new(Some(trx))),
             committed: Arc::new(AtomicBool::new(false)),
+            prefix: Arc::clone(&self.prefix),
+            counts: Arc::clone(&self.counts),
         })
     }
 }
@@ -218,6 +264,9 @@ pub struct FdbTransaction {
     /// Set once `commit` succeeded. Kept apart from `slot` so that pending
     /// watches can read it without keeping the transaction alive.
     committed: Arc<AtomicBool>,
+    /// The store's key prefix (see [`FdbStore`]).
+    prefix: Arc<[u8]>,
+    counts: Arc<FdbCounts>,
 }
 
 impl fmt::Debug for FdbTransaction {
@@ -232,6 +281,11 @@ impl fmt::Debug for FdbTransaction {
 impl FdbTransaction {
     fn lock(&self) -> MutexGuard<'_, Option<foundationdb::Transaction>> {
         self.slot.lock()
+    }
+
+    /// `key` under the store's prefix, as the cluster stores it.
+    fn full(&self, key: &[u8]) -> Vec<u8> {
+        [&self.prefix[..], key].concat()
     }
 
     /// Runs `f` on the live transaction, under the lock. `f` only issues
@@ -263,7 +317,8 @@ fn watch_error(error: FdbError, committed: &AtomicBool) -> StoreError {
 impl Transaction for FdbTransaction {
     async fn get(&self, key: &[u8], read: Read) -> Result<Option<Vec<u8>>, StoreError> {
         check_key(key)?;
-        let pending = self.with(|trx| trx.get(key, read.is_snapshot()))?;
+        let key = self.full(key);
+        let pending = self.with(|trx| trx.get(&key, read.is_snapshot()))?;
         let value = pending.await.map_err(fdb_error)?;
         Ok(value.map(|slice| slice.to_vec()))
     }
@@ -273,8 +328,8 @@ impl Transaction for FdbTransaction {
         check_key(range.begin)?;
         check_key(range.end)?;
         let mut opt = RangeOption {
-            begin: KeySelector::first_greater_or_equal(range.begin.to_vec()),
-            end: KeySelector::first_greater_or_equal(range.end.to_vec()),
+            begin: KeySelector::first_greater_or_equal(self.full(range.begin)),
+            end: KeySelector::first_greater_or_equal(self.full(range.end)),
             // FoundationDB takes an i32 limit; larger asks are capped, which
             // only shortens a read that could not be served in 5 s anyway.
             limit: Some(range.limit.min(i32::MAX as usize)),
@@ -290,8 +345,10 @@ impl Transaction for FdbTransaction {
         loop {
             let pending = self.with(|trx| trx.get_range(&opt, 1, range.read.is_snapshot()))?;
             let batch = pending.await.map_err(fdb_error)?;
+            // Every row lies in `[prefix+begin, prefix+end)`, so under the prefix.
+            let unprefixed = self.prefix.len();
             rows.extend(batch.iter().map(|kv| KeyValue {
-                key: kv.key().to_vec(),
+                key: kv.key()[unprefixed..].to_vec(),
                 value: kv.value().to_vec(),
             }));
             // `next_range` lowers the limit by the batch and returns `None`
@@ -307,41 +364,48 @@ impl Transaction for FdbTransaction {
 
     fn add_read_conflict_range(&self, begin: &[u8], end: &[u8]) -> Result<(), StoreError> {
         check_range(begin, end)?;
-        self.with(|trx| trx.add_conflict_range(begin, end, ConflictRangeType::Read))?
+        let (begin, end) = (self.full(begin), self.full(end));
+        self.with(|trx| trx.add_conflict_range(&begin, &end, ConflictRangeType::Read))?
             .map_err(fdb_error)
     }
 
     fn set(&self, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
         check_key(key)?;
         check_value(value)?;
-        self.with(|trx| trx.set(key, value))
+        let key = self.full(key);
+        self.with(|trx| trx.set(&key, value))
     }
 
     fn clear(&self, key: &[u8]) -> Result<(), StoreError> {
         check_key(key)?;
-        self.with(|trx| trx.clear(key))
+        let key = self.full(key);
+        self.with(|trx| trx.clear(&key))
     }
 
     fn clear_range(&self, begin: &[u8], end: &[u8]) -> Result<(), StoreError> {
         check_range(begin, end)?;
-        self.with(|trx| trx.clear_range(begin, end))
+        let (begin, end) = (self.full(begin), self.full(end));
+        self.with(|trx| trx.clear_range(&begin, &end))
     }
 
     fn atomic_add(&self, key: &[u8], delta: i64) -> Result<(), StoreError> {
         check_key(key)?;
         let operand = delta.to_le_bytes();
-        self.with(|trx| trx.atomic_op(key, &operand, MutationType::Add))
+        let key = self.full(key);
+        self.with(|trx| trx.atomic_op(&key, &operand, MutationType::Add))
     }
 
     fn atomic_max(&self, key: &[u8], value: u64) -> Result<(), StoreError> {
         check_key(key)?;
         let operand = value.to_le_bytes();
-        self.with(|trx| trx.atomic_op(key, &operand, MutationType::Max))
+        let key = self.full(key);
+        self.with(|trx| trx.atomic_op(&key, &operand, MutationType::Max))
     }
 
     fn watch(&self, key: &[u8]) -> Result<Watch, StoreError> {
         check_key(key)?;
-        let pending = self.with(|trx| trx.watch(key))?;
+        let key = self.full(key);
+        let pending = self.with(|trx| trx.watch(&key))?;
         // Only the flag, not the transaction: a watch must not keep an
         // uncommitted transaction alive, or it would never be cancelled.
         let committed = Arc::clone(&self.committed);
@@ -357,9 +421,16 @@ impl Transaction for FdbTransaction {
         match trx.commit().await {
             Ok(_committed) => {
                 self.committed.store(true, Ordering::Release);
+                self.counts.commits.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
-            Err(error) => Err(error.into()),
+            Err(error) => {
+                let error = StoreError::from(error);
+                if error == StoreError::Conflict {
+                    self.counts.conflicts.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(error)
+            }
         }
     }
 }

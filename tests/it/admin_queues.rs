@@ -3,6 +3,7 @@
 //! every item pushed is delivered once or dropped once, never both.
 
 use crate::common;
+use hotq::store::Store;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -47,9 +48,8 @@ async fn push_numbered(
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_listing_pages_through_every_queue_once() {
-    let daemon = Daemon::start(|_| {}).await;
+async fn the_listing_pages_through_every_queue_once<S: Store>(store: S) {
+    let daemon = Daemon::start_on(store, |_| {}).await;
     let client = http();
     let names: Vec<String> = (0..7).map(|i| format!("list-{i}")).collect();
     for (i, name) in names.iter().enumerate() {
@@ -109,9 +109,8 @@ async fn the_listing_pages_through_every_queue_once() {
     daemon.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn leases_in_flight_are_listed_page_by_page() {
-    let daemon = Daemon::start(|_| {}).await;
+async fn leases_in_flight_are_listed_page_by_page<S: Store>(store: S) {
+    let daemon = Daemon::start_on(store, |_| {}).await;
     let client = http();
     push_numbered(&client, &daemon.url, "inflight", 0..5, false).await;
     let mut receipts = BTreeSet::new();
@@ -238,8 +237,8 @@ async fn depth_and_delayed(client: &reqwest::Client, base: &str, queue: &str) ->
 
 /// Pushes, lets workers pop, runs `drop` (purge or delete) mid-way, and
 /// checks every item was delivered once or dropped once.
-async fn drop_while_popping(delete: bool) {
-    let daemon = Daemon::start(|_| {}).await;
+async fn drop_while_popping<S: Store>(store: S, delete: bool) {
+    let daemon = Daemon::start_on(store, |_| {}).await;
     let client = http();
     let queue = if delete { "deleted" } else { "purged" };
     push_numbered(&client, &daemon.url, queue, 0..ITEMS, false).await;
@@ -322,16 +321,18 @@ async fn drop_while_popping(delete: bool) {
         // A worker's pop that waited in line after the delete registered
         // the (empty) queue again; the reaper forgets it once nothing
         // waits (every `reap_interval_ms`, 1 s here).
-        let (client, url) = (&client, &daemon.url);
-        common::eventually(
-            "the deleted queue leaves the listing",
-            Duration::from_secs(60),
-            || async move {
-                let (_, page) = get(client, &format!("{url}/v1/queues")).await;
-                page["queues"] == json!([])
-            },
-        )
-        .await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let (_, page) = get(&client, &format!("{}/v1/queues", daemon.url)).await;
+            if page["queues"] == json!([]) {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the deleted queue stays listed: {page}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     } else {
         // A purge leaves delivered items leased.
         assert_eq!(listed, taken.held.len());
@@ -347,12 +348,9 @@ async fn drop_while_popping(delete: bool) {
     daemon.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn purge_while_workers_pop_loses_and_duplicates_nothing() {
-    drop_while_popping(false).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn delete_while_workers_pop_loses_and_duplicates_nothing() {
-    drop_while_popping(true).await;
+crate::on_every_backend! {
+    the_listing_pages_through_every_queue_once [2] => the_listing_pages_through_every_queue_once();
+    leases_in_flight_are_listed_page_by_page [2] => leases_in_flight_are_listed_page_by_page();
+    purge_while_workers_pop_loses_and_duplicates_nothing [4] => drop_while_popping(false);
+    delete_while_workers_pop_loses_and_duplicates_nothing [4] => drop_while_popping(true);
 }

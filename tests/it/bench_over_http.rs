@@ -30,6 +30,8 @@ fn args(url: &str, workers: Vec<usize>, modes: Vec<Mode>) -> BenchArgs {
         resp_addr: None,
         token: Some(TOKEN.to_string()),
         data_dir: None,
+        backend: hotq::bench::BenchBackend::Embedded,
+        fdb_cluster_file: None,
         durability: Durability::Sync,
         // Short: workers still waiting when the queue runs dry come back
         // empty after this.

@@ -1,23 +1,18 @@
 //! The cluster suite (`tests/it/common/cluster_suite.rs`) on FoundationDB,
-//! through [`open_for_daemon`] exactly as the daemon opens it, and the
-//! store conformance suite through the same marker adapter. Runs when
-//! built with `--features fdb` and `FDB_CLUSTER_FILE` names a cluster
-//! file; every test prints that it skipped, and why, otherwise.
+//! behind the marker adapter exactly as the daemon opens it, and the
+//! store conformance suite through the same adapter. Runs when built with
+//! `--features fdb` and `FDB_CLUSTER_FILE` names a cluster file; every
+//! test prints that it skipped, and why, otherwise. Each test works in a
+//! keyspace of its own on the cluster (`common::backend::fdb`), so the
+//! suite can run on a cluster that daemons or other suites use.
 #![cfg(feature = "fdb")]
 
-use hotq::store::fdb::{FdbStore, cluster_file_from_env, open_for_daemon};
-use hotq::store::marked::Marked;
+use crate::common;
 
-/// Why the tests skip when they do.
-const SKIPPED_BECAUSE: &str = "FDB_CLUSTER_FILE is unset: no FoundationDB cluster to run against \
-     (set it to a cluster file to run the cluster suite on FoundationDB)";
+use common::backend::FDB_SKIPPED_BECAUSE as SKIPPED_BECAUSE;
 
-fn cluster() -> Option<Marked<FdbStore>> {
-    let Some(path) = cluster_file_from_env() else {
-        eprintln!("SKIPPED: {SKIPPED_BECAUSE}");
-        return None;
-    };
-    Some(open_for_daemon(Some(&path)).expect("open the FoundationDB cluster"))
+fn cluster() -> Option<hotq::store::marked::Marked<hotq::store::fdb::FdbStore>> {
+    common::backend::fdb()
 }
 
 mod on_fdb {

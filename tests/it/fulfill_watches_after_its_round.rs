@@ -189,13 +189,32 @@ async fn a_push_after_a_waiting_round_wakes_its_loop() {
 }
 
 /// The load of issue #41's measurement: 4 pushers and 16 poppers on one
-/// queue for 10 s, in process on a durable embedded store; prints the
-/// fulfill rounds that conflicted. A measurement, not a check:
+/// queue for 10 s, in process on a durable embedded store (and, with
+/// `--features fdb` and `FDB_CLUSTER_FILE`, on FoundationDB behind the
+/// marker adapter, as the daemon runs it); prints the fulfill rounds that
+/// conflicted. A measurement, not a check:
 /// `cargo test --test it fulfill_watches_after_its_round::measure -- --ignored --nocapture`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a 10 s measurement"]
 async fn measure_fulfill_conflicts_under_pushes_and_pops() {
     let (store, _dir) = common::embedded_store(Durability::Sync);
+    let counted = store.clone();
+    measure_on("embedded", store, move || counted.counts().1).await;
+}
+
+#[cfg(feature = "fdb")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a 10 s measurement"]
+async fn measure_fulfill_conflicts_under_pushes_and_pops_on_fdb() {
+    let Some(store) = common::backend::fdb() else {
+        return;
+    };
+    let counted = store.inner().clone();
+    measure_on("fdb", store, move || counted.counts().1).await;
+}
+
+/// The measured load on `store`; `store_conflicts` counts its conflicts.
+async fn measure_on<S: Store>(backend: &str, store: S, store_conflicts: impl Fn() -> u64) {
     let name = QueueName::new("measured").unwrap();
     let keys = QueueKeys::new(&name);
     let coordinator = Coordinator::new(store.clone(), StagingConfig::default());
@@ -235,12 +254,12 @@ async fn measure_fulfill_conflicts_under_pushes_and_pops() {
     }
     let stats = coordinator.stats();
     eprintln!(
-        "4 pushers, 16 poppers, 10 s: pushed {}, popped {}, fulfill batches {}, fulfill conflicts {}, store conflicts {}",
+        "{backend}: 4 pushers, 16 poppers, 10 s: pushed {}, popped {}, fulfill batches {}, fulfill conflicts {}, store conflicts {}",
         pushed.load(Ordering::Relaxed),
         popped.load(Ordering::Relaxed),
         StagingStats::get(&stats.fulfill_batches),
         StagingStats::get(&stats.fulfill_conflicts),
-        store.counts().1,
+        store_conflicts(),
     );
     coordinator.shutdown(Duration::from_secs(5)).await;
 }

@@ -3,6 +3,7 @@
 //! delayed items, and the errors for receipts that cannot be acted on.
 
 use crate::common;
+use hotq::store::Store;
 
 use std::time::Duration;
 
@@ -73,9 +74,8 @@ async fn error_code(response: Response) -> (StatusCode, String) {
     (status, body["error"]["code"].as_str().unwrap().to_string())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_worker_that_never_acks_sees_its_item_redelivered_with_count_2() {
-    let daemon = Daemon::start(|_| {}).await;
+async fn a_worker_that_never_acks_sees_its_item_redelivered_with_count_2<S: Store>(store: S) {
+    let daemon = Daemon::start_on(store, |_| {}).await;
     let url = &daemon.url;
     Client::new(url).push("jobs", "job-1").await;
 
@@ -109,9 +109,8 @@ async fn a_worker_that_never_acks_sees_its_item_redelivered_with_count_2() {
     daemon.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_item_nacked_max_deliveries_times_lands_in_the_dead_letter_queue() {
-    let daemon = Daemon::start(|config| {
+async fn an_item_nacked_max_deliveries_times_lands_in_the_dead_letter_queue<S: Store>(store: S) {
+    let daemon = Daemon::start_on(store, |config| {
         config.leases.queues.insert(
             "picky".into(),
             hotq::config::QueueLeaseSection { max_deliveries: 2 },
@@ -174,9 +173,8 @@ async fn an_item_nacked_max_deliveries_times_lands_in_the_dead_letter_queue() {
     daemon.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn delayed_pushes_and_nacks_stay_invisible_until_due() {
-    let daemon = Daemon::start(|_| {}).await;
+async fn delayed_pushes_and_nacks_stay_invisible_until_due<S: Store>(store: S) {
+    let daemon = Daemon::start_on(store, |_| {}).await;
     let url = &daemon.url;
     let pushed: Value = http()
         .post(format!("{url}/v1/queues/later/items?delay_ms=300"))
@@ -233,9 +231,8 @@ async fn delayed_pushes_and_nacks_stay_invisible_until_due() {
     daemon.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn extend_keeps_the_lease_and_max_returns_objects() {
-    let daemon = Daemon::start(|_| {}).await;
+async fn extend_keeps_the_lease_and_max_returns_objects<S: Store>(store: S) {
+    let daemon = Daemon::start_on(store, |_| {}).await;
     let url = &daemon.url;
     for body in ["a", "b", "c"] {
         Client::new(url).push("batch", body).await;
@@ -277,11 +274,10 @@ async fn extend_keeps_the_lease_and_max_returns_objects() {
     daemon.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn receipts_that_cannot_be_acted_on_get_clear_errors() {
+async fn receipts_that_cannot_be_acted_on_get_clear_errors<S: Store>(store: S) {
     // A timer that sweeps rarely: a lease written behind the daemon's back
     // stays expired-but-unreturned long enough to be acked late.
-    let daemon = Daemon::start(|config| config.staging.reap_interval_ms = 600_000).await;
+    let daemon = Daemon::start_on(store, |config| config.staging.reap_interval_ms = 600_000).await;
     let url = &daemon.url;
     // The timer's first sweep reads every due entry, so it must be over
     // before the lease is written: a delayed item this daemon scheduled
@@ -435,4 +431,12 @@ async fn receipts_that_cannot_be_acted_on_get_clear_errors() {
     let after = api.stats("errs").await;
     assert_eq!((after.depth, after.leased), (0, 1), "{after}");
     daemon.stop().await;
+}
+
+crate::on_every_backend! {
+    a_worker_that_never_acks_sees_its_item_redelivered_with_count_2 [2] => a_worker_that_never_acks_sees_its_item_redelivered_with_count_2();
+    an_item_nacked_max_deliveries_times_lands_in_the_dead_letter_queue [2] => an_item_nacked_max_deliveries_times_lands_in_the_dead_letter_queue();
+    delayed_pushes_and_nacks_stay_invisible_until_due [2] => delayed_pushes_and_nacks_stay_invisible_until_due();
+    extend_keeps_the_lease_and_max_returns_objects [2] => extend_keeps_the_lease_and_max_returns_objects();
+    receipts_that_cannot_be_acted_on_get_clear_errors [2] => receipts_that_cannot_be_acted_on_get_clear_errors();
 }

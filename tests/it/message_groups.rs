@@ -5,6 +5,7 @@
 //! up; the 400s; what stats and purge say about items behind group heads.
 
 use crate::common;
+use hotq::store::Store;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -177,9 +178,12 @@ async fn leased_worker(url: String, queue: String, acked: Arc<AtomicUsize>) -> V
 /// delivery comes after the previous one was released, items in push
 /// order (an item nacked or expired comes again before the next); every
 /// item acked once; and the groups were out at the same time.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn leased_workers_keep_each_group_in_order_and_one_out_while_groups_run_in_parallel() {
-    let daemon = Daemon::start(|_| {}).await;
+async fn leased_workers_keep_each_group_in_order_and_one_out_while_groups_run_in_parallel<
+    S: Store,
+>(
+    store: S,
+) {
+    let daemon = Daemon::start_on(store, |_| {}).await;
     let url = daemon.url.clone();
     let queue = "grouped-leased";
     push_groups(&url, queue, GROUPS, PER_GROUP).await;
@@ -281,19 +285,13 @@ async fn leased_workers_keep_each_group_in_order_and_one_out_while_groups_run_in
 
 /// Plain pops from many workers while callers hang up mid-wait: each item
 /// is delivered once, none lost; within a group no item arrives before an
-/// earlier one was even asked for. Pops waiting in memory, and as stored
+/// earlier one was even asked for. Pops waiting in memory, or as stored
 /// requests (results collected, or reaped, by their requesters).
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn plain_pops_with_callers_hanging_up_deliver_each_grouped_item_once_in_order() {
-    plain_pops_with_hang_ups(true).await;
-    plain_pops_with_hang_ups(false).await;
-}
-
-async fn plain_pops_with_hang_ups(requests_in_memory: bool) {
+async fn plain_pops_with_hang_ups<S: Store>(store: S, requests_in_memory: bool) {
     const PLAIN_GROUPS: usize = 8;
     const PLAIN_PER_GROUP: usize = 25;
     const HANG_UPS: usize = 20;
-    let daemon = Daemon::start(|config| {
+    let daemon = Daemon::start_on(store, |config| {
         config.wait_max_ms = 600_000;
         config.staging.requests_in_memory = requests_in_memory;
     })
@@ -389,9 +387,8 @@ async fn plain_pops_with_hang_ups(requests_in_memory: bool) {
     daemon.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn groups_on_priority_queues_and_invalid_keys_are_refused() {
-    let daemon = Daemon::start(|_| {}).await;
+async fn groups_on_priority_queues_and_invalid_keys_are_refused<S: Store>(store: S) {
+    let daemon = Daemon::start_on(store, |_| {}).await;
     let url = &daemon.url;
     let refused = |response: reqwest::Response, code: &'static str| async move {
         assert_eq!(response.status(), StatusCode::BAD_REQUEST);
@@ -430,9 +427,8 @@ async fn groups_on_priority_queues_and_invalid_keys_are_refused() {
 /// Stats count items behind heads apart from `depth`; a purge drops them
 /// and the visible heads, keeps a leased head, and an item pushed after
 /// the purge waits behind that head until it is acked.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn purge_drops_waiting_items_and_a_leased_head_still_holds_its_group() {
-    let daemon = Daemon::start(|_| {}).await;
+async fn purge_drops_waiting_items_and_a_leased_head_still_holds_its_group<S: Store>(store: S) {
+    let daemon = Daemon::start_on(store, |_| {}).await;
     let url = &daemon.url;
     let queue = "grouped-purge";
     let push = |group: &'static str, body: &'static str| async move {
@@ -520,4 +516,12 @@ async fn purge_drops_waiting_items_and_a_leased_head_still_holds_its_group() {
     let after = Client::new(url).stats(queue).await;
     assert_eq!((after.depth, after.grouped), (1, 0), "{after}");
     daemon.stop().await;
+}
+
+crate::on_every_backend! {
+    leased_workers_keep_each_group_in_order_and_one_out_while_groups_run_in_parallel [4] => leased_workers_keep_each_group_in_order_and_one_out_while_groups_run_in_parallel();
+    groups_on_priority_queues_and_invalid_keys_are_refused [2] => groups_on_priority_queues_and_invalid_keys_are_refused();
+    purge_drops_waiting_items_and_a_leased_head_still_holds_its_group [2] => purge_drops_waiting_items_and_a_leased_head_still_holds_its_group();
+    plain_pops_with_callers_hanging_up_deliver_each_grouped_item_once_in_order_in_memory [4] => plain_pops_with_hang_ups(true);
+    plain_pops_with_callers_hanging_up_deliver_each_grouped_item_once_in_order_stored [4] => plain_pops_with_hang_ups(false);
 }

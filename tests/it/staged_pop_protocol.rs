@@ -15,24 +15,15 @@ use hotq::queue::Queue;
 use hotq::staging::requester::register;
 use hotq::staging::{StagingConfig, StagingStats};
 use hotq::store::Read;
-use hotq::store::embedded::{Durability, EmbeddedStore};
 use hotq::store::{Store, Transaction, decode_counter};
 
-fn setup(
-    config: StagingConfig,
-) -> (
-    EmbeddedStore,
-    tempfile::TempDir,
-    Coordinator<EmbeddedStore>,
-    Queue<EmbeddedStore>,
-) {
-    let (store, dir) = common::embedded_store(Durability::Sync);
+fn setup<S: Store>(store: S, config: StagingConfig) -> (S, Coordinator<S>, Queue<S>) {
     let coordinator = Coordinator::new(store.clone(), config);
     let queue = Queue::new(store.clone(), QueueName::new("proto").unwrap());
-    (store, dir, coordinator, queue)
+    (store, coordinator, queue)
 }
 
-async fn waiting_count(store: &EmbeddedStore, keys: &QueueKeys) -> i64 {
+async fn waiting_count(store: &impl Store, keys: &QueueKeys) -> i64 {
     let value = store
         .begin()
         .unwrap()
@@ -42,7 +33,7 @@ async fn waiting_count(store: &EmbeddedStore, keys: &QueueKeys) -> i64 {
     decode_counter(value.as_deref())
 }
 
-async fn assert_no_requests_or_results(store: &EmbeddedStore, keys: &QueueKeys) {
+async fn assert_no_requests_or_results(store: &impl Store, keys: &QueueKeys) {
     assert!(
         common::scan(store, keys.requests_range()).await.is_empty(),
         "requests left behind"
@@ -58,10 +49,8 @@ async fn assert_no_requests_or_results(store: &EmbeddedStore, keys: &QueueKeys) 
     );
 }
 
-in_both_request_modes!(served_in_request_order: waiting_requests_are_served_in_registration_order, stored_requests_are_served_in_registration_order);
-
-async fn served_in_request_order(requests_in_memory: bool) {
-    let (store, _dir, coordinator, queue) = setup(common::staging(requests_in_memory));
+async fn served_in_request_order<S: Store>(store: S, requests_in_memory: bool) {
+    let (store, coordinator, queue) = setup(store, common::staging(requests_in_memory));
     let keys = queue.keys().clone();
     let mut poppers = Vec::new();
     for i in 0..20u64 {
@@ -93,10 +82,8 @@ async fn served_in_request_order(requests_in_memory: bool) {
     assert_no_requests_or_results(&store, &keys).await;
 }
 
-in_both_request_modes!(short_waits_race_the_fulfiller: short_waits_racing_the_fulfiller_lose_nothing, short_stored_waits_racing_the_fulfiller_lose_nothing);
-
-async fn short_waits_race_the_fulfiller(requests_in_memory: bool) {
-    let (store, _dir, coordinator, queue) = setup(common::staging(requests_in_memory));
+async fn short_waits_race_the_fulfiller<S: Store>(store: S, requests_in_memory: bool) {
+    let (store, coordinator, queue) = setup(store, common::staging(requests_in_memory));
     let keys = queue.keys().clone();
     let pusher = {
         let queue = queue.clone();
@@ -149,14 +136,13 @@ async fn short_waits_race_the_fulfiller(requests_in_memory: bool) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dead_requesters_item_returns_to_its_place() {
+async fn a_dead_requesters_item_returns_to_its_place<S: Store>(store: S) {
     let config = StagingConfig {
         result_grace_ms: 200,
         reap_interval_ms: 100,
         ..StagingConfig::default()
     };
-    let (store, _dir, coordinator, queue) = setup(config);
+    let (store, coordinator, queue) = setup(store, config);
     let keys = queue.keys().clone();
     queue.push(b"first").await.unwrap();
     queue.push(b"second").await.unwrap();
@@ -197,10 +183,8 @@ async fn a_dead_requesters_item_returns_to_its_place() {
     timer.await.unwrap();
 }
 
-in_both_request_modes!(dropped_pops_put_back: a_dropped_pop_withdraws_and_puts_back_what_it_was_handed, a_dropped_stored_pop_withdraws_and_puts_back_what_it_was_handed);
-
-async fn dropped_pops_put_back(requests_in_memory: bool) {
-    let (store, _dir, coordinator, queue) = setup(common::staging(requests_in_memory));
+async fn dropped_pops_put_back<S: Store>(store: S, requests_in_memory: bool) {
+    let (store, coordinator, queue) = setup(store, common::staging(requests_in_memory));
     let keys = queue.keys().clone();
     for round in 0..50u64 {
         let popping = {
@@ -277,15 +261,20 @@ async fn dropped_pops_put_back(requests_in_memory: bool) {
 }
 
 /// Requests plus results outstanding.
-async fn outstanding(store: &EmbeddedStore, keys: &QueueKeys) -> usize {
+async fn outstanding(store: &impl Store, keys: &QueueKeys) -> usize {
     common::scan(store, keys.requests_range()).await.len()
         + common::scan(store, keys.results_range()).await.len()
 }
 
 in_both_request_modes!(idle_pops_do_not_poll: idle_waiters_and_fulfillers_do_not_poll, idle_stored_waiters_and_fulfillers_do_not_poll);
 
+/// Embedded only: it counts the store's transactions, which only the
+/// embedded store tells.
 async fn idle_pops_do_not_poll(requests_in_memory: bool) {
-    let (store, _dir, coordinator, queue) = setup(common::staging(requests_in_memory));
+    let (store, coordinator, queue) = setup(
+        common::backend::embedded(),
+        common::staging(requests_in_memory),
+    );
     let keys = queue.keys().clone();
     let waiter = {
         let (coordinator, keys) = (coordinator.clone(), keys.clone());
@@ -326,9 +315,8 @@ async fn idle_pops_do_not_poll(requests_in_memory: bool) {
     assert_eq!(item.payload, b"wake up");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_reaper_pages_past_live_requests_and_forgets_idle_queues() {
-    let (store, _dir, coordinator, queue) = setup(StagingConfig::default());
+async fn the_reaper_pages_past_live_requests_and_forgets_idle_queues<S: Store>(store: S) {
+    let (store, coordinator, queue) = setup(store, StagingConfig::default());
     let keys = queue.keys().clone();
     // 600 live requests (more than one reaper page), then one already expired.
     let mut live = Vec::new();
@@ -391,18 +379,14 @@ async fn the_reaper_pages_past_live_requests_and_forgets_idle_queues() {
     ));
 }
 
-in_both_request_modes!(lost_race_served_through_the_line:
-    a_pop_that_must_not_wait_and_loses_the_race_is_served_through_the_line,
-    a_stored_pop_that_must_not_wait_and_loses_the_race_is_served_through_the_line);
-
-async fn lost_race_served_through_the_line(requests_in_memory: bool) {
+async fn lost_race_served_through_the_line<S: Store>(store: S, requests_in_memory: bool) {
     // The bound only has to outlast one fulfillment round; generous, so
     // that a slow machine cannot fail the test.
     let config = StagingConfig {
         lost_race_wait_ms: 30_000,
         ..common::staging(requests_in_memory)
     };
-    let (store, _dir, coordinator, queue) = setup(config);
+    let (store, coordinator, queue) = setup(store, config);
     let keys = queue.keys().clone();
     queue.push_batch(&["first", "second"]).await.unwrap();
     // Another process's request is ahead: a pop that must not wait finds
@@ -436,4 +420,17 @@ async fn lost_race_served_through_the_line(requests_in_memory: bool) {
     assert_eq!(queue.len().await.unwrap(), 0);
     assert_no_requests_or_results(&store, &keys).await;
     coordinator.shutdown(Duration::from_secs(5)).await;
+}
+
+crate::on_every_backend! {
+    waiting_requests_are_served_in_registration_order [2] => served_in_request_order(true);
+    stored_requests_are_served_in_registration_order [2] => served_in_request_order(false);
+    short_waits_racing_the_fulfiller_lose_nothing [2] => short_waits_race_the_fulfiller(true);
+    short_stored_waits_racing_the_fulfiller_lose_nothing [2] => short_waits_race_the_fulfiller(false);
+    a_dropped_pop_withdraws_and_puts_back_what_it_was_handed [2] => dropped_pops_put_back(true);
+    a_dropped_stored_pop_withdraws_and_puts_back_what_it_was_handed [2] => dropped_pops_put_back(false);
+    a_pop_that_must_not_wait_and_loses_the_race_is_served_through_the_line [2] => lost_race_served_through_the_line(true);
+    a_stored_pop_that_must_not_wait_and_loses_the_race_is_served_through_the_line [2] => lost_race_served_through_the_line(false);
+    a_dead_requesters_item_returns_to_its_place [2] => a_dead_requesters_item_returns_to_its_place();
+    the_reaper_pages_past_live_requests_and_forgets_idle_queues [2] => the_reaper_pages_past_live_requests_and_forgets_idle_queues();
 }

@@ -4,19 +4,21 @@
 use std::net::SocketAddr;
 
 use hotq::config::Config;
+use hotq::store::Store;
 use hotq::store::embedded::{Durability, EmbeddedConfig, EmbeddedStore};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-/// A running daemon; dropping it without [`Daemon::stop`] leaves it running
-/// until the test's runtime ends.
-pub struct Daemon {
+/// A running daemon on a store of type `S` (the embedded store unless
+/// started with [`Daemon::start_on`] on another); dropping it without
+/// [`Daemon::stop`] leaves it running until the test's runtime ends.
+pub struct Daemon<S: Store = EmbeddedStore> {
     pub url: String,
     pub metrics_url: String,
     /// The RESP listener's address, for a daemon started with one
     /// ([`Daemon::start_resp`]).
     pub resp: Option<SocketAddr>,
-    pub store: EmbeddedStore,
+    pub store: S,
     pub dir: Option<tempfile::TempDir>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<Result<(), hotq::server::ServeError>>>,
@@ -61,19 +63,21 @@ impl Daemon {
         let store = EmbeddedStore::open(store_config).unwrap();
         Daemon::start_on(store, configure).await
     }
+}
 
+impl<S: Store> Daemon<S> {
     /// Starts a daemon on `store`, which another daemon of this process
     /// may serve too (two daemons on one store, as on one cluster).
-    pub async fn start_on(store: EmbeddedStore, configure: impl FnOnce(&mut Config)) -> Daemon {
+    pub async fn start_on(store: S, configure: impl FnOnce(&mut Config)) -> Daemon<S> {
         Daemon::start_with(store, configure, false).await
     }
 
     /// Starts a daemon on `store`, with a RESP listener when `resp`.
     pub async fn start_with(
-        store: EmbeddedStore,
+        store: S,
         configure: impl FnOnce(&mut Config),
         resp: bool,
-    ) -> Daemon {
+    ) -> Daemon<S> {
         let mut config = Config::default();
         configure(&mut config);
         let api = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

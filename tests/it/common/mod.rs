@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests.
 
 pub mod alone;
+pub mod backend;
 pub mod client;
 pub mod cluster_suite;
 pub mod conformance;
