@@ -231,31 +231,33 @@ async fn reap_pass<S: Store>(
 }
 
 /// Drops the queue from the registry when it holds no request, result,
-/// or lease or delayed item of the layout before the due index. The reads are non-snapshot, so a registration,
-/// leased pop or delayed push that commits meanwhile (each writes the
-/// registry entry too) conflicts, and the entry stays.
+/// or lease or delayed item of the layout before the due index. The reads
+/// are non-snapshot, so a registration, leased pop or delayed push that
+/// commits meanwhile (each writes the registry entry too) conflicts; the
+/// retry reads again and keeps the entry when it finds the new work. (A
+/// conflict taken as done left the entry until the queue's next use: a
+/// deleted queue stayed listed.)
 async fn forget_if_idle<S: Store>(store: &S, keys: &QueueKeys) -> Result<(), QueueError> {
-    let txn = store.begin()?;
-    let (begin, end) = keys.requests_range();
-    let requests = txn.get_range(RangeRead::new(&begin, &end, 1)).await?;
-    let (begin, end) = keys.results_range();
-    let results = txn.get_range(RangeRead::new(&begin, &end, 1)).await?;
-    let mut legacy = false;
-    for (_, (begin, end)) in keys.legacy_ranges() {
-        legacy |= !txn
-            .get_range(RangeRead::new(&begin, &end, 1))
-            .await?
-            .is_empty();
-    }
-    if !requests.is_empty() || !results.is_empty() || legacy {
-        return Ok(());
-    }
-    txn.add_read_conflict_key(&keys.registry_key())?;
-    txn.clear(&keys.registry_key())?;
-    match txn.commit().await {
-        Ok(()) | Err(StoreError::Conflict) => Ok(()),
-        Err(error) => Err(error.into()),
-    }
+    transact(store, RetryPolicy::default(), |txn| async move {
+        let (begin, end) = keys.requests_range();
+        let requests = txn.get_range(RangeRead::new(&begin, &end, 1)).await?;
+        let (begin, end) = keys.results_range();
+        let results = txn.get_range(RangeRead::new(&begin, &end, 1)).await?;
+        let mut legacy = false;
+        for (_, (begin, end)) in keys.legacy_ranges() {
+            legacy |= !txn
+                .get_range(RangeRead::new(&begin, &end, 1))
+                .await?
+                .is_empty();
+        }
+        if !requests.is_empty() || !results.is_empty() || legacy {
+            return Ok(());
+        }
+        txn.add_read_conflict_key(&keys.registry_key())?;
+        txn.clear(&keys.registry_key())
+    })
+    .await?;
+    Ok(())
 }
 
 /// The queues that ever staged a pop, from the registry (at most 100,000):
