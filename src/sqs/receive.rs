@@ -5,7 +5,9 @@
 //! - ReceiveMessage is `pop_leased` with the visibility timeout as the
 //!   lease (0 s is a lease of 1 ms: visible again at once, the receive
 //!   counted) and `WaitTimeSeconds` as the wait: a contended queue stages
-//!   it in the line like any pop; an empty one long-polls.
+//!   it in the line like any pop; an empty one long-polls. On a FIFO
+//!   queue each group head received brings the next messages of its
+//!   group, in order, while there is room ([`with_batches`]).
 //! - The `ReceiptHandle` is the lease's receipt (32 hex digits, naming
 //!   its queue), `-`, the item's key in hex, `-`, the delivery count of
 //!   the receive ([`Handle`]). A malformed one, or one issued by another

@@ -1,6 +1,8 @@
 //! Message groups (SQS FIFO's `MessageGroupId`): items pushed with one
 //! group key are delivered in push order, at most one of them out at a
 //! time; different groups are delivered in parallel. FIFO queues only.
+//! (An SQS FIFO receive is the one exception: it leases a head with the
+//! items behind it, see [`batch`].)
 //!
 //! **Only a group's head is ever in the queue's `items` range** (or
 //! delayed, leased, in a stored result, or being handed over). The items
