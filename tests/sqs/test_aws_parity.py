@@ -76,6 +76,17 @@ def test_purge_releases_a_fifo_group_in_flight(sqs):
     sqs.send_message(QueueUrl=url, MessageBody="m3", MessageGroupId="g")
     got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=5)["Messages"]
     assert [m["Body"] for m in got] == ["m3"]
+    # A group out as a batch of several is released by a purge too.
+    for body in ["m4", "m5"]:
+        sqs.send_message(QueueUrl=url, MessageBody=body, MessageGroupId="g")
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=got[0]["ReceiptHandle"])
+    batch = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=600)["Messages"]
+    assert [m["Body"] for m in batch] == ["m4", "m5"]
+    sqs.purge_queue(QueueUrl=url)
+    assert counts(sqs, url) == (0, 0, 0)
+    sqs.send_message(QueueUrl=url, MessageBody="m6", MessageGroupId="g")
+    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=5)["Messages"]
+    assert [m["Body"] for m in got] == ["m6"]
 
 
 def expire(sqs, url: str) -> dict:
