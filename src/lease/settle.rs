@@ -376,8 +376,17 @@ pub(crate) async fn return_held<T: Transaction>(
         crate::queue::groups::move_in(txn, &QueueKeys::new(&dead), &[moved], now_ms).await?;
         return Ok(Returned::DeadLettered { queue: dead });
     }
+    let visible_at_ms = now_ms.saturating_add(delay_ms);
+    // An item of an SQS FIFO batch goes back behind its group, ahead of the
+    // items still waiting there (see `crate::queue::groups::batch`).
+    if crate::queue::groups::batch::return_in(txn, keys, &held, visible_at_ms, now_ms).await? {
+        return Ok(if delay_ms > 0 {
+            Returned::Delayed { visible_at_ms }
+        } else {
+            Returned::Requeued
+        });
+    }
     if delay_ms > 0 {
-        let visible_at_ms = now_ms.saturating_add(delay_ms);
         let random = Receipt::random();
         let key = keys.delayed(visible_at_ms, &random.0);
         txn.set(&key, &encode_held(&held))?;

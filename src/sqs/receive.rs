@@ -5,7 +5,9 @@
 //! - ReceiveMessage is `pop_leased` with the visibility timeout as the
 //!   lease (0 s is a lease of 1 ms: visible again at once, the receive
 //!   counted) and `WaitTimeSeconds` as the wait: a contended queue stages
-//!   it in the line like any pop; an empty one long-polls.
+//!   it in the line like any pop; an empty one long-polls. On a FIFO
+//!   queue each group head received brings the next messages of its
+//!   group, in order, while there is room ([`with_batches`]).
 //! - The `ReceiptHandle` is the lease's receipt (32 hex digits, naming
 //!   its queue), `-`, the item's key in hex, `-`, the delivery count of
 //!   the receive ([`Handle`]). A malformed one, or one issued by another
@@ -100,6 +102,11 @@ pub async fn receive_message<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsE
             lease_ms,
         )
         .await?;
+    let items = if queue.is_fifo() {
+        with_batches(call, &queue, items, max, lease_ms).await
+    } else {
+        items
+    };
     let messages: Vec<Value> = items
         .iter()
         .map(|item| render(call, &queue, item, &system_names, &attribute_names))
@@ -108,6 +115,53 @@ pub async fn receive_message<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsE
         return Ok(json!({}));
     }
     Ok(json!({"Messages": messages}))
+}
+
+/// A FIFO receive's `heads` (one per group, leased), each followed by the
+/// next messages of its group, up to `max` in all (see
+/// [`crate::queue::groups::batch`]). Should the transaction fail, the heads
+/// alone: they are leased already, and the others still wait.
+async fn with_batches<S: Store>(
+    call: &Call<'_, S>,
+    queue: &SqsQueue,
+    heads: Vec<Item>,
+    max: usize,
+    lease_ms: NonZeroU64,
+) -> Vec<Item> {
+    if heads.len() >= max {
+        return heads;
+    }
+    let keys = &queue.keys;
+    let taken = transact(&call.state.store, RetryPolicy::default(), |txn| {
+        let heads = &heads;
+        async move {
+            let now = now_ms();
+            let mut room = max - heads.len();
+            let mut taken = Vec::with_capacity(heads.len());
+            for head in heads {
+                let batch = crate::queue::groups::batch::take_batch_in(
+                    &txn, keys, head, room, lease_ms, now,
+                )
+                .await
+                .map_err(crate::queue::corrupt_as_store)?;
+                room -= batch.len();
+                taken.push(batch);
+            }
+            Ok(taken)
+        }
+    })
+    .await;
+    match taken {
+        Ok(taken) => heads
+            .into_iter()
+            .zip(taken)
+            .flat_map(|(head, batch)| std::iter::once(head).chain(batch))
+            .collect(),
+        Err(error) => {
+            tracing::warn!(queue = %keys.name(), %error, "taking a FIFO receive's batch failed: its group heads alone");
+            heads
+        }
+    }
 }
 
 /// One received message in SQS's shape.

@@ -76,6 +76,17 @@ def test_purge_releases_a_fifo_group_in_flight(sqs):
     sqs.send_message(QueueUrl=url, MessageBody="m3", MessageGroupId="g")
     got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=5)["Messages"]
     assert [m["Body"] for m in got] == ["m3"]
+    # A group out as a batch of several is released by a purge too.
+    for body in ["m4", "m5"]:
+        sqs.send_message(QueueUrl=url, MessageBody=body, MessageGroupId="g")
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=got[0]["ReceiptHandle"])
+    batch = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=600)["Messages"]
+    assert [m["Body"] for m in batch] == ["m4", "m5"]
+    sqs.purge_queue(QueueUrl=url)
+    assert counts(sqs, url) == (0, 0, 0)
+    sqs.send_message(QueueUrl=url, MessageBody="m6", MessageGroupId="g")
+    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=5)["Messages"]
+    assert [m["Body"] for m in got] == ["m6"]
 
 
 def expire(sqs, url: str) -> dict:
@@ -144,6 +155,62 @@ def test_change_visibility_with_expired_or_superseded_handles(sqs):
     with pytest.raises(ClientError) as error:
         sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=new["ReceiptHandle"], VisibilityTimeout=5)
     assert error_of(error)[0] == "InvalidParameterValue"
+
+
+def bodies_by_group(messages: list) -> dict:
+    groups: dict = {}
+    for message in messages:
+        groups.setdefault(message["Attributes"]["MessageGroupId"], []).append(message["Body"])
+    return groups
+
+
+def receive_fifo(sqs, url: str, **options) -> list:
+    options = {"MaxNumberOfMessages": 10, "AttributeNames": ["All"], **options}
+    return sqs.receive_message(QueueUrl=url, **options).get("Messages", [])
+
+
+def test_fifo_receive_takes_several_messages_of_one_group_in_order(sqs):
+    """AWS: "you can receive up to 10 messages of one group in a batch",
+    in order; the group stays locked until all of them are deleted or
+    visible again, and then they come again in their order, ahead of the
+    group's later messages."""
+    url = fifo_queue(sqs, "fbatch")
+    a = [f"a{i}" for i in range(1, 6)]
+    for body in a:
+        sqs.send_message(QueueUrl=url, MessageBody=body, MessageGroupId="a")
+    for body in ["b1", "b2"]:
+        sqs.send_message(QueueUrl=url, MessageBody=body, MessageGroupId="b")
+    got = receive_fifo(sqs, url, VisibilityTimeout=600, WaitTimeSeconds=5)
+    groups = bodies_by_group(got)
+    # Each group's messages come in order, a prefix of what was sent, and
+    # a group's messages are several, not one at a time.
+    assert groups["a"] == a[: len(groups["a"])]
+    assert groups.get("b", []) == ["b1", "b2"][: len(groups.get("b", []))]
+    assert len(groups["a"]) == 5
+    assert len(got) <= 10
+    handles = {m["Body"]: m["ReceiptHandle"] for m in got}
+    # Locked while any of its messages is in flight: a6, sent now, waits.
+    sqs.send_message(QueueUrl=url, MessageBody="a6", MessageGroupId="a")
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=handles["a1"])
+    locked = receive_fifo(sqs, url, VisibilityTimeout=600, WaitTimeSeconds=1)
+    assert "a" not in bodies_by_group(locked)
+    handles.update({m["Body"]: m["ReceiptHandle"] for m in locked})
+    # a2..a5's visibility timeouts end: they come back in their order,
+    # ahead of a6, and only once all of them are visible again.
+    entries = [{"Id": body, "ReceiptHandle": handles[body], "VisibilityTimeout": 1} for body in a[1:]]
+    assert len(sqs.change_message_visibility_batch(QueueUrl=url, Entries=entries)["Successful"]) == 4
+    again = wait_for(lambda: receive_fifo(sqs, url, VisibilityTimeout=600), "a2..a5 to be visible again")
+    assert bodies_by_group(again)["a"] == ["a2", "a3", "a4", "a5", "a6"]
+    assert all(m["Attributes"]["ApproximateReceiveCount"] == "2" for m in again if m["Body"] in a)
+    handles.update({m["Body"]: m["ReceiptHandle"] for m in again})
+    # Delete them all: the group moves on to what is sent next.
+    for body in ["a2", "a3", "a4", "a5", "a6", "b1", "b2"]:
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=handles[body])
+    sqs.send_message(QueueUrl=url, MessageBody="a7", MessageGroupId="a")
+    last = receive_fifo(sqs, url, VisibilityTimeout=600, WaitTimeSeconds=5)
+    assert [m["Body"] for m in last] == ["a7"]
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=last[0]["ReceiptHandle"])
+    assert counts(sqs, url) == (0, 0, 0)
 
 
 def test_fifo_delay_zero_accepted_other_delays_refused(sqs):

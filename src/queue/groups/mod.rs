@@ -1,6 +1,8 @@
 //! Message groups (SQS FIFO's `MessageGroupId`): items pushed with one
 //! group key are delivered in push order, at most one of them out at a
 //! time; different groups are delivered in parallel. FIFO queues only.
+//! (An SQS FIFO receive is the one exception: it leases a head with the
+//! items behind it, see [`batch`].)
 //!
 //! **Only a group's head is ever in the queue's `items` range** (or
 //! delayed, leased, in a stored result, or being handed over). The items
@@ -119,6 +121,12 @@ pub enum State {
         /// The key it was popped from (and returns to).
         item_key: Vec<u8>,
     },
+    /// Out as an SQS FIFO batch (see [`batch`]): the head and the items
+    /// leased with it, `out` of them still leased.
+    Batch {
+        /// How many of the batch's items are still leased.
+        out: u32,
+    },
 }
 
 fn encode_state(state: &State) -> Vec<u8> {
@@ -131,6 +139,11 @@ fn encode_state(state: &State) -> Vec<u8> {
             value.extend_from_slice(item_key);
             value
         }
+        State::Batch { out } => {
+            let mut value = vec![2];
+            value.extend_from_slice(&out.to_be_bytes());
+            value
+        }
     }
 }
 
@@ -140,6 +153,9 @@ fn decode_state(value: &[u8]) -> Option<State> {
         (1, rest) if rest.len() >= 8 => Some(State::HandOff {
             due_ms: u64::from_be_bytes(rest[..8].try_into().ok()?),
             item_key: rest[8..].to_vec(),
+        }),
+        (2, rest) => Some(State::Batch {
+            out: u32::from_be_bytes(rest.try_into().ok()?),
         }),
         _ => None,
     }
@@ -371,17 +387,26 @@ fn add<T: Transaction>(txn: &T, key: &[u8], delta: i64) -> Result<(), StoreError
 }
 
 /// In `txn`: `group`'s head has left for good. The first item waiting
-/// behind it becomes the head, or, with none, the group has no head.
+/// behind it becomes the head, or, with none, the group has no head. In a
+/// group out as a batch, one of the batch's items has left: the group is
+/// released only when it was the last one out.
 pub async fn leave_in<T: Transaction>(
     txn: &T,
     keys: &QueueKeys,
     group: &str,
     now_ms: u64,
 ) -> Result<(), StoreError> {
-    if state_in(txn, keys, group).await?.is_none() {
-        // Purged or deleted while its head was out: nothing waits.
-        tracing::debug!(queue = %keys.name(), group, "a group head left a group with no state");
-        return Ok(());
+    match state_in(txn, keys, group).await? {
+        None => {
+            // Purged or deleted while its head was out: nothing waits.
+            tracing::debug!(queue = %keys.name(), group, "a group head left a group with no state");
+            return Ok(());
+        }
+        Some(State::Batch { out }) if out > 1 => {
+            let state = State::Batch { out: out - 1 };
+            return txn.set(&keys.group(group), &encode_state(&state));
+        }
+        Some(_) => {}
     }
     let (begin, end) = keys.grouped_range(group);
     // Not snapshot: a push writing behind an empty group conflicts with
@@ -473,16 +498,24 @@ pub async fn dropped_in<T: Transaction>(
         }
     }
     for (group, count) in heads {
-        // One head per group: two in one queue would be a broken invariant.
-        debug_assert_eq!(count, 1, "group {group:?} had {count} heads");
-        if count > 1 {
+        // One head per group, or the items of one batch (all leased): more
+        // would be a broken invariant.
+        let batch = matches!(
+            state_in(txn, keys, &group).await?,
+            Some(State::Batch { .. })
+        );
+        debug_assert!(count == 1 || batch, "group {group:?} had {count} heads");
+        if count > 1 && !batch {
             tracing::error!(queue = %keys.name(), group, count, "a group had more than one head");
         }
-        leave_in(txn, keys, &group, now_ms).await?;
+        for _ in 0..if batch { count } else { 1 } {
+            leave_in(txn, keys, &group, now_ms).await?;
+        }
     }
     Ok(())
 }
 
+pub mod batch;
 mod handoff;
 mod moves;
 pub use handoff::{

@@ -97,6 +97,7 @@ fn states_round_trip() {
             due_ms: 7,
             item_key: b"key".to_vec(),
         },
+        State::Batch { out: 3 },
     ] {
         assert_eq!(decode_state(&encode_state(&state)), Some(state));
     }
@@ -462,4 +463,86 @@ async fn moved_items_join_their_groups_tails_and_waiting_items_leave_in_order() 
     .await;
     assert_eq!(visible(&store, &keys).await, ["a0", "b0", "x"]);
     assert_eq!(counter(&store, &keys.grouped_count()).await, 1);
+}
+
+/// Leases the visible head `payload` as a receive does, then the batch
+/// behind it: up to `more` waiting items. Returns the head and the batch.
+async fn receive_batch(
+    store: &EmbeddedStore,
+    keys: &QueueKeys,
+    payload: &str,
+    more: usize,
+) -> Vec<Item> {
+    let mut head = take(store, keys, payload).await;
+    let lease_ms = std::num::NonZeroU64::new(60_000).unwrap();
+    let now = crate::envelope::now_ms();
+    let txn = store.begin().unwrap();
+    crate::lease::lease_in(&txn, keys, &mut head, lease_ms, now).unwrap();
+    let batch = batch::take_batch_in(&txn, keys, &head, more, lease_ms, now)
+        .await
+        .unwrap();
+    txn.commit().await.unwrap();
+    std::iter::once(head).chain(batch).collect()
+}
+
+fn payloads(items: &[Item]) -> Vec<String> {
+    items
+        .iter()
+        .map(|item| String::from_utf8(item.payload.clone()).unwrap())
+        .collect()
+}
+
+async fn group_state(store: &EmbeddedStore, keys: &QueueKeys, group: &str) -> Option<State> {
+    let txn = store.begin().unwrap();
+    state_in(&txn, keys, group).await.unwrap()
+}
+
+#[tokio::test]
+async fn a_batch_holds_its_group_and_its_returns_come_back_first_in_order() {
+    let (store, _dir) = store();
+    let keys = qkeys();
+    let group = [(Some("a"), "a1"), (Some("a"), "a2"), (Some("a"), "a3")];
+    push(&store, &keys, &group).await;
+    push(&store, &keys, &[(Some("a"), "a4"), (Some("b"), "b1")]).await;
+    let out = receive_batch(&store, &keys, "a1", 2).await;
+    assert_eq!(payloads(&out), ["a1", "a2", "a3"]);
+    assert_eq!(
+        group_state(&store, &keys, "a").await,
+        Some(State::Batch { out: 3 })
+    );
+    assert_eq!(counter(&store, &keys.grouped_count()).await, 1);
+    let receipt = |i: usize| out[i].lease.as_ref().unwrap().receipt;
+    let now = crate::envelope::now_ms();
+    use crate::lease::settle::{ack_in, nack_in};
+    // a2 done, a3 back: the group stays out while a1 is.
+    let k = keys.clone();
+    run(&store, |txn| async move {
+        ack_in(&txn, &k, &receipt(1), now).await?.unwrap();
+        nack_in(&txn, &k, &receipt(2), 0, None, now).await?.unwrap();
+        Ok(())
+    })
+    .await;
+    assert_eq!(visible(&store, &keys).await, ["b1"]);
+    // a1 back too: it is the head again, a3 behind it ahead of a4.
+    let k = keys.clone();
+    run(&store, |txn| async move {
+        nack_in(&txn, &k, &receipt(0), 0, None, now).await?.unwrap();
+        Ok(())
+    })
+    .await;
+    assert_eq!(visible(&store, &keys).await, ["a1", "b1"]);
+    assert_eq!(group_state(&store, &keys, "a").await, Some(State::Head));
+    assert_eq!(counter(&store, &keys.grouped_count()).await, 2);
+    assert_eq!(counter(&store, &keys.leased()).await, 0);
+    let again = receive_batch(&store, &keys, "a1", 9).await;
+    assert_eq!(payloads(&again), ["a1", "a3", "a4"]);
+    assert_eq!(again[0].lease.as_ref().unwrap().delivery_count, 2);
+    // A purge dropping the whole batch releases the group once.
+    let values: Vec<Option<ItemValue>> = again.iter().map(|item| Some(item.value())).collect();
+    let k = keys.clone();
+    run(&store, |txn| async move {
+        dropped_in(&txn, &k, values.into_iter(), now).await
+    })
+    .await;
+    assert_eq!(group_state(&store, &keys, "a").await, None);
 }
