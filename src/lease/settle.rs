@@ -191,12 +191,9 @@ pub async fn stale_in<T: Transaction>(
         return Ok(Ok(Stale::Gone));
     }
     if delete {
-        txn.clear(item_key)?;
-        crate::queue::parts::clear_in(txn, item.parts)?;
-        txn.atomic_add(&keys.depth(), -1)?;
-        if let Some(group) = &item.group {
-            crate::queue::groups::leave_in(txn, keys, group, now_ms).await?;
-        }
+        // As every path deleting a visible item: its parts, count, expiry
+        // entry and group go with it.
+        crate::queue::expired::remove_visible_in(txn, keys, item_key, item, now_ms).await?;
     }
     Ok(Ok(Stale::NotReceivedSince))
 }

@@ -316,13 +316,19 @@ pub async fn withdraw<S: Store>(
         let outcome: Result<Option<Vec<u8>>, StoreError> = body.await;
         let outcome = match outcome {
             Ok(Some(value)) => {
-                let item = decode(keys, result_key, &value)?;
+                let mut item = decode(keys, result_key, &value)?;
                 // A leased item is held by its lease too: released in the
-                // same commit, its delivery uncounted (nobody saw it).
+                // same commit, its delivery uncounted (nobody saw it). One
+                // handed to the caller is delivered: its parts are read
+                // (and an unleased one's cleared) in this commit.
                 let restored = if restore {
                     restore_in(&txn, keys, &item).await
                 } else {
-                    Ok(Ok(()))
+                    match crate::queue::parts::deliver_in(&txn, std::iter::once(&mut item)).await {
+                        Ok(()) => Ok(Ok(())),
+                        Err(QueueError::Store(error)) => Err(error),
+                        Err(error) => Ok(Err(error)),
+                    }
                 };
                 match restored {
                     Ok(Ok(())) => txn.commit().await.map(|()| Some(item)),
@@ -392,7 +398,18 @@ pub(crate) async fn restore_in<T: Transaction>(
 ) -> Result<Result<(), QueueError>, StoreError> {
     match &item.lease {
         None => {
-            crate::queue::groups::give_back_in(txn, keys, &item.key, &item.value()).await?;
+            let mut value = item.value();
+            if let Some(parts) = item.parts.filter(|p| item.payload.len() == p.len as usize) {
+                // Delivered: the commit that took it cleared its parts (see
+                // `crate::queue::parts::deliver_in`), so the payload it read
+                // goes back into fresh parts. Clearing the old ones again
+                // is a no-op then, and orphans none if they were kept.
+                crate::queue::parts::clear_in(txn, Some(parts))?;
+                value.parts = None;
+                value.payload = item.payload.clone();
+                crate::queue::parts::spill_in(txn, &mut value)?;
+            }
+            crate::queue::groups::give_back_in(txn, keys, &item.key, &value).await?;
             Ok(Ok(()))
         }
         Some(lease) => Ok(release_in(txn, keys, &lease.receipt)

@@ -563,3 +563,24 @@ async fn large_items_past_their_retention_leave_no_part() {
     assert_parts(&daemon.store, &queues, 0, MIB).await;
     daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_item_put_back_after_its_delivery_pops_whole_again() {
+    // A pop whose caller left (a hang-up, the losing queue of a BLPOP,
+    // a waiter gone before its hand-off) puts its item back; a delivery
+    // had already read the parts and cleared them in its commit.
+    let (store, _dir) = common::embedded_store(hotq::store::embedded::Durability::Buffered);
+    let name = QueueName::new("back").unwrap();
+    let queue = hotq::queue::Queue::new(store.clone(), name.clone());
+    queue.push(item(1, MIB).as_bytes()).await.unwrap();
+    let taken = queue.pop().await.unwrap().expect("the item");
+    assert_eq!(taken.payload, item(1, MIB).as_bytes());
+    assert_parts(&store, &["back"], 0, MIB).await;
+    hotq::staging::requester::restore_items(&store, queue.keys(), vec![taken])
+        .await
+        .unwrap();
+    assert_parts(&store, &["back"], 1, MIB).await;
+    let again = queue.pop().await.unwrap().expect("the item, put back");
+    assert_eq!(again.payload, item(1, MIB).as_bytes());
+    assert_parts(&store, &["back"], 0, MIB).await;
+}

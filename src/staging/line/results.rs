@@ -70,10 +70,12 @@ pub async fn collect_in<T: Transaction>(
                 full = true;
                 break;
             }
-            bytes += row.key.len() + row.value.len();
             let result = decode_result(&row.value).ok_or_else(|| QueueError::Corrupt {
                 key: row.key.clone(),
             })?;
+            // A large item's result holds a reference, not its payload:
+            // the payload's length counts, since the round reads its parts.
+            bytes += row.key.len() + row.value.len() + result.item.len();
             txn.add_read_conflict_key(&row.key)?;
             txn.clear(&row.key)?;
             collected.collected += 1;
