@@ -442,12 +442,13 @@ async fn delete_now<S: Store>(store: &S, keys: &QueueKeys) -> Result<Dropped, Qu
         // ... then clear the rest at once, if nothing came back meanwhile.
         passes += 1;
         match clear_rest(store, keys).await {
-            Ok(Some(results)) => {
-                dropped.results = results;
+            Ok(Rest::Cleared(results)) => {
+                dropped.results += results;
                 dropped.done = true;
                 return Ok(dropped);
             }
-            Ok(None) => {}
+            Ok(Rest::MoreResults(results)) => dropped.results += results,
+            Ok(Rest::Back) => {}
             // Pushes kept landing inside the queue's range: drain again.
             Err(QueueError::Store(StoreError::Conflict)) => {}
             Err(error) => return Err(error),
@@ -496,10 +497,9 @@ async fn drain_for_delete<S: Store>(
 
 /// In one transaction that read-conflicts on the queue's whole subspace:
 /// if it holds no item (visible or waiting behind a group head), lease or
-/// delayed item, clears it (and the queue's
-/// registry entry) and returns the uncollected results dropped; `None`
-/// when something is back (the caller drains it and tries again).
-async fn clear_rest<S: Store>(store: &S, keys: &QueueKeys) -> Result<Option<u64>, QueueError> {
+/// delayed item, clears it (and the queue's registry entry) with the
+/// uncollected results, a batch of them at a time (see [`Rest`]).
+async fn clear_rest<S: Store>(store: &S, keys: &QueueKeys) -> Result<Rest, QueueError> {
     let cleared = transact(store, CLEAR_REST_RETRY, |txn| async move {
         let (begin, end) = keys.queue_range();
         txn.add_read_conflict_range(&begin, &end)?;
@@ -523,7 +523,7 @@ async fn clear_rest<S: Store>(store: &S, keys: &QueueKeys) -> Result<Option<u64>
                 .as_deref(),
         );
         if !items.is_empty() || !waiting.is_empty() || leased > 0 || delayed > 0 {
-            return Ok(None);
+            return Ok(Rest::Back);
         }
         let (results_begin, results_end) = keys.results_range();
         let results = txn
@@ -537,10 +537,28 @@ async fn clear_rest<S: Store>(store: &S, keys: &QueueKeys) -> Result<Option<u64>
                 .and_then(|result| result.item.parts);
             crate::queue::parts::clear_in(&txn, parts)?;
         }
+        if results.len() >= PURGE_BATCH_MAX {
+            // More results than one batch: these go (with their parts)
+            // and the next pass reads on, so no result's parts outlive it.
+            for row in &results {
+                txn.clear(&row.key)?;
+            }
+            return Ok(Rest::MoreResults(results.len() as u64));
+        }
         txn.clear_range(&begin, &end)?;
         txn.clear(&keys.registry_key())?;
-        Ok(Some(results.len() as u64))
+        Ok(Rest::Cleared(results.len() as u64))
     })
     .await?;
     Ok(cleared)
+}
+
+/// What [`clear_rest`] did.
+enum Rest {
+    /// Everything is gone; so many uncollected results went with it.
+    Cleared(u64),
+    /// Something is back: the caller drains it and tries again.
+    Back,
+    /// A full batch of uncollected results went; more are left.
+    MoreResults(u64),
 }
