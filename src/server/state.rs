@@ -36,8 +36,9 @@ pub struct AppState<S: Store> {
     /// The OpenAPI spec for this configuration, built on first request.
     pub openapi: std::sync::OnceLock<String>,
     /// SQS's message move tasks this daemon runs (see
-    /// [`crate::sqs::move_tasks`]).
-    pub sqs_move_tasks: crate::sqs::move_tasks::MoveTasks,
+    /// [`crate::sqs::move_tasks`]; its registry sits apart so this imports
+    /// no SQS action).
+    pub sqs_move_tasks: crate::sqs::move_registry::MoveTasks,
 }
 
 /// The most recently used queues, at most a bound of them: when full, the

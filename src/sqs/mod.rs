@@ -30,6 +30,7 @@ pub mod attributes;
 pub mod auth;
 pub mod error;
 pub mod message;
+pub mod move_registry;
 pub mod move_tasks;
 pub mod queue_actions;
 pub mod queue_attributes;

@@ -16,12 +16,14 @@
 //!   not moved. `MaxNumberOfMessagesPerSecond` (1-500) paces it, one
 //!   batch a second.
 //! - Tasks live in the daemon that runs them (not in the store): one
-//!   active task per source queue there, the last [`TASKS_KEPT_MAX`]
+//!   active task per source queue there, the last
+//!   [`TASKS_KEPT_MAX`](super::move_registry::TASKS_KEPT_MAX)
 //!   finished ones listed, all cancelled when the daemon stops.
 
-use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+
+use parking_lot::Mutex;
 use std::time::Duration;
 
 use base64::Engine;
@@ -30,6 +32,7 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 
 use super::error::SqsError;
+use super::move_registry::{AlreadyRunning, Status, Task};
 use super::queues::name_of_arn;
 use super::{Call, int_member, required_string};
 use crate::envelope::now_ms;
@@ -37,150 +40,10 @@ use crate::keys::{QueueKeys, QueueName};
 use crate::lease::redrive::{REDRIVE_BATCH_MAX, redrive};
 use crate::store::{Read, Store, Transaction, decode_counter};
 
-/// Finished tasks kept for ListMessageMoveTasks, per daemon.
-pub const TASKS_KEPT_MAX: usize = 100;
 /// Fastest pace a task may ask for, messages a second (SQS's limit).
 pub const RATE_MAX: i64 = 500;
 /// Most tasks ListMessageMoveTasks answers (SQS's limit).
 pub const LIST_RESULTS_MAX: i64 = 10;
-
-/// One task's state, shared with its runner.
-#[derive(Debug)]
-struct Task {
-    id: String,
-    source_arn: String,
-    rate: Option<u32>,
-    started_ms: u64,
-    to_move: u64,
-    moved: AtomicU64,
-    status: Mutex<Status>,
-    cancel: AtomicBool,
-    wake: Notify,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Status {
-    Running,
-    Cancelling,
-    Cancelled,
-    Completed,
-    Failed(String),
-}
-
-impl Status {
-    fn name(&self) -> &'static str {
-        match self {
-            Status::Running => "RUNNING",
-            Status::Cancelling => "CANCELLING",
-            Status::Cancelled => "CANCELLED",
-            Status::Completed => "COMPLETED",
-            Status::Failed(_) => "FAILED",
-        }
-    }
-
-    fn active(&self) -> bool {
-        matches!(self, Status::Running | Status::Cancelling)
-    }
-}
-
-impl Task {
-    fn status(&self) -> Status {
-        self.status.lock().expect("not poisoned").clone()
-    }
-
-    fn set(&self, status: Status) {
-        *self.status.lock().expect("not poisoned") = status;
-    }
-
-    /// The handle SQS answers: base64 of `{"taskId", "sourceArn"}`.
-    fn handle(&self) -> String {
-        BASE64.encode(json!({"taskId": self.id, "sourceArn": self.source_arn}).to_string())
-    }
-
-    fn entry(&self) -> Value {
-        let status = self.status();
-        let mut entry = json!({
-            "Status": status.name(),
-            "SourceArn": self.source_arn,
-            "ApproximateNumberOfMessagesMoved": self.moved.load(Ordering::Relaxed),
-            "ApproximateNumberOfMessagesToMove": self.to_move,
-            "StartedTimestamp": self.started_ms,
-        });
-        if status == Status::Running {
-            entry["TaskHandle"] = json!(self.handle());
-        }
-        if let Some(rate) = self.rate {
-            entry["MaxNumberOfMessagesPerSecond"] = json!(rate);
-        }
-        if let Status::Failed(reason) = status {
-            entry["FailureReason"] = json!(reason);
-        }
-        entry
-    }
-}
-
-/// A daemon's move tasks, newest last.
-#[derive(Debug, Default)]
-pub struct MoveTasks {
-    tasks: Mutex<BTreeMap<(u64, String), Arc<Task>>>,
-}
-
-impl Drop for MoveTasks {
-    /// The daemon stops: its tasks stop at their next batch.
-    fn drop(&mut self) {
-        if let Ok(tasks) = self.tasks.lock() {
-            for task in tasks.values() {
-                task.cancel.store(true, Ordering::Relaxed);
-                task.wake.notify_one();
-            }
-        }
-    }
-}
-
-impl MoveTasks {
-    /// Registers `task` unless its source has an active one; drops the
-    /// oldest finished tasks past [`TASKS_KEPT_MAX`].
-    fn add(&self, task: Arc<Task>) -> Result<(), SqsError> {
-        let mut tasks = self.tasks.lock().expect("not poisoned");
-        if tasks
-            .values()
-            .any(|t| t.source_arn == task.source_arn && t.status().active())
-        {
-            return Err(SqsError::invalid(
-                "There is already a task running. Only one active task is allowed for a source queue arn at a given time.",
-            ));
-        }
-        tasks.insert((task.started_ms, task.id.clone()), task);
-        while tasks.values().filter(|t| !t.status().active()).count() > TASKS_KEPT_MAX {
-            let oldest = tasks
-                .iter()
-                .find(|(_, t)| !t.status().active())
-                .map(|(key, _)| key.clone());
-            match oldest {
-                Some(key) => tasks.remove(&key),
-                None => break,
-            };
-        }
-        Ok(())
-    }
-
-    fn find(&self, id: &str) -> Option<Arc<Task>> {
-        let tasks = self.tasks.lock().expect("not poisoned");
-        tasks.values().find(|t| t.id == id).cloned()
-    }
-
-    /// The tasks of `source_arn`, newest first, at most `max`.
-    fn of_source(&self, source_arn: &str, max: usize) -> Vec<Arc<Task>> {
-        let tasks = self.tasks.lock().expect("not poisoned");
-        tasks
-            .values()
-            .rev()
-            .filter(|t| t.source_arn == source_arn)
-            .take(max)
-            .cloned()
-            .collect()
-    }
-}
 
 fn not_found(what: &str) -> SqsError {
     SqsError::not_found(format!(
@@ -233,7 +96,11 @@ pub async fn start<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
         cancel: AtomicBool::new(false),
         wake: Notify::new(),
     });
-    call.state.sqs_move_tasks.add(task.clone())?;
+    call.state.sqs_move_tasks.add(task.clone()).map_err(|AlreadyRunning| {
+        SqsError::invalid(
+            "There is already a task running. Only one active task is allowed for a source queue arn at a given time.",
+        )
+    })?;
     tokio::spawn(run(call.state.store.clone(), source, task.clone()));
     Ok(json!({"TaskHandle": task.handle()}))
 }
@@ -319,7 +186,7 @@ pub async fn cancel<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
     {
         // Only a running task is cancelled: its runner's last write (a
         // final status) comes after, whichever of the two is first.
-        let mut status = task.status.lock().expect("not poisoned");
+        let mut status = task.status.lock();
         if *status == Status::Running {
             *status = Status::Cancelling;
             task.cancel.store(true, Ordering::Relaxed);
