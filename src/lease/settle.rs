@@ -254,6 +254,22 @@ pub async fn nack_in<T: Transaction>(
     Ok(Ok(returned))
 }
 
+/// In `txn`: whether lease `receipt` still holds its item, expired or
+/// not: `false` once it is gone (acked, returned, purged with its queue's
+/// in-flight messages, deleted with its queue, or dropped at the end of
+/// its retention). A store that holds what hotq did not write answers
+/// `true`: the caller's own `Corrupt` stands then.
+pub(crate) async fn lease_exists_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    receipt: &Receipt,
+) -> Result<bool, StoreError> {
+    Ok(!matches!(
+        open(txn, keys, receipt, now_ms(), true).await?,
+        Err(LeaseError::UnknownReceipt)
+    ))
+}
+
 /// In `txn`: returns the item of lease `receipt` to its key with its
 /// delivery uncounted (it never reached a worker), expired or not. `false`
 /// when the lease is gone (the timer returned it, or it was settled).

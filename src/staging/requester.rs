@@ -105,7 +105,9 @@ async fn try_register<S: Store>(
 
 /// What one collect attempt found.
 enum CollectOutcome {
-    Item(Item),
+    /// The result, taken; `None` when it held a leased item whose lease
+    /// ended meanwhile (see `crate::queue::parts::deliver_results_in`).
+    Item(Option<Item>),
     /// No result yet; wait on this new watch.
     Rewatch(Watch),
 }
@@ -126,12 +128,16 @@ async fn collect_or_rewatch<S: Store>(
                     txn.clear(result_key)?;
                     // A large item's payload is read, and (unleased) its
                     // parts cleared, in the commit that takes its result.
-                    let mut item = decode(keys, result_key, &value);
-                    if let Ok(item) = &mut item {
-                        crate::queue::parts::deliver_in(&txn, std::iter::once(item))
-                            .await
-                            .map_err(crate::queue::corrupt_as_store)?;
-                    }
+                    let item = match decode(keys, result_key, &value) {
+                        Ok(item) => {
+                            let mut items = vec![item];
+                            crate::queue::parts::deliver_results_in(&txn, keys, &mut items)
+                                .await
+                                .map_err(crate::queue::corrupt_as_store)?;
+                            Ok(items.pop())
+                        }
+                        Err(error) => Err(error),
+                    };
                     Ok(Some(item))
                 }
                 None => Ok(None),
@@ -223,7 +229,7 @@ pub async fn await_result<S: Store>(
         }
         match collect_or_rewatch(store, keys, &registration.result_key).await {
             Ok(CollectOutcome::Item(item)) => {
-                return end_local_wait(store, keys, local, Ok(Some(item))).await;
+                return end_local_wait(store, keys, local, Ok(item)).await;
             }
             Ok(CollectOutcome::Rewatch(watch)) => registration.watch = watch,
             Err(error) => {
@@ -316,22 +322,24 @@ pub async fn withdraw<S: Store>(
         let outcome: Result<Option<Vec<u8>>, StoreError> = body.await;
         let outcome = match outcome {
             Ok(Some(value)) => {
-                let mut item = decode(keys, result_key, &value)?;
+                let item = decode(keys, result_key, &value)?;
+                let mut items = vec![item];
                 // A leased item is held by its lease too: released in the
                 // same commit, its delivery uncounted (nobody saw it). One
                 // handed to the caller is delivered: its parts are read
-                // (and an unleased one's cleared) in this commit.
+                // (and an unleased one's cleared) in this commit, or it is
+                // left out if its lease ended meanwhile.
                 let restored = if restore {
-                    restore_in(&txn, keys, &item).await
+                    restore_in(&txn, keys, &items[0]).await
                 } else {
-                    match crate::queue::parts::deliver_in(&txn, std::iter::once(&mut item)).await {
+                    match crate::queue::parts::deliver_results_in(&txn, keys, &mut items).await {
                         Ok(()) => Ok(Ok(())),
                         Err(QueueError::Store(error)) => Err(error),
                         Err(error) => Ok(Err(error)),
                     }
                 };
                 match restored {
-                    Ok(Ok(())) => txn.commit().await.map(|()| Some(item)),
+                    Ok(Ok(())) => txn.commit().await.map(|()| items.pop()),
                     Ok(Err(error)) => return Err(error),
                     Err(error) => Err(error),
                 }

@@ -62,6 +62,7 @@ mod grouped_plain_pops_survive_kills;
 mod healthz_without_fdb;
 mod http_api;
 mod large_items;
+mod large_items_of_ended_leases;
 mod layers;
 mod lean_leases;
 mod lease_delivery;

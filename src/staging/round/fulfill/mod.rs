@@ -123,9 +123,10 @@ pub async fn fulfill_round<S: Store>(
     let mut fulfilled = state.finish();
     // Large items handed over here: payloads read, unleased parts cleared
     // in this commit (see `crate::queue::parts`); the round's bytes are
-    // bounded by `bytes_max` as it takes them.
+    // bounded by `bytes_max` as it takes them. Results collected for this
+    // line may hold items whose lease ended since: those are left out.
     for (_, items) in fulfilled.handover.handed.iter_mut() {
-        crate::queue::parts::deliver_in(&txn, items.iter_mut()).await?;
+        crate::queue::parts::deliver_results_in(&txn, keys, items).await?;
     }
     commit(store, txn, &local, &fulfilled.handover).await?;
     if let Some(left) = left {
