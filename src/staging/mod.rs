@@ -56,6 +56,7 @@ pub mod pop;
 pub mod pops;
 pub mod reap;
 pub mod requester;
+pub mod results;
 pub mod round;
 pub mod takeover;
 

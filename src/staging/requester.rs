@@ -106,7 +106,7 @@ async fn try_register<S: Store>(
 /// What one collect attempt found.
 enum CollectOutcome {
     /// The result, taken; `None` when it held a leased item whose lease
-    /// ended meanwhile (see `crate::queue::parts::deliver_results_in`).
+    /// ended meanwhile (see `crate::staging::results::deliver_results_in`).
     Item(Option<Item>),
     /// No result yet; wait on this new watch.
     Rewatch(Watch),
@@ -131,7 +131,7 @@ async fn collect_or_rewatch<S: Store>(
                     let item = match decode(keys, result_key, &value) {
                         Ok(item) => {
                             let mut items = vec![item];
-                            crate::queue::parts::deliver_results_in(&txn, keys, &mut items)
+                            crate::staging::results::deliver_results_in(&txn, keys, &mut items)
                                 .await
                                 .map_err(crate::queue::corrupt_as_store)?;
                             Ok(items.pop())
@@ -332,7 +332,8 @@ pub async fn withdraw<S: Store>(
                 let restored = if restore {
                     restore_in(&txn, keys, &items[0]).await
                 } else {
-                    match crate::queue::parts::deliver_results_in(&txn, keys, &mut items).await {
+                    match crate::staging::results::deliver_results_in(&txn, keys, &mut items).await
+                    {
                         Ok(()) => Ok(Ok(())),
                         Err(QueueError::Store(error)) => Err(error),
                         Err(error) => Ok(Err(error)),

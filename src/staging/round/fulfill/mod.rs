@@ -126,7 +126,7 @@ pub async fn fulfill_round<S: Store>(
     // bounded by `bytes_max` as it takes them. Results collected for this
     // line may hold items whose lease ended since: those are left out.
     for (_, items) in fulfilled.handover.handed.iter_mut() {
-        crate::queue::parts::deliver_results_in(&txn, keys, items).await?;
+        crate::staging::results::deliver_results_in(&txn, keys, items).await?;
     }
     commit(store, txn, &local, &fulfilled.handover).await?;
     if let Some(left) = left {
