@@ -318,9 +318,11 @@ async fn drop_while_popping<S: Store>(store: S, delete: bool) {
                 .unwrap();
             assert_eq!(acked.status(), 404);
         }
-        // A worker's pop that waited in line after the delete registered
-        // the (empty) queue again; the reaper forgets it once nothing
-        // waits (every `reap_interval_ms`, 1 s here).
+        // A worker's pop that waited after the delete may have stood in
+        // the store (its line's round lost to the delete), leaving the
+        // queue's `waiting` count, request mark and wake counter: the
+        // reaper clears them after its deadline (every
+        // `reap_interval_ms`, 1 s here).
         let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
         loop {
             let (_, page) = get(&client, &format!("{}/v1/queues", daemon.url)).await;
@@ -376,10 +378,14 @@ async fn a_pop_waiting_after_a_delete_leaves_no_queue_listed<S: Store>(store: S)
         .await
         .unwrap();
     assert_eq!(popped.status(), 204);
-    common::eventually("the deleted queue is not listed", Duration::from_secs(30), || {
-        let (client, base) = (client.clone(), base.clone());
-        async move { get(&client, &format!("{base}/v1/queues")).await.1["queues"] == json!([]) }
-    })
+    common::eventually(
+        "the deleted queue is not listed",
+        Duration::from_secs(30),
+        || {
+            let (client, base) = (client.clone(), base.clone());
+            async move { get(&client, &format!("{base}/v1/queues")).await.1["queues"] == json!([]) }
+        },
+    )
     .await;
     daemon.stop().await;
 }
