@@ -15,8 +15,8 @@ use crate::lease::Receipt;
 use crate::lease::settle::release_in;
 use crate::queue::QueueError;
 use crate::store::{
-    KeyValue, RangeRead, RetryPolicy, Store, StoreError, Transaction, cut_at_bytes,
-    decode_counter, transact,
+    KeyValue, RangeRead, RetryPolicy, Store, StoreError, Transaction, cut_at_bytes, decode_counter,
+    transact,
 };
 
 /// How long after a request's deadline the reaper looks at its queue: the
