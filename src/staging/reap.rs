@@ -15,7 +15,8 @@ use crate::lease::Receipt;
 use crate::lease::settle::release_in;
 use crate::queue::QueueError;
 use crate::store::{
-    KeyValue, RangeRead, RetryPolicy, Store, StoreError, Transaction, cut_at_bytes, transact,
+    KeyValue, RangeRead, RetryPolicy, Store, StoreError, Transaction, cut_at_bytes, decode_counter,
+    transact,
 };
 
 /// How long after a request's deadline the reaper looks at its queue: the
@@ -254,9 +255,44 @@ async fn forget_if_idle<S: Store>(store: &S, keys: &QueueKeys) -> Result<(), Que
             return Ok(());
         }
         txn.add_read_conflict_key(&keys.registry_key())?;
-        txn.clear(&keys.registry_key())
+        txn.clear(&keys.registry_key())?;
+        clear_residue_in(&txn, keys).await
     })
     .await?;
+    Ok(())
+}
+
+/// Most keys a queue holds when all it holds is what stored requests leave
+/// behind: its `waiting` count, request index mark and wake counter.
+const RESIDUE_KEYS_MAX: usize = 3;
+
+/// In the transaction of [`forget_if_idle`]: clears the queue's `waiting`
+/// count (at 0), request index mark and wake counter when they are all its
+/// subspace holds. A pop that waits as a stored request on a queue nobody
+/// pushed to, or that a delete just cleared, writes them under the queue,
+/// and its request going leaves them there: the queue stayed listed (a key
+/// under it is what makes it exist) with every count 0, for good. Any other
+/// key (an item, a count a push or lease writes, settings) means the queue
+/// exists, and they stay. The range read is not snapshot, so anything
+/// written under the queue meanwhile conflicts, and the retry sees it; the
+/// mark may start again at 0, since no request stands (read above).
+async fn clear_residue_in<T: Transaction>(txn: &T, keys: &QueueKeys) -> Result<(), StoreError> {
+    let (begin, end) = keys.queue_range();
+    let rows = txn
+        .get_range(RangeRead::new(&begin, &end, RESIDUE_KEYS_MAX + 1))
+        .await?;
+    let residue = [keys.waiting(), keys.next_request(), keys.wake()];
+    let only_residue = rows.len() <= RESIDUE_KEYS_MAX
+        && rows.iter().all(|row| residue.contains(&row.key))
+        && rows
+            .iter()
+            .filter(|row| row.key == residue[0])
+            .all(|row| decode_counter(Some(&row.value)) == 0);
+    if only_residue {
+        for row in &rows {
+            txn.clear(&row.key)?;
+        }
+    }
     Ok(())
 }
 
