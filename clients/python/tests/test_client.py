@@ -122,7 +122,7 @@ def test_errors_are_typed_by_code(daemon, secured) -> None:
             client.pop("left", lease_ms=0)
         assert param.value.code == "bad_parameter"
         with pytest.raises(hotq.TooLarge):
-            client.push("left", b"x" * 200_000)
+            client.push("left", b"x" * (1_048_576 + 1))
     with Client(secured.url) as anonymous:
         with pytest.raises(hotq.Unauthorized):
             anonymous.stats("jobs")
