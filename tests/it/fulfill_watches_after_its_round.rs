@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use common::hooked::{CommitHook, Hooked};
 use hotq::coordinator::Coordinator;
 use hotq::envelope::{End, RequestValue, now_ms};
 use hotq::keys::{QueueKeys, QueueName};
@@ -23,13 +24,13 @@ use hotq::staging::requester::register;
 use hotq::staging::round::fulfill::{Fulfilled, LocalHandoff, fulfill_once};
 use hotq::staging::{StagingConfig, StagingStats};
 use hotq::store::embedded::{Durability, EmbeddedStore, EmbeddedTxn};
-use hotq::store::{KeyValue, RangeRead, Read, Store, StoreError, Transaction, Watch};
+use hotq::store::{Store, StoreError, Transaction};
 
 /// Longest any wait of these tests may take.
 const BOUND: Duration = Duration::from_secs(30);
 
-/// An embedded store that, once armed, pushes an item to `queue` just
-/// before the next writing commit goes through.
+/// Once armed, pushes an item to `queue` (on `inner`, the store under
+/// the hook) just before the next writing commit goes through.
 #[derive(Clone)]
 struct PushMidRound {
     inner: EmbeddedStore,
@@ -38,81 +39,14 @@ struct PushMidRound {
     pushed: Arc<AtomicBool>,
 }
 
-#[derive(Clone)]
-struct Txn {
-    inner: EmbeddedTxn,
-    store: PushMidRound,
-    writes: Arc<AtomicBool>,
-}
-
-impl Store for PushMidRound {
-    type Txn = Txn;
-
-    fn begin(&self) -> Result<Txn, StoreError> {
-        Ok(Txn {
-            inner: self.inner.begin()?,
-            store: self.clone(),
-            writes: Arc::new(AtomicBool::new(false)),
-        })
-    }
-}
-
-impl Txn {
-    fn wrote(&self) {
-        self.writes.store(true, Ordering::SeqCst);
-    }
-}
-
-impl Transaction for Txn {
-    async fn get(&self, key: &[u8], read: Read) -> Result<Option<Vec<u8>>, StoreError> {
-        self.inner.get(key, read).await
-    }
-
-    async fn get_range(&self, range: RangeRead<'_>) -> Result<Vec<KeyValue>, StoreError> {
-        self.inner.get_range(range).await
-    }
-
-    fn add_read_conflict_range(&self, begin: &[u8], end: &[u8]) -> Result<(), StoreError> {
-        self.inner.add_read_conflict_range(begin, end)
-    }
-
-    fn set(&self, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
-        self.wrote();
-        self.inner.set(key, value)
-    }
-
-    fn clear(&self, key: &[u8]) -> Result<(), StoreError> {
-        self.wrote();
-        self.inner.clear(key)
-    }
-
-    fn clear_range(&self, begin: &[u8], end: &[u8]) -> Result<(), StoreError> {
-        self.wrote();
-        self.inner.clear_range(begin, end)
-    }
-
-    fn atomic_add(&self, key: &[u8], delta: i64) -> Result<(), StoreError> {
-        self.wrote();
-        self.inner.atomic_add(key, delta)
-    }
-
-    fn atomic_max(&self, key: &[u8], value: u64) -> Result<(), StoreError> {
-        self.wrote();
-        self.inner.atomic_max(key, value)
-    }
-
-    fn watch(&self, key: &[u8]) -> Result<Watch, StoreError> {
-        self.inner.watch(key)
-    }
-
-    async fn commit(&self) -> Result<(), StoreError> {
-        let store = &self.store;
-        if self.writes.load(Ordering::SeqCst) && store.armed.swap(false, Ordering::SeqCst) {
-            let queue = Queue::new(store.inner.clone(), store.queue.clone());
+impl CommitHook for PushMidRound {
+    async fn commit(&self, txn: &EmbeddedTxn, _set_keys: &[Vec<u8>]) -> Result<(), StoreError> {
+        if self.armed.swap(false, Ordering::SeqCst) {
+            let queue = Queue::new(self.inner.clone(), self.queue.clone());
             queue.push(b"pushed mid-round").await.expect("the push");
-            store.pushed.store(true, Ordering::SeqCst);
+            self.pushed.store(true, Ordering::SeqCst);
         }
-        self.inner.commit().await
+        txn.commit().await
     }
 }
 
@@ -120,7 +54,12 @@ impl Transaction for Txn {
 /// waits for a push for the other.
 async fn one_item_two_requests(
     name: &str,
-) -> (EmbeddedStore, tempfile::TempDir, PushMidRound, QueueKeys) {
+) -> (
+    EmbeddedStore,
+    tempfile::TempDir,
+    Hooked<PushMidRound>,
+    QueueKeys,
+) {
     let (embedded, dir) = common::embedded_store(Durability::Buffered);
     let name = QueueName::new(name).unwrap();
     let keys = QueueKeys::new(&name);
@@ -128,11 +67,14 @@ async fn one_item_two_requests(
         .push(b"first")
         .await
         .unwrap();
-    let store = PushMidRound {
+    let store = Hooked {
         inner: embedded.clone(),
-        queue: name,
-        armed: Arc::new(AtomicBool::new(false)),
-        pushed: Arc::new(AtomicBool::new(false)),
+        hook: PushMidRound {
+            inner: embedded.clone(),
+            queue: name,
+            armed: Arc::new(AtomicBool::new(false)),
+            pushed: Arc::new(AtomicBool::new(false)),
+        },
     };
     for _ in 0..2 {
         register(&store, &keys, &RequestValue::front(now_ms() + 60_000))
@@ -151,10 +93,10 @@ async fn round<S: Store>(store: &S, keys: &QueueKeys) -> Fulfilled {
 #[tokio::test]
 async fn a_push_during_a_waiting_round_is_no_conflict_and_wakes_its_loop() {
     let (embedded, _dir, store, keys) = one_item_two_requests("push-mid-round").await;
-    store.armed.store(true, Ordering::SeqCst);
+    store.hook.armed.store(true, Ordering::SeqCst);
     let fulfilled = round(&store, &keys).await;
     assert!(
-        store.pushed.load(Ordering::SeqCst),
+        store.hook.pushed.load(Ordering::SeqCst),
         "the push landed between the round's reads and its commit"
     );
     assert_eq!((fulfilled.counts.served, fulfilled.counts.unserved), (1, 1));
