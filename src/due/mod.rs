@@ -38,8 +38,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use crate::envelope::{decode_held, encode_item_value};
-use crate::keys::{DueWhat, QueueKeys, QueueKind, QueueName, due_entry, due_range, due_until};
+use crate::envelope::{HeldItem, decode_held, encode_item_value};
+use crate::keys::{
+    DueEntry, DueWhat, QueueKeys, QueueKind, QueueName, due_entry, due_range, due_until,
+};
 use crate::metrics;
 use crate::queue::{QueueError, append_expiring_in, expired, expiry};
 use crate::store::{KeyValue, RangeRead, Store, StoreError, Transaction, cut_at_bytes};
@@ -367,21 +369,17 @@ async fn consume<T: Transaction>(
         // reads it without snapshot, so one of the two conflicts.
         txn.add_read_conflict_key(key)?;
         txn.clear(key)?;
-        if entry.what == DueWhat::Dedup {
-            crate::queue::dedup::expire_in(txn, &keys, &entry.id, entry.due_ms).await?;
-            continue;
-        }
-        if entry.what == DueWhat::Group {
-            crate::queue::groups::handoff_due_in(txn, &keys, &entry.id, entry.due_ms, now_ms)
-                .await?;
-            continue;
-        }
-        if entry.what == DueWhat::Expire {
-            if expired::expire_in(txn, &keys, &entry.id, entry.due_ms, now_ms).await? {
-                expired_here.insert(entry.id);
-                *pass.expired.entry(queue.clone()).or_default() += 1;
-                pass.queues.insert(queue);
-            }
+        let due = Due {
+            keys: &keys,
+            key,
+            queue: &queue,
+            now_ms,
+        };
+        if matches!(
+            entry.what,
+            DueWhat::Dedup | DueWhat::Group | DueWhat::Expire
+        ) {
+            itemless_due_in(txn, &due, entry, &mut pass, &mut expired_here).await?;
             continue;
         }
         if entry.what == DueWhat::Lease {
@@ -399,52 +397,128 @@ async fn consume<T: Transaction>(
         match entry.what {
             DueWhat::Lease => {
                 let max_deliveries = policy.max_deliveries(&entry.queue);
-                match return_held(txn, &keys, held, 0, now_ms, max_deliveries).await? {
-                    Returned::DeadLettered { queue: dead } => {
-                        *pass.dead_lettered.entry(queue.clone()).or_default() += 1;
-                        // Dead-letter queues are FIFO queues, whatever the
-                        // kind of the queue the item left.
-                        pass.queues.insert((QueueKind::Fifo, dead));
-                    }
-                    Returned::Requeued | Returned::Delayed { .. } => {
-                        *pass.redelivered.entry(queue.clone()).or_default() += 1
-                    }
-                    Returned::Expired => *pass.expired.entry(queue.clone()).or_default() += 1,
-                }
+                lease_ended_in(txn, &keys, &queue, held, max_deliveries, now_ms, &mut pass).await?;
             }
-            DueWhat::Delayed => {
-                txn.atomic_add(&keys.delayed_count(), -1)?;
-                expiry::unindex_in(txn, &keys, key, held.item.expires_at_ms)?;
-                if expiry::is_expired(&held.item, now_ms) {
-                    // Its retention ended first (or in the same ms): dropped,
-                    // never seen, its parts with it; a group head's next
-                    // item moves up.
-                    crate::queue::parts::clear_in(txn, held.item.parts)?;
-                    expiry::count_in(txn, &keys, 1)?;
-                    if let Some(group) = &held.item.group {
-                        crate::queue::groups::leave_in(txn, &keys, group, now_ms).await?;
-                    }
-                    *pass.expired.entry(queue.clone()).or_default() += 1;
-                } else if held.item_key.is_empty() {
-                    pass.revealed += 1;
-                    let tail = to_tail.entry(queue.clone()).or_default();
-                    tail.values.push(encode_item_value(&held.item));
-                    tail.expires.push(held.item.expires_at_ms);
-                } else {
-                    pass.revealed += 1;
-                    txn.set(&held.item_key, &encode_item_value(&held.item))?;
-                    expiry::index_in(txn, &keys, &held.item_key, held.item.expires_at_ms)?;
-                    txn.atomic_add(&keys.depth(), 1)?;
-                }
-            }
+            DueWhat::Delayed => reveal_in(txn, &due, held, &mut pass, &mut to_tail).await?,
             DueWhat::Reap | DueWhat::Dedup | DueWhat::Group | DueWhat::Expire => {
                 unreachable!("handed on above")
             }
         }
         pass.queues.insert(queue);
     }
-    // Each append reads its queue's tail mark: issued together, a store
-    // with remote reads waits for them once, not once per queue.
+    append_tails_in(txn, &to_tail).await?;
+    Ok(pass)
+}
+
+/// A dedup, group or expiry entry came due: its work is named by its key,
+/// not by a held item. An expired item's location is noted in
+/// `expired_here` (its delayed row, later in the chunk, is then stale).
+async fn itemless_due_in<T: Transaction>(
+    txn: &T,
+    due: &Due<'_>,
+    entry: DueEntry,
+    pass: &mut Pass,
+    expired_here: &mut BTreeSet<Vec<u8>>,
+) -> Result<(), QueueError> {
+    let (keys, now_ms) = (due.keys, due.now_ms);
+    match entry.what {
+        DueWhat::Dedup => {
+            crate::queue::dedup::expire_in(txn, keys, &entry.id, entry.due_ms).await?;
+        }
+        DueWhat::Group => {
+            crate::queue::groups::handoff_due_in(txn, keys, &entry.id, entry.due_ms, now_ms)
+                .await?;
+        }
+        DueWhat::Expire => {
+            if expired::expire_in(txn, keys, &entry.id, entry.due_ms, now_ms).await? {
+                expired_here.insert(entry.id);
+                *pass.expired.entry(due.queue.clone()).or_default() += 1;
+                pass.queues.insert(due.queue.clone());
+            }
+        }
+        DueWhat::Lease | DueWhat::Delayed | DueWhat::Reap => {
+            unreachable!("entries with an item, and reaps, are handled by the caller")
+        }
+    }
+    Ok(())
+}
+
+/// A lease's entry came due: its item goes back to its queue, to a
+/// dead-letter queue, or (past its retention) away.
+async fn lease_ended_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    queue: &(QueueKind, QueueName),
+    held: HeldItem,
+    max_deliveries: Option<u32>,
+    now_ms: u64,
+    pass: &mut Pass,
+) -> Result<(), QueueError> {
+    match return_held(txn, keys, held, 0, now_ms, max_deliveries).await? {
+        Returned::DeadLettered { queue: dead } => {
+            *pass.dead_lettered.entry(queue.clone()).or_default() += 1;
+            // Dead-letter queues are FIFO queues, whatever the kind of the
+            // queue the item left.
+            pass.queues.insert((QueueKind::Fifo, dead));
+        }
+        Returned::Requeued | Returned::Delayed { .. } => {
+            *pass.redelivered.entry(queue.clone()).or_default() += 1
+        }
+        Returned::Expired => *pass.expired.entry(queue.clone()).or_default() += 1,
+    }
+    Ok(())
+}
+
+/// Where a due entry belongs: its queue, its key, and the sweep's time.
+struct Due<'a> {
+    keys: &'a QueueKeys,
+    key: &'a [u8],
+    queue: &'a (QueueKind, QueueName),
+    now_ms: u64,
+}
+
+/// A delayed item came due: revealed under its own key or (keyless) at its
+/// queue's tail, or dropped if its retention ended first.
+async fn reveal_in<T: Transaction>(
+    txn: &T,
+    due: &Due<'_>,
+    held: HeldItem,
+    pass: &mut Pass,
+    to_tail: &mut BTreeMap<(QueueKind, QueueName), Tail>,
+) -> Result<(), QueueError> {
+    let keys = due.keys;
+    txn.atomic_add(&keys.delayed_count(), -1)?;
+    expiry::unindex_in(txn, keys, due.key, held.item.expires_at_ms)?;
+    if expiry::is_expired(&held.item, due.now_ms) {
+        // Its retention ended first (or in the same ms): dropped, never
+        // seen, its parts with it; a group head's next item moves up.
+        crate::queue::parts::clear_in(txn, held.item.parts)?;
+        expiry::count_in(txn, keys, 1)?;
+        if let Some(group) = &held.item.group {
+            crate::queue::groups::leave_in(txn, keys, group, due.now_ms).await?;
+        }
+        *pass.expired.entry(due.queue.clone()).or_default() += 1;
+    } else if held.item_key.is_empty() {
+        pass.revealed += 1;
+        let tail = to_tail.entry(due.queue.clone()).or_default();
+        tail.values.push(encode_item_value(&held.item));
+        tail.expires.push(held.item.expires_at_ms);
+    } else {
+        pass.revealed += 1;
+        txn.set(&held.item_key, &encode_item_value(&held.item))?;
+        expiry::index_in(txn, keys, &held.item_key, held.item.expires_at_ms)?;
+        txn.atomic_add(&keys.depth(), 1)?;
+    }
+    Ok(())
+}
+
+/// Appends each queue's revealed keyless items at its tail. Each append
+/// reads its queue's tail mark: issued together, a store with remote reads
+/// waits for them once, not once per queue.
+async fn append_tails_in<T: Transaction>(
+    txn: &T,
+    to_tail: &BTreeMap<(QueueKind, QueueName), Tail>,
+) -> Result<(), QueueError> {
     let tails: Vec<QueueKeys> = to_tail
         .keys()
         .map(|(kind, name)| QueueKeys::of_kind(*kind, name))
@@ -456,7 +530,7 @@ async fn consume<T: Transaction>(
     for appended in join_all(appends).await {
         appended?;
     }
-    Ok(pass)
+    Ok(())
 }
 
 /// Delayed items of one queue revealed at its tail, in order, with their
