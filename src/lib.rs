@@ -65,6 +65,7 @@ pub mod metrics;
 pub mod queue;
 pub mod resp;
 pub mod server;
+pub mod service;
 pub(crate) mod sqs;
 pub mod staging;
 pub mod store;

@@ -173,7 +173,7 @@ async fn items_of<S: Store>(
             None => None,
             Some(id) => Some(browse::item_key(&keys, id).ok_or_else(|| not_an_id("after", id))?),
         };
-        let (page, more) = browse::items(&state.store, &keys, after.as_deref(), limit).await?;
+        let (page, more) = browse::items(&state.hotq.store, &keys, after.as_deref(), limit).await?;
         let items: Vec<ItemInfo> = page.iter().map(|item| ItemInfo::of(&keys, item)).collect();
         let next = more.then(|| items.last().expect("a full page").id.clone());
         Ok(Json(ItemList { items, next }).into_response())
@@ -230,7 +230,7 @@ async fn delete_item_of<S: Store>(
         let keys = QueueKeys::of_kind(kind, &queue_name(&queue)?);
         let key = browse::item_key(&keys, &id).ok_or_else(|| not_an_id("id", &id))?;
         let deleted = if browse::is_item_key(&keys, &key) {
-            browse::delete_item(&state.store, &keys, &key).await?
+            browse::delete_item(&state.hotq.store, &keys, &key).await?
         } else {
             None
         };
@@ -310,7 +310,7 @@ pub async fn list_groups<S: Store>(
                 .map_err(|why| ApiError::bad_parameter(format!("after: {why}")))?;
         }
         let (page, more) =
-            browse::groups(&state.store, &keys, params.after.as_deref(), limit).await?;
+            browse::groups(&state.hotq.store, &keys, params.after.as_deref(), limit).await?;
         let groups: Vec<GroupInfo> = page
             .into_iter()
             .map(|group| GroupInfo {
@@ -413,7 +413,7 @@ pub(crate) async fn set_paused_checked<S: Store>(
 ) -> Result<PauseAnswer, ApiError> {
     let change = BTreeMap::from([("paused".to_string(), serde_json::Value::Bool(paused))]);
     let stored =
-        crate::queue::settings::update(&state.store, keys, &change, &state.settings_defaults)
+        crate::queue::settings::update(&state.hotq.store, keys, &change, &state.hotq.settings_defaults)
             .await?
             .map_err(|invalid| {
                 ApiError::new(

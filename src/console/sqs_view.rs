@@ -117,7 +117,7 @@ pub async fn queue_sqs<S: Store>(
     counted(&queue, "sqs_view", async {
         let name = queue_name(&queue)?;
         let keys = QueueKeys::new(&name);
-        let txn = state.store.begin()?;
+        let txn = state.hotq.store.begin()?;
         let record = queues::record_in(&txn, &keys, Read::Snapshot).await?;
         let settings = crate::queue::settings::read_in(&txn, &keys)
             .await
@@ -129,8 +129,8 @@ pub async fn queue_sqs<S: Store>(
             settings,
         };
         let config = &state.config.sqs;
-        let defaults = &state.settings_defaults;
-        let counts = crate::sqs::queue_actions::counts(&state.store, &keys).await?;
+        let defaults = &state.hotq.settings_defaults;
+        let counts = crate::sqs::queue_actions::counts(&state.hotq.store, &keys).await?;
         let attributes = crate::sqs::queue_attributes::render(config, defaults, &sqs_queue, counts);
         let effective = sqs_queue.settings.effective(&name, defaults);
         let base = crate::sqs::base_url(config, &headers);

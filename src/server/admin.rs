@@ -93,12 +93,13 @@ pub(crate) async fn list_page<S: Store>(
     after: Option<&crate::keys::QueueName>,
     limit: usize,
 ) -> Result<QueueList, ApiError> {
-    let (page, next) = admin::list(&state.store, kind, after, limit).await?;
+    let (page, next) = admin::list(&state.hotq.store, kind, after, limit).await?;
     let queues: Vec<QueueStats> = page
         .iter()
         .map(|queue| {
             // This daemon's waiters in memory count too, as in a queue's stats.
             let memory = state
+                .hotq
                 .coordinator
                 .memory_waiting(&QueueKeys::of_kind(queue.kind, &queue.name));
             QueueStats {
@@ -236,7 +237,7 @@ pub(crate) async fn purge_checked<S: Store>(
     state: &AppState<S>,
     keys: &QueueKeys,
 ) -> Result<PurgeAnswer, ApiError> {
-    let dropped = admin::purge(&state.store, keys).await?;
+    let dropped = admin::purge(&state.hotq.store, keys).await?;
     Ok(PurgeAnswer {
         purged: dropped.items + dropped.delayed,
         items: dropped.items,
@@ -415,7 +416,7 @@ pub(crate) async fn leases_page<S: Store>(
             ))
         })?),
     };
-    let (page, next) = admin::leases(&state.store, keys, after.as_ref(), limit).await?;
+    let (page, next) = admin::leases(&state.hotq.store, keys, after.as_ref(), limit).await?;
     let leases: Vec<LeaseInfo> = page.iter().map(LeaseInfo::from).collect();
     let next = next.map(|next| next.to_string());
     Ok(LeaseList { leases, next })

@@ -204,7 +204,7 @@ pub async fn pop<S: Store>(
                     && lease_ms.is_none()
                     && riding.as_ref().is_none_or(Riding::is_empty) =>
             {
-                (state.coordinator.pop_recipe(&keys).await?, None)
+                (state.hotq.coordinator.pop_recipe(&keys).await?, None)
             }
             PopPath::Direct => {
                 return Err(ApiError::bad_parameter(
@@ -253,7 +253,7 @@ pub async fn peek<S: Store>(
 ) -> Result<Response, ApiError> {
     counted(&queue, "peek", async {
         let name = queue_name(&queue)?;
-        let item = Queue::new(state.store.clone(), name).peek().await?;
+        let item = Queue::new(state.hotq.store.clone(), name).peek().await?;
         Ok(items_response(
             item.into_iter().collect(),
             answers_json(&headers, 1),
@@ -264,7 +264,7 @@ pub async fn peek<S: Store>(
 
 /// The visible items of one queue (its `depth` stat).
 pub async fn queue_depth<S: Store>(state: &AppState<S>, keys: &QueueKeys) -> Result<i64, ApiError> {
-    let txn = state.store.begin()?;
+    let txn = state.hotq.store.begin()?;
     Ok(decode_counter(
         txn.get(&keys.depth(), Read::Snapshot).await?.as_deref(),
     ))
@@ -276,10 +276,10 @@ pub async fn queue_stats<S: Store>(
     state: &AppState<S>,
     keys: &QueueKeys,
 ) -> Result<serde_json::Value, ApiError> {
-    let txn = state.store.begin()?;
+    let txn = state.hotq.store.begin()?;
     let depth = decode_counter(txn.get(&keys.depth(), Read::Snapshot).await?.as_deref());
     let waiting = decode_counter(txn.get(&keys.waiting(), Read::Snapshot).await?.as_deref())
-        + state.coordinator.memory_waiting(keys) as i64;
+        + state.hotq.coordinator.memory_waiting(keys) as i64;
     let leased = decode_counter(txn.get(&keys.leased(), Read::Snapshot).await?.as_deref());
     let delayed = decode_counter(
         txn.get(&keys.delayed_count(), Read::Snapshot)

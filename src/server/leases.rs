@@ -110,6 +110,7 @@ pub(super) async fn ack_of<S: Store>(
         let keys = QueueKeys::of_kind(kind, &queue_name(queue)?);
         let receipt = receipt(raw)?;
         state
+            .hotq
             .coordinator
             .ack(&keys, &receipt)
             .await
@@ -184,6 +185,7 @@ pub(crate) async fn ack_many<S: Store>(
         .map(|receipt| (*receipt, SettleOp::Ack))
         .collect();
     let mut settled = state
+        .hotq
         .coordinator
         .settler()
         .settle_many(keys, settles)
@@ -275,6 +277,7 @@ pub(crate) async fn nack_checked<S: Store>(
     let delay_ms = check_delay_ms(state, delay_ms)?;
     let receipt = receipt(raw)?;
     let returned = state
+        .hotq
         .coordinator
         .nack(keys, &receipt, delay_ms)
         .await
@@ -400,6 +403,7 @@ pub(crate) async fn extend_checked<S: Store>(
     let lease_ms = check_lease_ms(state, lease_ms)?;
     let receipt = receipt(raw)?;
     let lease_expires_at_ms = state
+        .hotq
         .coordinator
         .extend(keys, &receipt, lease_ms.get())
         .await
@@ -455,7 +459,7 @@ pub(crate) async fn redrive_checked<S: Store>(
             "max must be 1 to {REDRIVE_BATCH_MAX}, got {max}"
         )));
     }
-    let txn = state.store.begin()?;
+    let txn = state.hotq.store.begin()?;
     if !is_dead_letter_queue_in(&txn, &QueueKeys::new(name)).await? {
         // 409: the queue exists (every queue does) but is not in the
         // role a redrive needs.
@@ -468,6 +472,6 @@ pub(crate) async fn redrive_checked<S: Store>(
             ),
         ));
     }
-    let moved = redrive_items(&state.store, name, max).await?;
+    let moved = redrive_items(&state.hotq.store, name, max).await?;
     Ok(RedriveAnswer { redriven: moved })
 }

@@ -22,7 +22,6 @@
 //! - [`store_watch`]: reports a failed store and ends the daemon after a grace.
 
 pub(crate) mod admin;
-pub(crate) mod default_leases;
 pub(crate) mod error;
 pub(crate) mod fifo;
 pub mod hangup;
@@ -172,7 +171,7 @@ async fn gate<S: Store>(
     if let Some(refusal) = unauthorized(&state, &request) {
         return refusal.into_response();
     }
-    if let Some(reason) = state.store.failure() {
+    if let Some(reason) = state.hotq.store.failure() {
         return ApiError::store_unavailable(format!("the store has failed: {reason}"))
             .into_response();
     }
@@ -250,6 +249,7 @@ async fn healthz<S: Store>(State(state): State<Arc<AppState<S>>>) -> Response {
     // The store's own verdict first: a failed store may still serve reads
     // from its cache, which would make the probe below pass.
     if let Some(reason) = state
+        .hotq
         .store
         .failure()
         .or_else(|| state.store_health.failure())
@@ -259,7 +259,7 @@ async fn healthz<S: Store>(State(state): State<Arc<AppState<S>>>) -> Response {
     // A write stuck in the disk serves no pop: say so, so that a load
     // balancer sends elsewhere until it returns.
     let stall_bound = Duration::from_millis(state.config.store_stall_ms);
-    if let Some(under_way) = state.store.write_under_way_for()
+    if let Some(under_way) = state.hotq.store.write_under_way_for()
         && under_way >= stall_bound
     {
         let message = format!(
@@ -272,7 +272,7 @@ async fn healthz<S: Store>(State(state): State<Arc<AppState<S>>>) -> Response {
     }
     // Bounded: a store that does not answer (an unreachable cluster) is
     // reported now, not when the watcher gives up on it.
-    match store_watch::probe(&state.store, store_watch::PROBE_BOUND).await {
+    match store_watch::probe(&state.hotq.store, store_watch::PROBE_BOUND).await {
         Ok(()) => (
             StatusCode::OK,
             axum::Json(serde_json::json!({"status": "ok"})),
@@ -380,7 +380,7 @@ pub async fn serve_on<S: Store>(
     // Each front end registers its own series (at 0) as it is mounted.
     crate::sqs::register_metrics();
     let state = app_state(store.clone(), config);
-    let coordinator = state.coordinator.clone();
+    let coordinator = state.hotq.coordinator.clone();
     let grace = Duration::from_millis(state.config.shutdown_grace_ms);
     // Set when the daemon stops because its store failed: it then exits
     // with an error, so its supervisor restarts it.
@@ -425,18 +425,11 @@ pub async fn serve_on<S: Store>(
 
 /// What every handler of every front end shares, over a new coordinator.
 fn app_state<S: Store>(store: S, config: Config) -> Arc<AppState<S>> {
-    let coordinator = Coordinator::new(
-        store.clone(),
-        crate::staging::StagingConfig::from_config(&config),
-    );
     Arc::new(AppState {
-        store,
-        coordinator,
-        settings_defaults: crate::queue::settings::Defaults::from_config(&config),
+        hotq: crate::service::Hotq::new(store, &config),
         config,
         known_queues: Arc::default(),
         store_health: store_watch::StoreHealth::default(),
-        default_leases: Arc::default(),
         openapi: std::sync::OnceLock::new(),
         sqs_move_tasks: Default::default(),
     })
@@ -469,7 +462,7 @@ async fn serve_api<S: Store>(
         router(state).into_make_service_with_connect_info::<hangup::HangUp>(),
     )
     .with_graceful_shutdown(async move {
-        let store = watched.store.clone();
+        let store = watched.hotq.store.clone();
         tokio::select! {
             _ = shutdown => {}
             reason = store_watch::failed_for_good(store, &watched.store_health, failure_exit) => {
@@ -478,7 +471,7 @@ async fn serve_api<S: Store>(
         }
         tracing::info!("shutdown requested: withdrawing waiting pops, draining requests");
         // Waiting pops withdraw and answer now, so the drain is quick.
-        watched.coordinator.begin_shutdown();
+        watched.hotq.coordinator.begin_shutdown();
         stopping.signal.send_replace(true);
     });
     tokio::select! {

@@ -98,10 +98,11 @@ pub async fn pop_with_acks<S: Store>(
     riding: Option<Riding>,
 ) -> Result<(Vec<Item>, Option<Vec<&'static str>>), ApiError> {
     let Some(riding) = riding else {
-        let popped = state.coordinator.pop_acking(keys, pop, Vec::new()).await?;
+        let popped = state.hotq.coordinator.pop_acking(keys, pop, Vec::new()).await?;
         return Ok((popped.items, None));
     };
     let popped = state
+        .hotq
         .coordinator
         .pop_acking(keys, pop, riding.receipts())
         .await?;

@@ -177,8 +177,8 @@ pub(crate) async fn push_checked<S: Store>(
     check_item(body)?;
     check_items_max([body.len()], state.config.payload_bytes_max)?;
     state.note_queue(QueueKind::Priority, &name);
-    let queue = PriorityQueue::new(state.store.clone(), name);
-    let defaults = &state.settings_defaults;
+    let queue = PriorityQueue::new(state.hotq.store.clone(), name);
+    let defaults = &state.hotq.settings_defaults;
     let ask = PushAsk {
         delay_ms,
         retention_ms,
@@ -193,7 +193,7 @@ pub(crate) async fn push_checked<S: Store>(
         Deduplicated::Duplicate => (true, None, None),
     };
     for due_ms in [visible_at_ms, expires_at_ms].into_iter().flatten() {
-        state.coordinator.schedule(due_ms);
+        state.hotq.coordinator.schedule(due_ms);
     }
     Ok(PushAnswer {
         pushed: usize::from(!duplicate),
@@ -293,7 +293,7 @@ pub async fn peek<S: Store>(
         let name = queue_name(&queue)?;
         let Query(params) = params.map_err(|e| ApiError::bad_parameter(e.body_text()))?;
         let end = parse_end(params.end.as_deref())?;
-        let queue = PriorityQueue::new(state.store.clone(), name);
+        let queue = PriorityQueue::new(state.hotq.store.clone(), name);
         let item = match end {
             End::Front => queue.peek_min().await?,
             End::Back => queue.peek_max().await?,

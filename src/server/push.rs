@@ -208,19 +208,19 @@ pub(crate) async fn push_checked<S: Store>(
     state.note_queue(QueueKind::Fifo, &name);
     let keys = QueueKeys::new(&name);
     let pushed = push_with(
-        &state.store,
+        &state.hotq.store,
         &keys,
         items,
         delay_ms,
         retention_ms,
-        &state.settings_defaults,
+        &state.hotq.settings_defaults,
     )
     .await?;
     if let Some(visible_at_ms) = pushed.visible_at_ms {
-        state.coordinator.schedule(visible_at_ms);
+        state.hotq.coordinator.schedule(visible_at_ms);
     }
     if let Some(expires_at_ms) = pushed.expires_at_ms {
-        state.coordinator.schedule(expires_at_ms);
+        state.hotq.coordinator.schedule(expires_at_ms);
     }
     let stored = pushed.stored();
     let duplicates = (stored < items.len()).then(|| {

@@ -226,7 +226,7 @@ async fn next_queue<S: Store>(
     for _ in 0..2 {
         let (root_begin, root_end) = queues_root_range(rotation.kind);
         let begin = rotation.cursor.clone().unwrap_or(root_begin);
-        let txn = state.store.begin().ok()?;
+        let txn = state.hotq.store.begin().ok()?;
         let rows = txn
             .get_range(RangeRead::new(&begin, &root_end, 1).snapshot())
             .await

@@ -44,12 +44,12 @@ async fn settings_answer<S: Store>(
 ) -> Result<SettingsAnswer, ApiError> {
     // A dead-letter queue by role has no delivery limit of its own, as the
     // nack and the timer apply it (`crate::lease::settle`).
-    let txn = state.store.begin()?;
+    let txn = state.hotq.store.begin()?;
     let role = crate::queue::dead_letters::is_dead_letter_queue_in(&txn, keys).await?;
     let name = keys.name();
     let effective = stored.effective_in_role(
         name,
-        &state.settings_defaults,
+        &state.hotq.settings_defaults,
         role || name.is_dead_letter(),
     );
     Ok(SettingsAnswer {
@@ -66,7 +66,7 @@ pub(crate) async fn get_checked<S: Store>(
     name: &QueueName,
 ) -> Result<SettingsAnswer, ApiError> {
     let keys = QueueKeys::of_kind(kind, name);
-    let stored = read(&state.store, &keys).await?;
+    let stored = read(&state.hotq.store, &keys).await?;
     settings_answer(state, &keys, &stored).await
 }
 
@@ -80,10 +80,10 @@ pub(crate) async fn put_checked<S: Store>(
     change: &BTreeMap<String, Value>,
 ) -> Result<SettingsAnswer, ApiError> {
     let keys = QueueKeys::of_kind(kind, name);
-    let updated = update(&state.store, &keys, change, &state.settings_defaults).await;
+    let updated = update(&state.hotq.store, &keys, change, &state.hotq.settings_defaults).await;
     // Read afresh on this daemon's next pop, whatever the outcome (an
     // error may still have committed).
-    state.default_leases.forget(&keys);
+    state.hotq.default_leases.forget(&keys);
     match updated? {
         Ok(stored) => settings_answer(state, &keys, &stored).await,
         Err(invalid) => Err(ApiError::new(
@@ -196,16 +196,16 @@ pub async fn default_lease_ms<S: Store>(
     state: &AppState<S>,
     keys: &QueueKeys,
 ) -> Result<Option<NonZeroU64>, QueueError> {
-    if let Some(lease_ms) = state.default_leases.fresh(keys) {
+    if let Some(lease_ms) = state.hotq.default_leases.fresh(keys) {
         return Ok(NonZeroU64::new(lease_ms));
     }
     // Taken before the read: an entry is never younger than what it holds.
     let read_at = Instant::now();
-    let stored = read(&state.store, keys).await?;
+    let stored = read(&state.hotq.store, keys).await?;
     let lease_ms = stored
-        .effective(keys.name(), &state.settings_defaults)
+        .effective(keys.name(), &state.hotq.settings_defaults)
         .default_lease_ms
         .unwrap_or(0);
-    state.default_leases.remember(keys, lease_ms, read_at);
+    state.hotq.default_leases.remember(keys, lease_ms, read_at);
     Ok(NonZeroU64::new(lease_ms))
 }

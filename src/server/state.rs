@@ -6,19 +6,16 @@ use parking_lot::Mutex;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use super::default_leases::DefaultLeases;
 use super::store_watch;
 use crate::config::Config;
-use crate::coordinator::Coordinator;
 use crate::keys::{QueueKeys, QueueKind, QueueName};
+use crate::service::Hotq;
 use crate::store::Store;
 
 /// What every handler shares.
 pub struct AppState<S: Store> {
-    /// The store.
-    pub store: S,
-    /// Staged pops and fulfillment.
-    pub coordinator: Coordinator<S>,
+    /// The core every front end calls (see [`crate::service`]).
+    pub hotq: Hotq<S>,
     /// The running configuration.
     pub config: Config,
     /// Queues this daemon has served recently, for the sampler (bounded).
@@ -27,12 +24,6 @@ pub struct AppState<S: Store> {
     pub known_queues: Arc<Mutex<KnownQueues>>,
     /// Whether the store answers, as the store watcher last saw it.
     pub store_health: store_watch::StoreHealth,
-    /// The defaults of queue settings (from `config`).
-    pub settings_defaults: crate::queue::settings::Defaults,
-    /// Queues' default leases, shared by every pop handler so a plain pop
-    /// does not read the settings key each time (bounded, short-lived;
-    /// forgotten when the queue's settings change or it is deleted here).
-    pub default_leases: Arc<DefaultLeases>,
     /// The OpenAPI spec for this configuration, built on first request.
     pub openapi: std::sync::OnceLock<String>,
     /// SQS's message move tasks this daemon runs (see
@@ -101,9 +92,9 @@ impl<S: Store> AppState<S> {
         &self,
         keys: &QueueKeys,
     ) -> Result<crate::queue::admin::Dropped, crate::queue::QueueError> {
-        let (known, leases) = (self.known_queues.clone(), self.default_leases.clone());
+        let (known, leases) = (self.known_queues.clone(), self.hotq.default_leases.clone());
         let gone = keys.clone();
-        crate::queue::admin::delete(&self.store, keys, move |outcome| {
+        crate::queue::admin::delete(&self.hotq.store, keys, move |outcome| {
             let finished = matches!(outcome, Ok(dropped) if dropped.done);
             forget_deleted(&known, &leases, &gone, finished);
         })
@@ -129,7 +120,7 @@ impl<S: Store> AppState<S> {
 /// console's traffic tally drops its counts, until it is used again.
 fn forget_deleted(
     known: &Mutex<KnownQueues>,
-    leases: &DefaultLeases,
+    leases: &crate::service::DefaultLeases,
     keys: &QueueKeys,
     finished: bool,
 ) {

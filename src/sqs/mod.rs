@@ -131,7 +131,7 @@ pub async fn handle<S: Store>(
         let body = body.map_err(|rejection| SqsError::invalid(rejection.body_text()))?;
         let signed = auth::Signed { method: &method, uri: &uri, headers: &headers, body: &body };
         auth::verify(&state.config.sqs, state.config.token.as_deref(), &signed, now_ms() / 1_000)?;
-        if let Some(reason) = state.store.failure() {
+        if let Some(reason) = state.hotq.store.failure() {
             return Err(SqsError::service(StatusCode::SERVICE_UNAVAILABLE, format!("the store has failed: {reason}")));
         }
         if label == "unknown" {

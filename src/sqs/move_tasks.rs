@@ -58,7 +58,7 @@ async fn queue_of_arn<S: Store>(
     what: &str,
 ) -> Result<QueueName, SqsError> {
     let name = name_of_arn(call.config(), arn).ok_or_else(|| not_found(what))?;
-    match super::queues::load(&call.state.store, &name).await {
+    match super::queues::load(&call.state.hotq.store, &name).await {
         Ok(_) => Ok(name),
         Err(error) if error.shape == "QueueDoesNotExist" => Err(not_found(what)),
         Err(error) => Err(error),
@@ -76,7 +76,7 @@ pub async fn start<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
     }
     let rate = int_member(&call.input, "MaxNumberOfMessagesPerSecond", 1..=RATE_MAX)?;
     let keys = QueueKeys::new(&source);
-    let txn = call.state.store.begin()?;
+    let txn = call.state.hotq.store.begin()?;
     if !crate::queue::dead_letters::is_dead_letter_queue_in(&txn, &keys).await? {
         return Err(SqsError::invalid(
             "Source queue must be configured as a Dead Letter Queue.",
@@ -101,7 +101,7 @@ pub async fn start<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
             "There is already a task running. Only one active task is allowed for a source queue arn at a given time.",
         )
     })?;
-    tokio::spawn(run(call.state.store.clone(), source, task.clone()));
+    tokio::spawn(run(call.state.hotq.store.clone(), source, task.clone()));
     Ok(json!({"TaskHandle": task.handle()}))
 }
 

@@ -66,12 +66,12 @@ pub async fn create_queue<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsErro
     let name = check_new_name(raw, fifo)?;
     let keys = QueueKeys::new(&name);
     let state = call.state;
-    let outcome = transact(&state.store, RetryPolicy::default(), |txn| {
+    let outcome = transact(&state.hotq.store, RetryPolicy::default(), |txn| {
         let (keys, attributes, tags) = (&keys, &attributes, &tags);
         async move { create_in(call, &txn, keys, attributes, tags).await }
     })
     .await??;
-    state.default_leases.forget(&keys);
+    state.hotq.default_leases.forget(&keys);
     Ok(outcome)
 }
 
@@ -82,7 +82,7 @@ async fn create_in<S: Store, T: Transaction>(
     attributes: &BTreeMap<String, String>,
     tags: &BTreeMap<String, String>,
 ) -> Result<Result<Value, SqsError>, StoreError> {
-    let (config, defaults) = (call.config(), &call.state.settings_defaults);
+    let (config, defaults) = (call.config(), &call.state.hotq.settings_defaults);
     let url = json!({"QueueUrl": queues::url_of(&call.base_url, config, keys.name())});
     let existing = queues::record_in(txn, keys, Read::Serializable).await?;
     let stored = read_in(txn, keys)
@@ -150,7 +150,7 @@ async fn write_change_in<S: Store, T: Transaction>(
             );
         }
     }
-    let defaults = &call.state.settings_defaults;
+    let defaults = &call.state.hotq.settings_defaults;
     if let Err(invalid) = update_in(txn, keys, &change.settings, defaults).await? {
         return Ok(Err(SqsError::attribute_value(invalid.to_string())));
     }
@@ -162,7 +162,7 @@ async fn write_change_in<S: Store, T: Transaction>(
 pub async fn get_queue_url<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
     let raw = required_string(&call.input, "QueueName")?;
     let name = QueueName::new(raw).map_err(|_| SqsError::no_queue(raw))?;
-    queues::load(&call.state.store, &name).await?;
+    queues::load(&call.state.hotq.store, &name).await?;
     Ok(json!({"QueueUrl": queues::url_of(&call.base_url, call.config(), &name)}))
 }
 
@@ -177,7 +177,7 @@ pub async fn list_queues<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError
         .transpose()?;
     let limit = max.unwrap_or(LIST_RESULTS_MAX) as usize;
     let (names, next) =
-        queues::list_names(&call.state.store, prefix, after.as_ref(), limit).await?;
+        queues::list_names(&call.state.hotq.store, prefix, after.as_ref(), limit).await?;
     let urls: Vec<String> = names
         .iter()
         .map(|n| queues::url_of(&call.base_url, call.config(), n))
@@ -192,7 +192,7 @@ pub async fn list_queues<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError
 
 /// DeleteQueue: drops the queue and everything in it, as `DELETE /v1/queues/{q}`.
 pub async fn delete_queue<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
-    let queue = queues::load_url(&call.state.store, call.config(), &call.input).await?;
+    let queue = queues::load_url(&call.state.hotq.store, call.config(), &call.input).await?;
     let dropped = call.state.delete_queue(&queue.keys).await?;
     if !dropped.done {
         return Err(SqsError::service(
@@ -207,8 +207,8 @@ pub async fn delete_queue<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsErro
 /// the messages in a queue, including in-flight messages"); a purged FIFO
 /// group is released to the messages sent after the purge began.
 pub async fn purge_queue<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
-    let queue = queues::load_url(&call.state.store, call.config(), &call.input).await?;
-    let dropped = crate::queue::admin::purge_in_flight(&call.state.store, &queue.keys).await?;
+    let queue = queues::load_url(&call.state.hotq.store, call.config(), &call.input).await?;
+    let dropped = crate::queue::admin::purge_in_flight(&call.state.hotq.store, &queue.keys).await?;
     if !dropped.done {
         return Err(SqsError::service(
             axum::http::StatusCode::SERVICE_UNAVAILABLE,
@@ -220,11 +220,11 @@ pub async fn purge_queue<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError
 
 /// GetQueueAttributes (`AttributeNames`: `All` or names).
 pub async fn get_queue_attributes<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
-    let queue = queues::load_url(&call.state.store, call.config(), &call.input).await?;
+    let queue = queues::load_url(&call.state.hotq.store, call.config(), &call.input).await?;
     let asked = string_list(&call.input, "AttributeNames")?;
-    let counts = counts(&call.state.store, &queue.keys).await?;
+    let counts = counts(&call.state.hotq.store, &queue.keys).await?;
     let all =
-        queue_attributes::render(call.config(), &call.state.settings_defaults, &queue, counts);
+        queue_attributes::render(call.config(), &call.state.hotq.settings_defaults, &queue, counts);
     let mut picked = BTreeMap::new();
     for name in &asked {
         if name == "All" {
@@ -278,12 +278,12 @@ pub(crate) async fn counts<S: Store>(store: &S, keys: &QueueKeys) -> Result<Coun
 
 /// SetQueueAttributes.
 pub async fn set_queue_attributes<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
-    let queue = queues::load_url(&call.state.store, call.config(), &call.input).await?;
+    let queue = queues::load_url(&call.state.hotq.store, call.config(), &call.input).await?;
     let attributes = string_map(&call.input, "Attributes")?;
     update_record(call, &queue.keys, |record| {
         let mut change = queue_attributes::apply(
             call.config(),
-            &call.state.settings_defaults,
+            &call.state.hotq.settings_defaults,
             record,
             &attributes,
             false,
@@ -292,7 +292,7 @@ pub async fn set_queue_attributes<S: Store>(call: &Call<'_, S>) -> Result<Value,
         Ok(change)
     })
     .await?;
-    call.state.default_leases.forget(&queue.keys);
+    call.state.hotq.default_leases.forget(&queue.keys);
     Ok(json!({}))
 }
 
@@ -303,7 +303,7 @@ async fn update_record<S: Store>(
     keys: &QueueKeys,
     edit: impl Fn(&Record) -> Result<Change, SqsError>,
 ) -> Result<(), SqsError> {
-    transact(&call.state.store, RetryPolicy::default(), |txn| {
+    transact(&call.state.hotq.store, RetryPolicy::default(), |txn| {
         let edit = &edit;
         async move {
             let record = queues::record_in(&txn, keys, Read::Serializable)
@@ -333,7 +333,7 @@ fn check_tags(tags: &BTreeMap<String, String>) -> Result<(), SqsError> {
 
 /// TagQueue.
 pub async fn tag_queue<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
-    let queue = queues::load_url(&call.state.store, call.config(), &call.input).await?;
+    let queue = queues::load_url(&call.state.hotq.store, call.config(), &call.input).await?;
     let tags = string_map(&call.input, "Tags")?;
     update_record(call, &queue.keys, |record| {
         let mut record = record.clone();
@@ -351,7 +351,7 @@ pub async fn tag_queue<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> 
 
 /// UntagQueue.
 pub async fn untag_queue<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
-    let queue = queues::load_url(&call.state.store, call.config(), &call.input).await?;
+    let queue = queues::load_url(&call.state.hotq.store, call.config(), &call.input).await?;
     let keys_to_drop = string_list(&call.input, "TagKeys")?;
     update_record(call, &queue.keys, |record| {
         let mut record = record.clone();
@@ -370,7 +370,7 @@ pub async fn untag_queue<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError
 
 /// ListQueueTags.
 pub async fn list_queue_tags<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
-    let queue = queues::load_url(&call.state.store, call.config(), &call.input).await?;
+    let queue = queues::load_url(&call.state.hotq.store, call.config(), &call.input).await?;
     let tags = queue.record().tags;
     if tags.is_empty() {
         return Ok(json!({}));
@@ -382,7 +382,7 @@ pub async fn list_queue_tags<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsE
 /// Reads the settings of up to `MaxResults` (default and cap 1,000) queues
 /// per call; `NextToken` continues.
 pub async fn list_dead_letter_sources<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
-    let target = queues::load_url(&call.state.store, call.config(), &call.input).await?;
+    let target = queues::load_url(&call.state.hotq.store, call.config(), &call.input).await?;
     let max = int_member(&call.input, "MaxResults", 1..=LIST_RESULTS_MAX)?;
     let after = string_member(&call.input, "NextToken")?
         .map(|token| {
@@ -390,14 +390,14 @@ pub async fn list_dead_letter_sources<S: Store>(call: &Call<'_, S>) -> Result<Va
         })
         .transpose()?;
     let limit = max.unwrap_or(LIST_RESULTS_MAX) as usize;
-    let (names, next) = queues::list_names(&call.state.store, "", after.as_ref(), limit).await?;
-    let txn = call.state.store.begin()?;
+    let (names, next) = queues::list_names(&call.state.hotq.store, "", after.as_ref(), limit).await?;
+    let txn = call.state.hotq.store.begin()?;
     let mut urls = Vec::new();
     for name in names {
         let keys = QueueKeys::new(&name);
         let effective = read_in(&txn, &keys)
             .await?
-            .effective(&name, &call.state.settings_defaults);
+            .effective(&name, &call.state.hotq.settings_defaults);
         if effective.max_deliveries.is_some()
             && effective.dead_letter_queue.as_deref() == Some(target.keys.name().as_str())
         {
@@ -454,7 +454,7 @@ fn one_or_list(mut values: Vec<String>) -> Value {
 /// AddPermission: a statement in the queue's `Policy`, kept and answered,
 /// not enforced (hotq has no IAM; access is by SigV4 credentials).
 pub async fn add_permission<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
-    let queue = queues::load_url(&call.state.store, call.config(), &call.input).await?;
+    let queue = queues::load_url(&call.state.hotq.store, call.config(), &call.input).await?;
     let label = required_string(&call.input, "Label")?;
     check_label(label)?;
     let accounts = string_list(&call.input, "AWSAccountIds")?;
@@ -493,7 +493,7 @@ pub async fn add_permission<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsEr
 /// RemovePermission: drops the statement `Label` from the queue's `Policy`
 /// (the policy goes with its last statement).
 pub async fn remove_permission<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
-    let queue = queues::load_url(&call.state.store, call.config(), &call.input).await?;
+    let queue = queues::load_url(&call.state.hotq.store, call.config(), &call.input).await?;
     let label = required_string(&call.input, "Label")?;
     let arn = queues::arn_of(call.config(), queue.keys.name().as_str());
     update_record(call, &queue.keys, |record| {

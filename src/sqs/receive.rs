@@ -68,7 +68,7 @@ fn lease_ms_of<S: Store>(call: &Call<'_, S>, seconds: i64) -> Result<NonZeroU64,
 /// ReceiveMessage.
 pub async fn receive_message<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
     let state = call.state;
-    let queue = queues::load_url(&state.store, call.config(), &call.input).await?;
+    let queue = queues::load_url(&state.hotq.store, call.config(), &call.input).await?;
     let max = int_member(&call.input, "MaxNumberOfMessages", 1..=10)?.unwrap_or(1) as usize;
     let lease_ms = match int_member(
         &call.input,
@@ -93,6 +93,7 @@ pub async fn receive_message<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsE
     let attribute_names = string_list(&call.input, "MessageAttributeNames")?;
     state.note_queue(QueueKind::Fifo, queue.keys.name());
     let items = state
+        .hotq
         .coordinator
         .pop_leased(
             &queue.keys,
@@ -132,7 +133,7 @@ async fn with_batches<S: Store>(
         return heads;
     }
     let keys = &queue.keys;
-    let taken = transact(&call.state.store, RetryPolicy::default(), |txn| {
+    let taken = transact(&call.state.hotq.store, RetryPolicy::default(), |txn| {
         let heads = &heads;
         async move {
             let now = now_ms();
@@ -303,7 +304,7 @@ async fn stale<S: Store>(
         return Ok(Stale::Gone);
     };
     let outcome = transact(
-        &call.state.store,
+        &call.state.hotq.store,
         RetryPolicy::default(),
         |txn| async move {
             let found = (item_key.as_slice(), *deliveries);
@@ -328,6 +329,7 @@ async fn delete_one<S: Store>(
     let handle = Handle::parse(queue, text)?;
     match call
         .state
+        .hotq
         .coordinator
         .ack(&queue.keys, &handle.receipt)
         .await
@@ -356,7 +358,7 @@ async fn change_one<S: Store>(
     seconds: i64,
 ) -> Result<(), SqsError> {
     let handle = Handle::parse(queue, text)?;
-    let coordinator = &call.state.coordinator;
+    let coordinator = &call.state.hotq.coordinator;
     let settled = if seconds == 0 {
         coordinator
             .nack(&queue.keys, &handle.receipt, 0)
@@ -391,14 +393,14 @@ async fn change_one<S: Store>(
 
 /// DeleteMessage.
 pub async fn delete_message<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
-    let queue = queues::load_url(&call.state.store, call.config(), &call.input).await?;
+    let queue = queues::load_url(&call.state.hotq.store, call.config(), &call.input).await?;
     delete_one(call, &queue, required_string(&call.input, "ReceiptHandle")?).await?;
     Ok(json!({}))
 }
 
 /// ChangeMessageVisibility.
 pub async fn change_visibility<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
-    let queue = queues::load_url(&call.state.store, call.config(), &call.input).await?;
+    let queue = queues::load_url(&call.state.hotq.store, call.config(), &call.input).await?;
     let handle = required_string(&call.input, "ReceiptHandle")?;
     let seconds = int_member(
         &call.input,
@@ -425,7 +427,7 @@ fn batch_answer(entries: &[Value], outcomes: Vec<Result<(), SqsError>>) -> Value
 
 /// DeleteMessageBatch: the entries' acks share settle commits.
 pub async fn delete_message_batch<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
-    let queue = queues::load_url(&call.state.store, call.config(), &call.input).await?;
+    let queue = queues::load_url(&call.state.hotq.store, call.config(), &call.input).await?;
     let entries = batch_entries(&call.input, "DeleteMessageBatchRequestEntry")?;
     let outcomes = join_all(entries.iter().map(|entry| {
         let queue = &queue;
@@ -437,7 +439,7 @@ pub async fn delete_message_batch<S: Store>(call: &Call<'_, S>) -> Result<Value,
 
 /// ChangeMessageVisibilityBatch.
 pub async fn change_visibility_batch<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
-    let queue = queues::load_url(&call.state.store, call.config(), &call.input).await?;
+    let queue = queues::load_url(&call.state.hotq.store, call.config(), &call.input).await?;
     let entries = batch_entries(&call.input, "ChangeMessageVisibilityBatchRequestEntry")?;
     let outcomes = join_all(entries.iter().map(|entry| {
         let queue = &queue;

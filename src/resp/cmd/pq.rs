@@ -38,7 +38,7 @@ pub async fn run<S: Store>(ctx: &mut Ctx<'_, S>, spec: &'static Spec, mut args: 
                 let name = queue_name(&queue)?;
                 let end = end(&mut args)?;
                 let queue =
-                    crate::queue::priority::PriorityQueue::new(ctx.state.store.clone(), name);
+                    crate::queue::priority::PriorityQueue::new(ctx.state.hotq.store.clone(), name);
                 let item = match end {
                     End::Front => queue.peek_min().await,
                     End::Back => queue.peek_max().await,

@@ -29,7 +29,7 @@ pub async fn run<S: Store>(ctx: &mut Ctx<'_, S>, spec: &'static Spec, mut args: 
         "peek" => {
             let answer = async {
                 let name = queue_name(&queue)?;
-                let queue = crate::queue::Queue::new(ctx.state.store.clone(), name);
+                let queue = crate::queue::Queue::new(ctx.state.hotq.store.clone(), name);
                 Ok(item_or_nil(queue.peek().await.map_err(ApiError::from)?))
             }
             .await;

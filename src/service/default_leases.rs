@@ -20,7 +20,7 @@ const DEFAULT_LEASE_CACHE_MAX: usize = 10_000;
 /// [`DEFAULT_LEASE_CACHE_MS`] per queue. Every path that changes a
 /// queue's settings through this daemon forgets its entry: `PUT
 /// .../settings`, SQS CreateQueue and SetQueueAttributes, and a delete
-/// through any front end ([`super::state::AppState::delete_queue`]); a stale entry would
+/// through any front end ([`crate::server::AppState::delete_queue`]); a stale entry would
 /// lease a plain pop, which is at-most-once, and deliver its item twice.
 #[derive(Debug, Default)]
 pub struct DefaultLeases {
@@ -30,14 +30,14 @@ pub struct DefaultLeases {
 }
 
 impl DefaultLeases {
-    pub(super) fn fresh(&self, keys: &QueueKeys) -> Option<u64> {
+    pub(crate) fn fresh(&self, keys: &QueueKeys) -> Option<u64> {
         let entries = self.entries.lock();
         let (lease_ms, read_at) = entries.get(&entry(keys))?;
         let fresh = read_at.elapsed() < Duration::from_millis(DEFAULT_LEASE_CACHE_MS);
         if fresh { *lease_ms } else { None }
     }
 
-    pub(super) fn remember(&self, keys: &QueueKeys, lease_ms: u64, read_at: Instant) {
+    pub(crate) fn remember(&self, keys: &QueueKeys, lease_ms: u64, read_at: Instant) {
         let name = &entry(keys);
         let mut entries = self.entries.lock();
         // A read that began before a change through this daemon (or before

@@ -1,0 +1,70 @@
+//! The core API: every operation of every front end (`/v1`, SQS, the
+//! console, RESP, the CLI's in-process parts, `hotq bench`) goes through
+//! [`Hotq`]. It owns the transactions, counts the metrics of what it does
+//! and classifies every failure into one [`Error`] with a stable code;
+//! front ends parse, call it and render, and import nothing below it.
+//!
+//! One file per area of operations, each an `impl` block of [`Hotq`]:
+//! the front ends' handlers read as "parse, `hotq.op(..)`, render".
+
+use std::sync::Arc;
+
+use crate::config::Config;
+use crate::coordinator::Coordinator;
+use crate::store::Store;
+
+mod default_leases;
+mod error;
+
+pub use default_leases::DEFAULT_LEASE_CACHE_MS;
+pub use error::{Error, Result};
+
+pub(crate) use default_leases::DefaultLeases;
+
+/// hotq over one store: one process's share of the work (see
+/// [`Coordinator`]) and what every front end asks of it.
+pub struct Hotq<S: Store> {
+    /// The store. Front ends never see it: transactions are the core's.
+    pub(crate) store: S,
+    /// Staged pops, fulfillment loops, settling, the due index's timer.
+    pub(crate) coordinator: Coordinator<S>,
+    /// The defaults of queue settings (from `config`).
+    pub(crate) settings_defaults: crate::queue::settings::Defaults,
+    /// Queues' default leases, shared by every pop so a plain pop does not
+    /// read the settings key each time (bounded, short-lived; forgotten
+    /// when the queue's settings change or it is deleted here).
+    pub(crate) default_leases: Arc<DefaultLeases>,
+}
+
+impl<S: Store> Hotq<S> {
+    /// hotq over `store`, configured by `config`. Fulfillers start on
+    /// demand; [`Self::spawn_timer`] starts the due index's timer.
+    pub fn new(store: S, config: &Config) -> Self {
+        let coordinator = Coordinator::new(
+            store.clone(),
+            crate::staging::StagingConfig::from_config(config),
+        );
+        Hotq {
+            store,
+            coordinator,
+            settings_defaults: crate::queue::settings::Defaults::from_config(config),
+            default_leases: Arc::default(),
+        }
+    }
+
+    /// Starts the due index's timer (expired leases, delayed items,
+    /// retention, reaping); it stops at [`Self::shutdown`].
+    pub fn spawn_timer(&self) -> tokio::task::JoinHandle<()> {
+        self.coordinator.spawn_timer()
+    }
+
+    /// Stops taking new pops; waiters are answered.
+    pub fn begin_shutdown(&self) {
+        self.coordinator.begin_shutdown();
+    }
+
+    /// Stops every task, waiting at most `wait` for rounds under way.
+    pub async fn shutdown(&self, wait: std::time::Duration) {
+        self.coordinator.shutdown(wait).await;
+    }
+}
