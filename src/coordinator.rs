@@ -18,18 +18,18 @@ use crate::due::timer::{self, Alarm};
 use crate::envelope::{End, now_ms};
 use crate::keys::QueueKeys;
 use crate::lease::settle::Returned;
-use crate::lease::settler::{SettleOp, Settled, Settler};
+use crate::lease::backlog::{SettleOp, Settled, Settler};
 use crate::lease::{LeaseError, Receipt};
 use crate::metrics;
 use crate::queue::{Item, QueueError};
-use crate::staging::pops::Pops;
+use crate::staging::registry::Staging;
 use crate::staging::reap::{reap_queue, registered_queues};
 use crate::staging::{StagingConfig, StagingStats};
 use crate::store::Store;
 
 struct Inner<S: Store> {
     store: S,
-    pops: Pops<S>,
+    pops: Staging<S>,
     /// Counted by pops, the timer and the reaper alike.
     stats: Arc<StagingStats>,
     shutdown: watch::Sender<bool>,
@@ -63,7 +63,7 @@ impl<S: Store> Coordinator<S> {
         let alarm = Arc::new(Alarm::default());
         let issued = alarm.clone();
         let lease_issued = Arc::new(move |due_ms: u64| issued.schedule(due_ms));
-        let pops = Pops::new(store.clone(), config, stats.clone(), stopped, lease_issued);
+        let pops = Staging::new(store.clone(), config, stats.clone(), stopped, lease_issued);
         Coordinator {
             inner: Arc::new(Inner {
                 settler: Settler::new(store.clone()),
@@ -87,11 +87,11 @@ impl<S: Store> Coordinator<S> {
     }
 
     /// The staged pop protocol: pops, their lines and fulfillers.
-    pub fn pops(&self) -> &Pops<S> {
+    pub fn pops(&self) -> &Staging<S> {
         &self.inner.pops
     }
 
-    /// [`Pops::pop`].
+    /// [`Staging::pop`].
     pub async fn pop(
         &self,
         keys: &QueueKeys,
@@ -101,7 +101,7 @@ impl<S: Store> Coordinator<S> {
         self.inner.pops.pop(keys, end, wait).await
     }
 
-    /// [`Pops::pop_many`].
+    /// [`Staging::pop_many`].
     pub async fn pop_many(
         &self,
         keys: &QueueKeys,
@@ -112,7 +112,7 @@ impl<S: Store> Coordinator<S> {
         self.inner.pops.pop_many(keys, end, max, wait).await
     }
 
-    /// [`Pops::pop_leased`].
+    /// [`Staging::pop_leased`].
     pub async fn pop_leased(
         &self,
         keys: &QueueKeys,
@@ -127,7 +127,7 @@ impl<S: Store> Coordinator<S> {
             .await
     }
 
-    /// [`Pops::pop_acking`].
+    /// [`Staging::pop_acking`].
     pub async fn pop_acking(
         &self,
         keys: &QueueKeys,
@@ -137,17 +137,17 @@ impl<S: Store> Coordinator<S> {
         self.inner.pops.pop_acking(keys, pop, acks).await
     }
 
-    /// [`Pops::pop_recipe`].
+    /// [`Staging::pop_recipe`].
     pub async fn pop_recipe(&self, keys: &QueueKeys) -> Result<Vec<Item>, QueueError> {
         self.inner.pops.pop_recipe(keys).await
     }
 
-    /// [`Pops::ensure_fulfiller`].
+    /// [`Staging::ensure_fulfiller`].
     pub fn ensure_fulfiller(&self, keys: &QueueKeys) {
         self.inner.pops.ensure_fulfiller(keys)
     }
 
-    /// [`Pops::memory_waiting`].
+    /// [`Staging::memory_waiting`].
     pub fn memory_waiting(&self, keys: &QueueKeys) -> usize {
         self.inner.pops.memory_waiting(keys)
     }
@@ -255,7 +255,7 @@ impl<S: Store> Coordinator<S> {
         now_ms: u64,
         horizon_ms: u64,
     ) -> Result<Option<u64>, QueueError> {
-        let (_, next) = timer::run_round(
+        let (_, next) = timer::look_once(
             &self.inner.store,
             &self.config().delivery,
             &self.inner.stats,

@@ -19,7 +19,7 @@
 //!   deliver the items after the commit.
 //! - [`lease`]: at-least-once delivery: a leased pop's item goes to the due
 //!   index ([`lease::lease_in`]); ack, nack and extend ([`lease::settle`],
-//!   batched by [`lease::settler`]); redrive from a dead-letter queue.
+//!   batched by [`lease::backlog`]); redrive from a dead-letter queue.
 //! - [`due`]: the store-wide due index's timer: expired leases back to
 //!   their queue (or dead-lettered), delayed items visible, dedup ids
 //!   cleared, reap appointments handed to the reaper.

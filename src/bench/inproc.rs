@@ -40,7 +40,7 @@ impl BenchStore for EmbeddedStore {
 
 /// FoundationDB as the daemon serves from it (behind the marker adapter).
 #[cfg(feature = "fdb")]
-impl BenchStore for crate::store::marked::Marked<crate::store::fdb::FdbStore> {
+impl BenchStore for crate::store::resolving::Resolving<crate::store::fdb::FdbStore> {
     fn transport(&self) -> &'static str {
         "inproc-fdb"
     }

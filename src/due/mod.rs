@@ -4,9 +4,9 @@
 //! [`crate::keys::due_entry`], in `keys/due_index.rs`). Read in this order:
 //!
 //! 1. this module: a sweep ([`sweep`], [`sweep_until`]) consumes what is
-//!    due, in rounds ([`round`](mod@round)) of disjoint stretches committed
+//!    due, in waves ([`wave`](mod@wave)) of disjoint stretches committed
 //!    together, counted by a tally (`tally.rs`);
-//! 2. [`timer`]: one round of the coordinator's timer, a sweep then the
+//! 2. [`timer`]: one look of the coordinator's timer, a sweep then the
 //!    reaps that came due ([`crate::staging::reap`]); the coordinator's loop
 //!    only decides when to run it;
 //! 3. [`migrate`]: the one-time move of leases and delayed items from the
@@ -29,7 +29,7 @@
 //! step), and nothing can leave an index entry behind its item.
 
 pub mod migrate;
-mod round;
+mod wave;
 mod tally;
 pub(crate) mod timer;
 
@@ -49,7 +49,7 @@ use crate::store::{KeyValue, RangeRead, Store, StoreError, Transaction, cut_at_b
 use crate::lease::DeliveryPolicy;
 use crate::lease::settle::{Returned, return_held};
 use futures_util::future::join_all;
-use round::start_round;
+use wave::start_wave;
 use tally::Tally;
 
 /// Most due entries one transaction consumes.
@@ -60,13 +60,13 @@ pub const DUE_BATCH_MAX: usize = 256;
 pub const DUE_BATCH_BYTES_MAX: usize = 4 * 1024 * 1024;
 /// Most transactions one sweep runs (the rest waits for the next sweep,
 /// which comes at once when work was left).
-const DUE_PASSES_MAX: usize = 64;
-/// Most transactions one round of a sweep commits together (they share
-/// the store's fsyncs; more would only lengthen the round).
+const DUE_TRANSACTIONS_MAX: usize = 64;
+/// Most transactions one wave of a sweep commits together (they share
+/// the store's fsyncs; more would only lengthen the wave).
 const DUE_CHUNKS_MAX: usize = 16;
-/// Most key and value bytes one round reads to plan its chunks (a sweep
-/// reads at most `DUE_PASSES_MAX * DUE_BATCH_MAX` rows in all).
-const DUE_ROUND_BYTES_MAX: usize = 16 * 1024 * 1024;
+/// Most key and value bytes one wave reads to plan its chunks (a sweep
+/// reads at most `DUE_TRANSACTIONS_MAX * DUE_BATCH_MAX` rows in all).
+const DUE_WAVE_BYTES_MAX: usize = 16 * 1024 * 1024;
 /// Most queues one sweep reaps (the others' appointments stay due, and the
 /// sweep says `more`: the next comes at once).
 pub const REAP_QUEUES_MAX: usize = 256;
@@ -216,16 +216,16 @@ pub fn take_touched(max: usize) -> Vec<(QueueKind, QueueName)> {
 /// appointments are due (the caller reaps them: see
 /// [`crate::staging::reap::reap_due`]).
 ///
-/// Each round plans up to [`DUE_CHUNKS_MAX`] disjoint stretches of the
+/// Each wave plans up to [`DUE_CHUNKS_MAX`] disjoint stretches of the
 /// index from one snapshot read and consumes each in its own transaction,
 /// all committed at once: the store pays one fsync for the group, so the
 /// timer keeps up with what comes due instead of paying an fsync per
 /// [`DUE_BATCH_MAX`] entries. Each chunk runs in a task of its own, and
-/// the next round (the stretches after this one) starts before this one is
+/// the next wave (the stretches after this one) starts before this one is
 /// awaited, so the chunks' reads run on every core while the store's
 /// committer writes, rather than by turns on one task. A stretch
 /// that lost a race (or found more than it planned) is read again from
-/// its start once the rounds under way have committed, or by the next
+/// its start once the waves under way have committed, or by the next
 /// sweep.
 pub async fn sweep<S: Store>(
     store: &S,
@@ -253,48 +253,48 @@ pub async fn sweep_until<S: Store>(
     let mut tally = Tally::default();
     let (mut cursor, end) = due_until(now_ms);
     let mut finished = false;
-    let mut passes = 0;
-    while passes < DUE_PASSES_MAX {
-        let chunks_max = DUE_CHUNKS_MAX.min(DUE_PASSES_MAX - passes);
-        let Some(mut round) =
-            start_round(store, &policy, now_ms, &cursor, &end, chunks_max).await?
+    let mut transactions = 0;
+    while transactions < DUE_TRANSACTIONS_MAX {
+        let chunks_max = DUE_CHUNKS_MAX.min(DUE_TRANSACTIONS_MAX - transactions);
+        let Some(mut wave) =
+            start_wave(store, &policy, now_ms, &cursor, &end, chunks_max).await?
         else {
             finished = true;
             break;
         };
-        // Rounds follow each other from `cursor` until the rows run out or
-        // the passes do; the earliest stretch to read again, if any, is
+        // Waves follow each other from `cursor` until the rows run out or
+        // the transactions do; the earliest stretch to read again, if any, is
         // where the next pipeline starts.
         let mut resume: Option<Vec<u8>> = None;
         let drained = loop {
-            passes += round.chunks();
-            let full = round.full;
-            let follow = full && passes < DUE_PASSES_MAX;
-            let after_plan = round.after_plan.clone();
-            let chunks_max = DUE_CHUNKS_MAX.min(DUE_PASSES_MAX - passes);
-            // The next round starts before this one is awaited.
+            transactions += wave.chunks();
+            let full = wave.full;
+            let follow = full && transactions < DUE_TRANSACTIONS_MAX;
+            let after_plan = wave.after_plan.clone();
+            let chunks_max = DUE_CHUNKS_MAX.min(DUE_TRANSACTIONS_MAX - transactions);
+            // The next wave starts before this one is awaited.
             let next = if follow {
-                start_round(store, &policy, now_ms, &after_plan, &end, chunks_max).await
+                start_wave(store, &policy, now_ms, &after_plan, &end, chunks_max).await
             } else {
                 Ok(None)
             };
-            let outcomes = round.finish().await;
+            let outcomes = wave.finish().await;
             if let Err(error) = tally.record(outcomes, &mut resume) {
-                // The next round's chunks run on their own: awaited before
+                // The next wave's chunks run on their own: awaited before
                 // the sweep fails, so the sweep ends with nothing in flight
                 // and the sampler hears of the queues they changed (the
                 // sweep's own counts are lost with the error, as a failed
-                // round's were before).
+                // wave's were before).
                 if let Ok(Some(next)) = next {
                     let _ = tally.record(next.finish().await, &mut resume);
                 }
                 return Err(error);
             }
             match next? {
-                Some(next) => round = next,
+                Some(next) => wave = next,
                 None => {
                     cursor = after_plan;
-                    // Out of rows, not out of passes: nothing due is left
+                    // Out of rows, not out of transactions: nothing due is left
                     // past the cursor.
                     break follow || !full;
                 }
@@ -327,7 +327,7 @@ pub async fn sweep_until<S: Store>(
 
 /// What one transaction of a sweep consumed.
 #[derive(Default)]
-struct Pass {
+struct Consumed {
     due_ms: Vec<u64>,
     redelivered: BTreeMap<(QueueKind, QueueName), usize>,
     dead_lettered: BTreeMap<(QueueKind, QueueName), usize>,
@@ -342,8 +342,8 @@ async fn consume<T: Transaction>(
     now_ms: u64,
     rows: &[KeyValue],
     reap: &mut BTreeMap<(QueueKind, QueueName), BTreeSet<Vec<u8>>>,
-) -> Result<Pass, QueueError> {
-    let mut pass = Pass::default();
+) -> Result<Consumed, QueueError> {
+    let mut pass = Consumed::default();
     let mut to_tail: BTreeMap<(QueueKind, QueueName), Tail> = BTreeMap::new();
     let mut expired_here: BTreeSet<Vec<u8>> = BTreeSet::new();
     for KeyValue { key, value } in rows {
@@ -417,7 +417,7 @@ async fn itemless_due_in<T: Transaction>(
     txn: &T,
     due: &Due<'_>,
     entry: DueEntry,
-    pass: &mut Pass,
+    pass: &mut Consumed,
     expired_here: &mut BTreeSet<Vec<u8>>,
 ) -> Result<(), QueueError> {
     let (keys, now_ms) = (due.keys, due.now_ms);
@@ -452,7 +452,7 @@ async fn lease_ended_in<T: Transaction>(
     held: HeldItem,
     max_deliveries: Option<u32>,
     now_ms: u64,
-    pass: &mut Pass,
+    pass: &mut Consumed,
 ) -> Result<(), QueueError> {
     match return_held(txn, keys, held, 0, now_ms, max_deliveries).await? {
         Returned::DeadLettered { queue: dead } => {
@@ -483,7 +483,7 @@ async fn reveal_in<T: Transaction>(
     txn: &T,
     due: &Due<'_>,
     held: HeldItem,
-    pass: &mut Pass,
+    pass: &mut Consumed,
     to_tail: &mut BTreeMap<(QueueKind, QueueName), Tail>,
 ) -> Result<(), QueueError> {
     let keys = due.keys;

@@ -1,4 +1,4 @@
-//! What a sweep's rounds did, added up as their chunks finish.
+//! What a sweep's waves did, added up as their chunks finish.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
@@ -6,10 +6,10 @@ use std::sync::atomic::Ordering;
 use crate::keys::{QueueKind, QueueName};
 use crate::queue::QueueError;
 
-use super::round::Chunk;
+use super::wave::Chunk;
 use super::{REAP_QUEUES_MAX, Sweep, stats, touch};
 
-/// What a sweep's committed chunks did, gathered round by round.
+/// What a sweep's committed chunks did, gathered wave by wave.
 #[derive(Default)]
 pub(super) struct Tally {
     sweep: Sweep,
@@ -20,9 +20,9 @@ pub(super) struct Tally {
 }
 
 impl Tally {
-    /// Adds a round's chunks; lowers `resume` to the earliest chunk to
+    /// Adds a wave's chunks; lowers `resume` to the earliest chunk to
     /// read again. A failed chunk fails the sweep, after the others of its
-    /// round (and of the round started behind it) are counted.
+    /// wave (and of the wave started behind it) are counted.
     pub(super) fn record(
         &mut self,
         outcomes: Vec<Result<Chunk, QueueError>>,

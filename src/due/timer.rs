@@ -1,6 +1,6 @@
 //! The due index's timer: [`run`] is its loop, which decides when to look
 //! ([`Alarm`]: the earliest due time it knows, lowered by whoever writes an
-//! earlier one); [`run_round`] is one look: a sweep of the due index (see
+//! earlier one); [`look_once`] is one look: a sweep of the due index (see
 //! [`super`]), then the queues whose reap appointments came (see
 //! [`crate::staging::reap::reap_due`]), counted in the coordinator's stats
 //! and in Prometheus. The coordinator starts the loop
@@ -24,10 +24,10 @@ use crate::lease::DeliveryPolicy;
 
 /// When a queue's reap failed, its appointments are tried again this much later.
 const REAP_FAILED_RETRY_MS: u64 = 1_000;
-/// The next round comes at least this long after one that finished its
-/// work: entries due within it share that round's commits instead of
+/// The next look comes at least this long after one that finished its
+/// work: entries due within it share that look's commits instead of
 /// waking the timer one by one (a backlog is swept again at once).
-const ROUND_GAP_MS: u64 = 10;
+const LOOK_GAP_MS: u64 = 10;
 
 /// When the timer next looks, and the way to wake it sooner.
 #[derive(Debug)]
@@ -80,7 +80,7 @@ pub async fn run<S: Store>(
         // A lease issued while the sweep runs wakes the timer only if
         // it is due before the planned next look.
         alarm.next_ms.store(planned, Ordering::Release);
-        let due = match run_round(store, policy, stats, now, planned).await {
+        let due = match look_once(store, policy, stats, now, planned).await {
             Ok((_, due)) => due.unwrap_or(planned).min(planned),
             Err(error) => {
                 tracing::warn!(%error, "lease and delay sweep failed");
@@ -107,7 +107,7 @@ pub async fn run<S: Store>(
 /// Consumes everything due at `now_ms` and reaps the queues due a look.
 /// Returns the sweep and when something is next due (`now_ms` when a
 /// bound left work undone), looking no further than `horizon_ms`.
-pub async fn run_round<S: Store>(
+pub async fn look_once<S: Store>(
     store: &S,
     policy: &DeliveryPolicy,
     stats: &StagingStats,
@@ -164,7 +164,7 @@ pub async fn run_round<S: Store>(
     // A failed reap leaves its appointments due: sweeping again at once
     // would only fail again, so the gap holds then too.
     if !swept.more || reap_failed {
-        next = next.map(|at| at.max(now_ms.saturating_add(ROUND_GAP_MS)));
+        next = next.map(|at| at.max(now_ms.saturating_add(LOOK_GAP_MS)));
     }
     Ok((swept, next))
 }

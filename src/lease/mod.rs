@@ -16,7 +16,7 @@
 //!   `extend` (move the expiry out), and the release of a leased item whose
 //!   pop reached nobody (back as if never delivered; used by
 //!   [`crate::staging::requester::restore_items`], withdrawals and the reaper).
-//! - [`settler`]: the settle backlog: concurrent acks, nacks and extends of a
+//! - [`backlog`]: the settle backlog: concurrent acks, nacks and extends of a
 //!   queue share one commit.
 //! - [`redrive`]: a dead-letter queue's items back to where they came from.
 //!
@@ -33,7 +33,7 @@
 pub mod receipt;
 pub mod redrive;
 pub mod settle;
-pub mod settler;
+pub mod backlog;
 
 use std::collections::HashMap;
 use std::fmt;

@@ -34,7 +34,7 @@ use super::item::{Item, PUSH_BATCH_MAX, QueueError, hold_in};
 #[allow(clippy::large_enum_variant)]
 pub enum DirectPop {
     /// The item is ours: it left the queue in our commit.
-    Popped(Item),
+    Took(Item),
     /// The queue was empty at our read version.
     Empty,
     /// Another pop took the head first; nothing changed.
@@ -145,13 +145,13 @@ impl<S: Store> Queue<S> {
             crate::queue::groups::leave_in(&txn, &self.keys, group, now_ms()).await?;
         }
         match txn.commit().await {
-            Ok(()) => Ok(DirectPop::Popped(item)),
+            Ok(()) => Ok(DirectPop::Took(item)),
             Err(StoreError::Conflict) => Ok(DirectPop::Conflict),
             Err(error) => Err(error.into()),
         }
     }
 
-    /// Pops the first item with direct pops only, retrying conflicts with
+    /// Staging the first item with direct pops only, retrying conflicts with
     /// backoff up to the retry policy's bound. (The staged pop, which turns
     /// conflicts into requests, is built on [`Self::try_pop_direct`].)
     pub async fn pop(&self) -> Result<Option<Item>, QueueError> {

@@ -12,7 +12,7 @@
 //! commit on — a push, nack or lease expiry that starts after the `PUT`
 //! answered uses the new values. The one exception is above this layer:
 //! the daemon answers a plain pop's default lease from memory
-//! (`server::default_leases::DefaultLeases`, at most 1 s old, forgotten at once
+//! (`service::DefaultLeases`, at most 1 s old, forgotten at once
 //! when the settings change or the queue is deleted through that daemon).
 
 use std::collections::BTreeMap;

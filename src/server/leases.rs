@@ -21,7 +21,7 @@ use super::state::AppState;
 use crate::keys::{QueueKeys, QueueKind};
 use crate::lease::redrive::{REDRIVE_BATCH_MAX, redrive as redrive_items};
 use crate::lease::settle::Returned;
-use crate::lease::settler::{SettleOp, Settled};
+use crate::lease::backlog::{SettleOp, Settled};
 use crate::lease::{LeaseError, Receipt};
 use crate::metrics::{self};
 use crate::queue::dead_letters::is_dead_letter_queue_in;

@@ -88,7 +88,7 @@ fn word(keys: &QueueKeys, receipt: &Receipt, outcome: &AckOutcome) -> &'static s
     }
 }
 
-/// Pops `pop` from `keys` with `riding` acked first; returns the items
+/// Staging `pop` from `keys` with `riding` acked first; returns the items
 /// and, when the pop named `ack`, each receipt's outcome word in order
 /// (every front end's pops).
 pub async fn pop_with_acks<S: Store>(

@@ -191,7 +191,7 @@ async fn put_of<S: Store>(
 
 /// The lease of a pop of `keys` that named no `lease_ms`: the queue's
 /// default lease, or 0 (no lease), as read at most
-/// [`super::default_leases::DEFAULT_LEASE_CACHE_MS`] ago.
+/// [`crate::service::DEFAULT_LEASE_CACHE_MS`] ago.
 pub async fn default_lease_ms<S: Store>(
     state: &AppState<S>,
     keys: &QueueKeys,

@@ -1,7 +1,7 @@
 //! The second level of the line: a process's line in the store's request
 //! subspace, as *counted* requests.
 //!
-//! Pops waiting in a process's memory line cost no write while its own
+//! Staging waiting in a process's memory line cost no write while its own
 //! fulfiller serves them alone. When it cannot — its round lost a
 //! conflict to another process's, or another process's request stands in
 //! the store — the line writes a counted request: one key,
@@ -194,7 +194,7 @@ const TIE_SPREAD: u64 = 256;
 pub struct Asked {
     /// Requesters of the counted requests added.
     pub requesters: Vec<RequesterId>,
-    /// Pops they stand for.
+    /// Staging they stand for.
     pub pops: u32,
 }
 
@@ -269,7 +269,7 @@ pub struct OwnLine<'a> {
     pub got: &'a [Option<Vec<Item>>],
     /// The counted requests the round read (this line's and others').
     pub rows: &'a [Counted],
-    /// Pops of each served from this line in the round (its own rows).
+    /// Staging of each served from this line in the round (its own rows).
     pub served: &'a [u32],
     /// This line's pops not served join the store at the back: another
     /// process's request stands there (or did lately: see
@@ -287,7 +287,7 @@ pub struct Kept {
     pub requesters: Vec<RequesterId>,
     /// The key of the line's oldest request alive.
     pub oldest: Option<Vec<u8>>,
-    /// Pops a request was added for.
+    /// Staging a request was added for.
     pub pops_asked: usize,
 }
 

@@ -90,7 +90,7 @@ pub async fn try_pop<S: Store>(
     match txn.commit().await {
         Ok(()) => {
             let attempt = match items.first() {
-                Some(first) => Attempt::Done(DirectPop::Popped(first.clone())),
+                Some(first) => Attempt::Done(DirectPop::Took(first.clone())),
                 None => Attempt::Done(DirectPop::Empty),
             };
             Ok(Direct {

@@ -13,13 +13,13 @@ use crate::metrics;
 use crate::queue::{Item, QueueError};
 use crate::staging::StagingStats;
 use crate::staging::line::{Answered, Claims, LocalId, LocalWaiter};
-use crate::staging::pops::Pops;
+use crate::staging::registry::Staging;
 use crate::staging::requester::restore_items;
 use crate::staging::round::fulfill::Fulfilled;
-use crate::staging::round::fulfilled::Handover;
+use crate::staging::round::answer::Handover;
 use crate::store::Store;
 
-impl<S: Store> Pops<S> {
+impl<S: Store> Staging<S> {
     /// Hands a round's items to their pops (the commit is durable: it
     /// returned `Ok`), answers the pops it found nothing for, returns the
     /// round's other claims to the line, and gives back what nobody here
@@ -119,13 +119,13 @@ type Pop = std::pin::Pin<Box<dyn std::future::Future<Output = Outcome> + Send>>;
 pub(super) struct Finishing<S: Store> {
     pop: Option<Pop>,
     gone: watch::Sender<bool>,
-    pops: Pops<S>,
+    pops: Staging<S>,
     keys: QueueKeys,
 }
 
 impl<S: Store> Finishing<S> {
     pub(super) fn new(
-        pops: &Pops<S>,
+        pops: &Staging<S>,
         keys: &QueueKeys,
         gone: watch::Sender<bool>,
         pop: Pop,
@@ -186,12 +186,12 @@ impl<S: Store> Drop for Finishing<S> {
 /// no receiver when it is resolved, and the fulfiller puts it back.)
 pub(super) struct InLine<S: Store> {
     pub(super) local: LocalWaiter,
-    pops: Pops<S>,
+    pops: Staging<S>,
     keys: QueueKeys,
 }
 
 impl<S: Store> InLine<S> {
-    pub(super) fn new(pops: &Pops<S>, keys: &QueueKeys) -> Self {
+    pub(super) fn new(pops: &Staging<S>, keys: &QueueKeys) -> Self {
         InLine {
             local: LocalWaiter::new(pops.inner.local.clone(), keys),
             pops: pops.clone(),

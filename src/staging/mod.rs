@@ -23,9 +23,9 @@
 //!    add a read conflict on each one consumed, clear items and requests
 //!    (or lower a counted request's count), write leases and stored
 //!    results, collect this line's results; given and returned as in
-//!    [`round::fulfilled`]. A pop that must not wait is answered "empty"
+//!    [`round::answer`]. A pop that must not wait is answered "empty"
 //!    only by a round whose read found nothing visible.
-//!    [`round::fulfiller`]: the loop of rounds per queue, waiting on the
+//!    [`round::fulfillment_loop`]: the loop of rounds per queue, waiting on the
 //!    wake key, a push, a pop joining the line, another process serving
 //!    this line's counted request, or a request left to another line
 //!    turning stale; an unknown commit outcome is resolved by its
@@ -53,7 +53,7 @@ pub mod handoff;
 pub mod line;
 pub mod marker;
 pub mod pop;
-pub mod pops;
+pub mod registry;
 pub mod reap;
 pub mod requester;
 pub mod results;
@@ -163,7 +163,7 @@ pub struct StagingStats {
     pub local_hand_offs: AtomicU64,
     /// Local hand-offs whose requester had gone: item put back.
     pub local_hand_offs_unclaimed: AtomicU64,
-    /// Pops this process's line asked for in the store (counted
+    /// Staging this process's line asked for in the store (counted
     /// requests added, see [`counted`]).
     pub line_pops_asked: AtomicU64,
     /// Items this process's fulfillers wrote as results of other

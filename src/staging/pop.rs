@@ -1,7 +1,7 @@
 //! A pop, from its caller's side: the direct attempt on an uncontended
 //! queue, else a wait in the queue's line (in this process's memory, or as
 //! a stored request), until the fulfiller hands it items (see
-//! [`super::round::fulfiller`] and [`super::handoff`]).
+//! [`super::round::fulfillment_loop`] and [`super::handoff`]).
 
 use parking_lot::Mutex;
 use std::num::NonZeroU64;
@@ -19,13 +19,13 @@ use crate::staging::StagingStats;
 use crate::staging::direct::{Attempt, try_pop};
 use crate::staging::handoff::{Delivered, Finishing, InLine, record_delivery};
 use crate::staging::line::{AckOutcome, LineRequest, LocalWaiter, SharedAcks};
-use crate::staging::pops::Pops;
+use crate::staging::registry::Staging;
 use crate::staging::requester::{WithdrawOnDrop, await_result, deadline_after, register_with};
 use crate::staging::round::riding::{ack_alone, outcomes_after_line, riding};
 use crate::store::Store;
 
-impl<S: Store> Pops<S> {
-    /// Pops one item from `end` of the queue, waiting up to `wait` (capped
+impl<S: Store> Staging<S> {
+    /// Staging one item from `end` of the queue, waiting up to `wait` (capped
     /// at the configured maximum; zero means do not wait). Tries a direct
     /// pop first; on a conflict, or when requests are already waiting, it
     /// registers a request and waits on its watch. Dropping the future
@@ -39,7 +39,7 @@ impl<S: Store> Pops<S> {
         Ok(self.pop_many(keys, end, 1, wait).await?.into_iter().next())
     }
 
-    /// Pops up to `max` items: a direct pop takes up to `max` at once; a
+    /// Staging up to `max` items: a direct pop takes up to `max` at once; a
     /// staged pop delivers one.
     ///
     /// Once a commit that takes an item is submitted the pop completes even
@@ -167,7 +167,7 @@ impl<S: Store> Pops<S> {
         Ok(Popped { items, acked })
     }
 
-    /// Pops one item the way FoundationDB's recipe does: direct pops,
+    /// Staging one item the way FoundationDB's recipe does: direct pops,
     /// conflicts retried with backoff, never a request. For comparison with
     /// [`Self::pop`]; like it, a pop whose caller left is put back.
     pub async fn pop_recipe(&self, keys: &QueueKeys) -> Result<Vec<Item>, QueueError> {
@@ -264,7 +264,7 @@ impl<S: Store> Pops<S> {
             acks
         };
         let outcome = match direct.attempt {
-            Attempt::Done(DirectPop::Popped(_)) => {
+            Attempt::Done(DirectPop::Took(_)) => {
                 StagingStats::add(&stats.direct_pops, direct.items.len() as u64);
                 DirectOutcome::Done(direct.items, direct.acked.unwrap_or_default())
             }

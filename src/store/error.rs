@@ -137,7 +137,7 @@ pub enum ErrorClass {
     NotCommitted,
     /// The commit may have been applied, or may still apply: running it
     /// again can do its work twice. Resolve it first (see
-    /// [`crate::store::marked`]) or retry only idempotent bodies.
+    /// [`crate::store::resolving`]) or retry only idempotent bodies.
     UnknownOutcome,
     /// Retrying cannot help: invalid arguments, limits, a failed store.
     Permanent,

@@ -11,9 +11,9 @@
 //!
 //! [`FdbStore`] reports `commit_unknown_result` (1021) as FoundationDB does,
 //! as [`StoreError::MaybeCommitted`]. The daemon runs it behind
-//! [`Marked`] ([`open_for_daemon`]), which resolves every such outcome
+//! [`Resolving`] ([`open_for_daemon`]), which resolves every such outcome
 //! with a marker key, so that a pop or push never loses or duplicates an
-//! item because a proxy failed mid-commit; see [`super::marked`] for the
+//! item because a proxy failed mid-commit; see [`super::resolving`] for the
 //! mechanism and for why FoundationDB 7.3's automatic idempotency is not
 //! used instead.
 
@@ -28,7 +28,7 @@ use foundationdb::{
     Database, FdbBindingError, FdbError, KeySelector, RangeOption, TransactionCommitError,
 };
 
-use super::marked::{Marked, sweep_markers};
+use super::resolving::{Resolving, sweep_markers};
 use super::{
     ErrorClass, KeyValue, RangeRead, Read, Store, StoreError, Transaction, Watch, check_key,
     check_value,
@@ -59,14 +59,14 @@ pub fn cluster_file_from_env() -> Option<String> {
 pub const MARKER_SWEEP_AGE_MS: u64 = 3_600_000;
 
 /// The store the daemon serves from on a cluster: [`FdbStore`] behind
-/// [`Marked`], so no writing commit's outcome stays unknown. Also starts,
+/// [`Resolving`], so no writing commit's outcome stays unknown. Also starts,
 /// when called inside a Tokio runtime, one background sweep of the marker
 /// slots that daemons gone for over [`MARKER_SWEEP_AGE_MS`] left behind.
 ///
 /// # Errors
 ///
 /// As [`FdbStore::open`].
-pub fn open_for_daemon(cluster_file: Option<&str>) -> Result<Marked<FdbStore>, StoreError> {
+pub fn open_for_daemon(cluster_file: Option<&str>) -> Result<Resolving<FdbStore>, StoreError> {
     let store = FdbStore::open(cluster_file)?;
     if let Ok(runtime) = tokio::runtime::Handle::try_current() {
         let sweep = store.clone();
@@ -77,7 +77,7 @@ pub fn open_for_daemon(cluster_file: Option<&str>) -> Result<Marked<FdbStore>, S
             }
         });
     }
-    Ok(Marked::new(store))
+    Ok(Resolving::new(store))
 }
 
 /// The client network, booted at most once per process.

@@ -33,7 +33,7 @@
 //! Backends:
 //! - [`embedded`]: fjall plus an in-process resolver (the default).
 //! - `fdb` (feature `fdb`): a FoundationDB cluster through the `foundationdb` crate,
-//!   run behind [`marked::Marked`] so no commit's outcome stays unknown.
+//!   run behind [`resolving::Resolving`] so no commit's outcome stays unknown.
 
 mod error;
 mod retry;
@@ -41,7 +41,7 @@ mod retry;
 pub mod embedded;
 #[cfg(feature = "fdb")]
 pub mod fdb;
-pub mod marked;
+pub mod resolving;
 
 use std::future::Future;
 use std::pin::Pin;

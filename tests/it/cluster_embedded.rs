@@ -1,5 +1,5 @@
 //! The cluster suite (`tests/it/common/cluster_suite.rs`) on the embedded
-//! store behind [`Marked`], the same adapter the daemon puts in front of
+//! store behind [`Resolving`], the same adapter the daemon puts in front of
 //! FoundationDB: runs always, so CI proves the suite itself, and the store
 //! conformance suite through the adapter, which must keep every rule of
 //! the contract.
@@ -7,15 +7,15 @@
 use crate::common;
 
 use hotq::store::embedded::{Durability, EmbeddedStore};
-use hotq::store::marked::Marked;
+use hotq::store::resolving::Resolving;
 
 /// A fresh embedded store behind the marker adapter. The temporary
 /// directory outlives the store: fjall keeps working in it until every
 /// handle is gone, and the OS reclaims it with the process.
-fn store() -> Option<Marked<EmbeddedStore>> {
+fn store() -> Option<Resolving<EmbeddedStore>> {
     let (store, dir) = common::embedded_store(Durability::Buffered);
     std::mem::forget(dir);
-    Some(Marked::new(store))
+    Some(Resolving::new(store))
 }
 
 mod on_embedded {

@@ -11,7 +11,7 @@ use crate::common;
 
 use common::backend::FDB_SKIPPED_BECAUSE as SKIPPED_BECAUSE;
 
-fn cluster() -> Option<hotq::store::marked::Marked<hotq::store::fdb::FdbStore>> {
+fn cluster() -> Option<hotq::store::resolving::Resolving<hotq::store::fdb::FdbStore>> {
     common::backend::fdb()
 }
 

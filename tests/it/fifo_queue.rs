@@ -143,7 +143,7 @@ async fn racing_direct_pops_take_each_item_once() {
             // Bounded: each pass either pops, conflicts, or sees the end.
             for _ in 0..10_000 {
                 match q.try_pop_direct().await.unwrap() {
-                    DirectPop::Popped(item) => got.push(item.payload),
+                    DirectPop::Took(item) => got.push(item.payload),
                     DirectPop::Conflict => conflicts += 1,
                     DirectPop::Empty => break,
                 }

@@ -12,7 +12,7 @@ use crate::common;
 
 use common::daemon::{Daemon, http};
 use hotq::store::fdb::FdbStore;
-use hotq::store::marked::Marked;
+use hotq::store::resolving::Resolving;
 use reqwest::StatusCode;
 
 /// Far above the probe's bound (1 s), far below the wait it replaced
@@ -27,7 +27,7 @@ async fn healthz_answers_503_at_once_when_no_cluster_answers() {
     std::fs::write(&cluster_file, "hotqtest:unreachable@127.0.0.1:1\n").unwrap();
     let store = FdbStore::open(Some(cluster_file.to_str().unwrap()))
         .expect("opening does not contact the cluster");
-    let daemon = Daemon::start_on(Marked::new(store), |config| {
+    let daemon = Daemon::start_on(Resolving::new(store), |config| {
         // The daemon stays up: the 503 must come from /healthz, not its exit.
         config.store_failure_exit_ms = 60_000;
     })

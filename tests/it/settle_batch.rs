@@ -8,7 +8,7 @@ use std::time::Duration;
 use hotq::coordinator::Coordinator;
 use hotq::envelope::{End, now_ms};
 use hotq::keys::{QueueKeys, QueueName};
-use hotq::lease::settler::{SettleOp, Settled};
+use hotq::lease::backlog::{SettleOp, Settled};
 use hotq::lease::{LeaseError, Receipt};
 use hotq::queue::{Item, Queue};
 use hotq::staging::StagingConfig;

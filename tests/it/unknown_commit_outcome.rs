@@ -1,5 +1,5 @@
 //! Commits of unknown outcome (FoundationDB's `commit_unknown_result`,
-//! 1021, and its kin 1031 and 1039) through [`Marked`], the adapter the
+//! 1021, and its kin 1031 and 1039) through [`Resolving`], the adapter the
 //! daemon runs its FoundationDB store behind: a push is never doubled and
 //! a pop never loses its item, whether the commit applied, did not, or was
 //! still in flight when the outcome was reported (and lands later).
@@ -21,7 +21,7 @@ use parking_lot::Mutex;
 use hotq::keys::QueueName;
 use hotq::queue::{Queue, QueueError};
 use hotq::store::embedded::{Durability, EmbeddedTxn};
-use hotq::store::marked::{MARKERS_ROOT, Marked, markers_range, sweep_markers};
+use hotq::store::resolving::{MARKERS_ROOT, Resolving, markers_range, sweep_markers};
 use hotq::store::{Store, StoreError, Transaction};
 
 /// What the next writing commit does before reporting `code`.
@@ -76,16 +76,16 @@ impl CommitHook for Faults {
     }
 }
 
-/// A queue on a fault-injecting embedded store behind [`Marked`], and the
+/// A queue on a fault-injecting embedded store behind [`Resolving`], and the
 /// injector. The temporary directory is leaked with the store.
-fn queue(name: &str) -> (Queue<Marked<Faulty>>, Faulty, Marked<Faulty>) {
+fn queue(name: &str) -> (Queue<Resolving<Faulty>>, Faulty, Resolving<Faulty>) {
     let (embedded, dir) = common::embedded_store(Durability::Buffered);
     std::mem::forget(dir);
     let faulty = Hooked {
         inner: embedded,
         hook: Faults::default(),
     };
-    let marked = Marked::new(faulty.clone());
+    let marked = Resolving::new(faulty.clone());
     let queue = Queue::new(marked.clone(), QueueName::new(name).unwrap());
     (queue, faulty, marked)
 }

@@ -516,9 +516,9 @@ pub async fn dropped_in<T: Transaction>(
 }
 
 pub mod batch;
-mod handoff;
+mod succession;
 mod moves;
-pub use handoff::{
+pub use succession::{
     deliver_soon, delivered, delivered_in, give_back_in, handoff_due_in, handoff_due_ms, handoff_in,
 };
 pub use moves::{Moved, Waiting, move_in, take_waiting_in, waiting_in};

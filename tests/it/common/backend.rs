@@ -46,15 +46,15 @@ pub fn fdb_raw() -> Option<hotq::store::fdb::FdbStore> {
     Some(cluster()?.with_prefix(prefix.as_bytes()))
 }
 
-/// The store a daemon serves from on a cluster ([`Marked`] over
+/// The store a daemon serves from on a cluster ([`Resolving`] over
 /// FoundationDB, as `open_for_daemon` builds it), in a keyspace of its own;
 /// `None` (and a line on stderr) without `FDB_CLUSTER_FILE`.
 ///
-/// [`Marked`]: hotq::store::marked::Marked
+/// [`Resolving`]: hotq::store::resolving::Resolving
 #[cfg(feature = "fdb")]
-pub fn fdb() -> Option<hotq::store::marked::Marked<hotq::store::fdb::FdbStore>> {
+pub fn fdb() -> Option<hotq::store::resolving::Resolving<hotq::store::fdb::FdbStore>> {
     match fdb_raw() {
-        Some(store) => Some(hotq::store::marked::Marked::new(store)),
+        Some(store) => Some(hotq::store::resolving::Resolving::new(store)),
         None => {
             eprintln!("SKIPPED: {FDB_SKIPPED_BECAUSE}");
             None

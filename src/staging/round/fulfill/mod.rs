@@ -2,7 +2,7 @@
 //! once, and write each item under its requester's result key (or, for a
 //! requester in this process, hand it over in memory after the commit;
 //! see [`crate::staging::line`]). What the round is given and returns is in
-//! [`super::fulfilled`]; how it reads and sorts the request subspace, in
+//! [`super::answer`]; how it reads and sorts the request subspace, in
 //! `round/requests.rs`; how it serves each kind of request, in
 //! [`serve`] and [`sources`].
 //!
@@ -43,8 +43,8 @@ use crate::queue::{Item, QueueError};
 use crate::staging::counted::LineLevel;
 use crate::staging::line::MemoryRequest;
 use crate::staging::marker::marker_says_applied;
-pub use crate::staging::round::fulfilled::{Fulfilled, LocalHandoff};
-use crate::staging::round::fulfilled::{Handover, Next, Seen, WaitOn, what_next};
+pub use crate::staging::round::answer::{Fulfilled, LocalHandoff};
+use crate::staging::round::answer::{Handover, Next, Seen, WaitOn, what_next};
 use crate::staging::round::pool::{Pool, read_pool, take_turns};
 use crate::staging::round::requests::Source;
 use crate::store::{KeyValue, RangeRead, Read, Store, StoreError, Transaction, Watch};
@@ -285,7 +285,7 @@ impl<T: Transaction> RoundState<'_, '_, T> {
     /// join it at the back (`OwnLine::sync_counts_in` asks for them in this
     /// commit, and the next round serves them in their place) instead of
     /// racing the other lines' rounds for the items behind the requests.
-    /// Pops that must not wait never stand in the store: served here. Nor
+    /// Staging that must not wait never stand in the store: served here. Nor
     /// do pops of several items: a counted request stands for one item per
     /// pop, and they take up to their `max` from the items behind.
     fn plan(&mut self, line: &LineLevel<'_>) -> Plan {
@@ -368,7 +368,7 @@ impl<T: Transaction> RoundState<'_, '_, T> {
         Ok(pool)
     }
 
-    /// Pops that must not wait and were left out of this round's batch are
+    /// Staging that must not wait and were left out of this round's batch are
     /// answered too once it found nothing left: the requests ahead of them
     /// took every visible item.
     fn answer_empty(&mut self, live_memory: &HashSet<usize>, pool: &Pool) {

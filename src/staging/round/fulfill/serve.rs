@@ -11,7 +11,7 @@ use crate::queue::{Item, QueueError};
 use crate::staging::counted::LineLevel;
 use crate::staging::line::results::{Collected, collect_in};
 use crate::staging::line::{LocalId, MemoryRequest};
-use crate::staging::round::fulfilled::{Handover, LocalHandoff, RoundCounts};
+use crate::staging::round::answer::{Handover, LocalHandoff, RoundCounts};
 use crate::staging::round::pool::PoolTaker;
 use crate::staging::round::requests::{Requests, Source, assign_own, sort_requests};
 use crate::staging::round::riding::ack_all_in;

@@ -10,7 +10,7 @@ use crate::queue::{Item, QueueError};
 use crate::staging::counted::{self, LineLevel, OwnLine};
 use crate::staging::line::LocalId;
 use crate::staging::requester::restore_in;
-use crate::staging::round::fulfilled::{Carry, Fulfilled, Next};
+use crate::staging::round::answer::{Carry, Fulfilled, Next};
 use crate::staging::round::pool::result_of;
 use crate::store::{StoreError, Transaction};
 

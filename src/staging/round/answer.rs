@@ -1,7 +1,7 @@
 //! What a fulfillment round is given ([`LocalHandoff`]: this process's
 //! pops, and how their items are handed over) and what it returns
 //! ([`Fulfilled`]), between [`super::fulfill`] and the loop in
-//! [`super::fulfiller`]. The answer is split by who uses it: the hand-off
+//! [`super::fulfillment_loop`]. The answer is split by who uses it: the hand-off
 //! ([`Handover`]), the stats ([`RoundCounts`]), the loop's memory between
 //! rounds ([`Carry`]) and what the loop waits on next ([`Next`], decided
 //! by the pure [`what_next`]).
@@ -63,7 +63,7 @@ pub struct RoundCounts {
     pub collected: usize,
     /// Items written as results of other processes' counted requests.
     pub results_written: usize,
-    /// Pops this round added counted requests for.
+    /// Staging this round added counted requests for.
     pub pops_asked: usize,
     /// Items left in the queue for other lines' counted requests, which
     /// their owners' rounds take ([`crate::staging::takeover`]).

@@ -1,4 +1,4 @@
-//! One round of a sweep (see [`super::sweep`]): disjoint stretches of the
+//! One wave of a sweep (see [`super::sweep`]): disjoint stretches of the
 //! due index planned from one snapshot read, each consumed in its own
 //! transaction, the commits awaited together so they share fsyncs.
 
@@ -14,7 +14,7 @@ use crate::queue::QueueError;
 use crate::store::{RangeRead, Store, StoreError, Transaction, key_after};
 
 use super::{
-    DUE_BATCH_BYTES_MAX, DUE_BATCH_MAX, DUE_ROUND_BYTES_MAX, Pass, consume, due_rows, stats,
+    DUE_BATCH_BYTES_MAX, DUE_BATCH_MAX, DUE_WAVE_BYTES_MAX, Consumed, consume, due_rows, stats,
 };
 use crate::lease::DeliveryPolicy;
 
@@ -36,11 +36,11 @@ async fn plan<S: Store>(
         .await?;
     let mut full = rows.len() >= limit;
     let mut starts: Vec<&[u8]> = Vec::new();
-    let (mut chunk_rows, mut chunk_bytes, mut round_bytes) = (0usize, 0usize, 0usize);
+    let (mut chunk_rows, mut chunk_bytes, mut wave_bytes) = (0usize, 0usize, 0usize);
     let mut planned = 0;
     for row in &rows {
         let bytes = row.key.len() + row.value.len();
-        if !starts.is_empty() && round_bytes + bytes > DUE_ROUND_BYTES_MAX {
+        if !starts.is_empty() && wave_bytes + bytes > DUE_WAVE_BYTES_MAX {
             full = true;
             break;
         }
@@ -57,7 +57,7 @@ async fn plan<S: Store>(
         }
         chunk_rows += 1;
         chunk_bytes += bytes;
-        round_bytes += bytes;
+        wave_bytes += bytes;
         planned += 1;
     }
     let Some(last) = rows[..planned].last() else {
@@ -77,7 +77,7 @@ async fn plan<S: Store>(
     Ok((chunks, after_plan, full))
 }
 
-/// A round under way: each chunk is consumed and committed in a task of
+/// A wave under way: each chunk is consumed and committed in a task of
 /// its own, so the chunks' reads (and a commit's reads of the counters it
 /// adds to) run on every core, and their commits reach the store together
 /// and share its fsyncs.
@@ -89,9 +89,9 @@ pub(super) struct SweepRound {
     pub(super) full: bool,
 }
 
-/// Plans a round of at most `chunks_max` chunks from `begin` and starts
+/// Plans a wave of at most `chunks_max` chunks from `begin` and starts
 /// them. `None`: nothing is due in `[begin, end)`.
-pub(super) async fn start_round<S: Store>(
+pub(super) async fn start_wave<S: Store>(
     store: &S,
     policy: &Arc<DeliveryPolicy>,
     now_ms: u64,
@@ -123,7 +123,7 @@ pub(super) async fn start_round<S: Store>(
 }
 
 impl SweepRound {
-    /// The transactions this round counts against a sweep's bound.
+    /// The transactions this wave counts against a sweep's bound.
     pub(super) fn chunks(&self) -> usize {
         self.chunks.len()
     }
@@ -147,7 +147,7 @@ pub(super) struct Chunk {
     pub(super) rows_read: usize,
     pub(super) reap: BTreeMap<(QueueKind, QueueName), BTreeSet<Vec<u8>>>,
     /// What it consumed, when it committed.
-    pub(super) committed: Option<Pass>,
+    pub(super) committed: Option<Consumed>,
     /// Where to read again: its start when it lost a race, the key after
     /// its last row when it found more rows than one transaction takes.
     pub(super) resume: Option<Vec<u8>>,
@@ -157,7 +157,7 @@ pub(super) struct Chunk {
 struct Prepared<T> {
     txn: T,
     chunk: Chunk,
-    pass: Pass,
+    pass: Consumed,
     /// The key after its last row, when the read stopped at a bound.
     rest: Option<Vec<u8>>,
     begin: Vec<u8>,

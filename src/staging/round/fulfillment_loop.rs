@@ -17,9 +17,9 @@ use crate::queue::QueueError;
 use crate::staging::StagingStats;
 use crate::staging::counted::{self, LineLevel};
 use crate::staging::line::results::withdraw_line;
-use crate::staging::pops::{Fulfiller, Pops};
+use crate::staging::registry::{Fulfiller, Staging};
 use crate::staging::round::fulfill::{Fulfilled, LocalHandoff, fulfill_round};
-use crate::staging::round::fulfilled::{Carry, Next, RoundCounts};
+use crate::staging::round::answer::{Carry, Next, RoundCounts};
 use crate::staging::takeover::{Left, TakeOver};
 use crate::store::{RangeRead, RetryPolicy, Store, StoreError, Transaction, transact};
 
@@ -34,7 +34,7 @@ const CONTENDED_FOR: Duration = Duration::from_millis(500);
 /// Pause after an unexpected fulfillment error.
 const FULFILL_ERROR_PAUSE_MS: u64 = 100;
 /// Longest a round waits for the pops the previous round answered to
-/// join the line again (see [`Pops::gather`]); at most half the previous
+/// join the line again (see [`Staging::gather`]); at most half the previous
 /// round's own duration.
 const GATHER_MAX: Duration = Duration::from_millis(1);
 
@@ -78,7 +78,7 @@ enum Woken {
     Shutdown,
 }
 
-impl<S: Store> Pops<S> {
+impl<S: Store> Staging<S> {
     /// Starts the fulfillment loop of `keys` unless one runs.
     pub fn ensure_fulfiller(&self, keys: &QueueKeys) {
         self.start_or_wake_fulfiller(keys, false);

@@ -144,24 +144,24 @@ impl Drop for Slot {
 /// A store whose writing commits never end with an unknown outcome (see
 /// the module documentation). Cheap to clone; clones share the slots.
 #[derive(Clone)]
-pub struct Marked<S: Store> {
+pub struct Resolving<S: Store> {
     inner: S,
     slots: Arc<Slots>,
 }
 
-impl<S: Store> std::fmt::Debug for Marked<S> {
+impl<S: Store> std::fmt::Debug for Resolving<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Marked")
+        f.debug_struct("Resolving")
             .field("slots_minted", &self.slots.minted.load(Ordering::Relaxed))
             .finish()
     }
 }
 
-impl<S: Store> Marked<S> {
+impl<S: Store> Resolving<S> {
     /// Wraps `inner`, with a fresh random process id for its slots.
-    pub fn new(inner: S) -> Marked<S> {
+    pub fn new(inner: S) -> Resolving<S> {
         let process: u64 = rand::random();
-        Marked {
+        Resolving {
             inner,
             slots: Arc::new(Slots::new(process)),
         }
@@ -178,11 +178,11 @@ impl<S: Store> Marked<S> {
     }
 }
 
-impl<S: Store> Store for Marked<S> {
-    type Txn = MarkedTxn<S>;
+impl<S: Store> Store for Resolving<S> {
+    type Txn = ResolvingTxn<S>;
 
-    fn begin(&self) -> Result<MarkedTxn<S>, StoreError> {
-        Ok(MarkedTxn {
+    fn begin(&self) -> Result<ResolvingTxn<S>, StoreError> {
+        Ok(ResolvingTxn {
             inner: self.inner.begin()?,
             store: self.clone(),
             writes: Arc::new(AtomicBool::new(false)),
@@ -202,22 +202,22 @@ impl<S: Store> Store for Marked<S> {
     }
 }
 
-/// A transaction of [`Marked`]. Clones share one transaction.
+/// A transaction of [`Resolving`]. Clones share one transaction.
 #[derive(Clone)]
-pub struct MarkedTxn<S: Store> {
+pub struct ResolvingTxn<S: Store> {
     inner: S::Txn,
-    store: Marked<S>,
+    store: Resolving<S>,
     /// Whether anything was written: a read-only commit needs no marker.
     writes: Arc<AtomicBool>,
 }
 
-impl<S: Store> MarkedTxn<S> {
+impl<S: Store> ResolvingTxn<S> {
     fn wrote(&self) {
         self.writes.store(true, Ordering::Release);
     }
 }
 
-impl<S: Store> Transaction for MarkedTxn<S> {
+impl<S: Store> Transaction for ResolvingTxn<S> {
     async fn get(&self, key: &[u8], read: Read) -> Result<Option<Vec<u8>>, StoreError> {
         self.inner.get(key, read).await
     }

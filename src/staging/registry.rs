@@ -1,6 +1,6 @@
 //! The state of one process's pop protocol: its queues' lines and their
 //! fulfillment loops over one store. The protocol itself reads in order in
-//! [`super::pop`], [`super::round::fulfill`], [`super::round::fulfiller`] and
+//! [`super::pop`], [`super::round::fulfill`], [`super::round::fulfillment_loop`] and
 //! [`super::handoff`].
 
 use parking_lot::Mutex;
@@ -22,7 +22,7 @@ pub type LeaseIssued = Arc<dyn Fn(u64) + Send + Sync>;
 
 /// The staged pop protocol of one process: its queues' lines and their
 /// fulfillment loops, over one store.
-pub struct Pops<S: Store> {
+pub struct Staging<S: Store> {
     pub(super) inner: Arc<Inner<S>>,
 }
 
@@ -37,7 +37,7 @@ pub(super) struct Inner<S: Store> {
     pub(super) fulfillers: Mutex<HashMap<(QueueKind, QueueName), Fulfiller>>,
     /// True once the process shuts down: waiting pops withdraw, loops end.
     pub(super) shutdown: watch::Receiver<bool>,
-    /// Pops waiting in this process, served in memory by its fulfillers.
+    /// Staging waiting in this process, served in memory by its fulfillers.
     pub(super) local: Arc<LocalWaiters>,
     pub(super) lease_issued: LeaseIssued,
     /// This process's line id: its counted requests in the store
@@ -45,15 +45,15 @@ pub(super) struct Inner<S: Store> {
     pub(super) line: [u8; crate::staging::counted::LINE_ID_LEN],
 }
 
-impl<S: Store> Clone for Pops<S> {
+impl<S: Store> Clone for Staging<S> {
     fn clone(&self) -> Self {
-        Pops {
+        Staging {
             inner: self.inner.clone(),
         }
     }
 }
 
-impl<S: Store> Pops<S> {
+impl<S: Store> Staging<S> {
     /// The protocol over `store`; `shutdown` turning true ends every wait
     /// and loop; `lease_issued` hears of every lease a pop issues.
     pub fn new(
@@ -64,7 +64,7 @@ impl<S: Store> Pops<S> {
         lease_issued: LeaseIssued,
     ) -> Self {
         let local = Arc::new(LocalWaiters::new(config.hand_off_wait_ms));
-        Pops {
+        Staging {
             inner: Arc::new(Inner {
                 store,
                 config,
