@@ -17,13 +17,13 @@ use tokio::task::JoinHandle;
 use crate::due::timer::{self, Alarm};
 use crate::envelope::{End, now_ms};
 use crate::keys::QueueKeys;
-use crate::lease::settle::Returned;
 use crate::lease::backlog::{SettleOp, Settled, Settler};
+use crate::lease::settle::Returned;
 use crate::lease::{LeaseError, Receipt};
 use crate::metrics;
 use crate::queue::{Item, QueueError};
-use crate::staging::registry::Staging;
 use crate::staging::reap::{reap_queue, registered_queues};
+use crate::staging::registry::Staging;
 use crate::staging::{StagingConfig, StagingStats};
 use crate::store::Store;
 

@@ -49,7 +49,7 @@ pub struct CoordinatorsResult {
     /// Items that went through a result key (another coordinator's
     /// fulfiller took over a counted request), per item.
     pub results_per_pop: f64,
-    /// Staging asked for in the store as counted requests, per item.
+    /// Pops asked for in the store as counted requests, per item.
     pub asked_per_pop: f64,
     /// Fulfillment rounds that committed having served something, per item.
     pub rounds_per_pop: f64,

@@ -47,7 +47,7 @@ pub struct DrainResult {
     pub lost: usize,
     /// Deliveries beyond the first of an item.
     pub dup: usize,
-    /// Staging that came back empty (or, for `naive`, out of retries),
+    /// Pops that came back empty (or, for `naive`, out of retries),
     /// including each waiting worker's last long poll once the queue is dry.
     pub empty_polls: u64,
     /// Items the queue still held after the drain, queued or leased (over

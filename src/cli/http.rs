@@ -161,7 +161,7 @@ pub async fn push(
     Ok(EXIT_OK)
 }
 
-/// Staging or peeks (`method` `path`, asked as JSON) and prints the items in
+/// Pops or peeks (`method` `path`, asked as JSON) and prints the items in
 /// `format`; leased items are prefixed `receipt \t delivery count \t`.
 pub async fn fetch_items(
     client: &ClientArgs,

@@ -412,16 +412,20 @@ pub(crate) async fn set_paused_checked<S: Store>(
     paused: bool,
 ) -> Result<PauseAnswer, ApiError> {
     let change = BTreeMap::from([("paused".to_string(), serde_json::Value::Bool(paused))]);
-    let stored =
-        crate::queue::settings::update(&state.hotq.store, keys, &change, &state.hotq.settings_defaults)
-            .await?
-            .map_err(|invalid| {
-                ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    "invalid_settings",
-                    invalid.to_string(),
-                )
-            })?;
+    let stored = crate::queue::settings::update(
+        &state.hotq.store,
+        keys,
+        &change,
+        &state.hotq.settings_defaults,
+    )
+    .await?
+    .map_err(|invalid| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_settings",
+            invalid.to_string(),
+        )
+    })?;
     Ok(PauseAnswer {
         queue: keys.name().as_str().to_string(),
         paused: stored.paused == Some(true),

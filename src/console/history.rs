@@ -47,7 +47,7 @@ pub struct Sample {
     pub leased: u32,
     /// Delayed items.
     pub delayed: u32,
-    /// Staging waiting for an item.
+    /// Pops waiting for an item.
     pub waiting: u32,
     /// The oldest visible item's age, in seconds (0 when none).
     pub oldest_age_s: u32,

@@ -29,9 +29,9 @@
 //! step), and nothing can leave an index entry behind its item.
 
 pub mod migrate;
-mod wave;
 mod tally;
 pub(crate) mod timer;
+mod wave;
 
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet};
@@ -49,8 +49,8 @@ use crate::store::{KeyValue, RangeRead, Store, StoreError, Transaction, cut_at_b
 use crate::lease::DeliveryPolicy;
 use crate::lease::settle::{Returned, return_held};
 use futures_util::future::join_all;
-use wave::start_wave;
 use tally::Tally;
+use wave::start_wave;
 
 /// Most due entries one transaction consumes.
 pub const DUE_BATCH_MAX: usize = 256;
@@ -256,8 +256,7 @@ pub async fn sweep_until<S: Store>(
     let mut transactions = 0;
     while transactions < DUE_TRANSACTIONS_MAX {
         let chunks_max = DUE_CHUNKS_MAX.min(DUE_TRANSACTIONS_MAX - transactions);
-        let Some(mut wave) =
-            start_wave(store, &policy, now_ms, &cursor, &end, chunks_max).await?
+        let Some(mut wave) = start_wave(store, &policy, now_ms, &cursor, &end, chunks_max).await?
         else {
             finished = true;
             break;

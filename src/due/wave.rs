@@ -14,7 +14,7 @@ use crate::queue::QueueError;
 use crate::store::{RangeRead, Store, StoreError, Transaction, key_after};
 
 use super::{
-    DUE_BATCH_BYTES_MAX, DUE_BATCH_MAX, DUE_WAVE_BYTES_MAX, Consumed, consume, due_rows, stats,
+    Consumed, DUE_BATCH_BYTES_MAX, DUE_BATCH_MAX, DUE_WAVE_BYTES_MAX, consume, due_rows, stats,
 };
 use crate::lease::DeliveryPolicy;
 

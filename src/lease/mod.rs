@@ -30,10 +30,10 @@
 //! timer, or a nack racing an extend, has exactly one winner: the other
 //! conflicts, re-reads, and finds the receipt gone.
 
+pub mod backlog;
 pub mod receipt;
 pub mod redrive;
 pub mod settle;
-pub mod backlog;
 
 use std::collections::HashMap;
 use std::fmt;

@@ -175,7 +175,7 @@ const HISTOGRAMS: &[(&str, Unit, &str)] = &[
         POP_LATENCY,
         Unit::Seconds,
         "Pop service time by path: call to item, less the time the pop waited with its queue \
-         empty (see hotq_pop_empty_wait_seconds). Staging that delivered nothing are not recorded.",
+         empty (see hotq_pop_empty_wait_seconds). Pops that delivered nothing are not recorded.",
     ),
     (
         POP_EMPTY_WAIT,

@@ -91,17 +91,7 @@ pub async fn push_with<S: Store>(
     defaults: &Defaults,
 ) -> Result<Pushed, QueueError> {
     check_batch(items.iter().map(|item| item.payload.as_slice()))?;
-    for item in items {
-        if let Some(id) = &item.dedup_id {
-            assert!(check_id(id).is_ok(), "dedup ids are checked by the caller");
-        }
-        if let Some(group) = &item.group {
-            assert!(
-                crate::queue::groups::check_key(group).is_ok(),
-                "group keys are checked by the caller"
-            );
-        }
-    }
+    assert_checked(items);
     // Retried on conflict: a conflict means a racing push stored one of our
     // ids first, and the retry reads it. Not retried when the outcome is
     // unknown, like every push (fresh random keys could duplicate items).
@@ -111,18 +101,7 @@ pub async fn push_with<S: Store>(
             .await
             .map_err(crate::queue::corrupt_as_store)?
             .effective(keys.name(), defaults);
-        let mut duplicate = Vec::with_capacity(items.len());
-        let mut seen = BTreeSet::new();
-        for item in items {
-            let fresh = match &item.dedup_id {
-                None => true,
-                Some(id) => {
-                    seen.insert(id.as_slice())
-                        && claim_in(&txn, keys, id, now, settings.dedup_window_ms).await?
-                }
-            };
-            duplicate.push(!fresh);
-        }
+        let duplicate = claim_ids_in(&txn, keys, items, now, settings.dedup_window_ms).await?;
         let stored: Vec<&PushItem> = items
             .iter()
             .zip(&duplicate)
@@ -132,44 +111,12 @@ pub async fn push_with<S: Store>(
         let delay_ms = delay_ms.unwrap_or(settings.delivery_delay_ms);
         let expires_at_ms =
             crate::queue::expiry::expires_at(now, retention_ms.or(settings.retention_ms));
-        // Empty (no allocation) without a retention: nothing is indexed.
-        let expires = match expires_at_ms {
-            Some(_) => vec![expires_at_ms; stored.len()],
-            None => Vec::new(),
+        let terms = StoreTerms {
+            now,
+            delay_ms,
+            expires_at_ms,
         };
-        let mut visible_at_ms = None;
-        if stored.is_empty() {
-        } else if stored.iter().any(|item| item.group.is_some()) {
-            // Only a push naming a group takes this path: ungrouped pushes
-            // read and write what they always did.
-            let new: Vec<crate::queue::groups::NewItem<'_>> = stored
-                .iter()
-                .map(|item| crate::queue::groups::NewItem {
-                    group: item.group.as_deref(),
-                    payload: &item.payload,
-                    expires_at_ms,
-                })
-                .collect();
-            visible_at_ms = crate::queue::groups::push_in(&txn, keys, &new, now, delay_ms).await?;
-        } else if delay_ms == 0 {
-            let values = stored
-                .iter()
-                .map(|item| {
-                    crate::queue::parts::encode_fresh_in(&txn, now, &item.payload, expires_at_ms)
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            append_expiring_in(&txn, keys, &values, &expires).await?;
-        } else {
-            let values = stored
-                .iter()
-                .map(|item| {
-                    crate::queue::fifo::held_fresh_in(&txn, now, &item.payload, expires_at_ms)
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            let at = now.saturating_add(delay_ms);
-            hold_in(&txn, keys, &values, at, &expires)?;
-            visible_at_ms = Some(at);
-        }
+        let visible_at_ms = store_in(&txn, keys, &stored, terms).await?;
         Ok(Pushed {
             duplicate,
             visible_at_ms,
@@ -181,6 +128,106 @@ pub async fn push_with<S: Store>(
     // wrote nothing, so they are not counted).
     crate::metrics::pushed(keys, pushed.stored());
     Ok(pushed)
+}
+
+/// Dedup ids and group keys come checked: a front end refuses bad ones
+/// with its own error before anything is written.
+fn assert_checked(items: &[PushItem]) {
+    for item in items {
+        if let Some(id) = &item.dedup_id {
+            assert!(check_id(id).is_ok(), "dedup ids are checked by the caller");
+        }
+        if let Some(group) = &item.group {
+            assert!(
+                crate::queue::groups::check_key(group).is_ok(),
+                "group keys are checked by the caller"
+            );
+        }
+    }
+}
+
+/// In `txn`: claims each item's dedup id; true where the item is a
+/// duplicate (its id still counts, or an earlier item of the batch has it).
+async fn claim_ids_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    items: &[PushItem],
+    now: u64,
+    window_ms: u64,
+) -> Result<Vec<bool>, StoreError> {
+    let mut duplicate = Vec::with_capacity(items.len());
+    let mut seen = BTreeSet::new();
+    for item in items {
+        let fresh = match &item.dedup_id {
+            None => true,
+            Some(id) => {
+                seen.insert(id.as_slice()) && claim_in(txn, keys, id, now, window_ms).await?
+            }
+        };
+        duplicate.push(!fresh);
+    }
+    Ok(duplicate)
+}
+
+/// When and for how long a push's items are stored.
+#[derive(Clone, Copy)]
+struct StoreTerms {
+    now: u64,
+    delay_ms: u64,
+    expires_at_ms: Option<u64>,
+}
+
+/// In `txn`: stores the items that are not duplicates, behind their
+/// groups, visible now, or held until their delay ends; when they become
+/// visible, if not now.
+async fn store_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    stored: &[&PushItem],
+    terms: StoreTerms,
+) -> Result<Option<u64>, StoreError> {
+    let StoreTerms {
+        now,
+        delay_ms,
+        expires_at_ms,
+    } = terms;
+    // Empty (no allocation) without a retention: nothing is indexed.
+    let expires = match expires_at_ms {
+        Some(_) => vec![expires_at_ms; stored.len()],
+        None => Vec::new(),
+    };
+    if stored.is_empty() {
+        Ok(None)
+    } else if stored.iter().any(|item| item.group.is_some()) {
+        // Only a push naming a group takes this path: ungrouped pushes
+        // read and write what they always did.
+        let new: Vec<crate::queue::groups::NewItem<'_>> = stored
+            .iter()
+            .map(|item| crate::queue::groups::NewItem {
+                group: item.group.as_deref(),
+                payload: &item.payload,
+                expires_at_ms,
+            })
+            .collect();
+        Ok(crate::queue::groups::push_in(txn, keys, &new, now, delay_ms).await?)
+    } else if delay_ms == 0 {
+        let values = stored
+            .iter()
+            .map(|item| {
+                crate::queue::parts::encode_fresh_in(txn, now, &item.payload, expires_at_ms)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        append_expiring_in(txn, keys, &values, &expires).await?;
+        Ok(None)
+    } else {
+        let values = stored
+            .iter()
+            .map(|item| crate::queue::fifo::held_fresh_in(txn, now, &item.payload, expires_at_ms))
+            .collect::<Result<Vec<_>, _>>()?;
+        let at = now.saturating_add(delay_ms);
+        hold_in(txn, keys, &values, at, &expires)?;
+        Ok(Some(at))
+    }
 }
 
 fn decode_expiry(value: &[u8]) -> Option<u64> {

@@ -151,7 +151,7 @@ impl<S: Store> Queue<S> {
         }
     }
 
-    /// Staging the first item with direct pops only, retrying conflicts with
+    /// Pops the first item with direct pops only, retrying conflicts with
     /// backoff up to the retry policy's bound. (The staged pop, which turns
     /// conflicts into requests, is built on [`Self::try_pop_direct`].)
     pub async fn pop(&self) -> Result<Option<Item>, QueueError> {

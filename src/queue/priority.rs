@@ -9,7 +9,7 @@
 //! is the minimum and the back the maximum: equal priorities come out in
 //! push order from the min end and in reverse push order from the max end.
 //!
-//! Staging here are direct, with the bounded retry of [`transact`], mirroring
+//! Pops here are direct, with the bounded retry of [`transact`], mirroring
 //! [`crate::queue::Queue::pop`]. Staged pops at either end go through
 //! [`crate::coordinator::Coordinator::pop`] with [`End::Front`] (min) or
 //! [`End::Back`] (max) and these keys ([`PriorityQueue::keys`]).
@@ -224,17 +224,17 @@ impl<S: Store> PriorityQueue<S> {
         item_keys_in(txn, &self.keys, values).await
     }
 
-    /// Staging the item of lowest priority (the earliest pushed among equals).
+    /// Pops the item of lowest priority (the earliest pushed among equals).
     pub async fn pop_min(&self) -> Result<Option<Item>, QueueError> {
         self.pop_end(End::Front).await
     }
 
-    /// Staging the item of highest priority (the latest pushed among equals).
+    /// Pops the item of highest priority (the latest pushed among equals).
     pub async fn pop_max(&self) -> Result<Option<Item>, QueueError> {
         self.pop_end(End::Back).await
     }
 
-    /// Staging from `end` with direct pops only, retrying conflicts with backoff
+    /// Pops from `end` with direct pops only, retrying conflicts with backoff
     /// up to the retry policy's bound. (Staged pops, which turn conflicts
     /// into requests, are [`crate::coordinator::Coordinator::pop`].)
     async fn pop_end(&self, end: End) -> Result<Option<Item>, QueueError> {

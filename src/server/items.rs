@@ -161,7 +161,7 @@ pub struct QueueStats {
     pub queue: String,
     /// Visible items.
     pub depth: i64,
-    /// Staging waiting for an item (in the store and in this daemon's memory).
+    /// Pops waiting for an item (in the store and in this daemon's memory).
     pub waiting: i64,
     /// Items under a lease.
     pub leased: i64,

@@ -88,7 +88,7 @@ fn word(keys: &QueueKeys, receipt: &Receipt, outcome: &AckOutcome) -> &'static s
     }
 }
 
-/// Staging `pop` from `keys` with `riding` acked first; returns the items
+/// Pops `pop` from `keys` with `riding` acked first; returns the items
 /// and, when the pop named `ack`, each receipt's outcome word in order
 /// (every front end's pops).
 pub async fn pop_with_acks<S: Store>(
@@ -98,7 +98,11 @@ pub async fn pop_with_acks<S: Store>(
     riding: Option<Riding>,
 ) -> Result<(Vec<Item>, Option<Vec<&'static str>>), ApiError> {
     let Some(riding) = riding else {
-        let popped = state.hotq.coordinator.pop_acking(keys, pop, Vec::new()).await?;
+        let popped = state
+            .hotq
+            .coordinator
+            .pop_acking(keys, pop, Vec::new())
+            .await?;
         return Ok((popped.items, None));
     };
     let popped = state

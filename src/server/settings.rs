@@ -80,7 +80,13 @@ pub(crate) async fn put_checked<S: Store>(
     change: &BTreeMap<String, Value>,
 ) -> Result<SettingsAnswer, ApiError> {
     let keys = QueueKeys::of_kind(kind, name);
-    let updated = update(&state.hotq.store, &keys, change, &state.hotq.settings_defaults).await;
+    let updated = update(
+        &state.hotq.store,
+        &keys,
+        change,
+        &state.hotq.settings_defaults,
+    )
+    .await;
     // Read afresh on this daemon's next pop, whatever the outcome (an
     // error may still have committed).
     state.hotq.default_leases.forget(&keys);

@@ -223,8 +223,12 @@ pub async fn get_queue_attributes<S: Store>(call: &Call<'_, S>) -> Result<Value,
     let queue = queues::load_url(&call.state.hotq.store, call.config(), &call.input).await?;
     let asked = string_list(&call.input, "AttributeNames")?;
     let counts = counts(&call.state.hotq.store, &queue.keys).await?;
-    let all =
-        queue_attributes::render(call.config(), &call.state.hotq.settings_defaults, &queue, counts);
+    let all = queue_attributes::render(
+        call.config(),
+        &call.state.hotq.settings_defaults,
+        &queue,
+        counts,
+    );
     let mut picked = BTreeMap::new();
     for name in &asked {
         if name == "All" {
@@ -390,7 +394,8 @@ pub async fn list_dead_letter_sources<S: Store>(call: &Call<'_, S>) -> Result<Va
         })
         .transpose()?;
     let limit = max.unwrap_or(LIST_RESULTS_MAX) as usize;
-    let (names, next) = queues::list_names(&call.state.hotq.store, "", after.as_ref(), limit).await?;
+    let (names, next) =
+        queues::list_names(&call.state.hotq.store, "", after.as_ref(), limit).await?;
     let txn = call.state.hotq.store.begin()?;
     let mut urls = Vec::new();
     for name in names {

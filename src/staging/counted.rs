@@ -1,7 +1,7 @@
 //! The second level of the line: a process's line in the store's request
 //! subspace, as *counted* requests.
 //!
-//! Staging waiting in a process's memory line cost no write while its own
+//! Pops waiting in a process's memory line cost no write while its own
 //! fulfiller serves them alone. When it cannot — its round lost a
 //! conflict to another process's, or another process's request stands in
 //! the store — the line writes a counted request: one key,
@@ -194,7 +194,7 @@ const TIE_SPREAD: u64 = 256;
 pub struct Asked {
     /// Requesters of the counted requests added.
     pub requesters: Vec<RequesterId>,
-    /// Staging they stand for.
+    /// Pops they stand for.
     pub pops: u32,
 }
 
@@ -269,7 +269,7 @@ pub struct OwnLine<'a> {
     pub got: &'a [Option<Vec<Item>>],
     /// The counted requests the round read (this line's and others').
     pub rows: &'a [Counted],
-    /// Staging of each served from this line in the round (its own rows).
+    /// Pops of each served from this line in the round (its own rows).
     pub served: &'a [u32],
     /// This line's pops not served join the store at the back: another
     /// process's request stands there (or did lately: see
@@ -287,8 +287,17 @@ pub struct Kept {
     pub requesters: Vec<RequesterId>,
     /// The key of the line's oldest request alive.
     pub oldest: Option<Vec<u8>>,
-    /// Staging a request was added for.
+    /// Pops a request was added for.
     pub pops_asked: usize,
+}
+
+impl Kept {
+    /// Notes `key` as a request alive, keeping the oldest.
+    fn note_oldest(&mut self, key: &[u8]) {
+        if self.oldest.as_deref().is_none_or(|oldest| key < oldest) {
+            self.oldest = Some(key.to_vec());
+        }
+    }
 }
 
 impl OwnLine<'_> {
@@ -314,6 +323,20 @@ impl OwnLine<'_> {
             .filter(|&i| self.got[i].is_none() && self.memory[i].line.stands_in_store())
             .map(|i| self.memory[i])
             .collect();
+        for class in self.classes(&own_rows, &waiting) {
+            self.sync_class_in(txn, keys, class, (&own_rows, &waiting), &mut kept)
+                .await?;
+        }
+        Ok(kept)
+    }
+
+    /// The classes (end, lease) of this line's own rows and of its pops
+    /// waiting in the store's line, each once, in order of appearance.
+    fn classes(
+        &self,
+        own_rows: &[usize],
+        waiting: &[&MemoryRequest],
+    ) -> Vec<(End, Option<NonZeroU64>)> {
         let mut classes: Vec<(End, Option<NonZeroU64>)> = Vec::new();
         let row_classes = own_rows
             .iter()
@@ -327,68 +350,75 @@ impl OwnLine<'_> {
                 classes.push(class);
             }
         }
-        for (end, lease_ms) in classes {
-            let pops: Vec<&&MemoryRequest> = waiting
-                .iter()
-                .filter(|m| (m.line.request.end, m.line.request.lease_ms) == (end, lease_ms))
-                .collect();
-            let rows: Vec<usize> = own_rows
-                .iter()
-                .copied()
-                .filter(|&r| {
-                    (self.rows[r].request.end, self.rows[r].request.lease_ms) == (end, lease_ms)
-                })
-                .collect();
-            let mut counts: Vec<u32> = rows
-                .iter()
-                .map(|&r| self.rows[r].count - self.served[r])
-                .collect();
-            let asked: u64 = counts.iter().map(|&c| u64::from(c)).sum();
-            let mut excess = asked.saturating_sub(pops.len() as u64);
-            for count in counts.iter_mut().rev() {
-                let cut = excess.min(u64::from(*count)) as u32;
-                *count -= cut;
-                excess -= u64::from(cut);
-            }
-            let mut alive = false;
-            for (&r, &count) in rows.iter().zip(&counts) {
-                set_count_in(txn, keys, &self.rows[r], count)?;
-                if count > 0 {
-                    alive = true;
-                    let key = &self.rows[r].key;
-                    if kept.oldest.as_ref().is_none_or(|oldest| key < oldest) {
-                        kept.oldest = Some(key.clone());
-                    }
-                }
-            }
-            let missing = (pops.len() as u64).saturating_sub(asked);
-            let id = requester(self.line, end, lease_ms);
-            // Rows past the round's read may be this line's: asking again
-            // for pops already asked for there would pile up a request
-            // per round (the line's own fulfiller serves them meanwhile).
-            if missing > 0 && self.joins_store && self.rows_complete {
-                let request = RequestValue {
-                    deadline_ms: pops
-                        .iter()
-                        .map(|m| m.line.request.deadline_ms)
-                        .max()
-                        .expect("pops wait"),
-                    end,
-                    lease_ms,
-                };
-                let count = u32::try_from(missing).expect("bounded by the batch");
-                let key = add_in(txn, keys, &id, &request, count).await?;
-                kept.pops_asked += count as usize;
+        classes
+    }
+
+    /// [`Self::sync_counts_in`] for one class: its rows lowered to the
+    /// pops still waiting (the newest first), or one request added for
+    /// the pops no row asks for yet.
+    async fn sync_class_in<T: Transaction>(
+        &self,
+        txn: &T,
+        keys: &QueueKeys,
+        (end, lease_ms): (End, Option<NonZeroU64>),
+        (own_rows, waiting): (&[usize], &[&MemoryRequest]),
+        kept: &mut Kept,
+    ) -> Result<(), StoreError> {
+        let pops: Vec<&&MemoryRequest> = waiting
+            .iter()
+            .filter(|m| (m.line.request.end, m.line.request.lease_ms) == (end, lease_ms))
+            .collect();
+        let rows: Vec<usize> = own_rows
+            .iter()
+            .copied()
+            .filter(|&r| {
+                (self.rows[r].request.end, self.rows[r].request.lease_ms) == (end, lease_ms)
+            })
+            .collect();
+        let mut counts: Vec<u32> = rows
+            .iter()
+            .map(|&r| self.rows[r].count - self.served[r])
+            .collect();
+        let asked: u64 = counts.iter().map(|&c| u64::from(c)).sum();
+        let mut excess = asked.saturating_sub(pops.len() as u64);
+        for count in counts.iter_mut().rev() {
+            let cut = excess.min(u64::from(*count)) as u32;
+            *count -= cut;
+            excess -= u64::from(cut);
+        }
+        let mut alive = false;
+        for (&r, &count) in rows.iter().zip(&counts) {
+            set_count_in(txn, keys, &self.rows[r], count)?;
+            if count > 0 {
                 alive = true;
-                if kept.oldest.as_ref().is_none_or(|oldest| &key < oldest) {
-                    kept.oldest = Some(key);
-                }
-            }
-            if alive {
-                kept.requesters.push(id);
+                kept.note_oldest(&self.rows[r].key);
             }
         }
-        Ok(kept)
+        let missing = (pops.len() as u64).saturating_sub(asked);
+        let id = requester(self.line, end, lease_ms);
+        // Rows past the round's read may be this line's: asking again
+        // for pops already asked for there would pile up a request
+        // per round (the line's own fulfiller serves them meanwhile).
+        if missing > 0 && self.joins_store && self.rows_complete {
+            let request = RequestValue {
+                deadline_ms: pops
+                    .iter()
+                    .map(|m| m.line.request.deadline_ms)
+                    .max()
+                    .expect("pops wait"),
+                end,
+                lease_ms,
+            };
+            let count = u32::try_from(missing).expect("bounded by the batch");
+            let key = add_in(txn, keys, &id, &request, count).await?;
+            kept.pops_asked += count as usize;
+            alive = true;
+            kept.note_oldest(&key);
+        }
+        if alive {
+            kept.requesters.push(id);
+        }
+        Ok(())
     }
 }
 

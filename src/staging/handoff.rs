@@ -15,8 +15,8 @@ use crate::staging::StagingStats;
 use crate::staging::line::{Answered, Claims, LocalId, LocalWaiter};
 use crate::staging::registry::Staging;
 use crate::staging::requester::restore_items;
-use crate::staging::round::fulfill::Fulfilled;
 use crate::staging::round::answer::Handover;
+use crate::staging::round::fulfill::Fulfilled;
 use crate::store::Store;
 
 impl<S: Store> Staging<S> {

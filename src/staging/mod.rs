@@ -53,8 +53,8 @@ pub mod handoff;
 pub mod line;
 pub mod marker;
 pub mod pop;
-pub mod registry;
 pub mod reap;
+pub mod registry;
 pub mod requester;
 pub mod results;
 pub mod round;
@@ -163,7 +163,7 @@ pub struct StagingStats {
     pub local_hand_offs: AtomicU64,
     /// Local hand-offs whose requester had gone: item put back.
     pub local_hand_offs_unclaimed: AtomicU64,
-    /// Staging this process's line asked for in the store (counted
+    /// Pops this process's line asked for in the store (counted
     /// requests added, see [`counted`]).
     pub line_pops_asked: AtomicU64,
     /// Items this process's fulfillers wrote as results of other

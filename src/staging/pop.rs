@@ -25,7 +25,7 @@ use crate::staging::round::riding::{ack_alone, outcomes_after_line, riding};
 use crate::store::Store;
 
 impl<S: Store> Staging<S> {
-    /// Staging one item from `end` of the queue, waiting up to `wait` (capped
+    /// Pops one item from `end` of the queue, waiting up to `wait` (capped
     /// at the configured maximum; zero means do not wait). Tries a direct
     /// pop first; on a conflict, or when requests are already waiting, it
     /// registers a request and waits on its watch. Dropping the future
@@ -39,7 +39,7 @@ impl<S: Store> Staging<S> {
         Ok(self.pop_many(keys, end, 1, wait).await?.into_iter().next())
     }
 
-    /// Staging up to `max` items: a direct pop takes up to `max` at once; a
+    /// Pops up to `max` items: a direct pop takes up to `max` at once; a
     /// staged pop delivers one.
     ///
     /// Once a commit that takes an item is submitted the pop completes even
@@ -167,7 +167,7 @@ impl<S: Store> Staging<S> {
         Ok(Popped { items, acked })
     }
 
-    /// Staging one item the way FoundationDB's recipe does: direct pops,
+    /// Pops one item the way FoundationDB's recipe does: direct pops,
     /// conflicts retried with backoff, never a request. For comparison with
     /// [`Self::pop`]; like it, a pop whose caller left is put back.
     pub async fn pop_recipe(&self, keys: &QueueKeys) -> Result<Vec<Item>, QueueError> {

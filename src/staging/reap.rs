@@ -208,7 +208,7 @@ async fn reap_pass<S: Store>(
             }
         }
     }
-    // Staging the cleared requests stood for (a counted request, several).
+    // Pops the cleared requests stood for (a counted request, several).
     let mut pops = 0i64;
     for KeyValue { key, value } in requests {
         let (request, count) = decode_counted_request(&value)

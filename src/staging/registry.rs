@@ -37,7 +37,7 @@ pub(super) struct Inner<S: Store> {
     pub(super) fulfillers: Mutex<HashMap<(QueueKind, QueueName), Fulfiller>>,
     /// True once the process shuts down: waiting pops withdraw, loops end.
     pub(super) shutdown: watch::Receiver<bool>,
-    /// Staging waiting in this process, served in memory by its fulfillers.
+    /// Pops waiting in this process, served in memory by its fulfillers.
     pub(super) local: Arc<LocalWaiters>,
     pub(super) lease_issued: LeaseIssued,
     /// This process's line id: its counted requests in the store

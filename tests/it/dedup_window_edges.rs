@@ -29,7 +29,7 @@ async fn push(client: &reqwest::Client, url: &str, queue: &str, id: &str, body: 
         .as_u16()
 }
 
-/// Staging every visible item of `queue`; returns how many.
+/// Pops every visible item of `queue`; returns how many.
 async fn drain(client: &reqwest::Client, url: &str, queue: &str) -> usize {
     let mut count = 0;
     loop {

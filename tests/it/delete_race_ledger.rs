@@ -198,7 +198,7 @@ async fn delete(run: Arc<Run>) {
         .push((sent, answered, status, dropped));
 }
 
-/// Staging everything at `url` and returns the payloads: until a pop finds
+/// Pops everything at `url` and returns the payloads: until a pop finds
 /// nothing and the queue counts no visible item and none waiting behind a
 /// group head (a grouped item is promoted once its head reached its
 /// caller, a moment after that pop answered).

@@ -142,7 +142,7 @@ impl Mode {
     }
 }
 
-/// Staging once in `mode`; returns the items (acked when leased).
+/// Pops once in `mode`; returns the items (acked when leased).
 async fn pop_once(client: &reqwest::Client, url: &str, mode: Mode) -> Vec<String> {
     let answer = client
         .post(format!("{url}/v1/queues/mixed/pop?{}", mode.query()))

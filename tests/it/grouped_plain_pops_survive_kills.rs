@@ -40,7 +40,7 @@ struct Log {
     /// Per group, its deliveries.
     by_group: BTreeMap<usize, Vec<Delivery>>,
     delivered: usize,
-    /// Staging that got no answer (the daemon died under them), by their max.
+    /// Pops that got no answer (the daemon died under them), by their max.
     unanswered_max: usize,
 }
 

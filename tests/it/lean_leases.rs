@@ -195,7 +195,7 @@ async fn a_malformed_lease_that_expires_takes_its_count_along() {
     );
 }
 
-/// Staging `n` leased items of `queue` over HTTP; their receipts.
+/// Pops `n` leased items of `queue` over HTTP; their receipts.
 async fn leased_over_http(client: &Client, queue: &str, n: usize) -> Vec<String> {
     let mut receipts = Vec::new();
     for _ in 0..n {

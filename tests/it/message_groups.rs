@@ -285,7 +285,7 @@ async fn leased_workers_keep_each_group_in_order_and_one_out_while_groups_run_in
 
 /// Plain pops from many workers while callers hang up mid-wait: each item
 /// is delivered once, none lost; within a group no item arrives before an
-/// earlier one was even asked for. Staging waiting in memory, or as stored
+/// earlier one was even asked for. Pops waiting in memory, or as stored
 /// requests (results collected, or reaped, by their requesters).
 async fn plain_pops_with_hang_ups<S: Store>(store: S, requests_in_memory: bool) {
     const PLAIN_GROUPS: usize = 8;

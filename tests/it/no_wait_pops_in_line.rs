@@ -1,4 +1,4 @@
-//! Staging without a wait that join a contended queue's line: answered by the
+//! Pops without a wait that join a contended queue's line: answered by the
 //! fulfiller's own read, never by a bound running out. Found in review:
 //! such a pop queued behind a full batch of waiting pops on an empty queue
 //! sat out its whole bound and then answered "empty" without any read

@@ -18,7 +18,7 @@ async fn push(client: &reqwest::Client, base: &str, q: &str, body: &str, priorit
     assert_eq!(response.status(), 201);
 }
 
-/// Staging the lowest priority under a lease: (body, receipt, delivery count).
+/// Pops the lowest priority under a lease: (body, receipt, delivery count).
 async fn pop(
     client: &reqwest::Client,
     base: &str,

@@ -31,7 +31,7 @@ async fn redrive(url: &str, query: &str) -> Value {
     body
 }
 
-/// Staging `count` items of `big` and checks they are items `first..` in order.
+/// Pops `count` items of `big` and checks they are items `first..` in order.
 async fn pop_in_order(url: &str, first: usize, count: usize) {
     for i in first..first + count {
         let response = http()

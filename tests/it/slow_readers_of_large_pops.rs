@@ -119,7 +119,7 @@ async fn probe(url: String, stop: Arc<AtomicBool>, longest_ms: Arc<AtomicU64>) {
     }
 }
 
-/// Staging everything of `queue` (waiting out leases that are due to expire).
+/// Pops everything of `queue` (waiting out leases that are due to expire).
 async fn drain(url: &str, queue: &str) -> Vec<String> {
     let client = http();
     let mut left = Vec::new();

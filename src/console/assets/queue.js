@@ -89,7 +89,7 @@ function queuePage(kind, name) {
     fill(actions, 
       paused
         ? h("button", { class: "button primary", id: "act-resume", onclick: () => act({
-            title: "Resume " + name, text: "Staging waiting on it are served at once, on every daemon.", ok: "Resume",
+            title: "Resume " + name, text: "Pops waiting on it are served at once, on every daemon.", ok: "Resume",
             call: () => api("POST", base + "/resume"), report: () => name + " resumed: it hands items out again." }) }, "Resume")
         : h("button", { class: "button", id: "act-pause", onclick: () => act({
             title: "Pause " + name, text: "It keeps taking pushes but hands nothing out (pops wait or answer empty) until resumed; leases in flight still settle.", ok: "Pause",

@@ -516,12 +516,12 @@ pub async fn dropped_in<T: Transaction>(
 }
 
 pub mod batch;
-mod succession;
 mod moves;
+mod succession;
+pub use moves::{Moved, Waiting, move_in, take_waiting_in, waiting_in};
 pub use succession::{
     deliver_soon, delivered, delivered_in, give_back_in, handoff_due_in, handoff_due_ms, handoff_in,
 };
-pub use moves::{Moved, Waiting, move_in, take_waiting_in, waiting_in};
 
 #[cfg(test)]
 mod tests;

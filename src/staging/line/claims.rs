@@ -30,7 +30,7 @@ impl LocalWaiters {
 pub struct Answered {
     /// Served, with their items (durable now).
     pub served: Vec<(u64, Vec<Item>)>,
-    /// Staging that must not wait, found nothing for: answered with none.
+    /// Pops that must not wait, found nothing for: answered with none.
     pub emptied: Vec<u64>,
     /// Acks settled in the commit: their outcomes, in order.
     pub acked: Vec<(u64, Vec<AckOutcome>)>,

@@ -5,7 +5,7 @@ use super::LocalWaiters;
 use crate::keys::QueueKeys;
 use std::num::NonZeroU64;
 
-/// Staging of one class (end and lease) waiting in a line.
+/// Pops of one class (end and lease) waiting in a line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Waiting {
     /// The end they pop from.

@@ -110,7 +110,7 @@ struct Entry {
 /// One queue's waiters in this process.
 #[derive(Debug, Default)]
 struct QueueWaiters {
-    /// Staging waiting, whatever their kind of request.
+    /// Pops waiting, whatever their kind of request.
     waiting: usize,
     /// The memory request line, in arrival order.
     line: BTreeMap<u64, Entry>,

@@ -63,7 +63,7 @@ pub struct RoundCounts {
     pub collected: usize,
     /// Items written as results of other processes' counted requests.
     pub results_written: usize,
-    /// Staging this round added counted requests for.
+    /// Pops this round added counted requests for.
     pub pops_asked: usize,
     /// Items left in the queue for other lines' counted requests, which
     /// their owners' rounds take ([`crate::staging::takeover`]).

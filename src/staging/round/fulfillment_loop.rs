@@ -18,8 +18,8 @@ use crate::staging::StagingStats;
 use crate::staging::counted::{self, LineLevel};
 use crate::staging::line::results::withdraw_line;
 use crate::staging::registry::{Fulfiller, Staging};
-use crate::staging::round::fulfill::{Fulfilled, LocalHandoff, fulfill_round};
 use crate::staging::round::answer::{Carry, Next, RoundCounts};
+use crate::staging::round::fulfill::{Fulfilled, LocalHandoff, fulfill_round};
 use crate::staging::takeover::{Left, TakeOver};
 use crate::store::{RangeRead, RetryPolicy, Store, StoreError, Transaction, transact};
 

@@ -14,8 +14,8 @@
 //!
 //! After the commit the items go to their pops in [`super::handoff`].
 
-pub mod fulfill;
 pub(crate) mod answer;
+pub mod fulfill;
 pub(crate) mod fulfillment_loop;
 pub(crate) mod pool;
 mod requests;

@@ -40,7 +40,7 @@ pub(super) struct Requests {
     pub(super) counted: Vec<Counted>,
     /// Rows cleared because their deadline had passed.
     pub(super) expired: usize,
-    /// Staging those stood for (`waiting` is lowered by them).
+    /// Pops those stood for (`waiting` is lowered by them).
     pub(super) expired_pops: i64,
     /// Another process's request is in the store: this line's pops not
     /// served must stand there too, behind it.
@@ -127,7 +127,7 @@ pub(super) fn sort_requests<T: Transaction>(
 /// Gives each of this line's counted requests in `stored` (`Source::Own`)
 /// its earliest waiting `memory` requests of its class, up to its count,
 /// in line order: those not served yet (`got`) nor given to an earlier
-/// request (`assigned`, marked here). Staging that must not wait are never
+/// request (`assigned`, marked here). Pops that must not wait are never
 /// in the store.
 pub(super) fn assign_own(
     stored: &mut [(Source, RequestValue)],

@@ -285,7 +285,7 @@ impl<T: Transaction> RoundState<'_, '_, T> {
     /// join it at the back (`OwnLine::sync_counts_in` asks for them in this
     /// commit, and the next round serves them in their place) instead of
     /// racing the other lines' rounds for the items behind the requests.
-    /// Staging that must not wait never stand in the store: served here. Nor
+    /// Pops that must not wait never stand in the store: served here. Nor
     /// do pops of several items: a counted request stands for one item per
     /// pop, and they take up to their `max` from the items behind.
     fn plan(&mut self, line: &LineLevel<'_>) -> Plan {
@@ -368,7 +368,7 @@ impl<T: Transaction> RoundState<'_, '_, T> {
         Ok(pool)
     }
 
-    /// Staging that must not wait and were left out of this round's batch are
+    /// Pops that must not wait and were left out of this round's batch are
     /// answered too once it found nothing left: the requests ahead of them
     /// took every visible item.
     fn answer_empty(&mut self, live_memory: &HashSet<usize>, pool: &Pool) {
