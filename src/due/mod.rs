@@ -50,7 +50,7 @@ use crate::lease::DeliveryPolicy;
 use crate::lease::settle::{Returned, return_held};
 use futures_util::future::join_all;
 use tally::Tally;
-use wave::start_wave;
+use wave::{Wave, start_wave};
 
 /// Most due entries one transaction consumes.
 pub const DUE_BATCH_MAX: usize = 256;
@@ -254,51 +254,22 @@ pub async fn sweep_until<S: Store>(
     let (mut cursor, end) = due_until(now_ms);
     let mut finished = false;
     let mut transactions = 0;
+    let pipeline = Pipeline {
+        store,
+        policy: &policy,
+        now_ms,
+        end: &end,
+    };
     while transactions < DUE_TRANSACTIONS_MAX {
         let chunks_max = DUE_CHUNKS_MAX.min(DUE_TRANSACTIONS_MAX - transactions);
-        let Some(mut wave) = start_wave(store, &policy, now_ms, &cursor, &end, chunks_max).await?
+        let Some(wave) = start_wave(store, &policy, now_ms, &cursor, &end, chunks_max).await?
         else {
             finished = true;
             break;
         };
-        // Waves follow each other from `cursor` until the rows run out or
-        // the transactions do; the earliest stretch to read again, if any, is
-        // where the next pipeline starts.
-        let mut resume: Option<Vec<u8>> = None;
-        let drained = loop {
-            transactions += wave.chunks();
-            let full = wave.full;
-            let follow = full && transactions < DUE_TRANSACTIONS_MAX;
-            let after_plan = wave.after_plan.clone();
-            let chunks_max = DUE_CHUNKS_MAX.min(DUE_TRANSACTIONS_MAX - transactions);
-            // The next wave starts before this one is awaited.
-            let next = if follow {
-                start_wave(store, &policy, now_ms, &after_plan, &end, chunks_max).await
-            } else {
-                Ok(None)
-            };
-            let outcomes = wave.finish().await;
-            if let Err(error) = tally.record(outcomes, &mut resume) {
-                // The next wave's chunks run on their own: awaited before
-                // the sweep fails, so the sweep ends with nothing in flight
-                // and the sampler hears of the queues they changed (the
-                // sweep's own counts are lost with the error, as a failed
-                // wave's were before).
-                if let Ok(Some(next)) = next {
-                    let _ = tally.record(next.finish().await, &mut resume);
-                }
-                return Err(error);
-            }
-            match next? {
-                Some(next) => wave = next,
-                None => {
-                    cursor = after_plan;
-                    // Out of rows, not out of transactions: nothing due is left
-                    // past the cursor.
-                    break follow || !full;
-                }
-            }
-        };
+        let (drained, resume) = pipeline
+            .run(wave, &mut transactions, &mut tally, &mut cursor)
+            .await?;
         // What the committed chunks consumed is gone; what they left (reap
         // appointments, malformed rows) is behind the cursor. A chunk to
         // read again pulls the cursor back to it.
@@ -322,6 +293,74 @@ pub async fn sweep_until<S: Store>(
         first_due_from(store, &cursor, horizon_ms).await?
     };
     Ok(sweep)
+}
+
+/// What the waves of one sweep share.
+struct Pipeline<'a, S: Store> {
+    store: &'a S,
+    policy: &'a Arc<DeliveryPolicy>,
+    now_ms: u64,
+    end: &'a [u8],
+}
+
+impl<S: Store> Pipeline<'_, S> {
+    /// Runs waves one after another from `wave` until the rows run out or
+    /// the sweep's transactions do; each next wave starts before the one
+    /// before it is awaited. Returns whether the rows ran out, and the
+    /// earliest stretch to read again, if any (where the next pipeline
+    /// starts); `cursor` moves past the last wave when none is.
+    async fn run(
+        &self,
+        mut wave: Wave,
+        transactions: &mut usize,
+        tally: &mut Tally,
+        cursor: &mut Vec<u8>,
+    ) -> Result<(bool, Option<Vec<u8>>), QueueError> {
+        let mut resume: Option<Vec<u8>> = None;
+        loop {
+            *transactions += wave.chunks();
+            let full = wave.full;
+            let follow = full && *transactions < DUE_TRANSACTIONS_MAX;
+            let after_plan = wave.after_plan.clone();
+            let chunks_max = DUE_CHUNKS_MAX.min(DUE_TRANSACTIONS_MAX - *transactions);
+            // The next wave starts before this one is awaited.
+            let next = if follow {
+                let (store, policy) = (self.store, self.policy);
+                start_wave(
+                    store,
+                    policy,
+                    self.now_ms,
+                    &after_plan,
+                    self.end,
+                    chunks_max,
+                )
+                .await
+            } else {
+                Ok(None)
+            };
+            let outcomes = wave.finish().await;
+            if let Err(error) = tally.record(outcomes, &mut resume) {
+                // The next wave's chunks run on their own: awaited before
+                // the sweep fails, so the sweep ends with nothing in flight
+                // and the sampler hears of the queues they changed (the
+                // sweep's own counts are lost with the error, as a failed
+                // wave's were before).
+                if let Ok(Some(next)) = next {
+                    let _ = tally.record(next.finish().await, &mut resume);
+                }
+                return Err(error);
+            }
+            match next? {
+                Some(next) => wave = next,
+                None => {
+                    *cursor = after_plan;
+                    // Out of rows, not out of transactions: nothing due is
+                    // left past the cursor.
+                    return Ok((follow || !full, resume));
+                }
+            }
+        }
+    }
 }
 
 /// What one transaction of a sweep consumed.

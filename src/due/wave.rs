@@ -81,7 +81,7 @@ async fn plan<S: Store>(
 /// its own, so the chunks' reads (and a commit's reads of the counters it
 /// adds to) run on every core, and their commits reach the store together
 /// and share its fsyncs.
-pub(super) struct SweepRound {
+pub(super) struct Wave {
     chunks: Vec<JoinHandle<Result<Chunk, QueueError>>>,
     /// The key after the last row planned.
     pub(super) after_plan: Vec<u8>,
@@ -98,7 +98,7 @@ pub(super) async fn start_wave<S: Store>(
     begin: &[u8],
     end: &[u8],
     chunks_max: usize,
-) -> Result<Option<SweepRound>, QueueError> {
+) -> Result<Option<Wave>, QueueError> {
     let (chunks, after_plan, full) = plan(store, begin, end, chunks_max).await?;
     if chunks.is_empty() {
         return Ok(None);
@@ -115,14 +115,14 @@ pub(super) async fn start_wave<S: Store>(
             })
         })
         .collect();
-    Ok(Some(SweepRound {
+    Ok(Some(Wave {
         chunks,
         after_plan,
         full,
     }))
 }
 
-impl SweepRound {
+impl Wave {
     /// The transactions this wave counts against a sweep's bound.
     pub(super) fn chunks(&self) -> usize {
         self.chunks.len()
