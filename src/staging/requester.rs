@@ -300,54 +300,7 @@ pub async fn withdraw<S: Store>(
     loop {
         attempt += 1;
         let txn = store.begin()?;
-        // Set when this withdrawal clears a request past its deadline: a
-        // long poll that timed out unserved, counted once it commits (as
-        // the fulfiller and reaper count the ones they clear).
-        let mut expired = false;
-        let body = async {
-            let result = txn.get(result_key, Read::Serializable).await?;
-            let request = txn.get(request_key, Read::Serializable).await?;
-            if let Some(request) = request {
-                expired = crate::envelope::decode_request(&request)
-                    .is_some_and(|request| request.deadline_ms <= now_ms());
-                txn.clear(request_key)?;
-                txn.atomic_add(&keys.waiting(), -1)?;
-            }
-            let Some(value) = result else {
-                return Ok(None);
-            };
-            txn.clear(result_key)?;
-            Ok(Some(value))
-        };
-        let outcome: Result<Option<Vec<u8>>, StoreError> = body.await;
-        let outcome = match outcome {
-            Ok(Some(value)) => {
-                let item = decode(keys, result_key, &value)?;
-                let mut items = vec![item];
-                // A leased item is held by its lease too: released in the
-                // same commit, its delivery uncounted (nobody saw it). One
-                // handed to the caller is delivered: its parts are read
-                // (and an unleased one's cleared) in this commit, or it is
-                // left out if its lease ended meanwhile.
-                let restored = if restore {
-                    restore_in(&txn, keys, &items[0]).await
-                } else {
-                    match crate::staging::results::deliver_results_in(&txn, keys, &mut items).await
-                    {
-                        Ok(()) => Ok(Ok(())),
-                        Err(QueueError::Store(error)) => Err(error),
-                        Err(error) => Ok(Err(error)),
-                    }
-                };
-                match restored {
-                    Ok(Ok(())) => txn.commit().await.map(|()| items.pop()),
-                    Ok(Err(error)) => return Err(error),
-                    Err(error) => Err(error),
-                }
-            }
-            Ok(None) => txn.commit().await.map(|()| None),
-            Err(error) => Err(error),
-        };
+        let (outcome, expired) = withdraw_in(&txn, keys, request_key, result_key, restore).await?;
         if expired && matches!(outcome, Ok(None)) {
             crate::metrics::queue_count(
                 crate::metrics::REQUESTS_EXPIRED,
@@ -369,6 +322,62 @@ pub async fn withdraw<S: Store>(
             }
             Err(error) => return Err(error.into()),
         }
+    }
+}
+
+/// One attempt of [`withdraw`] in `txn`, committed: the item taken, if
+/// any, or the store's error (retried by the caller); and whether the
+/// request cleared was past its deadline (a long poll that timed out
+/// unserved, counted once it commits, as the fulfiller and reaper count
+/// the ones they clear). A failure other than the store's ends the
+/// withdrawal.
+async fn withdraw_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    request_key: &[u8],
+    result_key: &[u8],
+    restore: bool,
+) -> Result<(Result<Option<Item>, StoreError>, bool), QueueError> {
+    let mut expired = false;
+    let body = async {
+        let result = txn.get(result_key, Read::Serializable).await?;
+        let request = txn.get(request_key, Read::Serializable).await?;
+        if let Some(request) = request {
+            expired = crate::envelope::decode_request(&request)
+                .is_some_and(|request| request.deadline_ms <= now_ms());
+            txn.clear(request_key)?;
+            txn.atomic_add(&keys.waiting(), -1)?;
+        }
+        let Some(value) = result else {
+            return Ok(None);
+        };
+        txn.clear(result_key)?;
+        Ok(Some(value))
+    };
+    let outcome: Result<Option<Vec<u8>>, StoreError> = body.await;
+    let value = match outcome {
+        Ok(Some(value)) => value,
+        Ok(None) => return Ok((txn.commit().await.map(|()| None), expired)),
+        Err(error) => return Ok((Err(error), expired)),
+    };
+    let mut items = vec![decode(keys, result_key, &value)?];
+    // A leased item is held by its lease too: released in the same commit,
+    // its delivery uncounted (nobody saw it). One handed to the caller is
+    // delivered: its parts are read (and an unleased one's cleared) in
+    // this commit, or it is left out if its lease ended meanwhile.
+    let restored = if restore {
+        restore_in(txn, keys, &items[0]).await
+    } else {
+        match crate::staging::results::deliver_results_in(txn, keys, &mut items).await {
+            Ok(()) => Ok(Ok(())),
+            Err(QueueError::Store(error)) => Err(error),
+            Err(error) => Ok(Err(error)),
+        }
+    };
+    match restored {
+        Ok(Ok(())) => Ok((txn.commit().await.map(|()| items.pop()), expired)),
+        Ok(Err(error)) => Err(error),
+        Err(error) => Ok((Err(error), expired)),
     }
 }
 
