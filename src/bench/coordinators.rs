@@ -124,7 +124,6 @@ async fn drain(
     for chunk in preloaded.chunks(1_000) {
         queue.push_batch(chunk).await.map_err(|e| e.to_string())?;
     }
-    let keys = QueueKeys::new(&name);
     let config = StagingConfig {
         requests_in_memory: !args.stored_requests,
         ..StagingConfig::default()
@@ -132,36 +131,127 @@ async fn drain(
     let coordinators: Vec<_> = (0..k)
         .map(|_| Coordinator::new(store.clone(), config.clone()))
         .collect();
-    let delivered = Arc::new(AtomicUsize::new(0));
-    let seen = Arc::new(Mutex::new(Vec::with_capacity(args.items)));
-    let counts: Arc<Vec<AtomicUsize>> = Arc::new((0..k).map(|_| AtomicUsize::new(0)).collect());
-    let last_us = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let (_, conflicts_before, _) = store.counts();
-    let started = Instant::now();
-    let deadline = started + Duration::from_secs(args.deadline_s);
+    let drained = Arc::new(Drained::new(k, args.items));
+    pop_all(
+        &coordinators,
+        &QueueKeys::new(&name),
+        args,
+        workers,
+        &drained,
+    )
+    .await?;
+    let (_, conflicts_after, _) = store.counts();
+    let [fulfill_conflicts, results, asked, rounds] = stop_and_count(&coordinators).await;
+    let per_item = |n: u64| n as f64 / args.items.max(1) as f64;
+    let mut result = drained.result(&preloaded, !args.stored_requests, workers);
+    result.conflicts_per_pop = per_item(conflicts_after - conflicts_before);
+    result.fulfill_conflicts_per_pop = per_item(fulfill_conflicts);
+    result.results_per_pop = per_item(results);
+    result.asked_per_pop = per_item(asked);
+    result.rounds_per_pop = per_item(rounds);
+    Ok(result)
+}
+
+/// What a drain's workers share: what they were handed, and when.
+struct Drained {
+    started: Instant,
+    items: usize,
+    delivered: AtomicUsize,
+    seen: Mutex<Vec<Vec<u8>>>,
+    /// Items each coordinator's workers got.
+    counts: Vec<AtomicUsize>,
+    /// When the last item came, in µs from `started`.
+    last_us: std::sync::atomic::AtomicU64,
+}
+
+impl Drained {
+    fn new(k: usize, items: usize) -> Self {
+        Drained {
+            started: Instant::now(),
+            items,
+            delivered: AtomicUsize::new(0),
+            seen: Mutex::new(Vec::with_capacity(items)),
+            counts: (0..k).map(|_| AtomicUsize::new(0)).collect(),
+            last_us: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    fn took(&self, index: usize, payload: Vec<u8>) {
+        self.seen.lock().push(payload);
+        self.counts[index].fetch_add(1, Ordering::Relaxed);
+        self.delivered.fetch_add(1, Ordering::SeqCst);
+        let at_us = self.started.elapsed().as_micros() as u64;
+        self.last_us.fetch_max(at_us, Ordering::Relaxed);
+    }
+
+    /// The drain's result, the store's and coordinators' counts at 0.
+    fn result(&self, preloaded: &[Vec<u8>], in_memory: bool, workers: usize) -> CoordinatorsResult {
+        let seen = std::mem::take(&mut *self.seen.lock());
+        let (k, pops) = (self.counts.len(), seen.len());
+        let distinct: HashSet<&Vec<u8>> = seen.iter().collect();
+        let dup = pops - distinct.len();
+        let lost = preloaded.iter().filter(|p| !distinct.contains(p)).count();
+        let per_coordinator: Vec<usize> = self
+            .counts
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .collect();
+        // Every coordinator has the same number of waiters, so its waiters'
+        // share is 1/K.
+        let shares: Vec<f64> = per_coordinator
+            .iter()
+            .map(|&n| n as f64 / pops.max(1) as f64 * k as f64)
+            .collect();
+        let elapsed_s = self.last_us.load(Ordering::Relaxed).max(1) as f64 / 1e6;
+        CoordinatorsResult {
+            scenario: "coordinators",
+            coordinators: k,
+            workers,
+            requests_in_memory: in_memory,
+            items: self.items,
+            pops,
+            elapsed_s,
+            pops_per_s: pops as f64 / elapsed_s,
+            conflicts_per_pop: 0.0,
+            fulfill_conflicts_per_pop: 0.0,
+            results_per_pop: 0.0,
+            asked_per_pop: 0.0,
+            rounds_per_pop: 0.0,
+            share_min: shares.iter().cloned().fold(f64::INFINITY, f64::min),
+            share_max: shares.iter().cloned().fold(0.0, f64::max),
+            per_coordinator,
+            lost,
+            dup,
+            exact: lost == 0 && dup == 0 && pops == self.items,
+        }
+    }
+}
+
+/// `workers` pops per coordinator until every item came or the deadline.
+async fn pop_all(
+    coordinators: &[Coordinator<EmbeddedStore>],
+    keys: &QueueKeys,
+    args: &BenchArgs,
+    workers: usize,
+    drained: &Arc<Drained>,
+) -> Result<(), String> {
+    let deadline = drained.started + Duration::from_secs(args.deadline_s);
     let wait = Duration::from_millis(args.wait_ms);
-    let items = args.items;
-    let mut tasks = Vec::with_capacity(k * workers);
+    let mut tasks = Vec::with_capacity(coordinators.len() * workers);
     for (index, coordinator) in coordinators.iter().enumerate() {
         for _ in 0..workers {
-            let (coordinator, keys) = (coordinator.clone(), keys.clone());
-            let (delivered, seen, counts, last_us) = (
-                delivered.clone(),
-                seen.clone(),
-                counts.clone(),
-                last_us.clone(),
-            );
+            let (coordinator, keys, drained) = (coordinator.clone(), keys.clone(), drained.clone());
             tasks.push(tokio::spawn(async move {
-                while delivered.load(Ordering::SeqCst) < items && Instant::now() < deadline {
+                while drained.delivered.load(Ordering::SeqCst) < drained.items
+                    && Instant::now() < deadline
+                {
                     let popped = coordinator
                         .pop(&keys, End::Front, wait)
                         .await
                         .map_err(|e| e.to_string())?;
                     if let Some(item) = popped {
-                        seen.lock().push(item.payload);
-                        counts[index].fetch_add(1, Ordering::Relaxed);
-                        delivered.fetch_add(1, Ordering::SeqCst);
-                        last_us.fetch_max(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+                        drained.took(index, item.payload);
                     }
                 }
                 Ok::<(), String>(())
@@ -171,41 +261,5 @@ async fn drain(
     for task in tasks {
         task.await.map_err(|e| e.to_string())??;
     }
-    let (_, conflicts_after, _) = store.counts();
-    let [fulfill_conflicts, results, asked, rounds] = stop_and_count(&coordinators).await;
-    let seen = std::mem::take(&mut *seen.lock());
-    let pops = seen.len();
-    let distinct: HashSet<&Vec<u8>> = seen.iter().collect();
-    let dup = pops - distinct.len();
-    let lost = preloaded.iter().filter(|p| !distinct.contains(p)).count();
-    let per_coordinator: Vec<usize> = counts.iter().map(|c| c.load(Ordering::Relaxed)).collect();
-    // Every coordinator has the same number of waiters, so its waiters'
-    // share is 1/K.
-    let shares: Vec<f64> = per_coordinator
-        .iter()
-        .map(|&n| n as f64 / pops.max(1) as f64 * k as f64)
-        .collect();
-    let elapsed_s = last_us.load(Ordering::Relaxed).max(1) as f64 / 1e6;
-    let per_item = |n: u64| n as f64 / items.max(1) as f64;
-    Ok(CoordinatorsResult {
-        scenario: "coordinators",
-        coordinators: k,
-        workers,
-        requests_in_memory: !args.stored_requests,
-        items,
-        pops,
-        elapsed_s,
-        pops_per_s: pops as f64 / elapsed_s,
-        conflicts_per_pop: per_item(conflicts_after - conflicts_before),
-        fulfill_conflicts_per_pop: per_item(fulfill_conflicts),
-        results_per_pop: per_item(results),
-        asked_per_pop: per_item(asked),
-        rounds_per_pop: per_item(rounds),
-        share_min: shares.iter().cloned().fold(f64::INFINITY, f64::min),
-        share_max: shares.iter().cloned().fold(0.0, f64::max),
-        per_coordinator,
-        lost,
-        dup,
-        exact: lost == 0 && dup == 0 && pops == items,
-    })
+    Ok(())
 }

@@ -43,46 +43,12 @@ const IDLE_MS: u64 = 10_000;
 pub async fn run(store: &EmbeddedStore, args: &BenchArgs) -> Result<(), String> {
     let queues = args.items.max(1);
     let deadline = Instant::now() + Duration::from_secs(args.deadline_s);
-    let window_ms = (queues as u64 * 1_000 / DUE_PER_S_MAX).max(WINDOW_MS_MIN);
-    // Estimate the setup from a first batch, then start the window well after it.
-    let setup_started = Instant::now();
-    let probe = queues.min(SETUP_BATCH);
-    // The probe's queues are others, held far in the future: never due.
-    write_batch(store, "probe", 0..probe, u64::MAX / 4, 1).await?;
-    let per_queue_us = setup_started.elapsed().as_micros() as u64 / probe as u64;
-    let setup_estimate_ms = per_queue_us * queues as u64 / 1_000;
-    let base_ms = now_ms() + 2 * setup_estimate_ms + IDLE_MS + 5_000;
-    let mut start = 0;
-    while start < queues {
-        let end = (start + SETUP_BATCH).min(queues);
-        write_batch(store, "due", start..end, base_ms, window_ms).await?;
-        start = end;
-        if Instant::now() > deadline {
-            return Err(format!("setup passed the deadline after {start} queues"));
-        }
-    }
-    let setup_s = setup_started.elapsed().as_secs_f64();
-    let config = StagingConfig::default();
-    let coordinator = Coordinator::new(store.clone(), config);
+    let setup = set_up(store, queues, deadline).await?;
+    let coordinator = Coordinator::new(store.clone(), StagingConfig::default());
     let timer = coordinator.spawn_timer();
     let stats = due::stats();
     let consumed_before = stats.consumed.load(Ordering::Relaxed);
-
-    // Idle: everything held, nothing due.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let (cpu_before, idle_started) = (process_cpu_us(), Instant::now());
-    let own_before = own_threads_cpu_us();
-    tokio::time::sleep(Duration::from_millis(IDLE_MS)).await;
-    let idle_us = idle_started.elapsed().as_micros() as f64;
-    let idle_cpu_share = cpu_before
-        .zip(process_cpu_us())
-        .map(|(before, after)| (after - before) as f64 / idle_us);
-    let idle_own_cpu_share = own_before
-        .zip(own_threads_cpu_us())
-        .map(|(before, after)| (after - before) as f64 / idle_us);
-    let sweeps_idle = stats.sweeps.load(Ordering::Relaxed);
-    let early = now_ms() > base_ms;
-
+    let idle = idle(setup.base_ms).await;
     // Everything comes due within the window; wait for all of it.
     let store_stats = store.stats();
     let groups_before = store_stats.groups.load(Ordering::Relaxed);
@@ -101,22 +67,99 @@ pub async fn run(store: &EmbeddedStore, args: &BenchArgs) -> Result<(), String> 
     let commits = store_stats.commits.load(Ordering::Relaxed) - commits_before;
     coordinator.shutdown(Duration::from_secs(5)).await;
     let _ = timer.await;
+    report(args, queues, &setup, &idle, (commits, groups));
+    Ok(())
+}
+
+/// The scenario's queues, written, and when they come due.
+struct Setup {
+    /// When the window starts, in ms since the epoch.
+    base_ms: u64,
+    window_ms: u64,
+    setup_s: f64,
+}
+
+/// Writes `queues` queues with an entry each, coming due over a window
+/// that starts well after the setup and the idle measurement.
+async fn set_up(store: &EmbeddedStore, queues: usize, deadline: Instant) -> Result<Setup, String> {
+    let window_ms = (queues as u64 * 1_000 / DUE_PER_S_MAX).max(WINDOW_MS_MIN);
+    // Estimate the setup from a first batch, then start the window well after it.
+    let setup_started = Instant::now();
+    let probe = queues.min(SETUP_BATCH);
+    // The probe's queues are others, held far in the future: never due.
+    write_batch(store, "probe", 0..probe, u64::MAX / 4, 1).await?;
+    let per_queue_us = setup_started.elapsed().as_micros() as u64 / probe as u64;
+    let setup_estimate_ms = per_queue_us * queues as u64 / 1_000;
+    let base_ms = now_ms() + 2 * setup_estimate_ms + IDLE_MS + 5_000;
+    let mut start = 0;
+    while start < queues {
+        let end = (start + SETUP_BATCH).min(queues);
+        write_batch(store, "due", start..end, base_ms, window_ms).await?;
+        start = end;
+        if Instant::now() > deadline {
+            return Err(format!("setup passed the deadline after {start} queues"));
+        }
+    }
+    Ok(Setup {
+        base_ms,
+        window_ms,
+        setup_s: setup_started.elapsed().as_secs_f64(),
+    })
+}
+
+/// The idle measurement: the CPU the timer takes with everything held.
+struct Idle {
+    cpu_share: Option<f64>,
+    /// Without fjall's workers compacting the setup's writes.
+    own_cpu_share: Option<f64>,
+    sweeps: u64,
+    /// The window began before the measurement ended (it is then not idle).
+    early: bool,
+}
+
+/// Measures [`IDLE_MS`] of the daemon with nothing due.
+async fn idle(base_ms: u64) -> Idle {
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (cpu_before, idle_started) = (process_cpu_us(), Instant::now());
+    let own_before = own_threads_cpu_us();
+    tokio::time::sleep(Duration::from_millis(IDLE_MS)).await;
+    let idle_us = idle_started.elapsed().as_micros() as f64;
+    Idle {
+        cpu_share: cpu_before
+            .zip(process_cpu_us())
+            .map(|(before, after)| (after - before) as f64 / idle_us),
+        own_cpu_share: own_before
+            .zip(own_threads_cpu_us())
+            .map(|(before, after)| (after - before) as f64 / idle_us),
+        sweeps: due::stats().sweeps.load(Ordering::Relaxed),
+        early: now_ms() > base_ms,
+    }
+}
+
+/// Prints the scenario's line (JSON with `--json`).
+fn report(
+    args: &BenchArgs,
+    queues: usize,
+    setup: &Setup,
+    idle: &Idle,
+    (commits, groups): (u64, u64),
+) {
+    let stats = due::stats();
     let line = serde_json::json!({
         "scenario": "due",
         "queues": queues,
-        "setup_s": setup_s,
-        "window_ms": window_ms,
-        "idle_cpu_share": idle_cpu_share,
-        // Without fjall's workers compacting the setup's writes.
-        "idle_cpu_share_without_compaction": idle_own_cpu_share,
-        "idle_sweeps_total": sweeps_idle,
-        "window_started_before_idle_ended": early,
+        "setup_s": setup.setup_s,
+        "window_ms": setup.window_ms,
+        "idle_cpu_share": idle.cpu_share,
+        "idle_cpu_share_without_compaction": idle.own_cpu_share,
+        "idle_sweeps_total": idle.sweeps,
+        "window_started_before_idle_ended": idle.early,
         "lateness_max_ms": stats.lateness_max_ms.load(Ordering::Relaxed),
         "lateness_p99_ms": stats.lateness_quantile_ms(0.99),
         "lateness_p50_ms": stats.lateness_quantile_ms(0.5),
         "due_rows_read": stats.rows_read.load(Ordering::Relaxed),
         // Commits and fsync groups while the entries came due: the timer's
-        // chunks of one round should share groups.
+        // chunks of one wave should share groups.
         "window_commits": commits,
         "window_commit_groups": groups,
         "peak_rss_mib": super::peak_rss_mib(),
@@ -125,15 +168,16 @@ pub async fn run(store: &EmbeddedStore, args: &BenchArgs) -> Result<(), String> 
         println!("{line}");
     } else {
         println!(
-            "due {queues} queues (setup {setup_s:.1} s, window {window_ms} ms): idle CPU {:.2}% of a core ({:.2}% without fjall's compactions); lateness p50 {} ms, p99 {} ms, max {} ms",
-            idle_cpu_share.unwrap_or(f64::NAN) * 100.0,
-            idle_own_cpu_share.unwrap_or(f64::NAN) * 100.0,
+            "due {queues} queues (setup {:.1} s, window {} ms): idle CPU {:.2}% of a core ({:.2}% without fjall's compactions); lateness p50 {} ms, p99 {} ms, max {} ms",
+            setup.setup_s,
+            setup.window_ms,
+            idle.cpu_share.unwrap_or(f64::NAN) * 100.0,
+            idle.own_cpu_share.unwrap_or(f64::NAN) * 100.0,
             line["lateness_p50_ms"],
             line["lateness_p99_ms"],
             line["lateness_max_ms"],
         );
     }
-    Ok(())
 }
 
 fn queue_keys(prefix: &str, n: usize) -> QueueKeys {
