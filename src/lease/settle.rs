@@ -331,6 +331,48 @@ async fn dead_letter_target_in<T: Transaction>(
     Ok(Some(dead))
 }
 
+/// In `txn`: moves `held` to the dead-letter queue `dead`. The item leaves
+/// its group here for good: the next one is released. In the dead-letter
+/// queue it joins the tail of its group there (so a re-drive can give it
+/// back its group and its order).
+async fn dead_letter_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    held: HeldItem,
+    dead: &QueueName,
+    now_ms: u64,
+) -> Result<(), StoreError> {
+    if let Some(group) = &held.item.group {
+        crate::queue::groups::leave_in(txn, keys, group, now_ms).await?;
+    }
+    let item = ItemValue {
+        deliveries: 0,
+        // A dead letter is kept until redriven or deleted: the origin's
+        // retention does not follow it.
+        expires_at_ms: None,
+        dead_letter: Some(crate::envelope::DeadLetter {
+            queue: keys.name().as_str().to_string(),
+            deliveries: held.item.deliveries,
+            // A priority item's key holds its priority: the redrive puts
+            // it back at the same place (a key that does not parse was
+            // never written by a priority push: priority 0).
+            priority: match keys.kind() {
+                crate::keys::QueueKind::Fifo => None,
+                crate::keys::QueueKind::Priority => Some(
+                    keys.priority_item_parts(&held.item_key)
+                        .map_or(0, |(priority, _)| priority),
+                ),
+            },
+        }),
+        ..held.item
+    };
+    let moved = crate::queue::groups::Moved {
+        item,
+        visible_at_ms: now_ms,
+    };
+    crate::queue::groups::move_in(txn, &QueueKeys::new(dead), &[moved], now_ms).await
+}
+
 /// Puts an item that left its lease (nack, expiry) where it belongs next:
 /// the dead-letter queue when it is out of deliveries (see
 /// [`dead_letter_target_in`]), the delayed subspace when `delay_ms` > 0,
@@ -355,38 +397,7 @@ pub(crate) async fn return_held<T: Transaction>(
         return Ok(Returned::Expired);
     }
     if let Some(dead) = dead_letter_target_in(txn, keys, &held, max_deliveries).await? {
-        // The item leaves its group here for good: the next one is
-        // released. In the dead-letter queue it joins the tail of its group
-        // there (so a re-drive can give it back its group and its order).
-        if let Some(group) = &held.item.group {
-            crate::queue::groups::leave_in(txn, keys, group, now_ms).await?;
-        }
-        let item = ItemValue {
-            deliveries: 0,
-            // A dead letter is kept until redriven or deleted: the origin's
-            // retention does not follow it.
-            expires_at_ms: None,
-            dead_letter: Some(crate::envelope::DeadLetter {
-                queue: keys.name().as_str().to_string(),
-                deliveries: held.item.deliveries,
-                // A priority item's key holds its priority: the redrive
-                // puts it back at the same place (a key that does not
-                // parse was never written by a priority push: priority 0).
-                priority: match keys.kind() {
-                    crate::keys::QueueKind::Fifo => None,
-                    crate::keys::QueueKind::Priority => Some(
-                        keys.priority_item_parts(&held.item_key)
-                            .map_or(0, |(priority, _)| priority),
-                    ),
-                },
-            }),
-            ..held.item
-        };
-        let moved = crate::queue::groups::Moved {
-            item,
-            visible_at_ms: now_ms,
-        };
-        crate::queue::groups::move_in(txn, &QueueKeys::new(&dead), &[moved], now_ms).await?;
+        dead_letter_in(txn, keys, held, &dead, now_ms).await?;
         return Ok(Returned::DeadLettered { queue: dead });
     }
     let visible_at_ms = now_ms.saturating_add(delay_ms);
