@@ -182,66 +182,7 @@ impl EmptyRanges {
         if begin >= end {
             return;
         }
-        let overlapping: Vec<(Vec<u8>, Stretch)> = self
-            .stretches
-            .range::<[u8], _>((Bound::Unbounded, Bound::Excluded(end)))
-            .rev()
-            .take_while(|(_, stretch)| stretch.end.as_slice() > begin)
-            .map(|(start, stretch)| (start.clone(), stretch.clone()))
-            .collect();
-        let mut cursor = begin.to_vec();
-        let mut pieces: Vec<(Vec<u8>, Stretch)> = Vec::new();
-        for (start, stretch) in overlapping.into_iter().rev() {
-            self.stretches.remove(&start);
-            // The part of the old stretch before the new one keeps its own age.
-            if start.as_slice() < begin {
-                pieces.push((
-                    start.clone(),
-                    Stretch {
-                        end: begin.to_vec(),
-                        since: stretch.since,
-                    },
-                ));
-            }
-            let inner_begin = start.as_slice().max(begin).to_vec();
-            let inner_end = stretch.end.as_slice().min(end).to_vec();
-            if cursor < inner_begin {
-                pieces.push((
-                    cursor.clone(),
-                    Stretch {
-                        end: inner_begin.clone(),
-                        since,
-                    },
-                ));
-            }
-            // Empty since either date: the older one holds.
-            pieces.push((
-                inner_begin,
-                Stretch {
-                    end: inner_end.clone(),
-                    since: since.min(stretch.since),
-                },
-            ));
-            if stretch.end.as_slice() > end {
-                pieces.push((
-                    end.to_vec(),
-                    Stretch {
-                        end: stretch.end.clone(),
-                        since: stretch.since,
-                    },
-                ));
-            }
-            cursor = inner_end;
-        }
-        if cursor.as_slice() < end {
-            pieces.push((
-                cursor,
-                Stretch {
-                    end: end.to_vec(),
-                    since,
-                },
-            ));
-        }
+        let pieces = self.cut_for(begin, end, since);
         for (start, stretch) in pieces {
             debug_assert!(start < stretch.end, "a stretch is never empty or inverted");
             self.stretches.insert(start, stretch);
@@ -258,6 +199,48 @@ impl EmptyRanges {
             self.stretches.clear();
             self.deferred.clear();
         }
+    }
+
+    /// Removes the stretches overlapping `[begin, end)` and returns the
+    /// pieces that replace them: their parts outside it with their own age,
+    /// the overlaps empty since the older of the two dates, and the gaps
+    /// between them empty since `since`.
+    fn cut_for(&mut self, begin: &[u8], end: &[u8], since: u64) -> Vec<(Vec<u8>, Stretch)> {
+        let overlapping: Vec<(Vec<u8>, Stretch)> = self
+            .stretches
+            .range::<[u8], _>((Bound::Unbounded, Bound::Excluded(end)))
+            .rev()
+            .take_while(|(_, stretch)| stretch.end.as_slice() > begin)
+            .map(|(start, stretch)| (start.clone(), stretch.clone()))
+            .collect();
+        let piece = |start: &[u8], end: &[u8], since: u64| {
+            let end = end.to_vec();
+            (start.to_vec(), Stretch { end, since })
+        };
+        let mut cursor = begin.to_vec();
+        let mut pieces: Vec<(Vec<u8>, Stretch)> = Vec::new();
+        for (start, stretch) in overlapping.into_iter().rev() {
+            self.stretches.remove(&start);
+            // The part of the old stretch before the new one keeps its own age.
+            if start.as_slice() < begin {
+                pieces.push(piece(&start, begin, stretch.since));
+            }
+            let inner_begin = start.as_slice().max(begin);
+            let inner_end = stretch.end.as_slice().min(end);
+            if cursor.as_slice() < inner_begin {
+                pieces.push(piece(&cursor, inner_begin, since));
+            }
+            // Empty since either date: the older one holds.
+            pieces.push(piece(inner_begin, inner_end, since.min(stretch.since)));
+            if stretch.end.as_slice() > end {
+                pieces.push(piece(end, &stretch.end, stretch.since));
+            }
+            cursor = inner_end.to_vec();
+        }
+        if cursor.as_slice() < end {
+            pieces.push(piece(&cursor, end, since));
+        }
+        pieces
     }
 
     /// Merges the run of touching stretches from the one ending at or
