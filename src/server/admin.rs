@@ -1,4 +1,4 @@
-//! Administration over HTTP (see [`crate::queue::admin`]): `GET /v1/queues`,
+//! Administration over HTTP (see [`crate::service::Hotq::list_queues`] and its neighbours): `GET /v1/queues`,
 //! `POST /v1/queues/{queue}/purge`, `DELETE /v1/queues/{queue}`,
 //! `GET /v1/queues/{queue}/leases`.
 
@@ -18,8 +18,7 @@ use super::items::QueueStats;
 use super::state::AppState;
 use crate::keys::{QueueKeys, QueueKind};
 use crate::metrics::operation;
-use crate::queue::admin::{self, LEASES_LIMIT_MAX, LIST_LIMIT_MAX};
-use crate::store::Store;
+use crate::service::{LEASES_LIMIT_MAX, LIST_LIMIT_MAX, LeaseCursor, LeaseSummary, Store};
 
 /// Query of a listing: `limit` (default 20, at most 100), `after` (the
 /// `next` of the previous page), `kind` (`fifo`, the default, or `priority`).
@@ -93,29 +92,8 @@ pub(crate) async fn list_page<S: Store>(
     after: Option<&crate::keys::QueueName>,
     limit: usize,
 ) -> Result<QueueList, ApiError> {
-    let (page, next) = admin::list(&state.hotq.store, kind, after, limit).await?;
-    let queues: Vec<QueueStats> = page
-        .iter()
-        .map(|queue| {
-            // This daemon's waiters in memory count too, as in a queue's stats.
-            let memory = state
-                .hotq
-                .coordinator
-                .memory_waiting(&QueueKeys::of_kind(queue.kind, &queue.name));
-            QueueStats {
-                queue: queue.name.as_str().to_string(),
-                depth: queue.depth,
-                leased: queue.leased,
-                delayed: queue.delayed,
-                grouped: queue.grouped,
-                expired: queue.expired,
-                waiting: queue.waiting + memory as i64,
-                oldest_item_age_ms: queue.oldest_item_age_ms,
-                paused: queue.paused,
-                dead_letter: queue.dead_letter,
-            }
-        })
-        .collect();
+    let (page, next) = state.hotq.list_queues(kind, after, limit).await?;
+    let queues = page.into_iter().map(QueueStats::from).collect();
     Ok(QueueList { queues, next })
 }
 
@@ -237,7 +215,7 @@ pub(crate) async fn purge_checked<S: Store>(
     state: &AppState<S>,
     keys: &QueueKeys,
 ) -> Result<PurgeAnswer, ApiError> {
-    let dropped = admin::purge(&state.hotq.store, keys).await?;
+    let dropped = state.hotq.purge(keys).await?;
     Ok(PurgeAnswer {
         purged: dropped.items + dropped.delayed,
         items: dropped.items,
@@ -350,7 +328,7 @@ pub struct LeasesParams {
 /// [{"receipt", "delivery_count", "lease_expires_at_ms",
 /// "enqueued_at_ms", "group"}], "next"}`: the leases at their issued
 /// expiry in expiry order, then the extended ones (see
-/// [`admin::leases`]: every lease that lives through the listing is
+/// [`crate::service::Hotq::leases`]: every lease that lives through the listing is
 /// listed). A lease is one row of the store-wide due index, so a page
 /// reads at most 100,000 of its rows and may end short (even empty) with
 /// a `next`; `next` is null once the listing is complete.
@@ -410,20 +388,20 @@ pub(crate) async fn leases_page<S: Store>(
     let limit = limit(limit_asked, 100, LEASES_LIMIT_MAX)?;
     let after = match after {
         None => None,
-        Some(text) => Some(admin::LeaseCursor::parse(text).ok_or_else(|| {
+        Some(text) => Some(LeaseCursor::parse(text).ok_or_else(|| {
             ApiError::bad_parameter(format!(
                 "after must be the next of an earlier page, got {text:?}"
             ))
         })?),
     };
-    let (page, next) = admin::leases(&state.hotq.store, keys, after.as_ref(), limit).await?;
+    let (page, next) = state.hotq.leases(keys, after.as_ref(), limit).await?;
     let leases: Vec<LeaseInfo> = page.iter().map(LeaseInfo::from).collect();
     let next = next.map(|next| next.to_string());
     Ok(LeaseList { leases, next })
 }
 
-impl From<&admin::LeaseSummary> for LeaseInfo {
-    fn from(lease: &admin::LeaseSummary) -> Self {
+impl From<&LeaseSummary> for LeaseInfo {
+    fn from(lease: &LeaseSummary) -> Self {
         let preview = crate::console::preview::Preview::of(&lease.payload);
         LeaseInfo {
             receipt: lease.receipt.to_string(),

@@ -88,6 +88,29 @@ impl IntoResponse for ApiError {
     }
 }
 
+impl From<crate::service::Error> for ApiError {
+    /// The core's error on the wire: its code, and the HTTP status that
+    /// code has always answered.
+    fn from(error: crate::service::Error) -> Self {
+        use crate::service::Error;
+        let status = match &error {
+            Error::BadParameter(_)
+            | Error::InvalidSettings(_)
+            | Error::BadBatch(_)
+            | Error::ReceiptQueueMismatch => StatusCode::BAD_REQUEST,
+            Error::ItemTooLarge(_) | Error::BatchTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Error::UnknownReceipt => StatusCode::NOT_FOUND,
+            Error::LeaseExpired { .. } => StatusCode::CONFLICT,
+            Error::Unanswered(_)
+            | Error::StoreBusy(_)
+            | Error::StoreUnavailable(_)
+            | Error::MaybeCommitted(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Error::Corrupt(_) | Error::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        ApiError::new(status, error.code(), error.to_string())
+    }
+}
+
 impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> Self {
         match &error {

@@ -276,40 +276,7 @@ pub async fn queue_stats<S: Store>(
     state: &AppState<S>,
     keys: &QueueKeys,
 ) -> Result<serde_json::Value, ApiError> {
-    let txn = state.hotq.store.begin()?;
-    let depth = decode_counter(txn.get(&keys.depth(), Read::Snapshot).await?.as_deref());
-    let waiting = decode_counter(txn.get(&keys.waiting(), Read::Snapshot).await?.as_deref())
-        + state.hotq.coordinator.memory_waiting(keys) as i64;
-    let leased = decode_counter(txn.get(&keys.leased(), Read::Snapshot).await?.as_deref());
-    let delayed = decode_counter(
-        txn.get(&keys.delayed_count(), Read::Snapshot)
-            .await?
-            .as_deref(),
-    );
-    let grouped = decode_counter(
-        txn.get(&keys.grouped_count(), Read::Snapshot)
-            .await?
-            .as_deref(),
-    );
-    let expired = decode_counter(
-        txn.get(&keys.expired_count(), Read::Snapshot)
-            .await?
-            .as_deref(),
-    );
-    let oldest_age_ms = crate::queue::oldest::oldest_item_age_ms_in(&txn, keys).await?;
-    let paused = crate::queue::settings::read_in(&txn, keys).await?.paused == Some(true);
-    let stats = QueueStats {
-        queue: keys.name().as_str().to_string(),
-        depth,
-        waiting,
-        leased,
-        delayed,
-        grouped,
-        expired,
-        oldest_item_age_ms: oldest_age_ms,
-        paused,
-        dead_letter: crate::queue::dead_letters::is_dead_letter_queue_in(&txn, keys).await?,
-    };
+    let stats = QueueStats::from(state.hotq.queue_stats(keys).await?);
     Ok(serde_json::to_value(stats).expect("stats serialize"))
 }
 

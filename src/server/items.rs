@@ -10,7 +10,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde::{Deserialize, Serialize};
 
-use crate::queue::Item;
+use crate::service::{Item, QueueSummary};
 
 /// Header carrying an item's enqueue time (ms since the epoch).
 pub const ENQUEUED_AT_HEADER: &str = "hotq-enqueued-at-ms";
@@ -185,6 +185,23 @@ pub struct QueueStats {
     /// True for a dead-letter queue: its name ends in `.dead`, or some
     /// queue names it as its `dead_letter_queue` (redrive takes it).
     pub dead_letter: bool,
+}
+
+impl From<QueueSummary> for QueueStats {
+    fn from(queue: QueueSummary) -> Self {
+        QueueStats {
+            queue: queue.name.as_str().to_string(),
+            depth: queue.depth,
+            leased: queue.leased,
+            delayed: queue.delayed,
+            grouped: queue.grouped,
+            expired: queue.expired,
+            waiting: queue.waiting,
+            oldest_item_age_ms: queue.oldest_item_age_ms,
+            paused: queue.paused,
+            dead_letter: queue.dead_letter,
+        }
+    }
 }
 
 /// One receipt's outcome in a batch ack.

@@ -272,7 +272,7 @@ async fn healthz<S: Store>(State(state): State<Arc<AppState<S>>>) -> Response {
     }
     // Bounded: a store that does not answer (an unreachable cluster) is
     // reported now, not when the watcher gives up on it.
-    match store_watch::probe(&state.hotq.store, store_watch::PROBE_BOUND).await {
+    match state.hotq.probe_store(store_watch::PROBE_BOUND).await {
         Ok(()) => (
             StatusCode::OK,
             axum::Json(serde_json::json!({"status": "ok"})),
@@ -462,16 +462,15 @@ async fn serve_api<S: Store>(
         router(state).into_make_service_with_connect_info::<hangup::HangUp>(),
     )
     .with_graceful_shutdown(async move {
-        let store = watched.hotq.store.clone();
         tokio::select! {
             _ = shutdown => {}
-            reason = store_watch::failed_for_good(store, &watched.store_health, failure_exit) => {
+            reason = store_watch::failed_for_good(&watched.hotq, &watched.store_health, failure_exit) => {
                 let _ = stopping.store_failed.set(reason);
             }
         }
         tracing::info!("shutdown requested: withdrawing waiting pops, draining requests");
         // Waiting pops withdraw and answer now, so the drain is quick.
-        watched.hotq.coordinator.begin_shutdown();
+        watched.hotq.begin_shutdown();
         stopping.signal.send_replace(true);
     });
     tokio::select! {

@@ -22,8 +22,7 @@ use super::push::{BatchItem, BatchObject};
 use super::settings::SettingsAnswer;
 use super::state::AppState;
 use super::{admin, fifo, leases, pqueue, pqueue_leases, push, settings};
-use crate::queue::settings::{Effective, Stored};
-use crate::store::Store;
+use crate::service::{Effective, Store, Stored};
 
 /// The spec. Paths name the handlers; schemas are the answer types the
 /// handlers serialize, so the spec cannot drift from what is sent.

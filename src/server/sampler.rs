@@ -21,14 +21,13 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::fifo::queue_stats;
 use super::state::AppState;
-use crate::keys::{QueueKeys, QueueKind, QueueName, queue_of_key, queues_root_range};
+use crate::keys::{QueueKeys, QueueKind, QueueName};
 use crate::metrics::{
     DELAYED_ITEMS, LEASED_ITEMS, OLDEST_ITEM_AGE, OVERFLOW_QUEUE_LABEL, QUEUE_DEAD_LETTER,
     QUEUE_DEPTH, QUEUE_PAUSED, REQUESTS_WAITING, kind_label, queue_label,
 };
-use crate::store::{RangeRead, Store, Transaction};
+use crate::service::{QueueWalk, Store, WalkStep};
 
 /// Gauges of one queue or label: depth, waiting, oldest age (s), leased,
 /// delayed, 1 for a dead-letter queue (0 for `_other`, which may mix), and
@@ -38,8 +37,8 @@ type Gauges = [f64; 7];
 /// Where the rotation through every queue stands.
 pub struct Rotation {
     kind: QueueKind,
-    /// The next key to look for a queue at; `None`: start of `kind`'s root.
-    cursor: Option<Vec<u8>>,
+    /// Where the walk through `kind`'s queues stands.
+    cursor: QueueWalk,
     /// `_other`'s sums so far in this rotation, by kind (FIFO, priority).
     other: [Gauges; 2],
     /// Whether this rotation met any `_other` queue, by kind.
@@ -61,7 +60,7 @@ impl Default for Rotation {
     fn default() -> Self {
         Rotation {
             kind: QueueKind::Fifo,
-            cursor: None,
+            cursor: QueueWalk::default(),
             other: [[0.0; 7]; 2],
             other_seen: [false; 2],
             other_published: [false; 2],
@@ -86,7 +85,7 @@ pub async fn run<S: Store>(state: Arc<AppState<S>>, mut stop: watch::Receiver<bo
 pub async fn sample_once<S: Store>(state: &AppState<S>, rotation: &mut Rotation) {
     let budget = state.config.metrics_sample_queues_max.max(4);
     let mut sampled: BTreeSet<(QueueKind, QueueName)> = BTreeSet::new();
-    for queue in crate::due::take_touched(budget / 4) {
+    for queue in state.hotq.take_touched_queues(budget / 4) {
         sample_labelled(state, &queue, &mut sampled).await;
     }
     let known: Vec<_> = state
@@ -149,33 +148,36 @@ async fn read_gauges<S: Store>(
     state: &AppState<S>,
     (kind, name): &(QueueKind, QueueName),
 ) -> Option<Gauges> {
-    let stats = queue_stats(state, &QueueKeys::of_kind(*kind, name))
+    let stats = state
+        .hotq
+        .queue_stats(&QueueKeys::of_kind(*kind, name))
         .await
         .ok()?;
-    let number = |field: &str| stats[field].as_f64().unwrap_or(0.0);
-    let flag = |field: &str| if stats[field] == true { 1.0 } else { 0.0 };
+    let counts = [
+        stats.depth as f64,
+        stats.waiting as f64,
+        stats.oldest_item_age_ms.unwrap_or(0) as f64 / 1_000.0,
+        stats.leased as f64,
+        stats.delayed as f64,
+    ];
+    let flag = |set: bool| if set { 1.0 } else { 0.0 };
     // The console's charts keep what was just read (bounded rings).
     crate::console::history::record(
         *kind,
         name.as_str(),
-        [
-            number("depth"),
-            number("waiting"),
-            number("oldest_item_age_ms") / 1_000.0,
-            number("leased"),
-            number("delayed"),
-        ],
+        counts,
         crate::envelope::now_ms(),
         crate::console::history::step_ms(state.config.metrics_sample_interval_ms),
     );
+    let [depth, waiting, oldest_age_s, leased, delayed] = counts;
     Some([
-        number("depth"),
-        number("waiting"),
-        number("oldest_item_age_ms") / 1_000.0,
-        number("leased"),
-        number("delayed"),
-        flag("dead_letter"),
-        flag("paused"),
+        depth,
+        waiting,
+        oldest_age_s,
+        leased,
+        delayed,
+        flag(stats.dead_letter),
+        flag(stats.paused),
     ])
 }
 
@@ -224,23 +226,17 @@ async fn next_queue<S: Store>(
 ) -> Option<(QueueKind, QueueName)> {
     // Bounded: at most one switch of root per call.
     for _ in 0..2 {
-        let (root_begin, root_end) = queues_root_range(rotation.kind);
-        let begin = rotation.cursor.clone().unwrap_or(root_begin);
-        let txn = state.hotq.store.begin().ok()?;
-        let rows = txn
-            .get_range(RangeRead::new(&begin, &root_end, 1).snapshot())
+        match state
+            .hotq
+            .walk_queues(rotation.kind, &mut rotation.cursor)
             .await
-            .ok()?;
-        if let Some(row) = rows.first() {
-            let Some((name, end)) = queue_of_key(rotation.kind, &row.key) else {
-                // Not a queue's key (nothing hotq writes): step over it.
-                rotation.cursor = Some(crate::store::key_after(&row.key));
-                return None;
-            };
-            rotation.cursor = Some(end);
-            return Some((rotation.kind, name));
+            .ok()?
+        {
+            WalkStep::Queue(name) => return Some((rotation.kind, name)),
+            // Not a queue's key (nothing hotq writes): stepped over.
+            WalkStep::Skipped => return None,
+            WalkStep::End => {}
         }
-        rotation.cursor = None;
         match rotation.kind {
             QueueKind::Fifo => rotation.kind = QueueKind::Priority,
             QueueKind::Priority => {

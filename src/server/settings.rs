@@ -1,11 +1,10 @@
 //! `GET/PUT /v1/queues/{queue}/settings`: a FIFO queue's settings, kept in
-//! the store (see [`crate::queue::settings`]).
+//! the store (see [`crate::service::QueueSettings`]).
 
 use crate::server::error::counted;
 use std::collections::BTreeMap;
 use std::num::NonZeroU64;
 use std::sync::Arc;
-use std::time::Instant;
 
 use axum::Json;
 use axum::body::Bytes;
@@ -21,9 +20,7 @@ use super::error::{ApiError, ApiPath, ErrorBody};
 use super::error::{body_bytes, queue_name};
 use super::state::AppState;
 use crate::keys::{QueueKeys, QueueKind, QueueName};
-use crate::queue::QueueError;
-use crate::queue::settings::{Effective, Stored, read, update};
-use crate::store::Store;
+use crate::service::{Effective, QueueSettings, Store, Stored};
 
 /// The answer to a settings read or change.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
@@ -36,27 +33,15 @@ pub struct SettingsAnswer {
     pub stored: Stored,
 }
 
-/// What a settings read or change answers for the queue of `keys`.
-async fn settings_answer<S: Store>(
-    state: &AppState<S>,
-    keys: &QueueKeys,
-    stored: &Stored,
-) -> Result<SettingsAnswer, ApiError> {
-    // A dead-letter queue by role has no delivery limit of its own, as the
-    // nack and the timer apply it (`crate::lease::settle`).
-    let txn = state.hotq.store.begin()?;
-    let role = crate::queue::dead_letters::is_dead_letter_queue_in(&txn, keys).await?;
-    let name = keys.name();
-    let effective = stored.effective_in_role(
-        name,
-        &state.hotq.settings_defaults,
-        role || name.is_dead_letter(),
-    );
-    Ok(SettingsAnswer {
-        queue: name.as_str().to_string(),
-        settings: effective,
-        stored: stored.clone(),
-    })
+impl SettingsAnswer {
+    /// The answer for the queue `name` whose settings are `settings`.
+    fn of(name: &QueueName, settings: QueueSettings) -> Self {
+        SettingsAnswer {
+            queue: name.as_str().to_string(),
+            settings: settings.effective,
+            stored: settings.stored,
+        }
+    }
 }
 
 /// The settings of the queue `name` of `kind` (every front end's reads).
@@ -65,9 +50,8 @@ pub(crate) async fn get_checked<S: Store>(
     kind: QueueKind,
     name: &QueueName,
 ) -> Result<SettingsAnswer, ApiError> {
-    let keys = QueueKeys::of_kind(kind, name);
-    let stored = read(&state.hotq.store, &keys).await?;
-    settings_answer(state, &keys, &stored).await
+    let settings = state.hotq.settings(&QueueKeys::of_kind(kind, name)).await?;
+    Ok(SettingsAnswer::of(name, settings))
 }
 
 /// Applies `change` to the settings of the queue `name` of `kind` (every
@@ -80,24 +64,8 @@ pub(crate) async fn put_checked<S: Store>(
     change: &BTreeMap<String, Value>,
 ) -> Result<SettingsAnswer, ApiError> {
     let keys = QueueKeys::of_kind(kind, name);
-    let updated = update(
-        &state.hotq.store,
-        &keys,
-        change,
-        &state.hotq.settings_defaults,
-    )
-    .await;
-    // Read afresh on this daemon's next pop, whatever the outcome (an
-    // error may still have committed).
-    state.hotq.default_leases.forget(&keys);
-    match updated? {
-        Ok(stored) => settings_answer(state, &keys, &stored).await,
-        Err(invalid) => Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_settings",
-            invalid.to_string(),
-        )),
-    }
+    let settings = state.hotq.update_settings(&keys, change).await?;
+    Ok(SettingsAnswer::of(name, settings))
 }
 
 /// `GET /v1/queues/{queue}/settings`: 200 `{"queue", "settings": in force,
@@ -196,22 +164,10 @@ async fn put_of<S: Store>(
 }
 
 /// The lease of a pop of `keys` that named no `lease_ms`: the queue's
-/// default lease, or 0 (no lease), as read at most
-/// [`crate::service::DEFAULT_LEASE_CACHE_MS`] ago.
+/// default lease, or 0 (no lease) (see [`crate::service::Hotq::default_lease_ms`]).
 pub async fn default_lease_ms<S: Store>(
     state: &AppState<S>,
     keys: &QueueKeys,
-) -> Result<Option<NonZeroU64>, QueueError> {
-    if let Some(lease_ms) = state.hotq.default_leases.fresh(keys) {
-        return Ok(NonZeroU64::new(lease_ms));
-    }
-    // Taken before the read: an entry is never younger than what it holds.
-    let read_at = Instant::now();
-    let stored = read(&state.hotq.store, keys).await?;
-    let lease_ms = stored
-        .effective(keys.name(), &state.hotq.settings_defaults)
-        .default_lease_ms
-        .unwrap_or(0);
-    state.hotq.default_leases.remember(keys, lease_ms, read_at);
-    Ok(NonZeroU64::new(lease_ms))
+) -> Result<Option<NonZeroU64>, ApiError> {
+    Ok(state.hotq.default_lease_ms(keys).await?)
 }

@@ -9,8 +9,7 @@ use std::sync::Arc;
 use super::store_watch;
 use crate::config::Config;
 use crate::keys::{QueueKeys, QueueKind, QueueName};
-use crate::service::Hotq;
-use crate::store::Store;
+use crate::service::{Dropped, Hotq, Store};
 
 /// What every handler shares.
 pub struct AppState<S: Store> {
@@ -83,22 +82,22 @@ impl<S: Store> AppState<S> {
             .is_some_and(|token| constant_time_eq(presented, token.as_bytes()))
     }
 
-    /// Deletes the queue of `keys` (see [`crate::queue::admin::delete`]):
-    /// the one way every front end deletes a queue, so none can leave
-    /// this daemon remembering it. Its memories of the queue are forgotten
-    /// in the delete's own task, before the delete answers, even if the
-    /// caller went away meanwhile (see [`forget_deleted`]).
-    pub async fn delete_queue(
-        &self,
-        keys: &QueueKeys,
-    ) -> Result<crate::queue::admin::Dropped, crate::queue::QueueError> {
-        let (known, leases) = (self.known_queues.clone(), self.hotq.default_leases.clone());
+    /// Deletes the queue of `keys` (see [`Hotq::delete_queue`]): the one
+    /// way every front end deletes a queue, so none can leave this daemon
+    /// remembering it. The core forgets its own memories of the queue;
+    /// this front end's are forgotten in the delete's own task, before the
+    /// delete answers, even if the caller went away meanwhile (see
+    /// [`forget_deleted`]).
+    pub async fn delete_queue(&self, keys: &QueueKeys) -> crate::service::Result<Dropped> {
+        let known = self.known_queues.clone();
         let gone = keys.clone();
-        crate::queue::admin::delete(&self.hotq.store, keys, move |outcome| {
-            let finished = matches!(outcome, Ok(dropped) if dropped.done);
-            forget_deleted(&known, &leases, &gone, finished);
-        })
-        .await
+        self.hotq
+            .delete_queue(keys, move |finished| {
+                if finished {
+                    forget_deleted(&known, &gone);
+                }
+            })
+            .await
     }
 
     /// Notes that `name` is in use, for the sampler.
@@ -112,22 +111,12 @@ impl<S: Store> AppState<S> {
     }
 }
 
-/// Forgets what this daemon keeps in memory of the queue of `keys`, which
-/// a delete just ended on: its cached default lease whatever the outcome
-/// (a failed delete may have committed part of its work; a pop reads the
-/// settings afresh), and once the delete `finished`, the queue itself: the
-/// sampler stops sampling it, the exporter hides its series and the
-/// console's traffic tally drops its counts, until it is used again.
-fn forget_deleted(
-    known: &Mutex<KnownQueues>,
-    leases: &crate::service::DefaultLeases,
-    keys: &QueueKeys,
-    finished: bool,
-) {
-    leases.forget(keys);
-    if !finished {
-        return;
-    }
+/// Forgets what this front end keeps in memory of the queue of `keys`,
+/// which a delete just finished (the core forgot its cached default lease
+/// itself): the sampler stops sampling it, the exporter hides its series
+/// and the console's traffic tally drops its counts, until it is used
+/// again.
+fn forget_deleted(known: &Mutex<KnownQueues>, keys: &QueueKeys) {
     let (kind, name) = (keys.kind(), keys.name());
     known.lock().forget(&(kind, name.clone()));
     crate::metrics::forget_queue(kind, name);

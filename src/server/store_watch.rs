@@ -11,8 +11,7 @@
 use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::store::Read;
-use crate::store::{Store, Transaction};
+use crate::service::{Hotq, Store};
 
 /// Whether the store answers, as the watcher last saw it.
 #[derive(Debug, Default)]
@@ -60,36 +59,18 @@ fn probe_interval(exit_after: Duration) -> Duration {
     (exit_after / 5).clamp(Duration::from_millis(10), Duration::from_millis(500))
 }
 
-/// One health check: a failed store's own verdict, else a read within
-/// `bound`.
-pub async fn probe<S: Store>(store: &S, bound: Duration) -> Result<(), String> {
-    if let Some(reason) = store.failure() {
-        return Err(reason);
-    }
-    let read = async {
-        let txn = store.begin()?;
-        txn.get(b"hotq-healthz", Read::Snapshot).await
-    };
-    match tokio::time::timeout(bound, read).await {
-        Ok(Ok(_)) => Ok(()),
-        // A conflict or too-old read is contention, not a failing store.
-        Ok(Err(error)) if error.is_retryable() => Ok(()),
-        Ok(Err(error)) => Err(error.to_string()),
-        Err(_) => Err(format!("a store read did not answer within {bound:?}")),
-    }
-}
-
-/// Probes `store` until it has failed continuously for `exit_after`, then
-/// resolves with the reason. Never resolves while the store works.
+/// Probes the store of `hotq` until it has failed continuously for
+/// `exit_after`, then resolves with the reason. Never resolves while the
+/// store works.
 pub async fn failed_for_good<S: Store>(
-    store: S,
+    hotq: &Hotq<S>,
     health: &StoreHealth,
     exit_after: Duration,
 ) -> String {
     let interval = probe_interval(exit_after);
     let mut reported = false;
     loop {
-        let outcome = probe(&store, PROBE_BOUND).await;
+        let outcome = hotq.probe_store(PROBE_BOUND).await;
         let failing = health.note(outcome);
         metrics::gauge!(crate::metrics::STORE_UNAVAILABLE).set(if failing.is_some() {
             1.0

@@ -14,6 +14,9 @@ use crate::store::StoreError;
 pub enum Error {
     /// A parameter is out of its range or malformed (`bad_parameter`).
     BadParameter(String),
+    /// A settings change names an unknown key or a value out of range;
+    /// nothing changed (`invalid_settings`).
+    InvalidSettings(String),
     /// A batch is empty or holds too many items (`bad_batch`).
     BadBatch(String),
     /// One payload is over the limit (`item_too_large`).
@@ -54,6 +57,7 @@ impl Error {
     pub fn code(&self) -> &'static str {
         match self {
             Error::BadParameter(_) => "bad_parameter",
+            Error::InvalidSettings(_) => "invalid_settings",
             Error::BadBatch(_) => "bad_batch",
             Error::ItemTooLarge(_) => "item_too_large",
             Error::BatchTooLarge(_) => "batch_too_large",
@@ -82,6 +86,7 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::BadParameter(m)
+            | Error::InvalidSettings(m)
             | Error::BadBatch(m)
             | Error::ItemTooLarge(m)
             | Error::BatchTooLarge(m)

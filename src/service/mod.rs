@@ -11,13 +11,28 @@ use std::sync::Arc;
 
 use crate::config::Config;
 use crate::coordinator::Coordinator;
-use crate::store::Store;
 
+mod admin;
 mod default_leases;
 mod error;
+mod health;
+mod listing;
+mod settings;
 
 pub use default_leases::DEFAULT_LEASE_CACHE_MS;
 pub use error::{Error, Result};
+pub use listing::{QueueWalk, WalkStep};
+pub use settings::QueueSettings;
+
+pub use crate::queue::Item;
+pub use crate::queue::admin::{
+    Dropped, LEASES_CURSOR_LEN_MAX, LEASES_LIMIT_MAX, LIST_LIMIT_MAX, LeaseCursor, LeaseSummary,
+    QueueSummary,
+};
+pub use crate::queue::settings::{
+    DEDUP_WINDOW_MS_MAX, Defaults as SettingsDefaults, Effective, MAX_DELIVERIES_MAX, Stored,
+};
+pub use crate::store::Store;
 
 pub(crate) use default_leases::DefaultLeases;
 

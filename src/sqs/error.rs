@@ -224,6 +224,12 @@ impl From<QueueError> for SqsError {
     }
 }
 
+impl From<crate::service::Error> for SqsError {
+    fn from(error: crate::service::Error) -> Self {
+        ApiError::from(error).into()
+    }
+}
+
 impl From<crate::store::StoreError> for SqsError {
     fn from(error: crate::store::StoreError) -> Self {
         ApiError::from(error).into()

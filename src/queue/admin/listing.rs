@@ -101,6 +101,12 @@ pub async fn list<S: Store>(
     Ok((page, next))
 }
 
+/// The summary of the queue of `keys` (its stats), read in one snapshot.
+pub async fn stats<S: Store>(store: &S, keys: &QueueKeys) -> Result<QueueSummary, QueueError> {
+    let txn = store.begin()?;
+    summary(&txn, keys.clone()).await
+}
+
 async fn summary<T: Transaction>(txn: &T, keys: QueueKeys) -> Result<QueueSummary, QueueError> {
     let counter = |value: Option<Vec<u8>>| decode_counter(value.as_deref());
     let depth = counter(txn.get(&keys.depth(), Read::Snapshot).await?);

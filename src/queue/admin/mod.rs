@@ -35,8 +35,8 @@
 mod listing;
 
 pub use listing::{
-    LEASES_CURSOR_LEN_MAX, LEASES_LIMIT_MAX, LIST_LIMIT_MAX, LeaseCursor, LeaseSummary, leases,
-    list,
+    LEASES_CURSOR_LEN_MAX, LEASES_LIMIT_MAX, LIST_LIMIT_MAX, LeaseCursor, LeaseSummary,
+    QueueSummary, leases, list, stats,
 };
 
 use crate::envelope::{decode_held, decode_item, now_ms};

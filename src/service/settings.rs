@@ -1,0 +1,96 @@
+//! Queue settings, kept in the store (see [`crate::queue::settings`]):
+//! every front end's reads and changes (`/v1` and the console's
+//! `settings`, SQS's queue attributes, RESP's `QSETTINGS`).
+
+use std::collections::BTreeMap;
+use std::num::NonZeroU64;
+use std::time::Instant;
+
+use serde_json::Value;
+
+use super::{Error, Hotq, Result};
+use crate::keys::QueueKeys;
+use crate::queue::settings::{Defaults, Effective, Stored};
+use crate::store::Store;
+
+/// A queue's settings: what it set and what is in force.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueSettings {
+    /// What the queue set; settings not named here are the defaults.
+    pub stored: Stored,
+    /// The settings in force: what the queue set, else the daemon's
+    /// defaults, in the queue's role (a dead-letter queue has no delivery
+    /// limit unless it sets one).
+    pub effective: Effective,
+}
+
+impl<S: Store> Hotq<S> {
+    /// The daemon's defaults of queue settings (from `config`).
+    pub fn settings_defaults(&self) -> &Defaults {
+        &self.settings_defaults
+    }
+
+    /// The settings of the queue of `keys`.
+    pub async fn settings(&self, keys: &QueueKeys) -> Result<QueueSettings> {
+        let stored = crate::queue::settings::read(&self.store, keys).await?;
+        self.settings_in_role(keys, stored).await
+    }
+
+    /// Applies `change` to the settings of the queue of `keys` in one
+    /// transaction: each key sets its setting, `null` returns it to the
+    /// default, keys not named are kept. [`Error::InvalidSettings`],
+    /// nothing changed, for an unknown key or a value out of range.
+    pub async fn update_settings(
+        &self,
+        keys: &QueueKeys,
+        change: &BTreeMap<String, Value>,
+    ) -> Result<QueueSettings> {
+        let updated =
+            crate::queue::settings::update(&self.store, keys, change, &self.settings_defaults)
+                .await;
+        // Read afresh on this daemon's next pop, whatever the outcome (an
+        // error may still have committed).
+        self.default_leases.forget(keys);
+        match updated? {
+            Ok(stored) => self.settings_in_role(keys, stored).await,
+            Err(invalid) => Err(Error::InvalidSettings(invalid.to_string())),
+        }
+    }
+
+    /// The lease of a pop of `keys` that named none: the queue's default
+    /// lease, or `None` (no lease), as read at most
+    /// [`super::DEFAULT_LEASE_CACHE_MS`] ago.
+    pub async fn default_lease_ms(&self, keys: &QueueKeys) -> Result<Option<NonZeroU64>> {
+        if let Some(lease_ms) = self.default_leases.fresh(keys) {
+            return Ok(NonZeroU64::new(lease_ms));
+        }
+        // Taken before the read: an entry is never younger than what it holds.
+        let read_at = Instant::now();
+        let stored = crate::queue::settings::read(&self.store, keys).await?;
+        let lease_ms = stored
+            .effective(keys.name(), &self.settings_defaults)
+            .default_lease_ms
+            .unwrap_or(0);
+        self.default_leases.remember(keys, lease_ms, read_at);
+        Ok(NonZeroU64::new(lease_ms))
+    }
+
+    /// True when some queue names the queue of `keys` as its dead-letter
+    /// queue (a dead-letter queue by role; see
+    /// [`crate::queue::dead_letters`]).
+    pub async fn is_dead_letter_queue(&self, keys: &QueueKeys) -> Result<bool> {
+        let txn = self.store.begin()?;
+        Ok(crate::queue::dead_letters::is_dead_letter_queue_in(&txn, keys).await?)
+    }
+
+    /// `stored` with the settings in force for the queue of `keys`.
+    async fn settings_in_role(&self, keys: &QueueKeys, stored: Stored) -> Result<QueueSettings> {
+        // A dead-letter queue by role has no delivery limit of its own, as
+        // the nack and the timer apply it (`crate::lease::settle`).
+        let role = self.is_dead_letter_queue(keys).await?;
+        let name = keys.name();
+        let effective =
+            stored.effective_in_role(name, &self.settings_defaults, role || name.is_dead_letter());
+        Ok(QueueSettings { stored, effective })
+    }
+}
