@@ -17,8 +17,8 @@ use super::preview::PREVIEW_TEXT_BYTES_MAX;
 use crate::keys::QueueKeys;
 use crate::server::error::{ApiError, ApiPath, ErrorBody, counted, queue_name};
 use crate::server::state::AppState;
+use crate::service::Store;
 use crate::sqs::queues::{self, SqsQueue};
-use crate::store::{Read, Store};
 
 /// An item sent through SQS, as SQS shows it.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
@@ -117,20 +117,15 @@ pub async fn queue_sqs<S: Store>(
     counted(&queue, "sqs_view", async {
         let name = queue_name(&queue)?;
         let keys = QueueKeys::new(&name);
-        let txn = state.hotq.store.begin()?;
-        let record = queues::record_in(&txn, &keys, Read::Snapshot).await?;
-        let settings = crate::queue::settings::read_in(&txn, &keys)
-            .await
-            .map_err(crate::queue::corrupt_as_store)?;
-        drop(txn);
+        let queue = state.hotq.recorded_queue::<queues::Record>(&keys).await?;
         let sqs_queue = SqsQueue {
             keys: keys.clone(),
-            record,
-            settings,
+            record: queue.record,
+            settings: queue.settings,
         };
         let config = &state.config.sqs;
-        let defaults = &state.hotq.settings_defaults;
-        let counts = crate::sqs::queue_actions::counts(&state.hotq.store, &keys).await?;
+        let defaults = state.hotq.settings_defaults();
+        let counts = crate::sqs::queue_actions::counts(&state.hotq, &keys).await?;
         let attributes = crate::sqs::queue_attributes::render(config, defaults, &sqs_queue, counts);
         let effective = sqs_queue.settings.effective(&name, defaults);
         let base = crate::sqs::base_url(config, &headers);

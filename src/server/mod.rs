@@ -171,7 +171,7 @@ async fn gate<S: Store>(
     if let Some(refusal) = unauthorized(&state, &request) {
         return refusal.into_response();
     }
-    if let Some(reason) = state.hotq.store.failure() {
+    if let Some(reason) = state.hotq.store_failure() {
         return ApiError::store_unavailable(format!("the store has failed: {reason}"))
             .into_response();
     }

@@ -6,7 +6,20 @@ use super::{Error, Hotq, Result};
 use crate::keys::{QueueKeys, QueueKind, QueueName};
 use crate::queue::admin::{self, Dropped, LEASES_LIMIT_MAX, LIST_LIMIT_MAX, QueueSummary};
 use crate::queue::admin::{LeaseCursor, LeaseSummary};
-use crate::store::Store;
+use crate::store::{Read, Store, Transaction, decode_counter};
+
+/// A queue's counters, read in one snapshot (SQS's `ApproximateNumberOf…`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueCounts {
+    /// Visible items (the queue's `depth`).
+    pub depth: i64,
+    /// Items waiting behind their message group's head.
+    pub grouped: i64,
+    /// Items under a lease.
+    pub leased: i64,
+    /// Delayed items.
+    pub delayed: i64,
+}
 
 /// 400 `bad_parameter` unless `limit` is within `1..=max`.
 pub(crate) fn check_limit(limit: usize, max: usize) -> Result<()> {
@@ -41,6 +54,19 @@ impl<S: Store> Hotq<S> {
         let mut stats = admin::stats(&self.store, keys).await?;
         self.count_memory_waiting(&mut stats);
         Ok(stats)
+    }
+
+    /// The counters of the queue of `keys`, read in one snapshot: cheaper
+    /// than [`Self::queue_stats`] (no head, settings or role read).
+    pub async fn queue_counts(&self, keys: &QueueKeys) -> Result<QueueCounts> {
+        let txn = self.store.begin()?;
+        let counter = |value: Option<Vec<u8>>| decode_counter(value.as_deref());
+        Ok(QueueCounts {
+            depth: counter(txn.get(&keys.depth(), Read::Snapshot).await?),
+            grouped: counter(txn.get(&keys.grouped_count(), Read::Snapshot).await?),
+            leased: counter(txn.get(&keys.leased(), Read::Snapshot).await?),
+            delayed: counter(txn.get(&keys.delayed_count(), Read::Snapshot).await?),
+        })
     }
 
     /// This daemon's waiters in memory count as waiting too, as they do in

@@ -6,10 +6,16 @@ use super::Hotq;
 use crate::store::{Read, Store, Transaction};
 
 impl<S: Store> Hotq<S> {
+    /// Why the store has failed for good (a write or fsync failed: it
+    /// refuses every transaction from then on), if it has.
+    pub fn store_failure(&self) -> Option<String> {
+        self.store.failure()
+    }
+
     /// One health check: a failed store's own verdict, else one snapshot
     /// read within `bound`; `Err` says why the store does not answer.
     pub async fn probe_store(&self, bound: Duration) -> std::result::Result<(), String> {
-        if let Some(reason) = self.store.failure() {
+        if let Some(reason) = self.store_failure() {
             return Err(reason);
         }
         let read = async {

@@ -2,7 +2,7 @@
 //! queues the timer changed.
 
 use super::{Hotq, Result};
-use crate::keys::{QueueKind, QueueName, queue_of_key, queues_root_range};
+use crate::keys::{QueueKeys, QueueKind, QueueName, queue_of_key, queues_root_range};
 use crate::store::{RangeRead, Store, Transaction, key_after};
 
 /// Where a walk through every queue of one kind stands (opaque): the
@@ -47,5 +47,51 @@ impl<S: Store> Hotq<S> {
     /// redelivered, expired items) since the last call.
     pub fn take_touched_queues(&self, max: usize) -> Vec<(QueueKind, QueueName)> {
         crate::due::take_touched(max)
+    }
+}
+
+impl<S: Store> Hotq<S> {
+    /// Up to `limit` names of FIFO queues starting with `prefix`, in name
+    /// order, after `after`; and the name to continue after when more may
+    /// follow. Reads one key per queue (the store skips between subspaces).
+    pub async fn list_queue_names(
+        &self,
+        prefix: &str,
+        after: Option<&QueueName>,
+        limit: usize,
+    ) -> Result<(Vec<QueueName>, Option<String>)> {
+        let (root_begin, _) = queues_root_range(QueueKind::Fifo);
+        // `(root, name)` packs as the root's bytes, 0x02, the name, 0x00:
+        // names with `prefix` are the keys from `root 0x02 prefix` to that
+        // plus 0xff.
+        let mut begin = root_begin[..root_begin.len() - 1].to_vec();
+        begin.push(0x02);
+        begin.extend_from_slice(prefix.as_bytes());
+        let mut end = begin.clone();
+        end.push(0xff);
+        let mut cursor = match after {
+            Some(name) => QueueKeys::new(name).queue_range().1.max(begin),
+            None => begin,
+        };
+        let txn = self.store.begin()?;
+        let mut names: Vec<QueueName> = Vec::new();
+        loop {
+            let rows = txn
+                .get_range(RangeRead::new(&cursor, &end, 1).snapshot())
+                .await?;
+            let Some(row) = rows.first() else {
+                return Ok((names, None));
+            };
+            let Some((name, next)) = queue_of_key(QueueKind::Fifo, &row.key) else {
+                cursor = key_after(&row.key);
+                continue;
+            };
+            if let Some(last) = names.last().filter(|_| names.len() >= limit) {
+                let last = last.as_str().to_string();
+                return Ok((names, Some(last)));
+            }
+            cursor = next;
+            names.push(name);
+        }
     }
 }

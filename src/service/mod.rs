@@ -13,15 +13,20 @@ use crate::config::Config;
 use crate::coordinator::Coordinator;
 
 mod admin;
+mod attributes;
 mod default_leases;
 mod error;
 mod health;
 mod listing;
+mod redrive;
 mod settings;
 
+pub use admin::QueueCounts;
+pub use attributes::{RecordChange, RecordEditor, RecordedQueue};
 pub use default_leases::DEFAULT_LEASE_CACHE_MS;
 pub use error::{Error, Result};
 pub use listing::{QueueWalk, WalkStep};
+pub use redrive::REDRIVE_BATCH_MAX;
 pub use settings::QueueSettings;
 
 pub use crate::queue::Item;

@@ -9,7 +9,7 @@ use std::time::Instant;
 use serde_json::Value;
 
 use super::{Error, Hotq, Result};
-use crate::keys::QueueKeys;
+use crate::keys::{QueueKeys, QueueName};
 use crate::queue::settings::{Defaults, Effective, Stored};
 use crate::store::Store;
 
@@ -34,6 +34,24 @@ impl<S: Store> Hotq<S> {
     pub async fn settings(&self, keys: &QueueKeys) -> Result<QueueSettings> {
         let stored = crate::queue::settings::read(&self.store, keys).await?;
         self.settings_in_role(keys, stored).await
+    }
+
+    /// `stored` with `change` applied for the queue `name` (as
+    /// [`Self::update_settings`] would apply it, without writing it);
+    /// `None` when the change is invalid.
+    pub fn settings_with_change(
+        &self,
+        stored: &Stored,
+        name: &QueueName,
+        change: &BTreeMap<String, Value>,
+    ) -> Option<Stored> {
+        crate::queue::settings::apply_change(stored, name, change, &self.settings_defaults).ok()
+    }
+
+    /// What the queue of `keys` set, without the settings in force (one
+    /// read: cheaper than [`Self::settings`] when many queues are read).
+    pub async fn stored_settings(&self, keys: &QueueKeys) -> Result<Stored> {
+        Ok(crate::queue::settings::read(&self.store, keys).await?)
     }
 
     /// Applies `change` to the settings of the queue of `keys` in one

@@ -87,8 +87,8 @@ pub use crate::config::SqsSection;
 
 /// What an action's handler gets.
 pub struct Call<'a, S: Store> {
-    /// The daemon's state.
-    pub state: &'a AppState<S>,
+    /// The daemon's state (shared: a move task outlives its call).
+    pub state: &'a Arc<AppState<S>>,
     /// The base of queue URLs for this request.
     pub base_url: String,
     /// The request's JSON object.
@@ -131,7 +131,7 @@ pub async fn handle<S: Store>(
         let body = body.map_err(|rejection| SqsError::invalid(rejection.body_text()))?;
         let signed = auth::Signed { method: &method, uri: &uri, headers: &headers, body: &body };
         auth::verify(&state.config.sqs, state.config.token.as_deref(), &signed, now_ms() / 1_000)?;
-        if let Some(reason) = state.hotq.store.failure() {
+        if let Some(reason) = state.hotq.store_failure() {
             return Err(SqsError::service(StatusCode::SERVICE_UNAVAILABLE, format!("the store has failed: {reason}")));
         }
         if label == "unknown" {

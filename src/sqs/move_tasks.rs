@@ -1,5 +1,5 @@
 //! The message move tasks (StartMessageMoveTask, ListMessageMoveTasks,
-//! CancelMessageMoveTask) on hotq's re-drive ([`crate::lease::redrive`]):
+//! CancelMessageMoveTask) on hotq's re-drive ([`crate::service::Hotq::redrive`]):
 //! a task moves a dead-letter queue's messages back to the queues they
 //! came from, in re-drive batches, so each message keeps its
 //! `MessageGroupId` and its place in its group (behind what the group
@@ -37,8 +37,8 @@ use super::queues::name_of_arn;
 use super::{Call, int_member, required_string};
 use crate::envelope::now_ms;
 use crate::keys::{QueueKeys, QueueName};
-use crate::lease::redrive::{REDRIVE_BATCH_MAX, redrive};
-use crate::store::{Read, Store, Transaction, decode_counter};
+use crate::server::state::AppState;
+use crate::service::{REDRIVE_BATCH_MAX, Store};
 
 /// Fastest pace a task may ask for, messages a second (SQS's limit).
 pub const RATE_MAX: i64 = 500;
@@ -58,7 +58,7 @@ async fn queue_of_arn<S: Store>(
     what: &str,
 ) -> Result<QueueName, SqsError> {
     let name = name_of_arn(call.config(), arn).ok_or_else(|| not_found(what))?;
-    match super::queues::load(&call.state.hotq.store, &name).await {
+    match super::queues::load(&call.state.hotq, &name).await {
         Ok(_) => Ok(name),
         Err(error) if error.shape == "QueueDoesNotExist" => Err(not_found(what)),
         Err(error) => Err(error),
@@ -76,15 +76,12 @@ pub async fn start<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
     }
     let rate = int_member(&call.input, "MaxNumberOfMessagesPerSecond", 1..=RATE_MAX)?;
     let keys = QueueKeys::new(&source);
-    let txn = call.state.hotq.store.begin()?;
-    if !crate::queue::dead_letters::is_dead_letter_queue_in(&txn, &keys).await? {
+    if !call.state.hotq.is_dead_letter_queue(&keys).await? {
         return Err(SqsError::invalid(
             "Source queue must be configured as a Dead Letter Queue.",
         ));
     }
-    let counter = |v: Option<Vec<u8>>| decode_counter(v.as_deref()).max(0) as u64;
-    let to_move = counter(txn.get(&keys.depth(), Read::Snapshot).await?)
-        + counter(txn.get(&keys.grouped_count(), Read::Snapshot).await?);
+    let to_move = call.state.hotq.redrivable(&keys).await?;
     let task = Arc::new(Task {
         id: super::message::new_id(),
         source_arn: source_arn.to_string(),
@@ -101,14 +98,14 @@ pub async fn start<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
             "There is already a task running. Only one active task is allowed for a source queue arn at a given time.",
         )
     })?;
-    tokio::spawn(run(call.state.hotq.store.clone(), source, task.clone()));
+    tokio::spawn(run(call.state.clone(), source, task.clone()));
     Ok(json!({"TaskHandle": task.handle()}))
 }
 
 /// Moves the task's messages in re-drive batches until it has moved what
 /// the queue held at its start, the queue has nothing left to move, or it
 /// is cancelled.
-async fn run<S: Store>(store: S, source: QueueName, task: Arc<Task>) {
+async fn run<S: Store>(state: Arc<AppState<S>>, source: QueueName, task: Arc<Task>) {
     let batch_max = task.rate.map_or(REDRIVE_BATCH_MAX, |rate| rate as usize);
     loop {
         if task.cancel.load(Ordering::Relaxed) {
@@ -123,7 +120,7 @@ async fn run<S: Store>(store: S, source: QueueName, task: Arc<Task>) {
             return;
         }
         let want = batch_max.min(left as usize).min(REDRIVE_BATCH_MAX);
-        match redrive(&store, &source, want).await {
+        match state.hotq.redrive(&source, want).await {
             Ok(0) => {
                 task.set(Status::Completed);
                 return;

@@ -17,9 +17,7 @@ use super::queues::{self, Record, SqsQueue};
 use super::{Call, int_member, required_string, string_list, string_member};
 use crate::envelope::now_ms;
 use crate::keys::{QueueKeys, QueueName};
-use crate::queue::settings::{apply_change, read_in, update_in};
-use crate::store::Read;
-use crate::store::{RetryPolicy, Store, StoreError, Transaction, decode_counter, transact};
+use crate::service::{Hotq, RecordEditor, RecordedQueue, Store};
 
 /// Most queues ListQueues answers at once.
 pub const LIST_RESULTS_MAX: i64 = 1_000;
@@ -65,104 +63,145 @@ pub async fn create_queue<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsErro
         .is_some_and(|v| v.eq_ignore_ascii_case("true"));
     let name = check_new_name(raw, fifo)?;
     let keys = QueueKeys::new(&name);
-    let state = call.state;
-    let outcome = transact(&state.hotq.store, RetryPolicy::default(), |txn| {
-        let (keys, attributes, tags) = (&keys, &attributes, &tags);
-        async move { create_in(call, &txn, keys, attributes, tags).await }
-    })
-    .await??;
-    state.hotq.default_leases.forget(&keys);
-    Ok(outcome)
+    let url = json!({"QueueUrl": queues::url_of(&call.base_url, call.config(), keys.name())});
+    let creation = Creation {
+        call,
+        name: name.clone(),
+        attributes: &attributes,
+        tags: &tags,
+    };
+    write_change(call, &keys, &creation).await?;
+    Ok(url)
 }
 
-async fn create_in<S: Store, T: Transaction>(
-    call: &Call<'_, S>,
-    txn: &T,
-    keys: &QueueKeys,
-    attributes: &BTreeMap<String, String>,
-    tags: &BTreeMap<String, String>,
-) -> Result<Result<Value, SqsError>, StoreError> {
-    let (config, defaults) = (call.config(), &call.state.hotq.settings_defaults);
-    let url = json!({"QueueUrl": queues::url_of(&call.base_url, config, keys.name())});
-    let existing = queues::record_in(txn, keys, Read::Serializable).await?;
-    let stored = read_in(txn, keys)
-        .await
-        .map_err(crate::queue::corrupt_as_store)?;
-    let base = existing.clone().unwrap_or_default();
-    let change = match queue_attributes::apply(config, defaults, &base, attributes, true) {
-        Ok(change) => change,
-        Err(error) => return Ok(Err(error)),
-    };
-    if let Some(existing) = existing {
-        let same_settings = apply_change(&stored, keys.name(), &change.settings, defaults).ok()
-            == Some(stored.clone());
-        if change.record == existing && same_settings {
-            return Ok(Ok(url));
+/// CreateQueue's judgement of the queue as it is: nothing to write when it
+/// exists with equal attributes, `QueueNameExists` when with others.
+struct Creation<'a, 'c, S: Store> {
+    call: &'a Call<'c, S>,
+    name: QueueName,
+    attributes: &'a BTreeMap<String, String>,
+    tags: &'a BTreeMap<String, String>,
+}
+
+impl<S: Store> RecordEditor<Record, SqsError> for Creation<'_, '_, S> {
+    fn edit(&self, queue: &RecordedQueue<Record>) -> Result<Option<Change>, SqsError> {
+        let hotq = &self.call.state.hotq;
+        let (config, defaults) = (self.call.config(), hotq.settings_defaults());
+        let stored = &queue.settings;
+        let base = queue.record.clone().unwrap_or_default();
+        let change = queue_attributes::apply(config, defaults, &base, self.attributes, true)?;
+        if let Some(existing) = &queue.record {
+            let same_settings = hotq.settings_with_change(stored, &self.name, &change.settings)
+                == Some(stored.clone());
+            if change.record == *existing && same_settings {
+                return Ok(None);
+            }
+            return Err(SqsError::queue_exists(format!(
+                "A queue already exists with the same name and a different value for attribute(s) {}",
+                self.attributes
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
         }
-        return Ok(Err(SqsError::queue_exists(format!(
-            "A queue already exists with the same name and a different value for attribute(s) {}",
-            attributes.keys().cloned().collect::<Vec<_>>().join(", ")
-        ))));
-    }
-    let now_s = now_ms() / 1_000;
-    let mut record = Record {
-        created_s: now_s,
-        modified_s: now_s,
-        tags: tags.clone(),
-        ..change.record.clone()
-    };
-    record.fifo = change.record.fifo;
-    let mut settings = queue_attributes::creation_defaults(&stored);
-    settings.extend(change.settings.clone());
-    let change = Change {
-        record,
-        settings,
-        dead_letter: change.dead_letter,
-    };
-    Ok(write_change_in(call, txn, keys, &change)
-        .await?
-        .map(|()| url))
-}
-
-/// Checks `change`'s dead-letter queue, then writes its record and
-/// settings (nothing when a check fails).
-async fn write_change_in<S: Store, T: Transaction>(
-    call: &Call<'_, S>,
-    txn: &T,
-    keys: &QueueKeys,
-    change: &Change,
-) -> Result<Result<(), SqsError>, StoreError> {
-    if let Some(dead) = &change.dead_letter {
-        let dead_keys = QueueKeys::new(dead);
-        let dead_record = queues::record_in(txn, &dead_keys, Read::Snapshot).await?;
-        let exists = dead_record.is_some() || queues::exists_in(txn, &dead_keys).await?;
-        let refuse = |why: &str| {
-            Ok(Err(SqsError::attribute_value(format!(
-                "Value for parameter RedrivePolicy is invalid. Reason: {why}"
-            ))))
+        let now_s = now_ms() / 1_000;
+        let mut record = Record {
+            created_s: now_s,
+            modified_s: now_s,
+            tags: self.tags.clone(),
+            ..change.record.clone()
         };
-        if !exists || dead == keys.name() {
-            return refuse("Dead letter target does not exist.");
-        }
-        if dead_record.is_some_and(|r| r.fifo) != change.record.fifo {
-            return refuse(
-                "Dead-letter queue and source queue must be the same type (FIFO or standard).",
-            );
-        }
+        record.fifo = change.record.fifo;
+        let mut settings = queue_attributes::creation_defaults(stored);
+        settings.extend(change.settings.clone());
+        Ok(Some(Change {
+            record,
+            settings,
+            dead_letter: change.dead_letter,
+        }))
     }
-    let defaults = &call.state.hotq.settings_defaults;
-    if let Err(invalid) = update_in(txn, keys, &change.settings, defaults).await? {
-        return Ok(Err(SqsError::attribute_value(invalid.to_string())));
+
+    fn check_dead_letter(
+        &self,
+        change: &Change,
+        dead: &RecordedQueue<Record>,
+    ) -> Result<(), SqsError> {
+        check_dead_letter(&self.name, change, dead)
     }
-    queues::write_record_in(txn, keys, &change.record)?;
-    Ok(Ok(()))
+
+    fn invalid_settings(&self, message: String) -> SqsError {
+        SqsError::attribute_value(message)
+    }
+}
+
+/// A change of an existing record (SQS's defaults when it has none) by
+/// `edit`: SetQueueAttributes, tags, permissions.
+struct Update<'a, F> {
+    name: &'a QueueName,
+    edit: F,
+}
+
+impl<F> RecordEditor<Record, SqsError> for Update<'_, F>
+where
+    F: Fn(&Record) -> Result<Change, SqsError>,
+{
+    fn edit(&self, queue: &RecordedQueue<Record>) -> Result<Option<Change>, SqsError> {
+        (self.edit)(&queue.record.clone().unwrap_or_default()).map(Some)
+    }
+
+    fn check_dead_letter(
+        &self,
+        change: &Change,
+        dead: &RecordedQueue<Record>,
+    ) -> Result<(), SqsError> {
+        check_dead_letter(self.name, change, dead)
+    }
+
+    fn invalid_settings(&self, message: String) -> SqsError {
+        SqsError::attribute_value(message)
+    }
+}
+
+/// The dead-letter queue `change` names must exist, be another queue than
+/// `name`, and of the same type (FIFO or standard).
+fn check_dead_letter(
+    name: &QueueName,
+    change: &Change,
+    dead: &RecordedQueue<Record>,
+) -> Result<(), SqsError> {
+    let refuse = |why: &str| {
+        Err(SqsError::attribute_value(format!(
+            "Value for parameter RedrivePolicy is invalid. Reason: {why}"
+        )))
+    };
+    let exists = dead.record.is_some() || dead.exists;
+    if !exists || change.dead_letter.as_ref() == Some(name) {
+        return refuse("Dead letter target does not exist.");
+    }
+    if dead.record.as_ref().is_some_and(|r| r.fifo) != change.record.fifo {
+        return refuse(
+            "Dead-letter queue and source queue must be the same type (FIFO or standard).",
+        );
+    }
+    Ok(())
+}
+
+/// Judges and writes a change of the queue of `keys` in one transaction
+/// (see [`Hotq::change_recorded_queue`]): a refused change writes nothing.
+async fn write_change<S: Store>(
+    call: &Call<'_, S>,
+    keys: &QueueKeys,
+    editor: &(impl RecordEditor<Record, SqsError> + Sync),
+) -> Result<(), SqsError> {
+    call.state.hotq.change_recorded_queue(keys, editor).await?
 }
 
 /// GetQueueUrl.
 pub async fn get_queue_url<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
     let raw = required_string(&call.input, "QueueName")?;
     let name = QueueName::new(raw).map_err(|_| SqsError::no_queue(raw))?;
-    queues::load(&call.state.hotq.store, &name).await?;
+    queues::load(&call.state.hotq, &name).await?;
     Ok(json!({"QueueUrl": queues::url_of(&call.base_url, call.config(), &name)}))
 }
 
@@ -176,8 +215,11 @@ pub async fn list_queues<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError
         })
         .transpose()?;
     let limit = max.unwrap_or(LIST_RESULTS_MAX) as usize;
-    let (names, next) =
-        queues::list_names(&call.state.hotq.store, prefix, after.as_ref(), limit).await?;
+    let (names, next) = call
+        .state
+        .hotq
+        .list_queue_names(prefix, after.as_ref(), limit)
+        .await?;
     let urls: Vec<String> = names
         .iter()
         .map(|n| queues::url_of(&call.base_url, call.config(), n))
@@ -192,7 +234,7 @@ pub async fn list_queues<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError
 
 /// DeleteQueue: drops the queue and everything in it, as `DELETE /v1/queues/{q}`.
 pub async fn delete_queue<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
-    let queue = queues::load_url(&call.state.hotq.store, call.config(), &call.input).await?;
+    let queue = queues::load_url(&call.state.hotq, call.config(), &call.input).await?;
     let dropped = call.state.delete_queue(&queue.keys).await?;
     if !dropped.done {
         return Err(SqsError::service(
@@ -207,8 +249,8 @@ pub async fn delete_queue<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsErro
 /// the messages in a queue, including in-flight messages"); a purged FIFO
 /// group is released to the messages sent after the purge began.
 pub async fn purge_queue<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
-    let queue = queues::load_url(&call.state.hotq.store, call.config(), &call.input).await?;
-    let dropped = crate::queue::admin::purge_in_flight(&call.state.hotq.store, &queue.keys).await?;
+    let queue = queues::load_url(&call.state.hotq, call.config(), &call.input).await?;
+    let dropped = call.state.hotq.purge_in_flight(&queue.keys).await?;
     if !dropped.done {
         return Err(SqsError::service(
             axum::http::StatusCode::SERVICE_UNAVAILABLE,
@@ -220,12 +262,12 @@ pub async fn purge_queue<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError
 
 /// GetQueueAttributes (`AttributeNames`: `All` or names).
 pub async fn get_queue_attributes<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
-    let queue = queues::load_url(&call.state.hotq.store, call.config(), &call.input).await?;
+    let queue = queues::load_url(&call.state.hotq, call.config(), &call.input).await?;
     let asked = string_list(&call.input, "AttributeNames")?;
-    let counts = counts(&call.state.hotq.store, &queue.keys).await?;
+    let counts = counts(&call.state.hotq, &queue.keys).await?;
     let all = queue_attributes::render(
         call.config(),
-        &call.state.hotq.settings_defaults,
+        call.state.hotq.settings_defaults(),
         &queue,
         counts,
     );
@@ -268,26 +310,26 @@ fn known_unshown(name: &str, queue: &SqsQueue) -> bool {
 }
 
 /// The counters GetQueueAttributes shows as `ApproximateNumberOf…`.
-pub(crate) async fn counts<S: Store>(store: &S, keys: &QueueKeys) -> Result<Counts, StoreError> {
-    let txn = store.begin()?;
-    let counter = |v: Option<Vec<u8>>| decode_counter(v.as_deref());
-    let depth = counter(txn.get(&keys.depth(), Read::Snapshot).await?);
-    let grouped = counter(txn.get(&keys.grouped_count(), Read::Snapshot).await?);
+pub(crate) async fn counts<S: Store>(
+    hotq: &Hotq<S>,
+    keys: &QueueKeys,
+) -> crate::service::Result<Counts> {
+    let counts = hotq.queue_counts(keys).await?;
     Ok(Counts {
-        visible: depth + grouped,
-        leased: counter(txn.get(&keys.leased(), Read::Snapshot).await?),
-        delayed: counter(txn.get(&keys.delayed_count(), Read::Snapshot).await?),
+        visible: counts.depth + counts.grouped,
+        leased: counts.leased,
+        delayed: counts.delayed,
     })
 }
 
 /// SetQueueAttributes.
 pub async fn set_queue_attributes<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
-    let queue = queues::load_url(&call.state.hotq.store, call.config(), &call.input).await?;
+    let queue = queues::load_url(&call.state.hotq, call.config(), &call.input).await?;
     let attributes = string_map(&call.input, "Attributes")?;
     update_record(call, &queue.keys, |record| {
         let mut change = queue_attributes::apply(
             call.config(),
-            &call.state.hotq.settings_defaults,
+            call.state.hotq.settings_defaults(),
             record,
             &attributes,
             false,
@@ -296,7 +338,6 @@ pub async fn set_queue_attributes<S: Store>(call: &Call<'_, S>) -> Result<Value,
         Ok(change)
     })
     .await?;
-    call.state.hotq.default_leases.forget(&queue.keys);
     Ok(json!({}))
 }
 
@@ -305,21 +346,13 @@ pub async fn set_queue_attributes<S: Store>(call: &Call<'_, S>) -> Result<Value,
 async fn update_record<S: Store>(
     call: &Call<'_, S>,
     keys: &QueueKeys,
-    edit: impl Fn(&Record) -> Result<Change, SqsError>,
+    edit: impl Fn(&Record) -> Result<Change, SqsError> + Sync,
 ) -> Result<(), SqsError> {
-    transact(&call.state.hotq.store, RetryPolicy::default(), |txn| {
-        let edit = &edit;
-        async move {
-            let record = queues::record_in(&txn, keys, Read::Serializable)
-                .await?
-                .unwrap_or_default();
-            match edit(&record) {
-                Ok(change) => write_change_in(call, &txn, keys, &change).await,
-                Err(error) => Ok(Err(error)),
-            }
-        }
-    })
-    .await?
+    let update = Update {
+        name: keys.name(),
+        edit,
+    };
+    write_change(call, keys, &update).await
 }
 
 fn check_tags(tags: &BTreeMap<String, String>) -> Result<(), SqsError> {
@@ -337,7 +370,7 @@ fn check_tags(tags: &BTreeMap<String, String>) -> Result<(), SqsError> {
 
 /// TagQueue.
 pub async fn tag_queue<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
-    let queue = queues::load_url(&call.state.hotq.store, call.config(), &call.input).await?;
+    let queue = queues::load_url(&call.state.hotq, call.config(), &call.input).await?;
     let tags = string_map(&call.input, "Tags")?;
     update_record(call, &queue.keys, |record| {
         let mut record = record.clone();
@@ -355,7 +388,7 @@ pub async fn tag_queue<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> 
 
 /// UntagQueue.
 pub async fn untag_queue<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
-    let queue = queues::load_url(&call.state.hotq.store, call.config(), &call.input).await?;
+    let queue = queues::load_url(&call.state.hotq, call.config(), &call.input).await?;
     let keys_to_drop = string_list(&call.input, "TagKeys")?;
     update_record(call, &queue.keys, |record| {
         let mut record = record.clone();
@@ -374,7 +407,7 @@ pub async fn untag_queue<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError
 
 /// ListQueueTags.
 pub async fn list_queue_tags<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
-    let queue = queues::load_url(&call.state.hotq.store, call.config(), &call.input).await?;
+    let queue = queues::load_url(&call.state.hotq, call.config(), &call.input).await?;
     let tags = queue.record().tags;
     if tags.is_empty() {
         return Ok(json!({}));
@@ -386,7 +419,7 @@ pub async fn list_queue_tags<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsE
 /// Reads the settings of up to `MaxResults` (default and cap 1,000) queues
 /// per call; `NextToken` continues.
 pub async fn list_dead_letter_sources<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
-    let target = queues::load_url(&call.state.hotq.store, call.config(), &call.input).await?;
+    let target = queues::load_url(&call.state.hotq, call.config(), &call.input).await?;
     let max = int_member(&call.input, "MaxResults", 1..=LIST_RESULTS_MAX)?;
     let after = string_member(&call.input, "NextToken")?
         .map(|token| {
@@ -394,15 +427,15 @@ pub async fn list_dead_letter_sources<S: Store>(call: &Call<'_, S>) -> Result<Va
         })
         .transpose()?;
     let limit = max.unwrap_or(LIST_RESULTS_MAX) as usize;
-    let (names, next) =
-        queues::list_names(&call.state.hotq.store, "", after.as_ref(), limit).await?;
-    let txn = call.state.hotq.store.begin()?;
+    let hotq = &call.state.hotq;
+    let (names, next) = hotq.list_queue_names("", after.as_ref(), limit).await?;
     let mut urls = Vec::new();
     for name in names {
         let keys = QueueKeys::new(&name);
-        let effective = read_in(&txn, &keys)
+        let effective = hotq
+            .stored_settings(&keys)
             .await?
-            .effective(&name, &call.state.hotq.settings_defaults);
+            .effective(&name, hotq.settings_defaults());
         if effective.max_deliveries.is_some()
             && effective.dead_letter_queue.as_deref() == Some(target.keys.name().as_str())
         {
@@ -459,7 +492,7 @@ fn one_or_list(mut values: Vec<String>) -> Value {
 /// AddPermission: a statement in the queue's `Policy`, kept and answered,
 /// not enforced (hotq has no IAM; access is by SigV4 credentials).
 pub async fn add_permission<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
-    let queue = queues::load_url(&call.state.hotq.store, call.config(), &call.input).await?;
+    let queue = queues::load_url(&call.state.hotq, call.config(), &call.input).await?;
     let label = required_string(&call.input, "Label")?;
     check_label(label)?;
     let accounts = string_list(&call.input, "AWSAccountIds")?;
@@ -498,7 +531,7 @@ pub async fn add_permission<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsEr
 /// RemovePermission: drops the statement `Label` from the queue's `Policy`
 /// (the policy goes with its last statement).
 pub async fn remove_permission<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
-    let queue = queues::load_url(&call.state.hotq.store, call.config(), &call.input).await?;
+    let queue = queues::load_url(&call.state.hotq, call.config(), &call.input).await?;
     let label = required_string(&call.input, "Label")?;
     let arn = queues::arn_of(call.config(), queue.keys.name().as_str());
     update_record(call, &queue.keys, |record| {

@@ -21,7 +21,7 @@ use super::SqsSection;
 use super::error::SqsError;
 use super::message::body_size_max;
 use super::queues::{Record, SqsQueue, arn_of, name_of_arn};
-use crate::queue::settings::{Defaults, MAX_DELIVERIES_MAX, Stored};
+use crate::service::{MAX_DELIVERIES_MAX, SettingsDefaults as Defaults, Stored};
 
 /// Attributes hotq refuses, and why (none since `MessageRetentionPeriod`
 /// maps onto `retention_ms`).
@@ -39,15 +39,9 @@ pub const KEPT: &[&str] = &[
     "SqsManagedSseEnabled",
 ];
 
-/// A queue's attributes as a change: the record to write, the settings change.
-pub struct Change {
-    /// The record after the change.
-    pub record: Record,
-    /// Settings to change (JSON, as `PUT /v1/queues/{q}/settings` takes).
-    pub settings: BTreeMap<String, Value>,
-    /// A dead-letter queue the change names, which must exist.
-    pub dead_letter: Option<crate::keys::QueueName>,
-}
+/// A change of a queue's record and settings, written together (the
+/// core's [`crate::service::RecordChange`] of SQS's [`Record`]).
+pub type Change = crate::service::RecordChange<Record>;
 
 fn seconds(name: &str, text: &str, max: u64) -> Result<u64, SqsError> {
     match text.parse::<u64>() {

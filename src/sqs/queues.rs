@@ -14,9 +14,8 @@ use serde::{Deserialize, Serialize};
 
 use super::SqsSection;
 use super::error::SqsError;
-use crate::keys::{QueueKeys, QueueKind, QueueName, queues_root_range};
-use crate::queue::settings::{Stored, read_in};
-use crate::store::{RangeRead, Read, Store, StoreError, Transaction};
+use crate::keys::{QueueKeys, QueueName};
+use crate::service::{Hotq, Store, Stored};
 
 /// SQS's default visibility timeout, in seconds.
 pub const VISIBILITY_TIMEOUT_DEFAULT_S: u64 = 30;
@@ -110,108 +109,26 @@ pub fn name_of_arn(config: &SqsSection, arn: &str) -> Option<QueueName> {
     QueueName::new(name).ok()
 }
 
-/// Reads the record of `keys` in `txn`.
-pub async fn record_in<T: Transaction>(
-    txn: &T,
-    keys: &QueueKeys,
-    read: Read,
-) -> Result<Option<Record>, StoreError> {
-    let key = keys.sqs_queue();
-    match txn.get(&key, read).await? {
-        None => Ok(None),
-        Some(value) => serde_json::from_slice(&value)
-            .map(Some)
-            .map_err(|_| StoreError::Backend {
-                code: 4100,
-                message: format!("malformed SQS record under key {key:?}"),
-            }),
-    }
-}
-
-/// Writes `record` for `keys` in `txn`.
-pub fn write_record_in<T: Transaction>(
-    txn: &T,
-    keys: &QueueKeys,
-    record: &Record,
-) -> Result<(), StoreError> {
-    let value = serde_json::to_vec(record).expect("record serializes");
-    txn.set(&keys.sqs_queue(), &value)
-}
-
-/// True when the FIFO queue of `keys` holds any key, in `txn` (snapshot).
-pub async fn exists_in<T: Transaction>(txn: &T, keys: &QueueKeys) -> Result<bool, StoreError> {
-    let (begin, end) = keys.queue_range();
-    let rows = txn
-        .get_range(RangeRead::new(&begin, &end, 1).snapshot())
-        .await?;
-    Ok(!rows.is_empty())
-}
-
 /// The queue `name`, or `QueueDoesNotExist`.
-pub async fn load<S: Store>(store: &S, name: &QueueName) -> Result<SqsQueue, SqsError> {
+pub async fn load<S: Store>(hotq: &Hotq<S>, name: &QueueName) -> Result<SqsQueue, SqsError> {
     let keys = QueueKeys::new(name);
-    let txn = store.begin()?;
-    let record = record_in(&txn, &keys, Read::Snapshot).await?;
-    if record.is_none() && !exists_in(&txn, &keys).await? {
+    let queue = hotq.recorded_queue::<Record>(&keys).await?;
+    if queue.record.is_none() && !queue.exists {
         return Err(SqsError::no_queue(name.as_str()));
     }
-    let settings = read_in(&txn, &keys).await?;
     Ok(SqsQueue {
         keys,
-        record,
-        settings,
+        record: queue.record,
+        settings: queue.settings,
     })
 }
 
 /// The queue named by the request's `QueueUrl`.
 pub async fn load_url<S: Store>(
-    store: &S,
+    hotq: &Hotq<S>,
     config: &SqsSection,
     input: &serde_json::Value,
 ) -> Result<SqsQueue, SqsError> {
     let url = super::required_string(input, "QueueUrl")?;
-    load(store, &name_of_url(config, url)?).await
-}
-
-/// Up to `limit` names of FIFO queues starting with `prefix`, in name
-/// order, after `after`; and the name to continue after when more may
-/// follow. Reads one key per queue (the store skips between subspaces).
-pub async fn list_names<S: Store>(
-    store: &S,
-    prefix: &str,
-    after: Option<&QueueName>,
-    limit: usize,
-) -> Result<(Vec<QueueName>, Option<String>), SqsError> {
-    let (root_begin, _) = queues_root_range(QueueKind::Fifo);
-    // `(root, name)` packs as the root's bytes, 0x02, the name, 0x00: names
-    // with `prefix` are the keys from `root 0x02 prefix` to that plus 0xff.
-    let mut begin = root_begin[..root_begin.len() - 1].to_vec();
-    begin.push(0x02);
-    begin.extend_from_slice(prefix.as_bytes());
-    let mut end = begin.clone();
-    end.push(0xff);
-    let mut cursor = match after {
-        Some(name) => QueueKeys::new(name).queue_range().1.max(begin),
-        None => begin,
-    };
-    let txn = store.begin()?;
-    let mut names = Vec::new();
-    loop {
-        let rows = txn
-            .get_range(RangeRead::new(&cursor, &end, 1).snapshot())
-            .await?;
-        let Some(row) = rows.first() else {
-            return Ok((names, None));
-        };
-        let Some((name, next)) = crate::keys::queue_of_key(QueueKind::Fifo, &row.key) else {
-            cursor = crate::store::key_after(&row.key);
-            continue;
-        };
-        if names.len() == limit {
-            let last: &QueueName = names.last().expect("limit is at least 1");
-            return Ok((names.clone(), Some(last.as_str().to_string())));
-        }
-        cursor = next;
-        names.push(name);
-    }
+    load(hotq, &name_of_url(config, url)?).await
 }

@@ -68,7 +68,7 @@ fn lease_ms_of<S: Store>(call: &Call<'_, S>, seconds: i64) -> Result<NonZeroU64,
 /// ReceiveMessage.
 pub async fn receive_message<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
     let state = call.state;
-    let queue = queues::load_url(&state.hotq.store, call.config(), &call.input).await?;
+    let queue = queues::load_url(&state.hotq, call.config(), &call.input).await?;
     let max = int_member(&call.input, "MaxNumberOfMessages", 1..=10)?.unwrap_or(1) as usize;
     let lease_ms = match int_member(
         &call.input,
@@ -393,14 +393,14 @@ async fn change_one<S: Store>(
 
 /// DeleteMessage.
 pub async fn delete_message<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
-    let queue = queues::load_url(&call.state.hotq.store, call.config(), &call.input).await?;
+    let queue = queues::load_url(&call.state.hotq, call.config(), &call.input).await?;
     delete_one(call, &queue, required_string(&call.input, "ReceiptHandle")?).await?;
     Ok(json!({}))
 }
 
 /// ChangeMessageVisibility.
 pub async fn change_visibility<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
-    let queue = queues::load_url(&call.state.hotq.store, call.config(), &call.input).await?;
+    let queue = queues::load_url(&call.state.hotq, call.config(), &call.input).await?;
     let handle = required_string(&call.input, "ReceiptHandle")?;
     let seconds = int_member(
         &call.input,
@@ -427,7 +427,7 @@ fn batch_answer(entries: &[Value], outcomes: Vec<Result<(), SqsError>>) -> Value
 
 /// DeleteMessageBatch: the entries' acks share settle commits.
 pub async fn delete_message_batch<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
-    let queue = queues::load_url(&call.state.hotq.store, call.config(), &call.input).await?;
+    let queue = queues::load_url(&call.state.hotq, call.config(), &call.input).await?;
     let entries = batch_entries(&call.input, "DeleteMessageBatchRequestEntry")?;
     let outcomes = join_all(entries.iter().map(|entry| {
         let queue = &queue;
@@ -439,7 +439,7 @@ pub async fn delete_message_batch<S: Store>(call: &Call<'_, S>) -> Result<Value,
 
 /// ChangeMessageVisibilityBatch.
 pub async fn change_visibility_batch<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
-    let queue = queues::load_url(&call.state.hotq.store, call.config(), &call.input).await?;
+    let queue = queues::load_url(&call.state.hotq, call.config(), &call.input).await?;
     let entries = batch_entries(&call.input, "ChangeMessageVisibilityBatchRequestEntry")?;
     let outcomes = join_all(entries.iter().map(|entry| {
         let queue = &queue;

@@ -39,7 +39,7 @@ struct Prepared {
 
 /// SendMessage.
 pub async fn send_message<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
-    let queue = queues::load_url(&call.state.hotq.store, call.config(), &call.input).await?;
+    let queue = queues::load_url(&call.state.hotq, call.config(), &call.input).await?;
     let prepared = prepare(&queue, &call.input, call.state.config.payload_bytes_max)?;
     push(call, &queue, &[&prepared]).await?;
     Ok(prepared.answer)
@@ -47,7 +47,7 @@ pub async fn send_message<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsErro
 
 /// SendMessageBatch.
 pub async fn send_message_batch<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsError> {
-    let queue = queues::load_url(&call.state.hotq.store, call.config(), &call.input).await?;
+    let queue = queues::load_url(&call.state.hotq, call.config(), &call.input).await?;
     let entries = batch_entries(&call.input, "SendMessageBatchRequestEntry")?;
     if queue.is_fifo() {
         fifo_batch_check(&queue, entries)?;

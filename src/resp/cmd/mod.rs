@@ -199,7 +199,7 @@ pub async fn execute<S: Store>(ctx: &mut Ctx<'_, S>, spec: &'static Spec, args: 
         return Err(CmdError::Line("NOAUTH Authentication required.".into()));
     }
     if spec.uses_store
-        && let Some(reason) = ctx.state.hotq.store.failure()
+        && let Some(reason) = ctx.state.hotq.store_failure()
     {
         return Err(ApiError::store_unavailable(format!("the store has failed: {reason}")).into());
     }
