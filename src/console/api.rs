@@ -16,11 +16,10 @@ use serde::{Deserialize, Serialize};
 use super::browse::{self, GROUPS_LIMIT_MAX, ITEM_ID_HEX_LEN_MAX, ITEMS_LIMIT_MAX};
 use super::preview::Preview;
 use crate::keys::{QueueKeys, QueueKind};
-use crate::queue::item::Item;
 use crate::server::admin::{limit, query};
 use crate::server::error::{ApiError, ApiPath, ErrorBody, queue_name};
 use crate::server::state::AppState;
-use crate::store::Store;
+use crate::service::{Item, Store};
 
 const QUEUE_PARAM: &str = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue";
 
@@ -173,7 +172,10 @@ async fn items_of<S: Store>(
             None => None,
             Some(id) => Some(browse::item_key(&keys, id).ok_or_else(|| not_an_id("after", id))?),
         };
-        let (page, more) = browse::items(&state.hotq.store, &keys, after.as_deref(), limit).await?;
+        let (page, more) = state
+            .hotq
+            .browse_items(&keys, after.as_deref(), limit)
+            .await?;
         let items: Vec<ItemInfo> = page.iter().map(|item| ItemInfo::of(&keys, item)).collect();
         let next = more.then(|| items.last().expect("a full page").id.clone());
         Ok(Json(ItemList { items, next }).into_response())
@@ -230,7 +232,7 @@ async fn delete_item_of<S: Store>(
         let keys = QueueKeys::of_kind(kind, &queue_name(&queue)?);
         let key = browse::item_key(&keys, &id).ok_or_else(|| not_an_id("id", &id))?;
         let deleted = if browse::is_item_key(&keys, &key) {
-            browse::delete_item(&state.hotq.store, &keys, &key).await?
+            state.hotq.delete_item(&keys, &key).await?
         } else {
             None
         };
@@ -305,12 +307,10 @@ pub async fn list_groups<S: Store>(
         let keys = QueueKeys::new(&queue_name(&queue)?);
         let params = query(params)?;
         let limit = limit(params.limit, 50, GROUPS_LIMIT_MAX)?;
-        if let Some(after) = params.after.as_deref() {
-            crate::queue::groups::check_key(after)
-                .map_err(|why| ApiError::bad_parameter(format!("after: {why}")))?;
-        }
-        let (page, more) =
-            browse::groups(&state.hotq.store, &keys, params.after.as_deref(), limit).await?;
+        let (page, more) = state
+            .hotq
+            .browse_groups(&keys, params.after.as_deref(), limit)
+            .await?;
         let groups: Vec<GroupInfo> = page
             .into_iter()
             .map(|group| GroupInfo {
@@ -411,24 +411,10 @@ pub(crate) async fn set_paused_checked<S: Store>(
     keys: &QueueKeys,
     paused: bool,
 ) -> Result<PauseAnswer, ApiError> {
-    let change = BTreeMap::from([("paused".to_string(), serde_json::Value::Bool(paused))]);
-    let stored = crate::queue::settings::update(
-        &state.hotq.store,
-        keys,
-        &change,
-        &state.hotq.settings_defaults,
-    )
-    .await?
-    .map_err(|invalid| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_settings",
-            invalid.to_string(),
-        )
-    })?;
+    let paused = state.hotq.set_paused(keys, paused).await?;
     Ok(PauseAnswer {
         queue: keys.name().as_str().to_string(),
-        paused: stored.paused == Some(true),
+        paused,
     })
 }
 

@@ -15,7 +15,7 @@
 //! - this daemon's push and pop counts, for rates, are kept where they
 //!   are counted: [`crate::metrics::traffic`].
 //!
-//! Pausing itself is a queue setting ([`crate::queue::settings::paused_in`]),
+//! Pausing itself is a queue setting ([`crate::service::Hotq::set_paused`]),
 //! obeyed where items are handed out (the direct pop and the fulfillment
 //! round), so every daemon on the store obeys it.
 
@@ -32,7 +32,7 @@ use axum::Router;
 use axum::routing::{delete, get, post};
 
 use crate::server::state::AppState;
-use crate::store::Store;
+use crate::service::Store;
 
 /// The console's API routes (behind the API's gate, as every `/v1` call).
 pub fn api_routes<S: Store>() -> Router<Arc<AppState<S>>> {

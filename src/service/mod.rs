@@ -14,6 +14,7 @@ use crate::coordinator::Coordinator;
 
 mod admin;
 mod attributes;
+mod browse;
 mod default_leases;
 mod error;
 mod health;
@@ -23,6 +24,7 @@ mod settings;
 
 pub use admin::QueueCounts;
 pub use attributes::{RecordChange, RecordEditor, RecordedQueue};
+pub use browse::{GROUP_WAITING_COUNT_MAX, GROUPS_LIMIT_MAX, GroupSummary, ITEMS_LIMIT_MAX};
 pub use default_leases::DEFAULT_LEASE_CACHE_MS;
 pub use error::{Error, Result};
 pub use listing::{QueueWalk, WalkStep};

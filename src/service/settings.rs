@@ -48,6 +48,17 @@ impl<S: Store> Hotq<S> {
         crate::queue::settings::apply_change(stored, name, change, &self.settings_defaults).ok()
     }
 
+    /// Pauses (`paused`) or resumes the queue of `keys`: a paused queue
+    /// takes pushes and hands nothing out. Returns whether it is paused now.
+    pub async fn set_paused(&self, keys: &QueueKeys, paused: bool) -> Result<bool> {
+        let change = BTreeMap::from([("paused".to_string(), Value::Bool(paused))]);
+        let updated =
+            crate::queue::settings::update(&self.store, keys, &change, &self.settings_defaults)
+                .await?;
+        let stored = updated.map_err(|invalid| Error::InvalidSettings(invalid.to_string()))?;
+        Ok(stored.paused == Some(true))
+    }
+
     /// What the queue of `keys` set, without the settings in force (one
     /// read: cheaper than [`Self::settings`] when many queues are read).
     pub async fn stored_settings(&self, keys: &QueueKeys) -> Result<Stored> {
