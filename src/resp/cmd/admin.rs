@@ -12,12 +12,12 @@ use super::queue::counted;
 use super::spec::Spec;
 use super::{Answer, Args, CmdError, Ctx, queue_name};
 use crate::keys::{QueueKeys, QueueKind};
-use crate::queue::admin::LIST_LIMIT_MAX;
 use crate::resp::frame::Reply;
 use crate::server::admin::{delete_checked, leases_page, limit, list_page, op_name, purge_checked};
 use crate::server::error::ApiError;
 use crate::server::settings::{get_checked, put_checked};
-use crate::store::Store;
+use crate::service::LIST_LIMIT_MAX;
+use crate::service::Store;
 
 /// Runs a FIFO queue's admin command.
 pub async fn run<S: Store>(ctx: &mut Ctx<'_, S>, spec: &'static Spec, mut args: Args) -> Answer {
