@@ -168,6 +168,6 @@ async fn put_of<S: Store>(
 pub async fn default_lease_ms<S: Store>(
     state: &AppState<S>,
     keys: &QueueKeys,
-) -> Result<Option<NonZeroU64>, ApiError> {
-    Ok(state.hotq.default_lease_ms(keys).await?)
+) -> crate::service::Result<Option<NonZeroU64>> {
+    state.hotq.default_lease_ms(keys).await
 }
