@@ -20,11 +20,10 @@ use super::items::{AckBatchAnswer, AckResult, RedriveAnswer};
 use super::state::AppState;
 use crate::keys::{QueueKeys, QueueKind};
 use crate::lease::backlog::{SettleOp, Settled};
-use crate::lease::redrive::{REDRIVE_BATCH_MAX, redrive as redrive_items};
+use crate::service::REDRIVE_BATCH_MAX;
 use crate::lease::settle::Returned;
 use crate::lease::{LeaseError, Receipt};
 use crate::metrics::{self};
-use crate::queue::dead_letters::is_dead_letter_queue_in;
 use crate::store::Store;
 
 impl From<LeaseError> for ApiError {
@@ -459,8 +458,7 @@ pub(crate) async fn redrive_checked<S: Store>(
             "max must be 1 to {REDRIVE_BATCH_MAX}, got {max}"
         )));
     }
-    let txn = state.hotq.store.begin()?;
-    if !is_dead_letter_queue_in(&txn, &QueueKeys::new(name)).await? {
+    if !state.hotq.is_dead_letter_queue(&QueueKeys::new(name)).await? {
         // 409: the queue exists (every queue does) but is not in the
         // role a redrive needs.
         return Err(ApiError::new(
@@ -472,6 +470,6 @@ pub(crate) async fn redrive_checked<S: Store>(
             ),
         ));
     }
-    let moved = redrive_items(&state.hotq.store, name, max).await?;
+    let moved = state.hotq.redrive(name, max).await?;
     Ok(RedriveAnswer { redriven: moved })
 }
