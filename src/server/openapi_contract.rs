@@ -17,13 +17,14 @@ use crate::console::api::TRAFFIC_QUEUES_MAX;
 use crate::console::assets::ASSETS;
 use crate::console::browse::{GROUPS_LIMIT_MAX, ITEM_ID_HEX_LEN_MAX, ITEMS_LIMIT_MAX};
 use crate::keys::{DEAD_LETTER_SUFFIX, QUEUE_NAME_LEN_MAX};
-use crate::lease::redrive::REDRIVE_BATCH_MAX;
 use crate::queue::PUSH_BATCH_MAX;
-use crate::queue::admin::{LEASES_CURSOR_LEN_MAX, LEASES_LIMIT_MAX, LIST_LIMIT_MAX};
 use crate::queue::dedup::DEDUP_ID_LEN_MAX;
 use crate::queue::groups::GROUP_KEY_LEN_MAX;
-use crate::queue::settings::{DEDUP_WINDOW_MS_MAX, MAX_DELIVERIES_MAX};
 use crate::server::leases::ACK_BATCH_MAX;
+use crate::service::{
+    DEDUP_WINDOW_MS_MAX, LEASES_CURSOR_LEN_MAX, LEASES_LIMIT_MAX, LIST_LIMIT_MAX,
+    MAX_DELIVERIES_MAX, REDRIVE_BATCH_MAX,
+};
 
 /// The limits of the running configuration that the spec states.
 #[derive(Debug, Clone, Copy)]

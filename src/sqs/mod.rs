@@ -49,7 +49,7 @@ use serde_json::Value;
 
 use crate::envelope::now_ms;
 use crate::server::state::AppState;
-use crate::store::Store;
+use crate::service::Store;
 use error::{JSON_1_0, SqsError};
 
 /// Metric: SQS calls by action and outcome (`ok` or the error's shape).
