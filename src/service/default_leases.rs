@@ -20,7 +20,7 @@ const DEFAULT_LEASE_CACHE_MAX: usize = 10_000;
 /// [`DEFAULT_LEASE_CACHE_MS`] per queue. Every path that changes a
 /// queue's settings through this daemon forgets its entry: `PUT
 /// .../settings`, SQS CreateQueue and SetQueueAttributes, and a delete
-/// through any front end ([`crate::server::AppState::delete_queue`]); a stale entry would
+/// through any front end ([`super::Hotq::delete_queue`]); a stale entry would
 /// lease a plain pop, which is at-most-once, and deliver its item twice.
 #[derive(Debug, Default)]
 pub struct DefaultLeases {

@@ -300,7 +300,7 @@ pub async fn purge_in_flight<S: Store>(store: &S, keys: &QueueKeys) -> Result<Dr
 /// Deletes the queue (see [`delete_now`]), to its end even if its caller
 /// goes away (see [`to_the_end`]), then calls `after` with its outcome in
 /// the delete's own task: a daemon forgets what it keeps in memory of the
-/// queue there (see `server::AppState::delete_queue`, the one caller), so
+/// queue there (see `service::Hotq::delete_queue`, the one caller), so
 /// a caller that goes away mid-delete cannot leave it remembering a
 /// deleted queue.
 pub async fn delete<S: Store>(
