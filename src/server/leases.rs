@@ -20,10 +20,10 @@ use super::items::{AckBatchAnswer, AckResult, RedriveAnswer};
 use super::state::AppState;
 use crate::keys::{QueueKeys, QueueKind};
 use crate::lease::backlog::{SettleOp, Settled};
-use crate::service::REDRIVE_BATCH_MAX;
 use crate::lease::settle::Returned;
 use crate::lease::{LeaseError, Receipt};
 use crate::metrics::{self};
+use crate::service::REDRIVE_BATCH_MAX;
 use crate::store::Store;
 
 impl From<LeaseError> for ApiError {
@@ -458,7 +458,11 @@ pub(crate) async fn redrive_checked<S: Store>(
             "max must be 1 to {REDRIVE_BATCH_MAX}, got {max}"
         )));
     }
-    if !state.hotq.is_dead_letter_queue(&QueueKeys::new(name)).await? {
+    if !state
+        .hotq
+        .is_dead_letter_queue(&QueueKeys::new(name))
+        .await?
+    {
         // 409: the queue exists (every queue does) but is not in the
         // role a redrive needs.
         return Err(ApiError::new(
