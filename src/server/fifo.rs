@@ -17,7 +17,6 @@ use super::pop_acks::{Riding, pop_with_acks, with_acked};
 use super::state::AppState;
 use crate::envelope::{End, PAYLOAD_SIZE_MAX};
 use crate::keys::{QueueKeys, QueueKind};
-use crate::queue::Queue;
 use crate::staging::pop::PopAsk;
 use crate::store::Read;
 use crate::store::{Store, Transaction, decode_counter};
@@ -253,7 +252,7 @@ pub async fn peek<S: Store>(
 ) -> Result<Response, ApiError> {
     counted(&queue, "peek", async {
         let name = queue_name(&queue)?;
-        let item = Queue::new(state.hotq.store.clone(), name).peek().await?;
+        let item = state.hotq.peek(&QueueKeys::new(&name), End::Front).await?;
         Ok(items_response(
             item.into_iter().collect(),
             answers_json(&headers, 1),

@@ -293,11 +293,8 @@ pub async fn peek<S: Store>(
         let name = queue_name(&queue)?;
         let Query(params) = params.map_err(|e| ApiError::bad_parameter(e.body_text()))?;
         let end = parse_end(params.end.as_deref())?;
-        let queue = PriorityQueue::new(state.hotq.store.clone(), name);
-        let item = match end {
-            End::Front => queue.peek_min().await?,
-            End::Back => queue.peek_max().await?,
-        };
+        let keys = QueueKeys::of_kind(QueueKind::Priority, &name);
+        let item = state.hotq.peek(&keys, end).await?;
         Ok(items_response(
             item.into_iter().collect(),
             answers_json(&headers, 1),

@@ -1,8 +1,12 @@
-//! Walks through every queue in the store (the sampler's rotation) and the
-//! queues the timer changed.
+//! Looking without taking: a queue's next item (peek), walks through
+//! every queue in the store (the sampler's rotation, SQS's ListQueues)
+//! and the queues the timer changed.
 
 use super::{Hotq, Result};
+use crate::envelope::End;
 use crate::keys::{QueueKeys, QueueKind, QueueName, queue_of_key, queues_root_range};
+use crate::queue::priority::PriorityQueue;
+use crate::queue::{Item, Queue};
 use crate::store::{RangeRead, Store, Transaction, key_after};
 
 /// Where a walk through every queue of one kind stands (opaque): the
@@ -93,5 +97,28 @@ impl<S: Store> Hotq<S> {
             cursor = next;
             names.push(name);
         }
+    }
+}
+
+impl<S: Store> Hotq<S> {
+    /// The item a pop of `keys` at `end` would take next, without taking
+    /// it (a snapshot read: never conflicts). A FIFO queue has one end:
+    /// its first item, whatever `end` says.
+    pub async fn peek(&self, keys: &QueueKeys, end: End) -> Result<Option<Item>> {
+        let name = keys.name().clone();
+        let item = match (keys.kind(), end) {
+            (QueueKind::Fifo, _) => Queue::new(self.store.clone(), name).peek().await?,
+            (QueueKind::Priority, End::Front) => {
+                PriorityQueue::new(self.store.clone(), name)
+                    .peek_min()
+                    .await?
+            }
+            (QueueKind::Priority, End::Back) => {
+                PriorityQueue::new(self.store.clone(), name)
+                    .peek_max()
+                    .await?
+            }
+        };
+        Ok(item)
     }
 }
