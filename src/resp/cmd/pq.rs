@@ -37,12 +37,8 @@ pub async fn run<S: Store>(ctx: &mut Ctx<'_, S>, spec: &'static Spec, mut args: 
             let answer = async {
                 let name = queue_name(&queue)?;
                 let end = end(&mut args)?;
-                let queue =
-                    crate::queue::priority::PriorityQueue::new(ctx.state.hotq.store.clone(), name);
-                let item = match end {
-                    End::Front => queue.peek_min().await,
-                    End::Back => queue.peek_max().await,
-                };
+                let keys = crate::keys::QueueKeys::of_kind(kind, &name);
+                let item = ctx.state.hotq.peek(&keys, end).await;
                 Ok(item_or_nil(item.map_err(ApiError::from)?))
             }
             .await;

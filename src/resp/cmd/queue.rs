@@ -29,8 +29,9 @@ pub async fn run<S: Store>(ctx: &mut Ctx<'_, S>, spec: &'static Spec, mut args: 
         "peek" => {
             let answer = async {
                 let name = queue_name(&queue)?;
-                let queue = crate::queue::Queue::new(ctx.state.hotq.store.clone(), name);
-                Ok(item_or_nil(queue.peek().await.map_err(ApiError::from)?))
+                let keys = QueueKeys::new(&name);
+                let item = ctx.state.hotq.peek(&keys, End::Front).await;
+                Ok(item_or_nil(item.map_err(ApiError::from)?))
             }
             .await;
             counted(&queue, "peek", answer)
