@@ -227,6 +227,7 @@ pub fn take_touched(max: usize) -> Vec<(QueueKind, QueueName)> {
 /// that lost a race (or found more than it planned) is read again from
 /// its start once the rounds under way have committed, or by the next
 /// sweep.
+#[cfg(feature = "testing")]
 pub async fn sweep<S: Store>(
     store: &S,
     policy: &DeliveryPolicy,
@@ -578,9 +579,4 @@ async fn first_due_from<S: Store>(
         .first()
         .and_then(|row| due_entry(&row.key))
         .map(|entry| entry.due_ms))
-}
-
-/// When anything in the store is next due; `None` when nothing is.
-pub async fn next_due<S: Store>(store: &S) -> Result<Option<u64>, QueueError> {
-    first_due_from(store, &due_range().0, u64::MAX).await
 }

@@ -38,7 +38,7 @@ pub(crate) mod settings;
 pub(crate) mod state;
 pub(crate) mod store_watch;
 
-pub use state::{AppState, KnownQueues, ServeError};
+pub use state::{AppState, ServeError};
 
 use std::future::Future;
 use std::sync::Arc;
@@ -350,6 +350,7 @@ pub struct Listeners {
 /// stops accepting and drains (bounded by `shutdown_grace_ms`), fulfillers
 /// finish their commit, the store is flushed. No RESP listener: see
 /// [`serve_on`].
+#[cfg(feature = "testing")]
 pub async fn serve<S: Store>(
     store: S,
     config: Config,

@@ -38,6 +38,7 @@ pub struct Registration {
 /// result key. The last index is read with snapshot, so registration never
 /// conflicts; a fresh requester id per attempt means a request whose commit
 /// was unknown can at worst strand a result, which the reaper returns.
+#[cfg(feature = "testing")]
 pub async fn register<S: Store>(
     store: &S,
     keys: &QueueKeys,

@@ -518,10 +518,10 @@ pub async fn dropped_in<T: Transaction>(
 pub mod batch;
 mod handoff;
 mod moves;
-pub use handoff::{
-    deliver_soon, delivered, delivered_in, give_back_in, handoff_due_in, handoff_due_ms, handoff_in,
-};
-pub use moves::{Moved, Waiting, move_in, take_waiting_in, waiting_in};
+#[cfg(test)]
+use handoff::delivered;
+pub use handoff::{deliver_soon, give_back_in, handoff_due_in, handoff_due_ms, handoff_in};
+pub use moves::{Moved, move_in, take_waiting_in, waiting_in};
 
 #[cfg(test)]
 mod tests;
