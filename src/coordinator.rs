@@ -184,7 +184,7 @@ impl<S: Store> Coordinator<S> {
     }
 
     /// Runs the due index's timer (expired leases, delayed items, the
-    /// reaps that come due; see [`Self::sweep_due`]) until shutdown, and,
+    /// reaps that come due; see [`crate::due`]) until shutdown, and,
     /// beside it, the one-time move of the layout before the due index into
     /// it. The handle ends when both have stopped.
     pub fn spawn_timer(&self) -> JoinHandle<()> {

@@ -3,7 +3,7 @@
 //! entry keyed by the time it is due (the key layout is
 //! [`crate::keys::due_entry`], in `keys/due_index.rs`). Read in this order:
 //!
-//! 1. this module: a sweep ([`sweep`], [`sweep_until`]) consumes what is
+//! 1. this module: a sweep ([`sweep_until`]) consumes what is
 //!    due, in rounds ([`round`](mod@round)) of disjoint stretches committed
 //!    together, counted by a tally (`tally.rs`);
 //! 2. [`timer`]: one round of the coordinator's timer, a sweep then the
@@ -236,7 +236,8 @@ pub async fn sweep<S: Store>(
     sweep_until(store, policy, now_ms, u64::MAX).await
 }
 
-/// [`sweep`], whose [`Sweep::next_due_ms`] looks no further than
+/// Consumes what is due by `now_ms` (how: `sweep`'s comment, which is this
+/// without a horizon, kept for tests); [`Sweep::next_due_ms`] looks no further than
 /// `horizon_ms`: `None` then also means "nothing due by the horizon".
 /// The timer looks again at its horizon anyway, and acked leases leave
 /// their rows' tombstones ahead of the live ones: the look for the next

@@ -157,7 +157,7 @@ impl<S: Store> Queue<S> {
 
     /// Pops the first item with direct pops only, retrying conflicts with
     /// backoff up to the retry policy's bound. (The staged pop, which turns
-    /// conflicts into requests, is built on [`Self::try_pop_direct`].)
+    /// conflicts into requests, is [`crate::staging::pop`].)
     pub async fn pop(&self) -> Result<Option<Item>, QueueError> {
         let popped = transact(&self.store, self.retry, |txn| async move {
             if crate::queue::settings::paused_in(&txn, &self.keys)

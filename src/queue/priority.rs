@@ -151,9 +151,11 @@ impl<S: Store> PriorityQueue<S> {
         crate::queue::item::hold_in(txn, &self.keys, &held, visible_at_ms, expires)
     }
 
-    /// Adds one item at `priority`, delayed as [`Self::push_batch_delayed`]
-    /// says and kept for `ask.retention_ms` (`None`: the queue's
-    /// `retention_ms` setting, if any; see [`crate::queue::expiry`]);
+    /// Adds one item at `priority`, invisible to pops for `ask.delay_ms`
+    /// (`None`: the queue's `delivery_delay_ms` setting, read in the
+    /// commit; among equal priorities it keeps its push order) and kept for
+    /// `ask.retention_ms` (`None`: the queue's `retention_ms` setting, if
+    /// any; see [`crate::queue::expiry`]);
     /// with a dedup id, unless a push with that id was stored within the
     /// queue's dedup window (as for FIFO queues, see [`crate::queue::dedup`]):
     /// then nothing is written and the answer says it was a duplicate.
