@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::due::timer::{self, Alarm};
+use crate::due::timer::Alarm;
 use crate::envelope::{End, now_ms};
 use crate::keys::QueueKeys;
 use crate::lease::backlog::{SettleOp, Settled, Settler};
@@ -22,6 +22,7 @@ use crate::lease::settle::Returned;
 use crate::lease::{LeaseError, Receipt};
 use crate::metrics;
 use crate::queue::{Item, QueueError};
+#[cfg(feature = "testing")]
 use crate::staging::reap::{reap_queue, registered_queues};
 use crate::staging::registry::Staging;
 use crate::staging::{StagingConfig, StagingStats};
@@ -76,19 +77,9 @@ impl<S: Store> Coordinator<S> {
         }
     }
 
-    /// The store.
-    pub fn store(&self) -> &S {
-        &self.inner.store
-    }
-
     /// The protocol's settings.
     pub fn config(&self) -> &StagingConfig {
         self.inner.pops.config()
-    }
-
-    /// The staged pop protocol: pops, their lines and fulfillers.
-    pub fn pops(&self) -> &Staging<S> {
-        &self.inner.pops
     }
 
     /// [`Staging::pop`].
@@ -102,6 +93,7 @@ impl<S: Store> Coordinator<S> {
     }
 
     /// [`Staging::pop_many`].
+    #[cfg(feature = "testing")]
     pub async fn pop_many(
         &self,
         keys: &QueueKeys,
@@ -143,6 +135,7 @@ impl<S: Store> Coordinator<S> {
     }
 
     /// [`Staging::ensure_fulfiller`].
+    #[cfg(feature = "testing")]
     pub fn ensure_fulfiller(&self, keys: &QueueKeys) {
         self.inner.pops.ensure_fulfiller(keys)
     }
@@ -157,6 +150,7 @@ impl<S: Store> Coordinator<S> {
         &self.inner.stats
     }
     /// Sweeps every registered queue once as of now.
+    #[cfg(feature = "testing")]
     pub async fn reap_all(&self) -> Result<crate::staging::reap::Reaped, QueueError> {
         let mut total = crate::staging::reap::Reaped::default();
         for keys in registered_queues(&self.inner.store).await? {
@@ -190,7 +184,7 @@ impl<S: Store> Coordinator<S> {
     }
 
     /// Runs the due index's timer (expired leases, delayed items, the
-    /// reaps that come due; see [`Self::sweep_due`]) until shutdown, and,
+    /// reaps that come due; see [`crate::due`]) until shutdown, and,
     /// beside it, the one-time move of the layout before the due index into
     /// it. The handle ends when both have stopped.
     pub fn spawn_timer(&self) -> JoinHandle<()> {
@@ -244,18 +238,20 @@ impl<S: Store> Coordinator<S> {
     /// due and reaps the queues due a look, in every queue, reading only
     /// what is due (see [`crate::due`]). Returns the earliest time
     /// something else comes due (`now_ms` when a bound left work undone).
+    #[cfg(feature = "testing")]
     pub async fn sweep_due(&self, now_ms: u64) -> Result<Option<u64>, QueueError> {
         self.sweep_due_until(now_ms, u64::MAX).await
     }
 
     /// [`Self::sweep_due`], looking for the next due time no further than
     /// `horizon_ms` (`None`: nothing due by then).
+    #[cfg(feature = "testing")]
     async fn sweep_due_until(
         &self,
         now_ms: u64,
         horizon_ms: u64,
     ) -> Result<Option<u64>, QueueError> {
-        let (_, next) = timer::look_once(
+        let (_, next) = crate::due::timer::look_once(
             &self.inner.store,
             &self.config().delivery,
             &self.inner.stats,
@@ -344,6 +340,7 @@ impl<S: Store> Coordinator<S> {
     }
 
     /// A snapshot of the stats counters, by name.
+    #[cfg(feature = "testing")]
     pub fn stats_snapshot(&self) -> Vec<(&'static str, u64)> {
         self.inner.stats.snapshot()
     }

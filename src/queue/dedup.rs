@@ -279,6 +279,7 @@ pub async fn expire_in<T: Transaction>(
 
 /// How many dedup ids `keys` holds (expired ones not yet swept included);
 /// for tests, bounded at `limit`.
+#[cfg(feature = "testing")]
 pub async fn ids_held<S: Store>(
     store: &S,
     keys: &QueueKeys,

@@ -19,6 +19,8 @@ mod error;
 pub use default_leases::DEFAULT_LEASE_CACHE_MS;
 pub use error::{Error, Result};
 
+pub use crate::queue::PUSH_BATCH_MAX;
+
 pub(crate) use default_leases::DefaultLeases;
 
 /// hotq over one store: one process's share of the work (see

@@ -35,7 +35,7 @@ use crate::keys::QueueName;
 use crate::server::error::ApiError;
 use crate::server::state::AppState;
 use crate::store::Store;
-pub use spec::{COMMANDS, Spec, lookup};
+pub use spec::{Spec, lookup};
 
 /// One connection's state, as its commands set it.
 #[derive(Debug)]
