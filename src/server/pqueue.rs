@@ -175,6 +175,7 @@ pub(crate) async fn push_checked<S: Store>(
     let options = PushOptions {
         delay_ms,
         retention_ms,
+        item_bytes_max: None,
     };
     let pushed = state
         .hotq

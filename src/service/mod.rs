@@ -24,10 +24,10 @@ pub use error::{Error, Result};
 pub use crate::envelope::End;
 pub use pop::{Item, POP_ACKS_MAX, PopAnswer, PopLease, PopOptions, Riding};
 pub use push::{
-    PUSH_BATCH_MAX, PushItem, PushOptions, Pushed, RETENTION_MS_MAX, check_dedup_id, check_group,
-    check_retention_ms,
+    GROUP_KEY_LEN_MAX, PUSH_BATCH_MAX, PushItem, PushOptions, Pushed, RETENTION_MS_MAX,
+    check_dedup_id, check_group, check_retention_ms,
 };
-pub use settle::{ACK_BATCH_MAX, Receipt, ReceiptOutcome, Returned, parse_receipt};
+pub use settle::{ACK_BATCH_MAX, Receipt, ReceiptOutcome, Returned, Stale, parse_receipt};
 
 pub(crate) use default_leases::DefaultLeases;
 

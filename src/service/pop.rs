@@ -17,7 +17,9 @@ use crate::envelope::End;
 use crate::keys::QueueKeys;
 use crate::lease::{LeaseError, Receipt};
 use crate::staging::line::AckOutcome;
-use crate::store::Store;
+use crate::envelope::now_ms;
+use crate::queue::groups::batch::take_batch_in;
+use crate::store::{RetryPolicy, Store, transact};
 
 pub use crate::queue::Item;
 pub use crate::staging::round::riding::POP_ACKS_MAX;
@@ -187,6 +189,50 @@ impl<S: Store> Hotq<S> {
             items: popped.items,
             acked,
         })
+    }
+
+    /// A FIFO receive's `heads` (one per group, leased for `lease_ms`),
+    /// each followed by the next items of its group, leased too, up to
+    /// `max` in all, in one transaction. Should it fail, the heads alone:
+    /// they are leased already, and the others still wait.
+    pub async fn with_group_batches(
+        &self,
+        keys: &QueueKeys,
+        heads: Vec<Item>,
+        max: usize,
+        lease_ms: NonZeroU64,
+    ) -> Vec<Item> {
+        if heads.len() >= max {
+            return heads;
+        }
+        let taken = transact(&self.store, RetryPolicy::default(), |txn| {
+            let heads = &heads;
+            async move {
+                let now = now_ms();
+                let mut room = max - heads.len();
+                let mut taken = Vec::with_capacity(heads.len());
+                for head in heads {
+                    let batch = take_batch_in(&txn, keys, head, room, lease_ms, now)
+                        .await
+                        .map_err(crate::queue::corrupt_as_store)?;
+                    room = room.saturating_sub(batch.len());
+                    taken.push(batch);
+                }
+                Ok(taken)
+            }
+        })
+        .await;
+        match taken {
+            Ok(taken) => heads
+                .into_iter()
+                .zip(taken)
+                .flat_map(|(head, batch)| std::iter::once(head).chain(batch))
+                .collect(),
+            Err(error) => {
+                tracing::warn!(queue = %keys.name(), %error, "taking a FIFO receive's batch failed: its group heads alone");
+                heads
+            }
+        }
     }
 
     /// Pops one item of `keys`' FIFO queue the way FoundationDB's recipe

@@ -12,6 +12,7 @@ use crate::store::{Read, Store, Transaction, decode_counter};
 pub use crate::queue::PUSH_BATCH_MAX;
 pub use crate::queue::dedup::PushItem;
 pub use crate::queue::expiry::RETENTION_MS_MAX;
+pub use crate::queue::groups::GROUP_KEY_LEN_MAX;
 
 /// How a push's items are stored (besides their own dedup id and group).
 #[derive(Debug, Clone, Copy, Default)]
@@ -22,6 +23,10 @@ pub struct PushOptions {
     /// Kept at most this long unless delivered, in ms (checked by
     /// [`check_retention_ms`]); `None`: the queue's `retention_ms`.
     pub retention_ms: Option<u64>,
+    /// The largest item this push takes, in bytes (`None`: the configured
+    /// `payload_bytes_max`): a front end that wraps each payload in a
+    /// header of its own (SQS) names its bound, within the core's ceiling.
+    pub item_bytes_max: Option<usize>,
 }
 
 /// What a push stored.
@@ -82,10 +87,12 @@ impl<S: Store> Hotq<S> {
         items: &[PushItem],
         options: PushOptions,
     ) -> Result<Pushed> {
-        check_items_max(
-            items.iter().map(|item| item.payload.len()),
-            self.limits.payload_bytes_max,
-        )?;
+        let item_bytes_max = options
+            .item_bytes_max
+            .map_or(self.limits.payload_bytes_max, |max| {
+                max.min(PAYLOAD_SIZE_MAX)
+            });
+        check_items_max(items.iter().map(|item| item.payload.len()), item_bytes_max)?;
         for item in items {
             if let Some(id) = &item.dedup_id {
                 check_dedup_id(id)?;
@@ -130,7 +137,8 @@ impl<S: Store> Hotq<S> {
         options: PushOptions,
     ) -> Result<Pushed> {
         self.check_item(payload)?;
-        check_items_max([payload.len()], self.limits.payload_bytes_max)?;
+        let item_bytes_max = options.item_bytes_max.unwrap_or(self.limits.payload_bytes_max);
+        check_items_max([payload.len()], item_bytes_max)?;
         if let Some(id) = dedup_id {
             check_dedup_id(id)?;
         }

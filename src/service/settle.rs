@@ -8,10 +8,12 @@ use crate::keys::QueueKeys;
 use crate::lease::LeaseError;
 use crate::lease::backlog::SettleOp;
 use crate::metrics;
-use crate::store::Store;
+use crate::envelope::now_ms;
+use crate::lease::settle::stale_in;
+use crate::store::{RetryPolicy, Store, transact};
 
 pub use crate::lease::Receipt;
-pub use crate::lease::settle::Returned;
+pub use crate::lease::settle::{Returned, Stale};
 
 /// Most receipts one batch ack names.
 pub const ACK_BATCH_MAX: usize = 1_000;
@@ -154,20 +156,65 @@ impl<S: Store> Hotq<S> {
     pub async fn nack(&self, keys: &QueueKeys, raw: &str, delay_ms: u64) -> Result<Returned> {
         let delay_ms = self.check_delay_ms(delay_ms)?;
         let receipt = parse_receipt(raw)?;
+        self.nack_receipt(keys, &receipt, delay_ms).await
+    }
+
+    /// [`Self::nack`] of a parsed receipt.
+    pub async fn nack_receipt(
+        &self,
+        keys: &QueueKeys,
+        receipt: &Receipt,
+        delay_ms: u64,
+    ) -> Result<Returned> {
+        let delay_ms = self.check_delay_ms(delay_ms)?;
         self.coordinator
-            .nack(keys, &receipt, delay_ms)
+            .nack(keys, receipt, delay_ms)
             .await
-            .map_err(|error| classify(keys, &receipt, error))
+            .map_err(|error| classify(keys, receipt, error))
     }
 
     /// Moves receipt `raw`'s lease on `keys`' queue to `lease_ms` (checked)
     /// from now, shorter or longer: the new expiry, in ms since the epoch.
     pub async fn extend(&self, keys: &QueueKeys, raw: &str, lease_ms: u64) -> Result<u64> {
-        let lease_ms = self.check_lease_ms(lease_ms)?;
+        self.check_lease_ms(lease_ms)?;
         let receipt = parse_receipt(raw)?;
+        self.extend_receipt(keys, &receipt, lease_ms).await
+    }
+
+    /// [`Self::extend`] of a parsed receipt.
+    pub async fn extend_receipt(
+        &self,
+        keys: &QueueKeys,
+        receipt: &Receipt,
+        lease_ms: u64,
+    ) -> Result<u64> {
+        let lease_ms = self.check_lease_ms(lease_ms)?;
         self.coordinator
-            .extend(keys, &receipt, lease_ms.get())
+            .extend(keys, receipt, lease_ms.get())
             .await
-            .map_err(|error| classify(keys, &receipt, error))
+            .map_err(|error| classify(keys, receipt, error))
+    }
+
+    /// For `receipt`, whose settle found no lease in force: was its item
+    /// (`item_key`, as its lease held it with `deliveries`) received
+    /// since? With `delete`, deletes it, in one transaction, when it was
+    /// not (SQS deletes a message by the handle of its last receive).
+    pub async fn settle_stale(
+        &self,
+        keys: &QueueKeys,
+        receipt: &Receipt,
+        (item_key, deliveries): (&[u8], u32),
+        delete: bool,
+    ) -> Result<Stale> {
+        let found = (item_key, deliveries);
+        let outcome = transact(&self.store, RetryPolicy::default(), |txn| async move {
+            stale_in(&txn, keys, receipt, found, delete, now_ms()).await
+        })
+        .await?;
+        match outcome {
+            Ok(stale) => Ok(stale),
+            Err(LeaseError::Queue(error)) => Err(error.into()),
+            Err(LeaseError::UnknownReceipt | LeaseError::Expired { .. }) => Ok(Stale::Gone),
+        }
     }
 }
