@@ -242,6 +242,12 @@ impl<S: Store> Hotq<S> {
         Ok(self.coordinator.pop_recipe(keys).await?)
     }
 
+    /// Counters of the pop protocol's work since this core started, by
+    /// name (`direct_pops`, `staged_pops`, `fulfill_batches`, ...).
+    pub fn pop_protocol_counts(&self) -> Vec<(&'static str, u64)> {
+        self.coordinator.stats_snapshot()
+    }
+
     /// The lease of a pop that names none: the queue's `default_lease_ms`
     /// (`None`: none; the items are deleted), read from a short-lived
     /// cache so a plain pop does not read the settings key each time.
