@@ -96,12 +96,7 @@ pub async fn drain_in_process<S: BenchStore>(
     let wait = Duration::from_millis(args.wait_ms);
     let mut tasks = Vec::with_capacity(workers);
     for _ in 0..workers {
-        let (tally, hotq, keys, queue) = (
-            tally.clone(),
-            hotq.clone(),
-            keys.clone(),
-            queue.clone(),
-        );
+        let (tally, hotq, keys, queue) = (tally.clone(), hotq.clone(), keys.clone(), queue.clone());
         let items = args.items;
         tasks.push(tokio::spawn(async move {
             while !tally.done(items) && Instant::now() < deadline {

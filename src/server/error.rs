@@ -9,8 +9,8 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
 use crate::keys::QueueName;
-use crate::service;
 use crate::queue::QueueError;
+use crate::service;
 use crate::store::StoreError;
 
 /// An API error: status, stable code, human message.

@@ -142,21 +142,10 @@ pub(super) async fn nack_of<S: Store>(
     counted(queue, op, async {
         let keys = QueueKeys::of_kind(kind, &queue_name(queue)?);
         let delay_ms = query(params)?.delay_ms;
-        let answer = nack_checked(state, &keys, raw, delay_ms).await?;
+        let answer = NackAnswer::from(state.hotq.nack(&keys, raw, delay_ms).await?);
         Ok(Json(answer).into_response())
     })
     .await
-}
-
-/// Nacks receipt `raw` on `keys`' queue, its `delay_ms` checked (every
-/// front end's nacks): where the item went.
-pub(crate) async fn nack_checked<S: Store>(
-    state: &AppState<S>,
-    keys: &QueueKeys,
-    raw: &str,
-    delay_ms: u64,
-) -> Result<NackAnswer, ApiError> {
-    Ok(NackAnswer::from(state.hotq.nack(keys, raw, delay_ms).await?))
 }
 
 /// Where a nacked item went.
@@ -260,24 +249,13 @@ pub(super) async fn extend_of<S: Store>(
         let lease_ms = query(params)?
             .lease_ms
             .ok_or_else(|| ApiError::bad_parameter("lease_ms is required"))?;
-        let answer = extend_checked(state, &keys, raw, lease_ms).await?;
+        let lease_expires_at_ms = state.hotq.extend(&keys, raw, lease_ms).await?;
+        let answer = ExtendAnswer {
+            lease_expires_at_ms,
+        };
         Ok(Json(answer).into_response())
     })
     .await
-}
-
-/// Moves receipt `raw`'s lease on `keys`' queue to `lease_ms` from now,
-/// checked (every front end's extends): the new expiry.
-pub(crate) async fn extend_checked<S: Store>(
-    state: &AppState<S>,
-    keys: &QueueKeys,
-    raw: &str,
-    lease_ms: u64,
-) -> Result<ExtendAnswer, ApiError> {
-    let lease_expires_at_ms = state.hotq.extend(keys, raw, lease_ms).await?;
-    Ok(ExtendAnswer {
-        lease_expires_at_ms,
-    })
 }
 
 /// Query of a re-drive.

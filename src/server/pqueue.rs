@@ -171,6 +171,7 @@ pub(crate) async fn push_checked<S: Store>(
 ) -> Result<PushAnswer, ApiError> {
     // Checked before the queue is noted: a refused item names no queue.
     state.hotq.check_item(body)?;
+    state.hotq.check_payload_sizes([body.len()])?;
     state.note_queue(QueueKind::Priority, &name);
     let options = PushOptions {
         delay_ms,

@@ -193,6 +193,9 @@ pub(crate) async fn push_checked<S: Store>(
     delay_ms: Option<u64>,
     retention_ms: Option<u64>,
 ) -> Result<PushAnswer, ApiError> {
+    // Checked before the queue is noted: a refused push names no queue.
+    let lens = items.iter().map(|item| item.payload.len());
+    state.hotq.check_payload_sizes(lens)?;
     state.note_queue(QueueKind::Fifo, &name);
     let options = PushOptions {
         delay_ms,

@@ -18,10 +18,10 @@ mod pop;
 mod push;
 mod settle;
 
+pub use crate::envelope::End;
 pub use crate::store::Store;
 pub use default_leases::DEFAULT_LEASE_CACHE_MS;
 pub use error::{Error, Result};
-pub use crate::envelope::End;
 pub use pop::{Item, POP_ACKS_MAX, PopAnswer, PopLease, PopOptions, Riding};
 pub use push::{
     GROUP_KEY_LEN_MAX, PUSH_BATCH_MAX, PushItem, PushOptions, Pushed, RETENTION_MS_MAX,

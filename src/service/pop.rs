@@ -14,11 +14,11 @@ use std::time::Duration;
 use super::settle::{count_acks, outcome_of};
 use super::{Error, Hotq, ReceiptOutcome, Result};
 use crate::envelope::End;
+use crate::envelope::now_ms;
 use crate::keys::QueueKeys;
 use crate::lease::{LeaseError, Receipt};
-use crate::staging::line::AckOutcome;
-use crate::envelope::now_ms;
 use crate::queue::groups::batch::take_batch_in;
+use crate::staging::line::AckOutcome;
 use crate::store::{RetryPolicy, Store, transact};
 
 pub use crate::queue::Item;

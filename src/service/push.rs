@@ -66,6 +66,13 @@ impl<S: Store> Hotq<S> {
         check_items_max([payload.len()], PAYLOAD_SIZE_MAX)
     }
 
+    /// Checks items of lengths `lens` against the configured
+    /// `payload_bytes_max` (a push checks it too; a front end that notes
+    /// the queue only for pushes that may proceed checks first).
+    pub fn check_payload_sizes(&self, lens: impl IntoIterator<Item = usize>) -> Result<()> {
+        check_items_max(lens, self.limits.payload_bytes_max)
+    }
+
     /// Checks a `delay_ms` (push, nack): 0 to the configured maximum.
     pub fn check_delay_ms(&self, delay_ms: u64) -> Result<u64> {
         let max = self.limits.delay_max_ms;
@@ -137,7 +144,9 @@ impl<S: Store> Hotq<S> {
         options: PushOptions,
     ) -> Result<Pushed> {
         self.check_item(payload)?;
-        let item_bytes_max = options.item_bytes_max.unwrap_or(self.limits.payload_bytes_max);
+        let item_bytes_max = options
+            .item_bytes_max
+            .unwrap_or(self.limits.payload_bytes_max);
         check_items_max([payload.len()], item_bytes_max)?;
         if let Some(id) = dedup_id {
             check_dedup_id(id)?;
@@ -198,4 +207,3 @@ fn check_items_max(lens: impl IntoIterator<Item = usize>, payload_bytes_max: usi
         None => Ok(()),
     }
 }
-

@@ -4,12 +4,12 @@
 //! a failed settle is classified here only ([`classify`], [`outcome_of`]).
 
 use super::{Error, Hotq, Result};
+use crate::envelope::now_ms;
 use crate::keys::QueueKeys;
 use crate::lease::LeaseError;
 use crate::lease::backlog::SettleOp;
-use crate::metrics;
-use crate::envelope::now_ms;
 use crate::lease::settle::stale_in;
+use crate::metrics;
 use crate::store::{RetryPolicy, Store, transact};
 
 pub use crate::lease::Receipt;

@@ -7,7 +7,8 @@
 //!   counted) and `WaitTimeSeconds` as the wait: a contended queue stages
 //!   it in the line like any pop; an empty one long-polls. On a FIFO
 //!   queue each group head received brings the next messages of its
-//!   group, in order, while there is room ([`with_batches`]).
+//!   group, in order, while there is room
+//!   ([`crate::service::Hotq::with_group_batches`]).
 //! - The `ReceiptHandle` is the lease's receipt (32 hex digits, naming
 //!   its queue), `-`, the item's key in hex, `-`, the delivery count of
 //!   the receive ([`Handle`]). A malformed one, or one issued by another
@@ -46,9 +47,7 @@ use super::send::{batch_entries, failure};
 use super::{Call, int_member, required_string, string_list};
 use crate::envelope::now_ms;
 use crate::keys::QueueKind;
-use crate::service::{
-    End, Error as CoreError, Item, PopLease, PopOptions, Receipt, Stale, Store,
-};
+use crate::service::{End, Error as CoreError, Item, PopLease, PopOptions, Receipt, Stale, Store};
 
 /// Longest visibility timeout, in seconds (12 hours).
 pub const VISIBILITY_TIMEOUT_MAX_S: i64 = 43_200;
