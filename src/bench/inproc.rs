@@ -11,8 +11,8 @@ use super::report::{DrainResult, Tally, payloads};
 use super::{BenchArgs, Mode};
 use crate::config::Config;
 use crate::keys::{QueueKeys, QueueName};
-use crate::queue::{Item, Queue, QueueError};
-use crate::service::{self, End, Hotq, PopLease, PopOptions, PushItem, PushOptions};
+use crate::queue::{Queue, QueueError};
+use crate::service::{self, End, Hotq, Item, PopLease, PopOptions, PushItem, PushOptions};
 use crate::store::embedded::EmbeddedStore;
 use crate::store::{Store, StoreError};
 
@@ -76,18 +76,7 @@ pub async fn drain_in_process<S: BenchStore>(
     let preloaded = payloads(&run, args.items, args.payload_bytes);
     // The configuration's defaults, as the bench always ran.
     let hotq = Arc::new(Hotq::new(store.clone(), &Config::default()));
-    for chunk in preloaded.chunks(service::PUSH_BATCH_MAX) {
-        let items: Vec<PushItem> = chunk
-            .iter()
-            .map(|payload| PushItem {
-                payload: payload.clone(),
-                dedup_id: None,
-                group: None,
-            })
-            .collect();
-        let pushed = hotq.push(&name, &items, PushOptions::default()).await;
-        pushed.map_err(|e| e.to_string())?;
-    }
+    preload(&hotq, &name, &preloaded).await?;
     let keys = QueueKeys::new(&name);
     let tally = Arc::new(Tally::new(args.items));
     let (conflicts_before, groups_before) = (store.conflicts(), store.fsync_groups());
@@ -169,9 +158,31 @@ impl std::fmt::Display for Popped {
     }
 }
 
+/// Pushes `payloads` to the queue `name` through the core, a full batch
+/// per commit.
+pub(super) async fn preload<S: Store>(
+    hotq: &Hotq<S>,
+    name: &QueueName,
+    payloads: &[Vec<u8>],
+) -> Result<(), String> {
+    for chunk in payloads.chunks(service::PUSH_BATCH_MAX) {
+        let items: Vec<PushItem> = chunk
+            .iter()
+            .map(|payload| PushItem {
+                payload: payload.clone(),
+                dedup_id: None,
+                group: None,
+            })
+            .collect();
+        let pushed = hotq.push(name, &items, PushOptions::default()).await;
+        pushed.map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
 /// One item of `keys`' queue through the core, waiting up to `wait`: a
 /// plain pop, never leased (the bench's queue has no settings).
-async fn pop_one<S: Store>(
+pub(super) async fn pop_one<S: Store>(
     hotq: &Hotq<S>,
     keys: &QueueKeys,
     wait: Duration,
