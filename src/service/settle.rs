@@ -218,3 +218,35 @@ impl<S: Store> Hotq<S> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::QueueName;
+
+    #[test]
+    fn a_failed_settle_is_classified_once_for_every_caller() {
+        let jobs = QueueKeys::new(&QueueName::new("jobs").unwrap());
+        let other = QueueKeys::new(&QueueName::new("other").unwrap());
+        let own = Receipt::for_lease(&jobs, 1);
+        let foreign = Receipt::for_lease(&other, 1);
+        let unknown = || Err(LeaseError::UnknownReceipt);
+        assert_eq!(
+            outcome_of(&jobs, &own, unknown()),
+            Ok(ReceiptOutcome::UnknownReceipt)
+        );
+        assert_eq!(
+            outcome_of(&jobs, &foreign, unknown()),
+            Ok(ReceiptOutcome::ReceiptQueueMismatch)
+        );
+        let expired = Err(LeaseError::Expired { expired_at_ms: 7 });
+        assert_eq!(
+            outcome_of(&jobs, &own, expired),
+            Ok(ReceiptOutcome::LeaseExpired)
+        );
+        let error = classify(&jobs, &foreign, LeaseError::UnknownReceipt);
+        assert_eq!(error.code(), "receipt_queue_mismatch");
+        assert!(error.to_string().contains("queue jobs"), "{error}");
+        assert_eq!(parse_receipt("nope").unwrap_err().code(), "invalid_receipt");
+    }
+}
