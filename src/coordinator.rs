@@ -262,13 +262,14 @@ impl<S: Store> Coordinator<S> {
         Ok(next)
     }
 
-    /// Acks the lease `receipt` of queue `keys`: the item is done.
+    /// Acks the lease `receipt` of queue `keys`: the item is done. Not
+    /// counted here: acks are counted where they are asked for, in the
+    /// core (`service::settle`), once.
     pub async fn ack(&self, keys: &QueueKeys, receipt: &Receipt) -> Result<(), LeaseError> {
         self.inner
             .settler
             .settle(keys, *receipt, SettleOp::Ack)
             .await?;
-        metrics::queue_count(metrics::ACKS, keys.kind(), keys.name(), 1);
         Ok(())
     }
 

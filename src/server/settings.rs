@@ -3,9 +3,7 @@
 
 use crate::server::error::counted;
 use std::collections::BTreeMap;
-use std::num::NonZeroU64;
 use std::sync::Arc;
-use std::time::Instant;
 
 use axum::Json;
 use axum::body::Bytes;
@@ -21,7 +19,6 @@ use super::error::{ApiError, ApiPath, ErrorBody};
 use super::error::{body_bytes, queue_name};
 use super::state::AppState;
 use crate::keys::{QueueKeys, QueueKind, QueueName};
-use crate::queue::QueueError;
 use crate::queue::settings::{Effective, Stored, read, update};
 use crate::store::Store;
 
@@ -193,25 +190,4 @@ async fn put_of<S: Store>(
         Ok(Json(put_checked(state, kind, &name, &change).await?).into_response())
     })
     .await
-}
-
-/// The lease of a pop of `keys` that named no `lease_ms`: the queue's
-/// default lease, or 0 (no lease), as read at most
-/// [`crate::service::DEFAULT_LEASE_CACHE_MS`] ago.
-pub async fn default_lease_ms<S: Store>(
-    state: &AppState<S>,
-    keys: &QueueKeys,
-) -> Result<Option<NonZeroU64>, QueueError> {
-    if let Some(lease_ms) = state.hotq.default_leases.fresh(keys) {
-        return Ok(NonZeroU64::new(lease_ms));
-    }
-    // Taken before the read: an entry is never younger than what it holds.
-    let read_at = Instant::now();
-    let stored = read(&state.hotq.store, keys).await?;
-    let lease_ms = stored
-        .effective(keys.name(), &state.hotq.settings_defaults)
-        .default_lease_ms
-        .unwrap_or(0);
-    state.hotq.default_leases.remember(keys, lease_ms, read_at);
-    Ok(NonZeroU64::new(lease_ms))
 }

@@ -230,6 +230,13 @@ impl From<crate::store::StoreError> for SqsError {
     }
 }
 
+impl From<crate::service::Error> for SqsError {
+    /// The core's errors as SQS ones, as over HTTP (see [`From<ApiError>`]).
+    fn from(error: crate::service::Error) -> Self {
+        ApiError::from(error).into()
+    }
+}
+
 impl From<ApiError> for SqsError {
     /// hotq's own errors as SQS ones: its server errors keep their status
     /// (503: retry), its refusals are invalid parameters.

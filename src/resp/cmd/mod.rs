@@ -101,6 +101,13 @@ impl From<ApiError> for CmdError {
     }
 }
 
+/// The core's refusals, answered with the same code as over HTTP.
+impl From<crate::service::Error> for CmdError {
+    fn from(error: crate::service::Error) -> Self {
+        CmdError::Api(error.into())
+    }
+}
+
 impl CmdError {
     /// `-ERR syntax error`, as Redis answers an option it does not know.
     pub fn syntax() -> CmdError {
