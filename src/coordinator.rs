@@ -7,6 +7,7 @@
 //! their fulfillers then conflict on the keys they both consume, and the
 //! loser retries; an item is never handed out twice.
 
+#[cfg(feature = "testing")]
 use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +16,9 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::due::timer::Alarm;
-use crate::envelope::{End, now_ms};
+#[cfg(feature = "testing")]
+use crate::envelope::End;
+use crate::envelope::now_ms;
 use crate::keys::QueueKeys;
 use crate::lease::backlog::{SettleOp, Settled, Settler};
 use crate::lease::settle::Returned;
@@ -82,7 +85,14 @@ impl<S: Store> Coordinator<S> {
         self.inner.pops.config()
     }
 
+    /// The staged pop protocol: pops, their lines and fulfillers (the
+    /// core's pops call it directly: one hop fewer than a forwarder).
+    pub fn staging(&self) -> &Staging<S> {
+        &self.inner.pops
+    }
+
     /// [`Staging::pop`].
+    #[cfg(feature = "testing")]
     pub async fn pop(
         &self,
         keys: &QueueKeys,
@@ -105,6 +115,7 @@ impl<S: Store> Coordinator<S> {
     }
 
     /// [`Staging::pop_leased`].
+    #[cfg(feature = "testing")]
     pub async fn pop_leased(
         &self,
         keys: &QueueKeys,
@@ -120,6 +131,7 @@ impl<S: Store> Coordinator<S> {
     }
 
     /// [`Staging::pop_acking`].
+    #[cfg(feature = "testing")]
     pub async fn pop_acking(
         &self,
         keys: &QueueKeys,
@@ -146,6 +158,7 @@ impl<S: Store> Coordinator<S> {
     }
 
     /// Counters of the protocol's work.
+    #[cfg(feature = "testing")]
     pub fn stats(&self) -> &StagingStats {
         &self.inner.stats
     }
@@ -265,6 +278,7 @@ impl<S: Store> Coordinator<S> {
     /// Acks the lease `receipt` of queue `keys`: the item is done. Not
     /// counted here: acks are counted where they are asked for, in the
     /// core (`service::settle`), once.
+    #[cfg(feature = "testing")]
     pub async fn ack(&self, keys: &QueueKeys, receipt: &Receipt) -> Result<(), LeaseError> {
         self.inner
             .settler
@@ -341,7 +355,6 @@ impl<S: Store> Coordinator<S> {
     }
 
     /// A snapshot of the stats counters, by name.
-    #[cfg(feature = "testing")]
     pub fn stats_snapshot(&self) -> Vec<(&'static str, u64)> {
         self.inner.stats.snapshot()
     }

@@ -70,6 +70,7 @@ pub fn check_id(id: &[u8]) -> Result<(), String> {
 /// Pushes `items` to the FIFO queue `keys` in one commit, all or none:
 /// after `delay_ms`, or (`None`) after the queue's delivery delay; items
 /// whose dedup id is still counting are left out and reported.
+#[cfg(feature = "testing")]
 pub async fn push<S: Store>(
     store: &S,
     keys: &QueueKeys,

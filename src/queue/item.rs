@@ -62,7 +62,6 @@ impl Item {
     }
 
     /// True for an empty payload.
-    #[cfg(feature = "testing")]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -29,8 +29,6 @@ pub use push::{
 };
 pub use settle::{ACK_BATCH_MAX, Receipt, ReceiptOutcome, Returned, Stale, parse_receipt};
 
-pub use crate::queue::PUSH_BATCH_MAX;
-
 pub(crate) use default_leases::DefaultLeases;
 
 /// hotq over one store: one process's share of the work (see

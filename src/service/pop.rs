@@ -1,4 +1,4 @@
-//! Pops: plain or leased, waiting or not, one or many, from either end
+//! Staging: plain or leased, waiting or not, one or many, from either end
 //! of a queue (a priority queue's `min` or `max`), with acks riding on
 //! them. A pop whose caller goes away (an HTTP client or a RESP client
 //! hanging up, a `BLPOP`'s losing keys) is simply dropped: what it was
@@ -177,7 +177,7 @@ impl<S: Store> Hotq<S> {
         let receipts = riding.as_ref().map_or_else(Vec::new, Riding::receipts);
         let popped = self
             .coordinator
-            .pops()
+            .staging()
             .pop_acking(keys, ask, receipts)
             .await?;
         let acked = riding.map(|riding| riding.outcomes(keys, popped.acked));

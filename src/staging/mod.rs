@@ -189,7 +189,6 @@ impl StagingStats {
     /// Every counter by name, read now. The destructuring lists every
     /// field with no `..`, so a counter added to the struct and left out
     /// here does not compile.
-    #[cfg(feature = "testing")]
     pub fn snapshot(&self) -> Vec<(&'static str, u64)> {
         let StagingStats {
             direct_pops,

@@ -30,6 +30,7 @@ impl<S: Store> Staging<S> {
     /// pop first; on a conflict, or when requests are already waiting, it
     /// registers a request and waits on its watch. Dropping the future
     /// withdraws the request (an item already handed to it goes back).
+    #[cfg(feature = "testing")]
     pub async fn pop(
         &self,
         keys: &QueueKeys,
@@ -46,6 +47,7 @@ impl<S: Store> Staging<S> {
     /// if the caller goes away (an HTTP client disconnecting drops the
     /// handler's future): it moves to a task of its own, and items nobody
     /// is left to receive are put back where they were.
+    #[cfg(feature = "testing")]
     pub async fn pop_many(
         &self,
         keys: &QueueKeys,
@@ -65,6 +67,7 @@ impl<S: Store> Staging<S> {
     /// [`Self::pop_many`], with each item moved under a lease of `lease_ms`
     /// in the commit that takes it. A leased item is held until acked,
     /// nacked, or its lease expires.
+    #[cfg(feature = "testing")]
     pub async fn pop_leased(
         &self,
         keys: &QueueKeys,
