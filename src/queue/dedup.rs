@@ -81,8 +81,11 @@ pub async fn push<S: Store>(
     push_with(store, keys, items, delay_ms, None, defaults).await
 }
 
-/// [`push`], the items kept for `retention_ms` (`None`: the queue's
-/// `retention_ms` setting, if any; see [`crate::queue::expiry`]).
+/// Pushes `items` to the FIFO queue `keys` in one commit, all or none:
+/// after `delay_ms`, or (`None`) after the queue's delivery delay; items
+/// whose dedup id is still counting are left out and reported. They are
+/// kept for `retention_ms` (`None`: the queue's `retention_ms` setting,
+/// if any; see [`crate::queue::expiry`]).
 pub async fn push_with<S: Store>(
     store: &S,
     keys: &QueueKeys,

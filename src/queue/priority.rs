@@ -11,7 +11,7 @@
 //!
 //! Pops here are direct, with the bounded retry of [`transact`], mirroring
 //! [`crate::queue::Queue::pop`]. Staged pops at either end go through
-//! [`crate::coordinator::Coordinator::pop`] with [`End::Front`] (min) or
+//! the core's pop ([`crate::service::Hotq::pop`]) with [`End::Front`] (min) or
 //! [`End::Back`] (max) and these keys ([`PriorityQueue::keys`]).
 
 use std::collections::HashMap;
@@ -240,7 +240,7 @@ impl<S: Store> PriorityQueue<S> {
 
     /// Pops from `end` with direct pops only, retrying conflicts with backoff
     /// up to the retry policy's bound. (Staged pops, which turn conflicts
-    /// into requests, are [`crate::coordinator::Coordinator::pop`].)
+    /// into requests, are [`crate::service::Hotq::pop`].)
     async fn pop_end(&self, end: End) -> Result<Option<Item>, QueueError> {
         let popped = transact(&self.store, self.retry, |txn| async move {
             if crate::queue::settings::paused_in(&txn, &self.keys)
