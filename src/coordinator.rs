@@ -7,6 +7,7 @@
 //! their fulfillers then conflict on the keys they both consume, and the
 //! loser retries; an item is never handed out twice.
 
+#[cfg(feature = "testing")]
 use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,14 +15,17 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::due::timer::{self, Alarm};
-use crate::envelope::{End, now_ms};
+use crate::due::timer::Alarm;
+#[cfg(feature = "testing")]
+use crate::envelope::End;
+use crate::envelope::now_ms;
 use crate::keys::QueueKeys;
 use crate::lease::backlog::{SettleOp, Settled, Settler};
 use crate::lease::settle::Returned;
 use crate::lease::{LeaseError, Receipt};
 use crate::metrics;
 use crate::queue::{Item, QueueError};
+#[cfg(feature = "testing")]
 use crate::staging::reap::{reap_queue, registered_queues};
 use crate::staging::registry::Staging;
 use crate::staging::{StagingConfig, StagingStats};
@@ -76,22 +80,19 @@ impl<S: Store> Coordinator<S> {
         }
     }
 
-    /// The store.
-    pub fn store(&self) -> &S {
-        &self.inner.store
-    }
-
     /// The protocol's settings.
     pub fn config(&self) -> &StagingConfig {
         self.inner.pops.config()
     }
 
-    /// The staged pop protocol: pops, their lines and fulfillers.
-    pub fn pops(&self) -> &Staging<S> {
+    /// The staged pop protocol: pops, their lines and fulfillers (the
+    /// core's pops call it directly: one hop fewer than a forwarder).
+    pub fn staging(&self) -> &Staging<S> {
         &self.inner.pops
     }
 
     /// [`Staging::pop`].
+    #[cfg(feature = "testing")]
     pub async fn pop(
         &self,
         keys: &QueueKeys,
@@ -102,6 +103,7 @@ impl<S: Store> Coordinator<S> {
     }
 
     /// [`Staging::pop_many`].
+    #[cfg(feature = "testing")]
     pub async fn pop_many(
         &self,
         keys: &QueueKeys,
@@ -113,6 +115,7 @@ impl<S: Store> Coordinator<S> {
     }
 
     /// [`Staging::pop_leased`].
+    #[cfg(feature = "testing")]
     pub async fn pop_leased(
         &self,
         keys: &QueueKeys,
@@ -128,6 +131,7 @@ impl<S: Store> Coordinator<S> {
     }
 
     /// [`Staging::pop_acking`].
+    #[cfg(feature = "testing")]
     pub async fn pop_acking(
         &self,
         keys: &QueueKeys,
@@ -143,6 +147,7 @@ impl<S: Store> Coordinator<S> {
     }
 
     /// [`Staging::ensure_fulfiller`].
+    #[cfg(feature = "testing")]
     pub fn ensure_fulfiller(&self, keys: &QueueKeys) {
         self.inner.pops.ensure_fulfiller(keys)
     }
@@ -153,10 +158,12 @@ impl<S: Store> Coordinator<S> {
     }
 
     /// Counters of the protocol's work.
+    #[cfg(feature = "testing")]
     pub fn stats(&self) -> &StagingStats {
         &self.inner.stats
     }
     /// Sweeps every registered queue once as of now.
+    #[cfg(feature = "testing")]
     pub async fn reap_all(&self) -> Result<crate::staging::reap::Reaped, QueueError> {
         let mut total = crate::staging::reap::Reaped::default();
         for keys in registered_queues(&self.inner.store).await? {
@@ -190,7 +197,7 @@ impl<S: Store> Coordinator<S> {
     }
 
     /// Runs the due index's timer (expired leases, delayed items, the
-    /// reaps that come due; see [`Self::sweep_due`]) until shutdown, and,
+    /// reaps that come due; see [`crate::due`]) until shutdown, and,
     /// beside it, the one-time move of the layout before the due index into
     /// it. The handle ends when both have stopped.
     pub fn spawn_timer(&self) -> JoinHandle<()> {
@@ -244,18 +251,20 @@ impl<S: Store> Coordinator<S> {
     /// due and reaps the queues due a look, in every queue, reading only
     /// what is due (see [`crate::due`]). Returns the earliest time
     /// something else comes due (`now_ms` when a bound left work undone).
+    #[cfg(feature = "testing")]
     pub async fn sweep_due(&self, now_ms: u64) -> Result<Option<u64>, QueueError> {
         self.sweep_due_until(now_ms, u64::MAX).await
     }
 
     /// [`Self::sweep_due`], looking for the next due time no further than
     /// `horizon_ms` (`None`: nothing due by then).
+    #[cfg(feature = "testing")]
     async fn sweep_due_until(
         &self,
         now_ms: u64,
         horizon_ms: u64,
     ) -> Result<Option<u64>, QueueError> {
-        let (_, next) = timer::look_once(
+        let (_, next) = crate::due::timer::look_once(
             &self.inner.store,
             &self.config().delivery,
             &self.inner.stats,
@@ -266,13 +275,15 @@ impl<S: Store> Coordinator<S> {
         Ok(next)
     }
 
-    /// Acks the lease `receipt` of queue `keys`: the item is done.
+    /// Acks the lease `receipt` of queue `keys`: the item is done. Not
+    /// counted here: acks are counted where they are asked for, in the
+    /// core (`service::settle`), once.
+    #[cfg(feature = "testing")]
     pub async fn ack(&self, keys: &QueueKeys, receipt: &Receipt) -> Result<(), LeaseError> {
         self.inner
             .settler
             .settle(keys, *receipt, SettleOp::Ack)
             .await?;
-        metrics::queue_count(metrics::ACKS, keys.kind(), keys.name(), 1);
         Ok(())
     }
 

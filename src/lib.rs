@@ -50,22 +50,99 @@
 //! leaves       keys, envelope, metrics, config
 //! ```
 
-#![warn(missing_docs)]
+//! # Public surface
+//!
+//! A dependent crate sees the core API ([`service`]: [`Hotq`] and its
+//! [`service::Error`]), the store contract and its backends ([`store`]:
+//! what the conformance suite in `tests/` runs against), the
+//! configuration ([`config`]), the client-facing names ([`QueueName`],
+//! [`QueueKind`]) and the command line ([`cli`], for `main.rs`). Every
+//! other module is private.
+//!
+//! The crate's own integration tests (`tests/it`) reach the internals on
+//! purpose: they check the protocol's parts (the line, the rounds, the
+//! due index, the key layout) one by one. For them, the `testing` feature
+//! makes the internal modules public at their own paths
+//! (`hotq::staging::...`), so a test names what it reaches exactly as the
+//! code does. The feature is not for dependents: Cargo.toml turns it on
+//! only for this crate's tests, through a dev-dependency of the crate on
+//! itself (`cargo test`, `cargo clippy --all-targets`), while
+//! `cargo build`, `cargo clippy` without `--all-targets` and `cargo doc`
+//! see the curated surface only (and dead code: an item only tests use is
+//! declared under `#[cfg(feature = "testing")]`).
+//!
+//! # Lints
+//!
+//! `unsafe_code` is forbidden (denied under the `fdb` feature, whose
+//! client must be booted by one `unsafe` call: `store::fdb`), and
+//! `missing_docs` and `clippy::unwrap_used` (outside tests) are denied:
+//! what cannot fail says why in an `expect`.
 
-pub mod bench;
+#![cfg_attr(not(feature = "fdb"), forbid(unsafe_code))]
+#![cfg_attr(feature = "fdb", deny(unsafe_code))]
+#![deny(missing_docs)]
+// The module map above, and many public items' docs, link the private
+// modules for maintainers (`cargo doc --document-private-items`, as CI runs).
+#![allow(rustdoc::private_intra_doc_links)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 pub mod cli;
 pub mod config;
-pub mod console;
-pub mod coordinator;
-pub mod due;
-pub mod envelope;
-pub mod keys;
-pub mod lease;
-pub mod metrics;
-pub mod queue;
-pub mod resp;
-pub mod server;
 pub mod service;
-pub(crate) mod sqs;
-pub mod staging;
 pub mod store;
+
+pub use keys::{InvalidQueueName, QueueKind, QueueName};
+pub use service::Hotq;
+
+// Internal modules: private, public under the `testing` feature only (see
+// "Public surface" above). One pair per module rather than a macro, so
+// that rustfmt still finds the modules' files.
+#[cfg(feature = "testing")]
+pub mod bench;
+#[cfg(not(feature = "testing"))]
+mod bench;
+#[cfg(feature = "testing")]
+pub mod console;
+#[cfg(not(feature = "testing"))]
+mod console;
+#[cfg(feature = "testing")]
+pub mod coordinator;
+#[cfg(not(feature = "testing"))]
+mod coordinator;
+#[cfg(feature = "testing")]
+pub mod due;
+#[cfg(not(feature = "testing"))]
+mod due;
+#[cfg(feature = "testing")]
+pub mod envelope;
+#[cfg(not(feature = "testing"))]
+mod envelope;
+#[cfg(feature = "testing")]
+pub mod keys;
+#[cfg(not(feature = "testing"))]
+mod keys;
+#[cfg(feature = "testing")]
+pub mod lease;
+#[cfg(not(feature = "testing"))]
+mod lease;
+#[cfg(feature = "testing")]
+pub mod metrics;
+#[cfg(not(feature = "testing"))]
+mod metrics;
+#[cfg(feature = "testing")]
+pub mod queue;
+#[cfg(not(feature = "testing"))]
+mod queue;
+#[cfg(feature = "testing")]
+pub mod resp;
+#[cfg(not(feature = "testing"))]
+mod resp;
+#[cfg(feature = "testing")]
+pub mod server;
+#[cfg(not(feature = "testing"))]
+mod server;
+mod sqs;
+#[cfg(feature = "testing")]
+pub mod staging;
+#[cfg(not(feature = "testing"))]
+mod staging;

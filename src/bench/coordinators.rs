@@ -1,6 +1,7 @@
 //! `--scenario coordinators`: K coordinators in one process over one
 //! embedded store, each with its own line and fulfiller exactly as K
-//! daemons on one cluster would run, W waiters each, draining one queue.
+//! daemons on one cluster would run (K cores, [`Hotq`], each over its own
+//! coordinator), W waiters each, draining one queue.
 //! Measures how the coordinators share the queue: throughput, commit
 //! conflicts per pop, and each coordinator's share of the items against
 //! its share of the waiters.
@@ -14,12 +15,11 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::BenchArgs;
+use super::inproc::{pop_one, preload};
 use super::report::payloads;
-use crate::coordinator::Coordinator;
-use crate::envelope::End;
+use crate::config::Config;
 use crate::keys::{QueueKeys, QueueName};
-use crate::queue::Queue;
-use crate::staging::{StagingConfig, StagingStats};
+use crate::service::Hotq;
 use crate::store::embedded::EmbeddedStore;
 
 /// One drain by K coordinators.
@@ -96,17 +96,26 @@ pub async fn run(store: &EmbeddedStore, args: &BenchArgs) -> Result<bool, String
     Ok(all_exact)
 }
 
-/// Stops `coordinators` and sums their fulfill conflicts, line results
-/// written, pops asked for in the store and rounds.
-async fn stop_and_count(coordinators: &[Coordinator<EmbeddedStore>]) -> [u64; 4] {
+/// The cores of K simulated daemons, one coordinator each.
+type Cores = [Arc<Hotq<EmbeddedStore>>];
+
+/// Stops `cores` and sums their fulfill conflicts, line results written,
+/// pops asked for in the store and rounds.
+async fn stop_and_count(cores: &Cores) -> [u64; 4] {
+    const SUMMED: [&str; 4] = [
+        "fulfill_conflicts",
+        "line_results_written",
+        "line_pops_asked",
+        "fulfill_batches",
+    ];
     let mut sums = [0; 4];
-    for coordinator in coordinators {
-        coordinator.shutdown(Duration::from_secs(5)).await;
-        let stats = coordinator.stats();
-        sums[0] += StagingStats::get(&stats.fulfill_conflicts);
-        sums[1] += StagingStats::get(&stats.line_results_written);
-        sums[2] += StagingStats::get(&stats.line_pops_asked);
-        sums[3] += StagingStats::get(&stats.fulfill_batches);
+    for core in cores {
+        core.shutdown(Duration::from_secs(5)).await;
+        for (name, count) in core.pop_protocol_counts() {
+            if let Some(at) = SUMMED.iter().position(|summed| *summed == name) {
+                sums[at] += count;
+            }
+        }
     }
     sums
 }
@@ -119,18 +128,16 @@ async fn drain(
 ) -> Result<CoordinatorsResult, String> {
     let run = format!("bench-coord-{k}-{workers}-{}", rand::random::<u32>());
     let name = QueueName::new(&run).map_err(|e| e.to_string())?;
-    let queue = Queue::new(store.clone(), name.clone());
     let preloaded = payloads(&run, args.items, args.payload_bytes);
-    for chunk in preloaded.chunks(1_000) {
-        queue.push_batch(chunk).await.map_err(|e| e.to_string())?;
-    }
-    let config = StagingConfig {
-        requests_in_memory: !args.stored_requests,
-        ..StagingConfig::default()
-    };
+    // K daemons: K cores over one store, each with its own line.
+    let mut config = Config::default();
+    config.staging.requests_in_memory = !args.stored_requests;
     let coordinators: Vec<_> = (0..k)
-        .map(|_| Coordinator::new(store.clone(), config.clone()))
+        .map(|_| Arc::new(Hotq::new(store.clone(), &config)))
         .collect();
+    if let Some(first) = coordinators.first() {
+        preload(first, &name, &preloaded).await?;
+    }
     let (_, conflicts_before, _) = store.counts();
     let drained = Arc::new(Drained::new(k, args.items));
     pop_all(
@@ -230,7 +237,7 @@ impl Drained {
 
 /// `workers` pops per coordinator until every item came or the deadline.
 async fn pop_all(
-    coordinators: &[Coordinator<EmbeddedStore>],
+    coordinators: &Cores,
     keys: &QueueKeys,
     args: &BenchArgs,
     workers: usize,
@@ -246,8 +253,7 @@ async fn pop_all(
                 while drained.delivered.load(Ordering::SeqCst) < drained.items
                     && Instant::now() < deadline
                 {
-                    let popped = coordinator
-                        .pop(&keys, End::Front, wait)
+                    let popped = pop_one(&coordinator, &keys, wait)
                         .await
                         .map_err(|e| e.to_string())?;
                     if let Some(item) = popped {

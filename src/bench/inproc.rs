@@ -1,16 +1,18 @@
 //! The drain in process: the library on a store (the embedded store, or
-//! a FoundationDB cluster with `--backend fdb`), no HTTP.
+//! a FoundationDB cluster with `--backend fdb`), no HTTP. The staged mode
+//! is a client of the core ([`Hotq`]) as the daemon's front ends are; the
+//! naive mode measures FoundationDB's recipe itself, one layer down
+//! ([`Queue::pop`]), as it is meant to.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::report::{DrainResult, Tally, payloads};
 use super::{BenchArgs, Mode};
-use crate::coordinator::Coordinator;
-use crate::envelope::End;
+use crate::config::Config;
 use crate::keys::{QueueKeys, QueueName};
 use crate::queue::{Queue, QueueError};
-use crate::staging::{StagingConfig, StagingStats};
+use crate::service::{self, End, Hotq, Item, PopLease, PopOptions, PushItem, PushOptions};
 use crate::store::embedded::EmbeddedStore;
 use crate::store::{Store, StoreError};
 
@@ -72,10 +74,9 @@ pub async fn drain_in_process<S: BenchStore>(
     let name = QueueName::new(&run).map_err(|e| e.to_string())?;
     let queue = Queue::new(store.clone(), name.clone());
     let preloaded = payloads(&run, args.items, args.payload_bytes);
-    for chunk in preloaded.chunks(1_000) {
-        queue.push_batch(chunk).await.map_err(|e| e.to_string())?;
-    }
-    let coordinator = Coordinator::new(store.clone(), StagingConfig::default());
+    // The configuration's defaults, as the bench always ran.
+    let hotq = Arc::new(Hotq::new(store.clone(), &Config::default()));
+    preload(&hotq, &name, &preloaded).await?;
     let keys = QueueKeys::new(&name);
     let tally = Arc::new(Tally::new(args.items));
     let (conflicts_before, groups_before) = (store.conflicts(), store.fsync_groups());
@@ -84,19 +85,14 @@ pub async fn drain_in_process<S: BenchStore>(
     let wait = Duration::from_millis(args.wait_ms);
     let mut tasks = Vec::with_capacity(workers);
     for _ in 0..workers {
-        let (tally, coordinator, keys, queue) = (
-            tally.clone(),
-            coordinator.clone(),
-            keys.clone(),
-            queue.clone(),
-        );
+        let (tally, hotq, keys, queue) = (tally.clone(), hotq.clone(), keys.clone(), queue.clone());
         let items = args.items;
         tasks.push(tokio::spawn(async move {
             while !tally.done(items) && Instant::now() < deadline {
                 let call = Instant::now();
                 let popped = match mode {
-                    Mode::Naive => queue.pop().await,
-                    _ => coordinator.pop(&keys, End::Front, wait).await,
+                    Mode::Naive => queue.pop().await.map_err(Popped::Recipe),
+                    _ => pop_one(&hotq, &keys, wait).await.map_err(Popped::Core),
                 };
                 match popped {
                     Ok(Some(item)) => tally.record(started, call, item.payload),
@@ -114,7 +110,7 @@ pub async fn drain_in_process<S: BenchStore>(
                             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         tokio::task::yield_now().await;
                     }
-                    Err(QueueError::Store(StoreError::Conflict)) if mode == Mode::Naive => {
+                    Err(Popped::Recipe(QueueError::Store(StoreError::Conflict))) => {
                         tally
                             .empty_polls
                             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -129,10 +125,11 @@ pub async fn drain_in_process<S: BenchStore>(
     for task in tasks {
         task.await.map_err(|e| e.to_string())??;
     }
-    coordinator.shutdown(Duration::from_secs(5)).await;
+    hotq.shutdown(Duration::from_secs(5)).await;
     let (conflicts_after, groups_after) = (store.conflicts(), store.fsync_groups());
-    let staged = StagingStats::get(&coordinator.stats().staged_pops);
-    let batches = StagingStats::get(&coordinator.stats().fulfill_batches);
+    let counts = hotq.pop_protocol_counts();
+    let count = |name: &str| counts.iter().find(|(n, _)| *n == name).map_or(0, |c| c.1);
+    let (staged, batches) = (count("staged_pops"), count("fulfill_batches"));
     let mut result = tally.summarize(&preloaded, store.transport(), mode, workers);
     result.conflicts_per_pop =
         Some((conflicts_after - conflicts_before) as f64 / args.items.max(1) as f64);
@@ -142,4 +139,59 @@ pub async fn drain_in_process<S: BenchStore>(
         .zip(groups_before)
         .map(|(after, before)| after - before);
     Ok(result)
+}
+
+/// A failed pop of the drain: the recipe's own (one layer down), or the
+/// core's.
+#[derive(Debug)]
+enum Popped {
+    Recipe(QueueError),
+    Core(service::Error),
+}
+
+impl std::fmt::Display for Popped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Popped::Recipe(error) => error.fmt(f),
+            Popped::Core(error) => error.fmt(f),
+        }
+    }
+}
+
+/// Pushes `payloads` to the queue `name` through the core, a full batch
+/// per commit.
+pub(super) async fn preload<S: Store>(
+    hotq: &Hotq<S>,
+    name: &QueueName,
+    payloads: &[Vec<u8>],
+) -> Result<(), String> {
+    for chunk in payloads.chunks(service::PUSH_BATCH_MAX) {
+        let items: Vec<PushItem> = chunk
+            .iter()
+            .map(|payload| PushItem {
+                payload: payload.clone(),
+                dedup_id: None,
+                group: None,
+            })
+            .collect();
+        let pushed = hotq.push(name, &items, PushOptions::default()).await;
+        pushed.map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// One item of `keys`' queue through the core, waiting up to `wait`: a
+/// plain pop, never leased (the bench's queue has no settings).
+pub(super) async fn pop_one<S: Store>(
+    hotq: &Hotq<S>,
+    keys: &QueueKeys,
+    wait: Duration,
+) -> Result<Option<Item>, service::Error> {
+    let options = PopOptions {
+        end: End::Front,
+        max: 1,
+        wait,
+        lease: PopLease::Never,
+    };
+    Ok(hotq.pop(keys, options, None).await?.items.pop())
 }

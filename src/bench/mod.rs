@@ -44,13 +44,12 @@ use crate::store::embedded::{Durability, EmbeddedConfig, EmbeddedStore};
 
 use ceiling::ceiling;
 pub use inproc::{BenchStore, drain_in_process};
-pub use over_http::{drain_http, pop_query};
+pub use over_http::drain_http;
 pub use over_resp::drain_resp;
 
 /// A leased pop's lease, as peerbench's `http-leased` target takes it
 /// (over HTTP, over RESP and, as a visibility timeout, over SQS).
 pub const LEASE_MS: u64 = 30_000;
-pub use report::DrainResult;
 use report::print_drain;
 
 /// What to measure.

@@ -143,7 +143,7 @@ pub async fn push(
             items.len()
         ));
     }
-    for chunk in items.chunks(crate::queue::PUSH_BATCH_MAX) {
+    for chunk in items.chunks(crate::service::PUSH_BATCH_MAX) {
         let encoded: Vec<serde_json::Value> = chunk
             .iter()
             .map(|item| match dedup_id {

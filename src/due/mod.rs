@@ -3,7 +3,7 @@
 //! entry keyed by the time it is due (the key layout is
 //! [`crate::keys::due_entry`], in `keys/due_index.rs`). Read in this order:
 //!
-//! 1. this module: a sweep ([`sweep`], [`sweep_until`]) consumes what is
+//! 1. this module: a sweep ([`sweep_until`]) consumes what is
 //!    due, in waves ([`wave`](mod@wave)) of disjoint stretches committed
 //!    together, counted by a tally (`tally.rs`);
 //! 2. [`timer`]: one look of the coordinator's timer, a sweep then the
@@ -227,6 +227,7 @@ pub fn take_touched(max: usize) -> Vec<(QueueKind, QueueName)> {
 /// that lost a race (or found more than it planned) is read again from
 /// its start once the waves under way have committed, or by the next
 /// sweep.
+#[cfg(feature = "testing")]
 pub async fn sweep<S: Store>(
     store: &S,
     policy: &DeliveryPolicy,
@@ -235,7 +236,8 @@ pub async fn sweep<S: Store>(
     sweep_until(store, policy, now_ms, u64::MAX).await
 }
 
-/// [`sweep`], whose [`Sweep::next_due_ms`] looks no further than
+/// Consumes what is due by `now_ms` (how: `sweep`'s comment, which is this
+/// without a horizon, kept for tests); [`Sweep::next_due_ms`] looks no further than
 /// `horizon_ms`: `None` then also means "nothing due by the horizon".
 /// The timer looks again at its horizon anyway, and acked leases leave
 /// their rows' tombstones ahead of the live ones: the look for the next
@@ -616,9 +618,4 @@ async fn first_due_from<S: Store>(
         .first()
         .and_then(|row| due_entry(&row.key))
         .map(|entry| entry.due_ms))
-}
-
-/// When anything in the store is next due; `None` when nothing is.
-pub async fn next_due<S: Store>(store: &S) -> Result<Option<u64>, QueueError> {
-    first_due_from(store, &due_range().0, u64::MAX).await
 }

@@ -1,4 +1,4 @@
-//! One wave of a sweep (see [`super::sweep`]): disjoint stretches of the
+//! One wave of a sweep (see [`super::sweep_until`]): disjoint stretches of the
 //! due index planned from one snapshot read, each consumed in its own
 //! transaction, the commits awaited together so they share fsyncs.
 

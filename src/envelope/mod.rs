@@ -164,6 +164,7 @@ impl ItemValue {
     }
 
     /// True for an empty payload.
+    #[cfg(feature = "testing")]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -380,6 +381,7 @@ pub struct RequestValue {
 
 impl RequestValue {
     /// A request for the front, without a lease, waiting until `deadline_ms`.
+    #[cfg(feature = "testing")]
     pub fn front(deadline_ms: u64) -> RequestValue {
         RequestValue {
             deadline_ms,

@@ -418,6 +418,7 @@ impl QueueKeys {
     }
 
     /// `[begin, end)` of the queue's dedup ids.
+    #[cfg(feature = "testing")]
     pub fn dedup_range(&self) -> KeyRange {
         self.0.meta.subspace(&("dedup",)).range()
     }

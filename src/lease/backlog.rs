@@ -121,6 +121,7 @@ impl<S: Store> Settler<S> {
     }
 
     /// Counters of the work done.
+    #[cfg(feature = "testing")]
     pub fn stats(&self) -> &SettleStats {
         &self.stats
     }

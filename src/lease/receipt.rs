@@ -33,8 +33,6 @@ use rand::RngCore;
 use crate::envelope::RECEIPT_LEN;
 use crate::keys::{QueueKeys, QueueKind};
 
-/// Bits of a receipt's tag (see the module's table).
-pub const RECEIPT_TAG_BITS: u32 = 24;
 /// Where a receipt's expiry field is: 6 bytes, whose top bit marks the
 /// current layout.
 const EXPIRY_FIELD: std::ops::Range<usize> = 2..8;

@@ -70,6 +70,7 @@ pub fn check_id(id: &[u8]) -> Result<(), String> {
 /// Pushes `items` to the FIFO queue `keys` in one commit, all or none:
 /// after `delay_ms`, or (`None`) after the queue's delivery delay; items
 /// whose dedup id is still counting are left out and reported.
+#[cfg(feature = "testing")]
 pub async fn push<S: Store>(
     store: &S,
     keys: &QueueKeys,
@@ -80,8 +81,11 @@ pub async fn push<S: Store>(
     push_with(store, keys, items, delay_ms, None, defaults).await
 }
 
-/// [`push`], the items kept for `retention_ms` (`None`: the queue's
-/// `retention_ms` setting, if any; see [`crate::queue::expiry`]).
+/// Pushes `items` to the FIFO queue `keys` in one commit, all or none:
+/// after `delay_ms`, or (`None`) after the queue's delivery delay; items
+/// whose dedup id is still counting are left out and reported. They are
+/// kept for `retention_ms` (`None`: the queue's `retention_ms` setting,
+/// if any; see [`crate::queue::expiry`]).
 pub async fn push_with<S: Store>(
     store: &S,
     keys: &QueueKeys,
@@ -279,6 +283,7 @@ pub async fn expire_in<T: Transaction>(
 
 /// How many dedup ids `keys` holds (expired ones not yet swept included);
 /// for tests, bounded at `limit`.
+#[cfg(feature = "testing")]
 pub async fn ids_held<S: Store>(
     store: &S,
     keys: &QueueKeys,

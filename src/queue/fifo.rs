@@ -21,11 +21,13 @@ use crate::envelope::{
 };
 use crate::keys::{QueueKeys, QueueName, RANDOM_LEN};
 use crate::store::Read;
-use crate::store::{
-    RangeRead, RetryPolicy, Store, StoreError, Transaction, decode_counter, decode_mark, transact,
-};
+#[cfg(feature = "testing")]
+use crate::store::decode_counter;
+use crate::store::{RangeRead, RetryPolicy, Store, StoreError, Transaction, decode_mark, transact};
 
-use super::item::{Item, PUSH_BATCH_MAX, QueueError, hold_in};
+#[cfg(feature = "testing")]
+use super::item::hold_in;
+use super::item::{Item, PUSH_BATCH_MAX, QueueError};
 
 /// The outcome of one direct-pop attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,7 +47,6 @@ pub enum DirectPop {
 #[derive(Debug, Clone)]
 pub struct Queue<S: Store> {
     store: S,
-    name: QueueName,
     keys: QueueKeys,
     retry: RetryPolicy,
 }
@@ -56,15 +57,15 @@ impl<S: Store> Queue<S> {
         let keys = QueueKeys::new(&name);
         Queue {
             store,
-            name,
             keys,
             retry: RetryPolicy::default(),
         }
     }
 
     /// The queue's name.
+    #[cfg(feature = "testing")]
     pub fn name(&self) -> &QueueName {
-        &self.name
+        self.keys.name()
     }
 
     /// The queue's key layout.
@@ -73,6 +74,7 @@ impl<S: Store> Queue<S> {
     }
 
     /// The store the queue lives in.
+    #[cfg(feature = "testing")]
     pub fn store(&self) -> &S {
         &self.store
     }
@@ -106,6 +108,7 @@ impl<S: Store> Queue<S> {
     /// Pushes up to [`PUSH_BATCH_MAX`] items in one commit, invisible to
     /// pops until `delay_ms` from now, when the coordinator's timer appends
     /// them, in order, at the queue's tail. All or none are written.
+    #[cfg(feature = "testing")]
     pub async fn push_batch_delayed<P: AsRef<[u8]>>(
         &self,
         payloads: &[P],
@@ -129,6 +132,7 @@ impl<S: Store> Queue<S> {
     /// One direct-pop attempt: the first item, cleared in our commit. (A
     /// library pop hands the item straight to its caller: a grouped item's
     /// successor is released in the same commit; see [`crate::queue::groups`].)
+    #[cfg(feature = "testing")]
     pub async fn try_pop_direct(&self) -> Result<DirectPop, QueueError> {
         let txn = self.store.begin()?;
         if crate::queue::settings::paused_in(&txn, &self.keys).await? {
@@ -153,7 +157,7 @@ impl<S: Store> Queue<S> {
 
     /// Pops the first item with direct pops only, retrying conflicts with
     /// backoff up to the retry policy's bound. (The staged pop, which turns
-    /// conflicts into requests, is built on [`Self::try_pop_direct`].)
+    /// conflicts into requests, is [`crate::staging::pop`].)
     pub async fn pop(&self) -> Result<Option<Item>, QueueError> {
         let popped = transact(&self.store, self.retry, |txn| async move {
             if crate::queue::settings::paused_in(&txn, &self.keys)
@@ -195,18 +199,20 @@ impl<S: Store> Queue<S> {
     }
 
     /// The number of items, from the counter pushes and pops maintain.
+    #[cfg(feature = "testing")]
     pub async fn len(&self) -> Result<u64, QueueError> {
         let txn = self.store.begin()?;
         let value = txn.get(&self.keys.depth(), Read::Snapshot).await?;
         let depth = decode_counter(value.as_deref());
         if depth < 0 {
             // A bug or another build: reported, not a panic of the caller.
-            tracing::error!(queue = %self.name, depth, "a depth counter is negative; read as 0");
+            tracing::error!(queue = %self.keys.name(), depth, "a depth counter is negative; read as 0");
         }
         Ok(depth.max(0) as u64)
     }
 
     /// True when the queue holds no item.
+    #[cfg(feature = "testing")]
     pub async fn is_empty(&self) -> Result<bool, QueueError> {
         Ok(self.len().await? == 0)
     }

@@ -32,7 +32,8 @@ pub mod parts;
 pub mod priority;
 pub mod settings;
 
+#[cfg(feature = "testing")]
 pub use admin::DELETE_WAIT_MS_MAX;
-pub use fifo::{DirectPop, Queue, append_expiring_in, append_in, read_end};
+pub use fifo::{DirectPop, Queue, append_expiring_in, read_end};
 pub(crate) use fifo::{check_batch, corrupt_as_store};
 pub use item::{Item, PUSH_BATCH_MAX, QueueError, hold_in};

@@ -38,6 +38,7 @@ fn subspace() -> Subspace {
 
 /// `[begin, end)` of every part of every item (for tests and checks: an
 /// empty store holds none).
+#[cfg(feature = "testing")]
 pub fn all_parts_range() -> (Vec<u8>, Vec<u8>) {
     subspace().range()
 }
@@ -48,6 +49,7 @@ pub fn parts_range(id: &[u8; PARTS_ID_LEN]) -> (Vec<u8>, Vec<u8>) {
 }
 
 /// The parts id of a part key (`None` for a key that is not one).
+#[cfg(feature = "testing")]
 pub fn parts_id_of_key(key: &[u8]) -> Option<[u8; PARTS_ID_LEN]> {
     let (id, _n) = subspace().unpack::<(Vec<u8>, u32)>(key).ok()?;
     id.try_into().ok()

@@ -11,7 +11,7 @@
 //!
 //! Pops here are direct, with the bounded retry of [`transact`], mirroring
 //! [`crate::queue::Queue::pop`]. Staged pops at either end go through
-//! [`crate::coordinator::Coordinator::pop`] with [`End::Front`] (min) or
+//! the core's pop ([`crate::service::Hotq::pop`]) with [`End::Front`] (min) or
 //! [`End::Back`] (max) and these keys ([`PriorityQueue::keys`]).
 
 use std::collections::HashMap;
@@ -23,16 +23,15 @@ use crate::keys::{QueueKeys, QueueKind, QueueName, RANDOM_LEN};
 use crate::queue::read_end;
 use crate::queue::{Item, QueueError, check_batch};
 use crate::store::Read;
-use crate::store::{
-    RangeRead, RetryPolicy, Store, StoreError, Transaction, decode_counter, transact,
-};
+#[cfg(feature = "testing")]
+use crate::store::decode_counter;
+use crate::store::{RangeRead, RetryPolicy, Store, StoreError, Transaction, transact};
 
 /// A named priority queue: items ordered by a signed 64-bit priority,
 /// popped from the minimum or the maximum end.
 #[derive(Debug, Clone)]
 pub struct PriorityQueue<S: Store> {
     store: S,
-    name: QueueName,
     keys: QueueKeys,
     retry: RetryPolicy,
 }
@@ -44,24 +43,26 @@ impl<S: Store> PriorityQueue<S> {
         let keys = QueueKeys::of_kind(QueueKind::Priority, &name);
         PriorityQueue {
             store,
-            name,
             keys,
             retry: RetryPolicy::default(),
         }
     }
 
     /// The queue's name.
+    #[cfg(feature = "testing")]
     pub fn name(&self) -> &QueueName {
-        &self.name
+        self.keys.name()
     }
 
     /// The queue's key layout (what [`crate::coordinator::Coordinator::pop`]
     /// takes for staged pops).
+    #[cfg(feature = "testing")]
     pub fn keys(&self) -> &QueueKeys {
         &self.keys
     }
 
     /// The store the queue lives in.
+    #[cfg(feature = "testing")]
     pub fn store(&self) -> &S {
         &self.store
     }
@@ -94,6 +95,7 @@ impl<S: Store> PriorityQueue<S> {
     /// item's key is taken when pushed, so among equal priorities it keeps
     /// its push order; the timer writes it there when due. Returns when the
     /// items become visible, `None` when they are at once.
+    #[cfg(feature = "testing")]
     pub async fn push_batch_delayed<P: AsRef<[u8]>>(
         &self,
         items: &[(i64, P)],
@@ -111,7 +113,7 @@ impl<S: Store> PriorityQueue<S> {
                     crate::queue::settings::read_in(&txn, &self.keys)
                         .await
                         .map_err(corrupt_as_store)?
-                        .effective(&self.name, defaults)
+                        .effective(self.keys.name(), defaults)
                         .delivery_delay_ms
                 }
             };
@@ -149,9 +151,11 @@ impl<S: Store> PriorityQueue<S> {
         crate::queue::item::hold_in(txn, &self.keys, &held, visible_at_ms, expires)
     }
 
-    /// Adds one item at `priority`, delayed as [`Self::push_batch_delayed`]
-    /// says and kept for `ask.retention_ms` (`None`: the queue's
-    /// `retention_ms` setting, if any; see [`crate::queue::expiry`]);
+    /// Adds one item at `priority`, invisible to pops for `ask.delay_ms`
+    /// (`None`: the queue's `delivery_delay_ms` setting, read in the
+    /// commit; among equal priorities it keeps its push order) and kept for
+    /// `ask.retention_ms` (`None`: the queue's `retention_ms` setting, if
+    /// any; see [`crate::queue::expiry`]);
     /// with a dedup id, unless a push with that id was stored within the
     /// queue's dedup window (as for FIFO queues, see [`crate::queue::dedup`]):
     /// then nothing is written and the answer says it was a duplicate.
@@ -176,7 +180,7 @@ impl<S: Store> PriorityQueue<S> {
             let settings = crate::queue::settings::read_in(&txn, &self.keys)
                 .await
                 .map_err(corrupt_as_store)?
-                .effective(&self.name, defaults);
+                .effective(self.keys.name(), defaults);
             let now = now_ms();
             if let Some(id) = ask.dedup_id {
                 let window_ms = settings.dedup_window_ms;
@@ -236,7 +240,7 @@ impl<S: Store> PriorityQueue<S> {
 
     /// Pops from `end` with direct pops only, retrying conflicts with backoff
     /// up to the retry policy's bound. (Staged pops, which turn conflicts
-    /// into requests, are [`crate::coordinator::Coordinator::pop`].)
+    /// into requests, are [`crate::service::Hotq::pop`].)
     async fn pop_end(&self, end: End) -> Result<Option<Item>, QueueError> {
         let popped = transact(&self.store, self.retry, |txn| async move {
             if crate::queue::settings::paused_in(&txn, &self.keys)
@@ -298,18 +302,20 @@ impl<S: Store> PriorityQueue<S> {
     }
 
     /// The number of items, from the counter pushes and pops maintain.
+    #[cfg(feature = "testing")]
     pub async fn len(&self) -> Result<u64, QueueError> {
         let txn = self.store.begin()?;
         let value = txn.get(&self.keys.depth(), Read::Snapshot).await?;
         let depth = decode_counter(value.as_deref());
         if depth < 0 {
             // A bug or another build: reported, not a panic of the caller.
-            tracing::error!(queue = %self.name, depth, "a depth counter is negative; read as 0");
+            tracing::error!(queue = %self.keys.name(), depth, "a depth counter is negative; read as 0");
         }
         Ok(depth.max(0) as u64)
     }
 
     /// True when the queue holds no item.
+    #[cfg(feature = "testing")]
     pub async fn is_empty(&self) -> Result<bool, QueueError> {
         Ok(self.len().await? == 0)
     }

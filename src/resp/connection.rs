@@ -6,8 +6,9 @@
 //! While a command that may take items runs (a pop), the socket is read
 //! ahead: the client closing its connection (end of stream or an error)
 //! drops the command, and a pop dropped gives back what it was handed
-//! (`crate::staging::handoff`), as an HTTP client hanging up does
-//! (`crate::server::hangup`). As there, an end of stream counts as a hang-up.
+//! (the core's give-back: see `crate::service::Hotq::pop`), as an HTTP
+//! client hanging up does (`crate::server::hangup`). As there, an end of
+//! stream counts as a hang-up.
 //!
 //! Bounded: a request not yet whole may hold at most
 //! `resp.buffer_max_bytes` (a larger one is answered with an error and the
@@ -29,7 +30,7 @@ use super::cmd::{self, Args, Ctx, Session};
 use super::frame::{ProtocolError, Reply, decode_request};
 use super::stats;
 use crate::server::state::AppState;
-use crate::store::Store;
+use crate::service::Store;
 
 /// Bytes a buffer grows by when it runs short: a pop's request is ~40
 /// bytes, a pipeline of them a few kB.

@@ -27,8 +27,9 @@ use crate::server::state::{AppState, ServeError};
 use crate::store::Store;
 
 /// The names of the commands served (`COMMAND LIST`), in the table's order.
+#[cfg(feature = "testing")]
 pub fn command_names() -> Vec<&'static str> {
-    cmd::COMMANDS.iter().map(|spec| spec.name).collect()
+    cmd::spec::COMMANDS.iter().map(|spec| spec.name).collect()
 }
 
 /// Serves RESP on `listener` until `stop` turns true: then it stops

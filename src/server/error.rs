@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::keys::QueueName;
 use crate::queue::QueueError;
+use crate::service;
 use crate::store::StoreError;
 
 /// An API error: status, stable code, human message.
@@ -88,96 +89,37 @@ impl IntoResponse for ApiError {
     }
 }
 
-impl From<crate::service::Error> for ApiError {
-    /// The core's error on the wire: its code, and the HTTP status that
-    /// code has always answered.
-    fn from(error: crate::service::Error) -> Self {
-        use crate::service::Error;
-        let status = match &error {
-            Error::BadParameter(_)
-            | Error::InvalidSettings(_)
-            | Error::BadBatch(_)
-            | Error::ReceiptQueueMismatch => StatusCode::BAD_REQUEST,
-            Error::ItemTooLarge(_) | Error::BatchTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            Error::UnknownReceipt => StatusCode::NOT_FOUND,
-            Error::LeaseExpired { .. } => StatusCode::CONFLICT,
-            Error::Unanswered(_)
-            | Error::StoreBusy(_)
-            | Error::StoreUnavailable(_)
-            | Error::MaybeCommitted(_) => StatusCode::SERVICE_UNAVAILABLE,
-            Error::Corrupt(_) | Error::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
+impl From<service::Error> for ApiError {
+    /// The core's errors on the wire: the status by the error's code; the
+    /// code and message as the core gives them.
+    fn from(error: service::Error) -> Self {
+        let status = match error.code() {
+            "item_too_large" | "batch_too_large" => StatusCode::PAYLOAD_TOO_LARGE,
+            "unknown_receipt" => StatusCode::NOT_FOUND,
+            "lease_expired" => StatusCode::CONFLICT,
+            "corrupt_item" | "store_error" => StatusCode::INTERNAL_SERVER_ERROR,
+            // Retry later or elsewhere: `Retry-After` goes with these.
+            "pop_unanswered" | "store_busy" | "store_unavailable" | "maybe_committed" => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            _ => StatusCode::BAD_REQUEST,
         };
         ApiError::new(status, error.code(), error.to_string())
     }
 }
 
+/// The layers' errors, for the handlers not yet moved onto the core: the
+/// same classification, the core's.
 impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> Self {
-        match &error {
-            StoreError::TransactionTooLarge => ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "batch_too_large",
-                error.to_string(),
-            ),
-            StoreError::KeyTooLarge { .. } | StoreError::ValueTooLarge { .. } => ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "item_too_large",
-                error.to_string(),
-            ),
-            // The daemon exits soon (`store_failure_exit_ms`) so its
-            // supervisor restarts it; 503 tells clients to retry elsewhere
-            // or later, not that their request was wrong.
-            error if error.is_unavailable() => ApiError::store_unavailable(error.to_string()),
-            // The request's writes may or may not have applied (a pop whose
-            // riding acks a stalled round still carries): retrying blindly
-            // is not safe for everything, so it has a code of its own.
-            StoreError::MaybeCommitted => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "maybe_committed",
-                error.to_string(),
-            ),
-            error if error.is_retryable() => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "store_busy",
-                error.to_string(),
-            ),
-            error => ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "store_error",
-                error.to_string(),
-            ),
-        }
+        service::Error::from(error).into()
     }
 }
 
+/// See [`From<StoreError>`](#impl-From<StoreError>-for-ApiError).
 impl From<QueueError> for ApiError {
     fn from(error: QueueError) -> Self {
-        match error {
-            QueueError::Store(error) => error.into(),
-            QueueError::BatchTooLarge { .. } => ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "batch_too_large",
-                error.to_string(),
-            ),
-            QueueError::PayloadTooLarge { .. } => ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "item_too_large",
-                error.to_string(),
-            ),
-            QueueError::BadBatch { .. } => {
-                ApiError::new(StatusCode::BAD_REQUEST, "bad_batch", error.to_string())
-            }
-            QueueError::Corrupt { .. } => ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "corrupt_item",
-                error.to_string(),
-            ),
-            QueueError::Unanswered => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "pop_unanswered",
-                error.to_string(),
-            ),
-        }
+        service::Error::from(error).into()
     }
 }
 

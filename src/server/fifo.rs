@@ -1,60 +1,26 @@
 //! `/v1/queues/{queue}/...`: FIFO queues over HTTP.
 
 use crate::server::error::{counted, counted_as};
-use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use super::error::{ApiError, ApiPath, ErrorBody};
-use super::pop_acks::{Riding, pop_with_acks, with_acked};
+use super::pop_acks::with_acked;
 use super::state::AppState;
-use crate::envelope::{End, PAYLOAD_SIZE_MAX};
 use crate::keys::{QueueKeys, QueueKind};
-use crate::staging::pop::PopAsk;
-use crate::store::Read;
-use crate::store::{Store, Transaction, decode_counter};
+use crate::service::{End, PopAnswer, PopLease, PopOptions, Riding, Store};
 
 use super::items::QueueStats;
 use super::items::{PoppedItem, answers_json, items_response};
 
 use super::error::queue_name;
-
-/// Checks one item's size against the core's ceiling (the configured
-/// `payload_bytes_max` is checked where a push meets the daemon's state,
-/// [`check_items_max`]).
-pub fn check_item(payload: &[u8]) -> Result<(), ApiError> {
-    if payload.is_empty() {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "empty_item",
-            "an item must hold at least one byte",
-        ));
-    }
-    check_items_max([payload.len()], PAYLOAD_SIZE_MAX)
-}
-
-/// Refuses (413 `item_too_large`) an item over `payload_bytes_max` bytes
-/// among items of lengths `lens`.
-pub fn check_items_max(
-    lens: impl IntoIterator<Item = usize>,
-    payload_bytes_max: usize,
-) -> Result<(), ApiError> {
-    match lens.into_iter().find(|len| *len > payload_bytes_max) {
-        Some(len) => Err(ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "item_too_large",
-            format!("item of {len} bytes exceeds the limit of {payload_bytes_max} bytes"),
-        )),
-        None => Ok(()),
-    }
-}
 
 /// How a pop is done, as its `path` query names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, utoipa::ToSchema)]
@@ -88,61 +54,13 @@ pub struct PopParams {
     pub ack: Option<String>,
 }
 
-/// Checks a `lease_ms` (pop, extend): 1 to the configured maximum.
-pub fn check_lease_ms<S: Store>(
-    state: &AppState<S>,
-    lease_ms: u64,
-) -> Result<NonZeroU64, ApiError> {
-    let max = state.config.leases.lease_max_ms;
-    match NonZeroU64::new(lease_ms) {
-        Some(lease_ms) if lease_ms.get() <= max => Ok(lease_ms),
-        _ => Err(ApiError::bad_parameter(format!(
-            "lease_ms must be 1 to {max}, got {lease_ms}"
-        ))),
-    }
-}
-
-/// Checks a `delay_ms` (push, nack): 0 to the configured maximum.
-pub fn check_delay_ms<S: Store>(state: &AppState<S>, delay_ms: u64) -> Result<u64, ApiError> {
-    let max = state.config.leases.delay_max_ms;
-    if delay_ms > max {
-        return Err(ApiError::bad_parameter(format!(
-            "delay_ms must be 0 to {max}, got {delay_ms}"
-        )));
-    }
-    Ok(delay_ms)
-}
-
 /// Checks a pop's parameters against the configured caps.
 pub fn pop_limits<S: Store>(
     state: &AppState<S>,
     params: Result<Query<PopParams>, QueryRejection>,
 ) -> Result<(Duration, usize), ApiError> {
     let Query(params) = params.map_err(|e| ApiError::bad_parameter(e.body_text()))?;
-    check_pop(state, params.wait_ms, params.max)
-}
-
-/// Checks a pop's `wait_ms` and `max` (default 1) against the configured
-/// caps (every front end's pops).
-pub fn check_pop<S: Store>(
-    state: &AppState<S>,
-    wait_ms: u64,
-    max: Option<usize>,
-) -> Result<(Duration, usize), ApiError> {
-    if wait_ms > state.config.wait_max_ms {
-        return Err(ApiError::bad_parameter(format!(
-            "wait_ms must be at most {}, got {wait_ms}",
-            state.config.wait_max_ms
-        )));
-    }
-    let max = max.unwrap_or(1);
-    if max == 0 || max > state.config.pop_max_items {
-        return Err(ApiError::bad_parameter(format!(
-            "max must be 1 to {}, got {max}",
-            state.config.pop_max_items
-        )));
-    }
-    Ok((Duration::from_millis(wait_ms), max))
+    Ok(state.hotq.check_pop(params.wait_ms, params.max)?)
 }
 
 /// `POST /v1/queues/{queue}/pop?wait_ms=&max=&lease_ms=`.
@@ -177,24 +95,20 @@ pub async fn pop<S: Store>(
         };
         let (wait, max) = pop_limits(&state, params)?;
         let lease_ms = lease_ms
-            .map(|lease_ms| check_lease_ms(&state, lease_ms))
+            .map(|lease_ms| state.hotq.check_lease_ms(lease_ms))
             .transpose()?;
         let riding = ack.as_deref().map(Riding::parse).transpose()?;
         state.note_queue(QueueKind::Fifo, &name);
         let keys = QueueKeys::new(&name);
-        let (items, acked) = match path.unwrap_or(PopPath::Staged) {
+        let popped = match path.unwrap_or(PopPath::Staged) {
             PopPath::Staged => {
-                let lease_ms = match lease_ms {
-                    Some(lease_ms) => Some(lease_ms),
-                    None => super::settings::default_lease_ms(&state, &keys).await?,
-                };
-                let pop = PopAsk {
+                let options = PopOptions {
                     end: End::Front,
                     max,
                     wait,
-                    lease_ms,
+                    lease: PopLease::named(lease_ms),
                 };
-                pop_with_acks(&state, &keys, pop, riding).await?
+                state.hotq.pop(&keys, options, riding).await?
             }
             // An empty `ack=` names no receipt: nothing rides.
             PopPath::Direct
@@ -203,7 +117,8 @@ pub async fn pop<S: Store>(
                     && lease_ms.is_none()
                     && riding.as_ref().is_none_or(Riding::is_empty) =>
             {
-                (state.hotq.coordinator.pop_recipe(&keys).await?, None)
+                let items = state.hotq.pop_recipe(&keys).await?;
+                PopAnswer { items, acked: None }
             }
             PopPath::Direct => {
                 return Err(ApiError::bad_parameter(
@@ -211,7 +126,7 @@ pub async fn pop<S: Store>(
                 ));
             }
         };
-        Ok(((items, acked), max))
+        Ok(((popped.items, popped.acked), max))
     })
     .await;
     result.map(|((items, acked), max)| {
@@ -259,14 +174,6 @@ pub async fn peek<S: Store>(
         ))
     })
     .await
-}
-
-/// The visible items of one queue (its `depth` stat).
-pub async fn queue_depth<S: Store>(state: &AppState<S>, keys: &QueueKeys) -> Result<i64, ApiError> {
-    let txn = state.hotq.store.begin()?;
-    Ok(decode_counter(
-        txn.get(&keys.depth(), Read::Snapshot).await?.as_deref(),
-    ))
 }
 
 /// Depth, waiting requests (in the store, and in this daemon's memory

@@ -15,65 +15,10 @@ use serde::{Deserialize, Serialize};
 
 use super::error::{ApiError, ApiPath, ErrorBody};
 use super::error::{body_bytes, queue_name};
-use super::fifo::{check_delay_ms, check_lease_ms};
 use super::items::{AckBatchAnswer, AckResult, RedriveAnswer};
 use super::state::AppState;
 use crate::keys::{QueueKeys, QueueKind};
-use crate::lease::backlog::{SettleOp, Settled};
-use crate::lease::settle::Returned;
-use crate::lease::{LeaseError, Receipt};
-use crate::metrics::{self};
-use crate::service::REDRIVE_BATCH_MAX;
-use crate::store::Store;
-
-impl From<LeaseError> for ApiError {
-    fn from(error: LeaseError) -> Self {
-        match error {
-            LeaseError::UnknownReceipt => {
-                ApiError::new(StatusCode::NOT_FOUND, "unknown_receipt", error.to_string())
-            }
-            LeaseError::Expired { .. } => {
-                ApiError::new(StatusCode::CONFLICT, "lease_expired", error.to_string())
-            }
-            LeaseError::Queue(error) => error.into(),
-        }
-    }
-}
-
-/// The error of a settle that failed: an unknown receipt carrying another
-/// queue's tag was used with the wrong queue (400), not a lease that is gone.
-pub(crate) fn settle_error(error: LeaseError, receipt: &Receipt, keys: &QueueKeys) -> ApiError {
-    if error == LeaseError::UnknownReceipt && !receipt.names_queue(keys) {
-        return queue_mismatch(keys);
-    }
-    error.into()
-}
-
-/// 400 `receipt_queue_mismatch`: a receipt used with a queue that did not
-/// issue it.
-pub(crate) fn queue_mismatch(keys: &QueueKeys) -> ApiError {
-    ApiError::new(
-        StatusCode::BAD_REQUEST,
-        "receipt_queue_mismatch",
-        format!(
-            "this receipt was not issued by {} queue {} (use it on the queue that popped it)",
-            crate::metrics::kind_label(keys.kind()),
-            keys.name()
-        ),
-    )
-}
-
-/// A receipt from its text, or 400 `invalid_receipt`.
-pub(crate) fn receipt(raw: &str) -> Result<Receipt, ApiError> {
-    Receipt::parse(raw).ok_or_else(|| {
-        // The batch ack calls the same receipt `invalid`.
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_receipt",
-            format!("receipt {raw:?} is invalid: a receipt is 32 hex digits"),
-        )
-    })
-}
+use crate::service::{REDRIVE_BATCH_MAX, Returned, Store};
 
 pub(super) fn query<T>(params: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
     params
@@ -107,20 +52,13 @@ pub(super) async fn ack_of<S: Store>(
 ) -> Result<Response, ApiError> {
     counted(queue, op, async {
         let keys = QueueKeys::of_kind(kind, &queue_name(queue)?);
-        let receipt = receipt(raw)?;
-        state
-            .hotq
-            .coordinator
-            .ack(&keys, &receipt)
-            .await
-            .map_err(|e| settle_error(e, &receipt, &keys))?;
+        state.hotq.ack(&keys, raw).await?;
         Ok(StatusCode::NO_CONTENT.into_response())
     })
     .await
 }
 
-/// Most receipts one batch ack names.
-pub const ACK_BATCH_MAX: usize = 1_000;
+pub use crate::service::ACK_BATCH_MAX;
 
 /// `POST /v1/queues/{queue}/ack` with a JSON array of receipts: 200
 /// `{"results":[{"receipt","outcome"}]}`, one per receipt in order, each
@@ -148,75 +86,18 @@ pub async fn ack_batch<S: Store>(
             )
         })?;
         let raw: Vec<&str> = raw.iter().map(String::as_str).collect();
-        let outcomes = ack_many(&state, &keys, &raw).await?;
+        let outcomes = state.hotq.ack_many(&keys, &raw).await?;
         let results = raw
             .iter()
             .zip(outcomes)
             .map(|(text, outcome)| AckResult {
                 receipt: text.to_string(),
-                outcome: outcome.to_string(),
+                outcome: outcome.word().to_string(),
             })
             .collect();
         Ok(Json(AckBatchAnswer { results }).into_response())
     })
     .await
-}
-
-/// Acks the receipts `raw` on `keys`' queue in shared settle commits
-/// (every front end's batch acks): one outcome word per receipt, in
-/// order (`acked`, `unknown_receipt`, `lease_expired`,
-/// `receipt_queue_mismatch`, `invalid`). 1 to [`ACK_BATCH_MAX`] receipts.
-pub(crate) async fn ack_many<S: Store>(
-    state: &AppState<S>,
-    keys: &QueueKeys,
-    raw: &[&str],
-) -> Result<Vec<&'static str>, ApiError> {
-    if raw.is_empty() || raw.len() > ACK_BATCH_MAX {
-        return Err(ApiError::bad_parameter(format!(
-            "a batch ack names 1 to {ACK_BATCH_MAX} receipts, got {}",
-            raw.len()
-        )));
-    }
-    let parsed: Vec<Option<Receipt>> = raw.iter().map(|r| Receipt::parse(r)).collect();
-    let settles = parsed
-        .iter()
-        .flatten()
-        .map(|receipt| (*receipt, SettleOp::Ack))
-        .collect();
-    let mut settled = state
-        .hotq
-        .coordinator
-        .settler()
-        .settle_many(keys, settles)
-        .await
-        .into_iter();
-    let mut outcomes = Vec::with_capacity(raw.len());
-    let mut acked = 0u64;
-    for receipt in &parsed {
-        let outcome = match receipt {
-            None => "invalid",
-            Some(receipt) => match settled.next().expect("one outcome per receipt") {
-                Ok(Settled::Acked) => {
-                    acked += 1;
-                    "acked"
-                }
-                Ok(other) => unreachable!("an ack is answered as an ack, not {other:?}"),
-                Err(LeaseError::UnknownReceipt) if !receipt.names_queue(keys) => {
-                    "receipt_queue_mismatch"
-                }
-                Err(LeaseError::UnknownReceipt) => "unknown_receipt",
-                Err(LeaseError::Expired { .. }) => "lease_expired",
-                // The store failed: the batch's transaction did not
-                // commit (or may have); the caller retries the batch.
-                Err(LeaseError::Queue(error)) => return Err(error.into()),
-            },
-        };
-        outcomes.push(outcome);
-    }
-    if acked > 0 {
-        metrics::queue_count(metrics::ACKS, keys.kind(), keys.name(), acked);
-    }
-    Ok(outcomes)
 }
 
 /// Query of a nack.
@@ -259,29 +140,10 @@ pub(super) async fn nack_of<S: Store>(
     counted(queue, op, async {
         let keys = QueueKeys::of_kind(kind, &queue_name(queue)?);
         let delay_ms = query(params)?.delay_ms;
-        let answer = nack_checked(state, &keys, raw, delay_ms).await?;
+        let answer = NackAnswer::from(state.hotq.nack(&keys, raw, delay_ms).await?);
         Ok(Json(answer).into_response())
     })
     .await
-}
-
-/// Nacks receipt `raw` on `keys`' queue, its `delay_ms` checked (every
-/// front end's nacks): where the item went.
-pub(crate) async fn nack_checked<S: Store>(
-    state: &AppState<S>,
-    keys: &QueueKeys,
-    raw: &str,
-    delay_ms: u64,
-) -> Result<NackAnswer, ApiError> {
-    let delay_ms = check_delay_ms(state, delay_ms)?;
-    let receipt = receipt(raw)?;
-    let returned = state
-        .hotq
-        .coordinator
-        .nack(keys, &receipt, delay_ms)
-        .await
-        .map_err(|e| settle_error(e, &receipt, keys))?;
-    Ok(NackAnswer::from(returned))
 }
 
 /// Where a nacked item went.
@@ -385,31 +247,13 @@ pub(super) async fn extend_of<S: Store>(
         let lease_ms = query(params)?
             .lease_ms
             .ok_or_else(|| ApiError::bad_parameter("lease_ms is required"))?;
-        let answer = extend_checked(state, &keys, raw, lease_ms).await?;
+        let lease_expires_at_ms = state.hotq.extend(&keys, raw, lease_ms).await?;
+        let answer = ExtendAnswer {
+            lease_expires_at_ms,
+        };
         Ok(Json(answer).into_response())
     })
     .await
-}
-
-/// Moves receipt `raw`'s lease on `keys`' queue to `lease_ms` from now,
-/// checked (every front end's extends): the new expiry.
-pub(crate) async fn extend_checked<S: Store>(
-    state: &AppState<S>,
-    keys: &QueueKeys,
-    raw: &str,
-    lease_ms: u64,
-) -> Result<ExtendAnswer, ApiError> {
-    let lease_ms = check_lease_ms(state, lease_ms)?;
-    let receipt = receipt(raw)?;
-    let lease_expires_at_ms = state
-        .hotq
-        .coordinator
-        .extend(keys, &receipt, lease_ms.get())
-        .await
-        .map_err(|e| settle_error(e, &receipt, keys))?;
-    Ok(ExtendAnswer {
-        lease_expires_at_ms,
-    })
 }
 
 /// Query of a re-drive.

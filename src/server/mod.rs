@@ -1,7 +1,7 @@
 //! The daemon: HTTP API (docs/design.md §5), Prometheus exporter, fulfillment loops,
 //! reaper, metrics sampler, graceful shutdown.
 //!
-//! [`serve`] takes its listeners and its shutdown signal as parameters, so
+//! [`serve_on`] takes its listeners and its shutdown signal as parameters, so
 //! tests start a real daemon on `127.0.0.1:0` and stop it when they choose.
 //!
 //! - [`admin`]: list, purge and delete queues; leases in flight.
@@ -38,7 +38,7 @@ pub(crate) mod settings;
 pub(crate) mod state;
 pub(crate) mod store_watch;
 
-pub use state::{AppState, KnownQueues, ServeError};
+pub use state::{AppState, ServeError};
 
 use std::future::Future;
 use std::sync::Arc;
@@ -345,30 +345,13 @@ pub struct Listeners {
 }
 
 /// Runs the daemon on `store` until `shutdown` resolves: serves the API on
-/// `api`, metrics on `metrics` (if given), runs fulfillers, the due index's timer and
-/// the sampler. On shutdown: waiting pops withdraw and answer, the API
-/// stops accepting and drains (bounded by `shutdown_grace_ms`), fulfillers
-/// finish their commit, the store is flushed. No RESP listener: see
-/// [`serve_on`].
-pub async fn serve<S: Store>(
-    store: S,
-    config: Config,
-    api: TcpListener,
-    metrics: Option<TcpListener>,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<(), ServeError> {
-    let listeners = Listeners {
-        api,
-        metrics,
-        resp: None,
-    };
-    serve_on(store, config, listeners, shutdown).await
-}
-
-/// [`serve`] on `listeners`: with a RESP listener, the Redis protocol is
-/// served beside the API over the same coordinator (see [`crate::resp`]);
-/// on shutdown it stops accepting, and its connections end with the API's
-/// requests (bounded by `shutdown_grace_ms`).
+/// `listeners.api`, metrics on `listeners.metrics` (if given), runs
+/// fulfillers, the due index's timer and the sampler; with a RESP listener,
+/// the Redis protocol is served beside the API over the same coordinator
+/// (see [`crate::resp`]). On shutdown: waiting pops withdraw and answer,
+/// the API (and RESP) stop accepting and drain (bounded by
+/// `shutdown_grace_ms`), fulfillers finish their commit, the store is
+/// flushed.
 pub async fn serve_on<S: Store>(
     store: S,
     config: Config,

@@ -13,19 +13,13 @@ use serde::Deserialize;
 
 use super::error::{ApiError, ApiPath, ErrorBody};
 use super::error::{body_bytes, queue_name};
-use super::fifo::{
-    PopParams, check_delay_ms, check_item, check_items_max, check_lease_ms, pop_limits,
-    pop_outcome, queue_stats,
-};
+use super::fifo::{PopParams, pop_limits, pop_outcome, queue_stats};
 use super::items::{PoppedItem, PushAnswer, QueueStats, answers_json, items_response};
-use super::pop_acks::{Riding, pop_with_acks, with_acked};
+use super::pop_acks::with_acked;
 use super::push::{DEDUP_ID_HEADER, dedup_id};
 use super::state::AppState;
-use crate::envelope::End;
 use crate::keys::{QueueKeys, QueueKind};
-use crate::queue::priority::{Deduplicated, PriorityQueue, PushAsk};
-use crate::staging::pop::PopAsk;
-use crate::store::Store;
+use crate::service::{End, PopLease, PopOptions, PushOptions, Riding, Store};
 
 /// Query of a push: the priority, a signed 64-bit integer.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -87,7 +81,7 @@ fn push_params<S: Store>(
     let Query(params) = params.map_err(|e| ApiError::bad_parameter(e.body_text()))?;
     let delay_ms = params
         .delay_ms
-        .map(|delay_ms| check_delay_ms(state, delay_ms))
+        .map(|delay_ms| state.hotq.check_delay_ms(delay_ms))
         .transpose()?;
     Ok((parse_priority(params)?, delay_ms))
 }
@@ -174,31 +168,23 @@ pub(crate) async fn push_checked<S: Store>(
     dedup_id: Option<Vec<u8>>,
     retention_ms: Option<u64>,
 ) -> Result<PushAnswer, ApiError> {
-    check_item(body)?;
-    check_items_max([body.len()], state.config.payload_bytes_max)?;
+    // Checked before the queue is noted: a refused item names no queue.
+    state.hotq.check_item(body)?;
+    state.hotq.check_payload_sizes([body.len()])?;
     state.note_queue(QueueKind::Priority, &name);
-    let queue = PriorityQueue::new(state.hotq.store.clone(), name);
-    let defaults = &state.hotq.settings_defaults;
-    let ask = PushAsk {
+    let options = PushOptions {
         delay_ms,
         retention_ms,
-        dedup_id: dedup_id.as_deref(),
+        item_bytes_max: None,
     };
-    let pushed = queue.push_one(body, priority, ask, defaults).await?;
-    let (duplicate, visible_at_ms, expires_at_ms) = match pushed {
-        Deduplicated::Pushed {
-            visible_at_ms,
-            expires_at_ms,
-        } => (false, visible_at_ms, expires_at_ms),
-        Deduplicated::Duplicate => (true, None, None),
-    };
-    for due_ms in [visible_at_ms, expires_at_ms].into_iter().flatten() {
-        state.hotq.coordinator.schedule(due_ms);
-    }
+    let pushed = state
+        .hotq
+        .push_priority(&name, body, priority, dedup_id.as_deref(), options)
+        .await?;
     Ok(PushAnswer {
-        pushed: usize::from(!duplicate),
-        visible_at_ms,
-        duplicate: duplicate.then_some(true),
+        pushed: pushed.pushed,
+        visible_at_ms: pushed.visible_at_ms,
+        duplicate: (pushed.pushed == 0).then_some(true),
         duplicates: None,
     })
 }
@@ -243,23 +229,20 @@ pub async fn pop<S: Store>(
         let (wait, max) = pop_limits(&state, limits)?;
         let lease_ms = params
             .lease_ms
-            .map(|lease_ms| check_lease_ms(&state, lease_ms))
+            .map(|lease_ms| state.hotq.check_lease_ms(lease_ms))
             .transpose()?;
         let riding = params.ack.as_deref().map(Riding::parse).transpose()?;
         state.note_queue(QueueKind::Priority, &name);
         let keys = QueueKeys::of_kind(QueueKind::Priority, &name);
-        let lease_ms = match lease_ms {
-            Some(lease_ms) => Some(lease_ms),
-            // The queue's default lease, as for a FIFO pop.
-            None => super::settings::default_lease_ms(&state, &keys).await?,
-        };
-        let pop = PopAsk {
+        // No lease named: the queue's default lease, as for a FIFO pop.
+        let options = PopOptions {
             end,
             max,
             wait,
-            lease_ms,
+            lease: PopLease::named(lease_ms),
         };
-        Ok((pop_with_acks(&state, &keys, pop, riding).await?, max))
+        let popped = state.hotq.pop(&keys, options, riding).await?;
+        Ok(((popped.items, popped.acked), max))
     })
     .await;
     result.map(|((items, acked), max)| {

@@ -18,7 +18,7 @@ use super::leases::{
 };
 use super::state::AppState;
 use crate::keys::QueueKind;
-use crate::store::Store;
+use crate::service::Store;
 
 /// `POST /v1/pqueues/{queue}/ack/{receipt}`: 204; the item is done.
 #[utoipa::path(post, path = "/v1/pqueues/{queue}/ack/{receipt}", tag = "priority", operation_id = "pq_ack",

@@ -1,5 +1,5 @@
 //! `POST /v1/queues/{queue}/items` and `items:batch`: pushes to FIFO
-//! queues, delayed or not, deduplicated by id or not (see [`crate::queue::dedup`]).
+//! queues, delayed or not, deduplicated by id or not (see [`crate::service::Hotq::push`]).
 
 use crate::server::error::counted;
 use std::sync::Arc;
@@ -16,13 +16,10 @@ use serde::Deserialize;
 
 use super::error::{ApiError, ApiPath, ErrorBody};
 use super::error::{body_bytes, queue_name};
-use super::fifo::{check_delay_ms, check_item, check_items_max};
 use super::items::PushAnswer;
 use super::state::AppState;
-use crate::keys::{QueueKeys, QueueKind, QueueName};
-use crate::queue::PUSH_BATCH_MAX;
-use crate::queue::dedup::{PushItem, check_id, push_with};
-use crate::store::Store;
+use crate::keys::{QueueKind, QueueName};
+use crate::service::{self, Hotq, PUSH_BATCH_MAX, PushItem, PushOptions, Pushed, Store};
 
 /// Header carrying a push's dedup id.
 pub const DEDUP_ID_HEADER: &str = "hotq-dedup-id";
@@ -36,20 +33,15 @@ pub(crate) fn retention_ms(headers: &HeaderMap) -> Result<Option<u64>, ApiError>
     let Some(value) = headers.get(RETENTION_MS_HEADER) else {
         return Ok(None);
     };
-    check_retention_ms(value.to_str().ok().and_then(|text| text.parse().ok()))
+    service::check_retention_ms(value.to_str().ok().and_then(|text| text.parse().ok()))
         .map(Some)
         .ok_or_else(|| {
             ApiError::bad_parameter(format!(
                 "{RETENTION_MS_HEADER} is a whole number of ms from 1 to {}, got {:?}",
-                crate::queue::expiry::RETENTION_MS_MAX,
+                service::RETENTION_MS_MAX,
                 String::from_utf8_lossy(value.as_bytes())
             ))
         })
-}
-
-/// `retention_ms` when it is within 1 ms to a year.
-pub(crate) fn check_retention_ms(retention_ms: Option<u64>) -> Option<u64> {
-    retention_ms.filter(|ms| (1..=crate::queue::expiry::RETENTION_MS_MAX).contains(ms))
 }
 
 /// Query of a push: an optional `delay_ms` (absent: the queue's delivery delay).
@@ -68,9 +60,7 @@ pub struct PushParams {
 
 /// A message group key, checked (1-128 of A-Z a-z 0-9 . _ - : @ /).
 pub(crate) fn group_key(raw: String) -> Result<String, ApiError> {
-    crate::queue::groups::check_key(&raw)
-        .map_err(|message| ApiError::new(StatusCode::BAD_REQUEST, "bad_group", message))?;
-    Ok(raw)
+    Ok(service::check_group(raw)?)
 }
 
 /// A dedup id from the `hotq-dedup-id` header: 1 to 128 printable ASCII
@@ -78,12 +68,12 @@ pub(crate) fn group_key(raw: String) -> Result<String, ApiError> {
 /// bytes, which an id written in a header is not meant to hold; a batch's
 /// JSON ids may be any text).
 pub(crate) fn dedup_id(raw: &[u8]) -> Result<Vec<u8>, ApiError> {
-    let refuse = |message| ApiError::new(StatusCode::BAD_REQUEST, "bad_dedup_id", message);
-    check_id(raw).map_err(refuse)?;
+    service::check_dedup_id(raw)?;
     if let Some(byte) = raw.iter().find(|byte| !(b' '..=b'~').contains(*byte)) {
-        return Err(refuse(format!(
+        return Err(service::Error::BadDedupId(format!(
             "a dedup id in a header is printable ASCII (space to ~), got byte 0x{byte:02x}"
-        )));
+        ))
+        .into());
     }
     Ok(raw.to_vec())
 }
@@ -116,7 +106,7 @@ pub async fn push_one<S: Store>(
             .transpose()?;
         let retention_ms = retention_ms(&headers)?;
         let body = body_bytes(body)?;
-        check_item(&body)?;
+        state.hotq.check_item(&body)?;
         let item = PushItem {
             payload: body.to_vec(),
             dedup_id,
@@ -149,7 +139,7 @@ pub async fn push_batch<S: Store>(
         let name = queue_name(&queue)?;
         let (delay_ms, group) = push_params(&state, params)?;
         let retention_ms = retention_ms(&headers)?;
-        let mut items = decode_batch(&body_bytes(body)?)?;
+        let mut items = decode_batch(&state.hotq, &body_bytes(body)?)?;
         for item in &mut items {
             if item.group.is_none() {
                 item.group.clone_from(&group);
@@ -168,7 +158,7 @@ fn push_params<S: Store>(
     let Query(params) = params.map_err(|e| ApiError::bad_parameter(e.body_text()))?;
     let delay_ms = params
         .delay_ms
-        .map(|delay_ms| check_delay_ms(state, delay_ms))
+        .map(|delay_ms| state.hotq.check_delay_ms(delay_ms))
         .transpose()?;
     Ok((delay_ms, params.group.map(group_key).transpose()?))
 }
@@ -203,41 +193,28 @@ pub(crate) async fn push_checked<S: Store>(
     delay_ms: Option<u64>,
     retention_ms: Option<u64>,
 ) -> Result<PushAnswer, ApiError> {
+    // Checked before the queue is noted: a refused push names no queue.
     let lens = items.iter().map(|item| item.payload.len());
-    check_items_max(lens, state.config.payload_bytes_max)?;
+    state.hotq.check_payload_sizes(lens)?;
     state.note_queue(QueueKind::Fifo, &name);
-    let keys = QueueKeys::new(&name);
-    let pushed = push_with(
-        &state.hotq.store,
-        &keys,
-        items,
+    let options = PushOptions {
         delay_ms,
         retention_ms,
-        &state.hotq.settings_defaults,
-    )
-    .await?;
-    if let Some(visible_at_ms) = pushed.visible_at_ms {
-        state.hotq.coordinator.schedule(visible_at_ms);
-    }
-    if let Some(expires_at_ms) = pushed.expires_at_ms {
-        state.hotq.coordinator.schedule(expires_at_ms);
-    }
-    let stored = pushed.stored();
-    let duplicates = (stored < items.len()).then(|| {
-        pushed
-            .duplicate
-            .iter()
-            .enumerate()
-            .filter(|(_, duplicate)| **duplicate)
-            .map(|(position, _)| position)
-            .collect()
-    });
-    Ok(PushAnswer {
+        item_bytes_max: None,
+    };
+    let pushed = state.hotq.push(&name, items, options).await?;
+    Ok(push_answer(pushed, items.len()))
+}
+
+/// The answer to a push of `asked` items: `duplicates` only when some were.
+pub(crate) fn push_answer(pushed: Pushed, asked: usize) -> PushAnswer {
+    let stored = pushed.pushed;
+    PushAnswer {
         pushed: stored,
         visible_at_ms: pushed.visible_at_ms,
         duplicate: Some(stored == 0),
-        duplicates,
-    })
+        duplicates: (stored < asked).then_some(pushed.duplicates),
+    }
 }
 
 /// One element of a batch push: the item's bytes in base64, or an object
@@ -265,7 +242,7 @@ pub struct BatchObject {
 }
 
 /// Parses and checks a batch body: a JSON array of 1 to 1,000 items.
-pub fn decode_batch(body: &[u8]) -> Result<Vec<PushItem>, ApiError> {
+pub fn decode_batch<S: Store>(hotq: &Hotq<S>, body: &[u8]) -> Result<Vec<PushItem>, ApiError> {
     let encoded: Vec<BatchItem> = serde_json::from_slice(body).map_err(|e| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -300,7 +277,7 @@ pub fn decode_batch(body: &[u8]) -> Result<Vec<PushItem>, ApiError> {
                     format!("item {i} is not valid base64: {e}"),
                 )
             })?;
-            check_item(&payload)?;
+            hotq.check_item(&payload)?;
             let dedup_id = id.map(|id| dedup_id(id.as_bytes())).transpose()?;
             let group = group.map(group_key).transpose()?;
             Ok(PushItem {

@@ -3,7 +3,6 @@
 
 use crate::server::error::counted;
 use std::collections::BTreeMap;
-use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use axum::Json;
@@ -161,13 +160,4 @@ async fn put_of<S: Store>(
         Ok(Json(put_checked(state, kind, &name, &change).await?).into_response())
     })
     .await
-}
-
-/// The lease of a pop of `keys` that named no `lease_ms`: the queue's
-/// default lease, or 0 (no lease) (see [`crate::service::Hotq::default_lease_ms`]).
-pub async fn default_lease_ms<S: Store>(
-    state: &AppState<S>,
-    keys: &QueueKeys,
-) -> crate::service::Result<Option<NonZeroU64>> {
-    state.hotq.default_lease_ms(keys).await
 }

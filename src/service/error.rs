@@ -24,10 +24,19 @@ pub enum Error {
     /// A push's payloads add up to more than one transaction carries
     /// (`batch_too_large`).
     BatchTooLarge(String),
+    /// An item of no bytes (`empty_item`).
+    EmptyItem,
+    /// A message group key out of its form (`bad_group`).
+    BadGroup(String),
+    /// A dedup id out of its form (`bad_dedup_id`).
+    BadDedupId(String),
+    /// Text that is not a receipt (`invalid_receipt`).
+    InvalidReceipt(String),
     /// No lease holds this receipt (`unknown_receipt`).
     UnknownReceipt,
-    /// The receipt names another queue (`receipt_queue_mismatch`).
-    ReceiptQueueMismatch,
+    /// The receipt names another queue (`receipt_queue_mismatch`); the
+    /// message names the queue it was used on.
+    ReceiptQueueMismatch(String),
     /// The lease ended before the call (`lease_expired`).
     LeaseExpired {
         /// When it ended, in ms since the epoch.
@@ -61,8 +70,12 @@ impl Error {
             Error::BadBatch(_) => "bad_batch",
             Error::ItemTooLarge(_) => "item_too_large",
             Error::BatchTooLarge(_) => "batch_too_large",
+            Error::EmptyItem => "empty_item",
+            Error::BadGroup(_) => "bad_group",
+            Error::BadDedupId(_) => "bad_dedup_id",
+            Error::InvalidReceipt(_) => "invalid_receipt",
             Error::UnknownReceipt => "unknown_receipt",
-            Error::ReceiptQueueMismatch => "receipt_queue_mismatch",
+            Error::ReceiptQueueMismatch(_) => "receipt_queue_mismatch",
             Error::LeaseExpired { .. } => "lease_expired",
             Error::Corrupt(_) => "corrupt_item",
             Error::Unanswered(_) => "pop_unanswered",
@@ -90,16 +103,21 @@ impl fmt::Display for Error {
             | Error::BadBatch(m)
             | Error::ItemTooLarge(m)
             | Error::BatchTooLarge(m)
+            | Error::BadGroup(m)
+            | Error::BadDedupId(m)
+            | Error::InvalidReceipt(m)
+            | Error::ReceiptQueueMismatch(m)
             | Error::Corrupt(m)
             | Error::Unanswered(m)
             | Error::StoreBusy(m)
             | Error::StoreUnavailable(m)
             | Error::MaybeCommitted(m)
             | Error::Store(m) => f.write_str(m),
-            Error::UnknownReceipt => f.write_str("no lease holds this receipt"),
-            Error::ReceiptQueueMismatch => f.write_str("the receipt belongs to another queue"),
+            Error::EmptyItem => f.write_str("an item must hold at least one byte"),
+            Error::UnknownReceipt => f.write_str(&LeaseError::UnknownReceipt.to_string()),
             Error::LeaseExpired { expired_at_ms } => {
-                write!(f, "the lease expired at {expired_at_ms} ms")
+                let expired_at_ms = *expired_at_ms;
+                write!(f, "{}", LeaseError::Expired { expired_at_ms })
             }
         }
     }

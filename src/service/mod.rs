@@ -19,19 +19,13 @@ mod default_leases;
 mod error;
 mod health;
 mod listing;
+mod pop;
+mod push;
 mod redrive;
 mod settings;
+mod settle;
 
-pub use admin::QueueCounts;
-pub use attributes::{RecordChange, RecordEditor, RecordedQueue};
-pub use browse::{GROUP_WAITING_COUNT_MAX, GROUPS_LIMIT_MAX, GroupSummary, ITEMS_LIMIT_MAX};
-pub use default_leases::DEFAULT_LEASE_CACHE_MS;
-pub use error::{Error, Result};
-pub use listing::{QueueWalk, WalkStep};
-pub use redrive::REDRIVE_BATCH_MAX;
-pub use settings::QueueSettings;
-
-pub use crate::queue::Item;
+pub use crate::envelope::End;
 pub use crate::queue::admin::{
     Dropped, LEASES_CURSOR_LEN_MAX, LEASES_LIMIT_MAX, LIST_LIMIT_MAX, LeaseCursor, LeaseSummary,
     QueueSummary,
@@ -40,6 +34,20 @@ pub use crate::queue::settings::{
     DEDUP_WINDOW_MS_MAX, Defaults as SettingsDefaults, Effective, MAX_DELIVERIES_MAX, Stored,
 };
 pub use crate::store::Store;
+pub use admin::QueueCounts;
+pub use attributes::{RecordChange, RecordEditor, RecordedQueue};
+pub use browse::{GROUP_WAITING_COUNT_MAX, GROUPS_LIMIT_MAX, GroupSummary, ITEMS_LIMIT_MAX};
+pub use default_leases::DEFAULT_LEASE_CACHE_MS;
+pub use error::{Error, Result};
+pub use listing::{QueueWalk, WalkStep};
+pub use pop::{Item, POP_ACKS_MAX, PopAnswer, PopLease, PopOptions, Riding};
+pub use push::{
+    GROUP_KEY_LEN_MAX, PUSH_BATCH_MAX, PushItem, PushOptions, Pushed, RETENTION_MS_MAX,
+    check_dedup_id, check_group, check_retention_ms,
+};
+pub use redrive::REDRIVE_BATCH_MAX;
+pub use settings::QueueSettings;
+pub use settle::{ACK_BATCH_MAX, Receipt, ReceiptOutcome, Returned, Stale, parse_receipt};
 
 pub(crate) use default_leases::DefaultLeases;
 
@@ -56,6 +64,36 @@ pub struct Hotq<S: Store> {
     /// read the settings key each time (bounded, short-lived; forgotten
     /// when the queue's settings change or it is deleted here).
     pub(crate) default_leases: Arc<DefaultLeases>,
+    /// The configured bounds of pushes and pops (see [`Limits`]).
+    pub(crate) limits: Limits,
+}
+
+/// The configured bounds every front end's pushes and pops are held to,
+/// read once from `config`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// Most bytes in one item (`payload_bytes_max`).
+    pub(crate) payload_bytes_max: usize,
+    /// Longest delay of a push or a nack (`leases.delay_max_ms`).
+    pub(crate) delay_max_ms: u64,
+    /// Longest lease (`leases.lease_max_ms`).
+    pub(crate) lease_max_ms: u64,
+    /// Longest wait of a pop (`wait_max_ms`).
+    pub(crate) wait_max_ms: u64,
+    /// Most items of one pop (`pop_max_items`).
+    pub(crate) pop_max_items: usize,
+}
+
+impl Limits {
+    fn from_config(config: &Config) -> Limits {
+        Limits {
+            payload_bytes_max: config.payload_bytes_max,
+            delay_max_ms: config.leases.delay_max_ms,
+            lease_max_ms: config.leases.lease_max_ms,
+            wait_max_ms: config.wait_max_ms,
+            pop_max_items: config.pop_max_items,
+        }
+    }
 }
 
 impl<S: Store> Hotq<S> {
@@ -71,6 +109,7 @@ impl<S: Store> Hotq<S> {
             coordinator,
             settings_defaults: crate::queue::settings::Defaults::from_config(config),
             default_leases: Arc::default(),
+            limits: Limits::from_config(config),
         }
     }
 

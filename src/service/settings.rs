@@ -3,8 +3,6 @@
 //! `settings`, SQS's queue attributes, RESP's `QSETTINGS`).
 
 use std::collections::BTreeMap;
-use std::num::NonZeroU64;
-use std::time::Instant;
 
 use serde_json::Value;
 
@@ -84,24 +82,6 @@ impl<S: Store> Hotq<S> {
             Ok(stored) => self.settings_in_role(keys, stored).await,
             Err(invalid) => Err(Error::InvalidSettings(invalid.to_string())),
         }
-    }
-
-    /// The lease of a pop of `keys` that named none: the queue's default
-    /// lease, or `None` (no lease), as read at most
-    /// [`super::DEFAULT_LEASE_CACHE_MS`] ago.
-    pub async fn default_lease_ms(&self, keys: &QueueKeys) -> Result<Option<NonZeroU64>> {
-        if let Some(lease_ms) = self.default_leases.fresh(keys) {
-            return Ok(NonZeroU64::new(lease_ms));
-        }
-        // Taken before the read: an entry is never younger than what it holds.
-        let read_at = Instant::now();
-        let stored = crate::queue::settings::read(&self.store, keys).await?;
-        let lease_ms = stored
-            .effective(keys.name(), &self.settings_defaults)
-            .default_lease_ms
-            .unwrap_or(0);
-        self.default_leases.remember(keys, lease_ms, read_at);
-        Ok(NonZeroU64::new(lease_ms))
     }
 
     /// True when some queue names the queue of `keys` as its dead-letter

@@ -224,14 +224,15 @@ impl From<QueueError> for SqsError {
     }
 }
 
-impl From<crate::service::Error> for SqsError {
-    fn from(error: crate::service::Error) -> Self {
+impl From<crate::store::StoreError> for SqsError {
+    fn from(error: crate::store::StoreError) -> Self {
         ApiError::from(error).into()
     }
 }
 
-impl From<crate::store::StoreError> for SqsError {
-    fn from(error: crate::store::StoreError) -> Self {
+impl From<crate::service::Error> for SqsError {
+    /// The core's errors as SQS ones, as over HTTP (see [`From<ApiError>`]).
+    fn from(error: crate::service::Error) -> Self {
         ApiError::from(error).into()
     }
 }

@@ -169,7 +169,7 @@ pub fn group_key(group_id: &str) -> String {
             escaped.push_str(&format!("@{byte:02x}"));
         }
     }
-    if escaped.len() <= crate::queue::groups::GROUP_KEY_LEN_MAX {
+    if escaped.len() <= crate::service::GROUP_KEY_LEN_MAX {
         escaped
     } else {
         format!("@h{}", hex::encode(Sha256::digest(group_id.as_bytes())))
@@ -220,7 +220,7 @@ mod tests {
         ];
         let keys: Vec<String> = ids.iter().map(|id| group_key(id)).collect();
         for key in &keys {
-            assert!(crate::queue::groups::check_key(key).is_ok(), "{key}");
+            assert!(crate::service::check_group(key.clone()).is_ok(), "{key}");
         }
         let distinct: std::collections::BTreeSet<_> = keys.iter().collect();
         assert_eq!(distinct.len(), keys.len());

@@ -1,13 +1,14 @@
 //! ReceiveMessage, DeleteMessage(Batch), ChangeMessageVisibility(Batch):
-//! leased pops and settles through the coordinator, the same path as
+//! leased pops and settles through the core, the same path as
 //! `POST /v1/queues/{q}/pop?lease_ms=` and `/ack`, `/nack`, `/extend`.
 //!
-//! - ReceiveMessage is `pop_leased` with the visibility timeout as the
+//! - ReceiveMessage is a leased pop with the visibility timeout as the
 //!   lease (0 s is a lease of 1 ms: visible again at once, the receive
 //!   counted) and `WaitTimeSeconds` as the wait: a contended queue stages
 //!   it in the line like any pop; an empty one long-polls. On a FIFO
 //!   queue each group head received brings the next messages of its
-//!   group, in order, while there is room ([`with_batches`]).
+//!   group, in order, while there is room
+//!   ([`crate::service::Hotq::with_group_batches`]).
 //! - The `ReceiptHandle` is the lease's receipt (32 hex digits, naming
 //!   its queue), `-`, the item's key in hex, `-`, the delivery count of
 //!   the receive ([`Handle`]). A malformed one, or one issued by another
@@ -44,12 +45,9 @@ use super::message;
 use super::queues::{self, SqsQueue, VISIBILITY_TIMEOUT_DEFAULT_S};
 use super::send::{batch_entries, failure};
 use super::{Call, int_member, required_string, string_list};
-use crate::envelope::{End, now_ms};
+use crate::envelope::now_ms;
 use crate::keys::QueueKind;
-use crate::lease::settle::{Stale, stale_in};
-use crate::lease::{LeaseError, Receipt};
-use crate::queue::item::Item;
-use crate::store::{RetryPolicy, Store, transact};
+use crate::service::{End, Error as CoreError, Item, PopLease, PopOptions, Receipt, Stale, Store};
 
 /// Longest visibility timeout, in seconds (12 hours).
 pub const VISIBILITY_TIMEOUT_MAX_S: i64 = 43_200;
@@ -76,7 +74,7 @@ pub async fn receive_message<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsE
         0..=VISIBILITY_TIMEOUT_MAX_S,
     )? {
         Some(seconds) => lease_ms_of(call, seconds)?,
-        None => match crate::server::settings::default_lease_ms(state, &queue.keys).await? {
+        None => match state.hotq.pop_default_lease_ms(&queue.keys).await? {
             Some(ms) => ms,
             // A queue with no default lease (used only through /v1): SQS's default.
             None => {
@@ -92,19 +90,20 @@ pub async fn receive_message<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsE
     system_names.extend(string_list(&call.input, "MessageSystemAttributeNames")?);
     let attribute_names = string_list(&call.input, "MessageAttributeNames")?;
     state.note_queue(QueueKind::Fifo, queue.keys.name());
-    let items = state
-        .hotq
-        .coordinator
-        .pop_leased(
-            &queue.keys,
-            End::Front,
-            max,
-            Duration::from_secs(wait_s),
-            lease_ms,
-        )
-        .await?;
+    let options = PopOptions {
+        end: End::Front,
+        max,
+        wait: Duration::from_secs(wait_s),
+        lease: PopLease::Ms(lease_ms),
+    };
+    let items = state.hotq.pop(&queue.keys, options, None).await?.items;
     let items = if queue.is_fifo() {
-        with_batches(call, &queue, items, max, lease_ms).await
+        // Each group head received brings the next of its group.
+        let keys = &queue.keys;
+        state
+            .hotq
+            .with_group_batches(keys, items, max, lease_ms)
+            .await
     } else {
         items
     };
@@ -116,53 +115,6 @@ pub async fn receive_message<S: Store>(call: &Call<'_, S>) -> Result<Value, SqsE
         return Ok(json!({}));
     }
     Ok(json!({"Messages": messages}))
-}
-
-/// A FIFO receive's `heads` (one per group, leased), each followed by the
-/// next messages of its group, up to `max` in all (see
-/// [`crate::queue::groups::batch`]). Should the transaction fail, the heads
-/// alone: they are leased already, and the others still wait.
-async fn with_batches<S: Store>(
-    call: &Call<'_, S>,
-    queue: &SqsQueue,
-    heads: Vec<Item>,
-    max: usize,
-    lease_ms: NonZeroU64,
-) -> Vec<Item> {
-    if heads.len() >= max {
-        return heads;
-    }
-    let keys = &queue.keys;
-    let taken = transact(&call.state.hotq.store, RetryPolicy::default(), |txn| {
-        let heads = &heads;
-        async move {
-            let now = now_ms();
-            let mut room = max - heads.len();
-            let mut taken = Vec::with_capacity(heads.len());
-            for head in heads {
-                let batch = crate::queue::groups::batch::take_batch_in(
-                    &txn, keys, head, room, lease_ms, now,
-                )
-                .await
-                .map_err(crate::queue::corrupt_as_store)?;
-                room -= batch.len();
-                taken.push(batch);
-            }
-            Ok(taken)
-        }
-    })
-    .await;
-    match taken {
-        Ok(taken) => heads
-            .into_iter()
-            .zip(taken)
-            .flat_map(|(head, batch)| std::iter::once(head).chain(batch))
-            .collect(),
-        Err(error) => {
-            tracing::warn!(queue = %keys.name(), %error, "taking a FIFO receive's batch failed: its group heads alone");
-            heads
-        }
-    }
 }
 
 /// One received message in SQS's shape.
@@ -303,20 +255,11 @@ async fn stale<S: Store>(
     let Some((item_key, deliveries)) = &handle.item else {
         return Ok(Stale::Gone);
     };
-    let outcome = transact(
-        &call.state.hotq.store,
-        RetryPolicy::default(),
-        |txn| async move {
-            let found = (item_key.as_slice(), *deliveries);
-            stale_in(&txn, &queue.keys, &handle.receipt, found, delete, now_ms()).await
-        },
-    )
-    .await?;
-    match outcome {
-        Ok(stale) => Ok(stale),
-        Err(LeaseError::Queue(error)) => Err(error.into()),
-        Err(LeaseError::UnknownReceipt | LeaseError::Expired { .. }) => Ok(Stale::Gone),
-    }
+    let found = (item_key.as_slice(), *deliveries);
+    let hotq = &call.state.hotq;
+    Ok(hotq
+        .settle_stale(&queue.keys, &handle.receipt, found, delete)
+        .await?)
 }
 
 /// Deletes (acks) the message of `text`; see the module's notes for a
@@ -330,12 +273,11 @@ async fn delete_one<S: Store>(
     match call
         .state
         .hotq
-        .coordinator
-        .ack(&queue.keys, &handle.receipt)
+        .ack_receipt(&queue.keys, &handle.receipt)
         .await
     {
         Ok(()) => Ok(()),
-        Err(LeaseError::UnknownReceipt | LeaseError::Expired { .. }) => {
+        Err(CoreError::UnknownReceipt | CoreError::LeaseExpired { .. }) => {
             // A FIFO queue keeps a message whose handle expired: deleting
             // it would let its group's next one overtake a redelivery.
             let fifo = queue.is_fifo();
@@ -346,7 +288,7 @@ async fn delete_one<S: Store>(
                 Stale::NotReceivedSince | Stale::Gone => Ok(()),
             }
         }
-        Err(LeaseError::Queue(error)) => Err(error.into()),
+        Err(error) => Err(error.into()),
     }
 }
 
@@ -358,16 +300,14 @@ async fn change_one<S: Store>(
     seconds: i64,
 ) -> Result<(), SqsError> {
     let handle = Handle::parse(queue, text)?;
-    let coordinator = &call.state.hotq.coordinator;
+    let hotq = &call.state.hotq;
     let settled = if seconds == 0 {
-        coordinator
-            .nack(&queue.keys, &handle.receipt, 0)
+        hotq.nack_receipt(&queue.keys, &handle.receipt, 0)
             .await
             .map(|_| ())
     } else {
         let lease_ms = lease_ms_of(call, seconds)?;
-        coordinator
-            .extend(&queue.keys, &handle.receipt, lease_ms.get())
+        hotq.extend_receipt(&queue.keys, &handle.receipt, lease_ms.get())
             .await
             .map(|_| ())
     };
@@ -380,14 +320,14 @@ async fn change_one<S: Store>(
         Ok(()) => Ok(()),
         // Visible again and not received since: SQS answers 200 and
         // changes nothing.
-        Err(LeaseError::Expired { .. }) if handle.item.is_none() => Ok(()),
-        Err(LeaseError::UnknownReceipt | LeaseError::Expired { .. }) => {
+        Err(CoreError::LeaseExpired { .. }) if handle.item.is_none() => Ok(()),
+        Err(CoreError::UnknownReceipt | CoreError::LeaseExpired { .. }) => {
             match stale(call, queue, &handle, false).await? {
                 Stale::NotReceivedSince => Ok(()),
                 Stale::Gone => Err(gone()),
             }
         }
-        Err(LeaseError::Queue(error)) => Err(error.into()),
+        Err(error) => Err(error.into()),
     }
 }
 

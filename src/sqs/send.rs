@@ -1,5 +1,5 @@
 //! SendMessage and SendMessageBatch: pushes through hotq's deduplicated
-//! push ([`crate::queue::dedup::push`]), the same commit path as
+//! push ([`crate::service::Hotq::push`]), the same commit path as
 //! `POST /v1/queues/{q}/items`. A FIFO message's `MessageGroupId` becomes
 //! the item's message group ([`message::group_key`]) and its dedup id (or
 //! the body's SHA-256, with `ContentBasedDeduplication`) the push's dedup
@@ -22,8 +22,7 @@ use super::queues::{self, SqsQueue};
 use super::{Call, int_member, required_string, string_member};
 use crate::envelope::now_ms;
 use crate::keys::QueueKind;
-use crate::queue::dedup::PushItem;
-use crate::store::Store;
+use crate::service::{PushItem, PushOptions, Store};
 
 /// Most entries in one batch.
 pub const BATCH_ENTRIES_MAX: usize = 10;
@@ -345,17 +344,13 @@ async fn push<S: Store>(
     let state = call.state;
     state.note_queue(QueueKind::Fifo, queue.keys.name());
     let items: Vec<PushItem> = prepared.iter().map(|p| p.item.clone()).collect();
-    let delay_ms = prepared.first().and_then(|p| p.delay_ms);
-    let pushed = crate::queue::dedup::push(
-        &state.hotq.store,
-        &queue.keys,
-        &items,
-        delay_ms,
-        &state.hotq.settings_defaults,
-    )
-    .await?;
-    if let Some(visible_at_ms) = pushed.visible_at_ms {
-        state.hotq.coordinator.schedule(visible_at_ms);
-    }
+    let options = PushOptions {
+        delay_ms: prepared.first().and_then(|p| p.delay_ms),
+        retention_ms: None,
+        // A message's item is its body and its header (checked against
+        // SQS's limits when prepared).
+        item_bytes_max: Some(item_size_max(state.config.payload_bytes_max)),
+    };
+    state.hotq.push(queue.keys.name(), &items, options).await?;
     Ok(())
 }

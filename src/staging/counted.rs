@@ -109,6 +109,7 @@ pub struct LineLevel<'a> {
 
 impl LineLevel<'static> {
     /// No line in the store: every counted request is served here.
+    #[cfg(feature = "testing")]
     pub const NONE: LineLevel<'static> = LineLevel {
         line: b"",
         collect: &[],

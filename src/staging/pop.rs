@@ -30,6 +30,7 @@ impl<S: Store> Staging<S> {
     /// pop first; on a conflict, or when requests are already waiting, it
     /// registers a request and waits on its watch. Dropping the future
     /// withdraws the request (an item already handed to it goes back).
+    #[cfg(feature = "testing")]
     pub async fn pop(
         &self,
         keys: &QueueKeys,
@@ -46,6 +47,7 @@ impl<S: Store> Staging<S> {
     /// if the caller goes away (an HTTP client disconnecting drops the
     /// handler's future): it moves to a task of its own, and items nobody
     /// is left to receive are put back where they were.
+    #[cfg(feature = "testing")]
     pub async fn pop_many(
         &self,
         keys: &QueueKeys,
@@ -65,6 +67,7 @@ impl<S: Store> Staging<S> {
     /// [`Self::pop_many`], with each item moved under a lease of `lease_ms`
     /// in the commit that takes it. A leased item is held until acked,
     /// nacked, or its lease expires.
+    #[cfg(feature = "testing")]
     pub async fn pop_leased(
         &self,
         keys: &QueueKeys,
@@ -82,8 +85,10 @@ impl<S: Store> Staging<S> {
         Ok(self.pop_acking(keys, pop, Vec::new()).await?.items)
     }
 
-    /// [`Self::pop_leased`] with `acks` riding on it (see
-    /// [`super::round::riding`]): the receipts are acked, then the pop proceeds;
+    /// A pop (up to `pop.max` items from `pop.end`, waiting up to
+    /// `pop.wait`, each item leased for `pop.lease_ms` or deleted) with
+    /// `acks` riding on it (see [`super::round::riding`]): the receipts
+    /// are acked, then the pop proceeds;
     /// their outcomes come back in order with the items. A receipt that
     /// fails is its outcome, never the pop's error.
     pub async fn pop_acking(
@@ -169,7 +174,7 @@ impl<S: Store> Staging<S> {
 
     /// Pops one item the way FoundationDB's recipe does: direct pops,
     /// conflicts retried with backoff, never a request. For comparison with
-    /// [`Self::pop`]; like it, a pop whose caller left is put back.
+    /// [`Self::pop_acking`]; like it, a pop whose caller left is put back.
     pub async fn pop_recipe(&self, keys: &QueueKeys) -> Result<Vec<Item>, QueueError> {
         let (pops, popped_keys) = (self.clone(), keys.clone());
         let (gone, gone_rx) = watch::channel(false);

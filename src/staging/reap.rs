@@ -10,7 +10,9 @@
 //! their deadlines ([`reap_due`]). The timer hands due appointments here.
 
 use crate::envelope::{decode_counted_request, decode_result};
-use crate::keys::{QueueKeys, QueueKind, registry_entry, registry_range};
+use crate::keys::QueueKeys;
+#[cfg(feature = "testing")]
+use crate::keys::{QueueKind, registry_entry, registry_range};
 use crate::lease::Receipt;
 use crate::lease::settle::release_in;
 use crate::queue::QueueError;
@@ -96,6 +98,7 @@ const REAP_BYTES_MAX: usize = 4 * 1024 * 1024;
 /// Most transactions one sweep of one queue runs.
 const REAP_PASSES_MAX: usize = 100;
 /// Most registry entries one sweep visits.
+#[cfg(feature = "testing")]
 const REGISTRY_SCAN_MAX: usize = 100_000;
 
 /// Sweeps one queue as of `now_ms`: returns expired results and clears
@@ -299,6 +302,7 @@ async fn clear_residue_in<T: Transaction>(txn: &T, keys: &QueueKeys) -> Result<(
 /// The queues that ever staged a pop, from the registry (at most 100,000):
 /// for an explicit full sweep ([`crate::coordinator::Coordinator::reap_all`]);
 /// the daemon's reaper follows due appointments instead.
+#[cfg(feature = "testing")]
 pub async fn registered_queues<S: Store>(store: &S) -> Result<Vec<QueueKeys>, QueueError> {
     let (mut begin, end) = registry_range();
     let mut queues = Vec::new();

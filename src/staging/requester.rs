@@ -38,6 +38,7 @@ pub struct Registration {
 /// result key. The last index is read with snapshot, so registration never
 /// conflicts; a fresh requester id per attempt means a request whose commit
 /// was unknown can at worst strand a result, which the reaper returns.
+#[cfg(feature = "testing")]
 pub async fn register<S: Store>(
     store: &S,
     keys: &QueueKeys,
@@ -46,7 +47,8 @@ pub async fn register<S: Store>(
     register_with(store, keys, request, |_| {}).await
 }
 
-/// [`register`], calling `on_attempt` with each attempt's requester id
+/// Registers `request` (a request written at the end of the request
+/// subspace, its result key watched), calling `on_attempt` with each attempt's requester id
 /// before that attempt commits (a local waiter maps the id to itself).
 pub async fn register_with<S: Store>(
     store: &S,

@@ -40,6 +40,7 @@ pub const TAKEOVER_AFTER_MS: u64 = 100;
 #[derive(Clone, Copy)]
 pub enum TakeOver<'a> {
     /// Every one (a round with no line of its own: docs/design.md §4.1 read literally).
+    #[cfg(feature = "testing")]
     All,
     /// Only these (request keys): the rest are left to their owners.
     Only(&'a [Vec<u8>]),
@@ -49,6 +50,7 @@ impl TakeOver<'_> {
     /// True when the round serves the request at `key` itself.
     pub fn covers(&self, key: &[u8]) -> bool {
         match self {
+            #[cfg(feature = "testing")]
             TakeOver::All => true,
             TakeOver::Only(keys) => keys.iter().any(|k| k == key),
         }

@@ -94,6 +94,9 @@ static NETWORK: OnceLock<Result<NetworkAutoStop, StoreError>> = OnceLock::new();
 
 /// Boots the client network if this process has not yet, else returns the
 /// outcome of the first boot.
+// The crate denies `unsafe_code` (src/lib.rs); the client's boot is the one
+// call that needs it, its contract argued at the call (SAFETY below).
+#[allow(unsafe_code)]
 fn ensure_network() -> Result<(), StoreError> {
     let booted = NETWORK.get_or_init(|| {
         let builder = FdbApiBuilder::default().build().map_err(fdb_error)?;

@@ -106,11 +106,15 @@ async fn start(store: Stalling) -> (String, String) {
         format!("http://{}", api.local_addr().unwrap()),
         format!("http://{}/metrics", metrics.local_addr().unwrap()),
     );
-    tokio::spawn(hotq::server::serve(
+    let listeners = hotq::server::Listeners {
+        api,
+        metrics: Some(metrics),
+        resp: None,
+    };
+    tokio::spawn(hotq::server::serve_on(
         store,
         config,
-        api,
-        Some(metrics),
+        listeners,
         std::future::pending(),
     ));
     urls

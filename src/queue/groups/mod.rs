@@ -29,7 +29,7 @@
 //! commit only marks the state *hand-off* ([`handoff_in`]: due time and
 //! item key) and writes a `("hotq-due", due_ms, .., "group", group)`
 //! entry; once the pop has reached its caller, [`deliver_soon`] promotes
-//! ([`delivered_in`]); a put-back ([`give_back_in`]) makes the item the
+//! ([`delivered_in`](succession::delivered_in)); a put-back ([`give_back_in`]) makes the item the
 //! head again. If the daemon dies in between, the timer takes the item as
 //! delivered at the due time ([`handoff_due_in`]), as a plain pop's item
 //! is lost in such a crash anyway (plain pops are at most once). The due
@@ -518,10 +518,10 @@ pub async fn dropped_in<T: Transaction>(
 pub mod batch;
 mod moves;
 mod succession;
-pub use moves::{Moved, Waiting, move_in, take_waiting_in, waiting_in};
-pub use succession::{
-    deliver_soon, delivered, delivered_in, give_back_in, handoff_due_in, handoff_due_ms, handoff_in,
-};
+pub use moves::{Moved, move_in, take_waiting_in, waiting_in};
+#[cfg(test)]
+use succession::delivered;
+pub use succession::{deliver_soon, give_back_in, handoff_due_in, handoff_due_ms, handoff_in};
 
 #[cfg(test)]
 mod tests;

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use super::spec::{COMMANDS, Spec};
 use super::{Answer, Args, CmdError, Ctx};
 use crate::resp::frame::{Protocol, Reply};
-use crate::store::Store;
+use crate::service::Store;
 
 /// The Redis version hotq answers as: the commands it serves behave as
 /// this version's do (`LPOP` with a count, `BLPOP` with a fractional

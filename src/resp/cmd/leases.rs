@@ -7,8 +7,8 @@ use super::spec::Spec;
 use super::{Answer, Args, CmdError, Ctx, queue_name};
 use crate::keys::{QueueKeys, QueueKind};
 use crate::resp::frame::Reply;
-use crate::server::leases::{ack_many, extend_checked, nack_checked, redrive_checked};
-use crate::store::Store;
+use crate::server::leases::{NackAnswer, redrive_checked};
+use crate::service::Store;
 
 /// Runs `ACK`, `NACK`, `EXTEND` or `REDRIVE`.
 pub async fn run<S: Store>(ctx: &mut Ctx<'_, S>, spec: &'static Spec, mut args: Args) -> Answer {
@@ -58,10 +58,9 @@ pub async fn ack<S: Store>(
             .iter()
             .map(|receipt| std::str::from_utf8(receipt).unwrap_or(""))
             .collect();
-        let outcomes = ack_many(ctx.state, &keys, &raw).await?;
-        Ok(Reply::Array(
-            outcomes.into_iter().map(Reply::Simple).collect(),
-        ))
+        let outcomes = ctx.state.hotq.ack_many(&keys, &raw).await?;
+        let words = outcomes.into_iter().map(|o| Reply::Simple(o.word()));
+        Ok(Reply::Array(words.collect()))
     }
     .await;
     counted(queue, op, answer)
@@ -92,7 +91,8 @@ pub async fn nack<S: Store>(
             None => 0,
             _ => return Err(CmdError::syntax()),
         };
-        let answer = nack_checked(ctx.state, &keys, &receipt, delay_ms).await?;
+        let returned = ctx.state.hotq.nack(&keys, &receipt, delay_ms).await?;
+        let answer = NackAnswer::from(returned);
         let json = serde_json::to_value(answer).expect("a nack's answer serializes");
         Ok(Reply::from_json(json))
     }
@@ -117,8 +117,8 @@ pub async fn extend<S: Store>(
         let keys = QueueKeys::of_kind(kind, &queue_name(queue)?);
         let receipt = args.text()?;
         let lease_ms = args.number("lease_ms")?;
-        let answer = extend_checked(ctx.state, &keys, &receipt, lease_ms).await?;
-        Ok(Reply::Int(answer.lease_expires_at_ms as i64))
+        let expires_at_ms = ctx.state.hotq.extend(&keys, &receipt, lease_ms).await?;
+        Ok(Reply::Int(expires_at_ms as i64))
     }
     .await;
     counted(queue, op, answer)

@@ -15,16 +15,11 @@ use futures_util::stream::FuturesUnordered;
 use super::queue::{counted, push_items};
 use super::spec::Spec;
 use super::{Answer, Args, CmdError, Ctx, queue_name};
-use crate::envelope::End;
 use crate::keys::{QueueKeys, QueueKind, QueueName};
-use crate::queue::Item;
 use crate::resp::frame::Reply;
 use crate::server::error::ApiError;
-use crate::server::fifo::queue_depth;
-use crate::server::pop_acks::pop_with_acks;
 use crate::server::state::AppState;
-use crate::staging::pop::PopAsk;
-use crate::store::Store;
+use crate::service::{End, Item, PopLease, PopOptions, Store};
 
 /// Runs a list command.
 pub async fn run<S: Store>(ctx: &mut Ctx<'_, S>, spec: &'static Spec, args: Args) -> Answer {
@@ -37,7 +32,7 @@ pub async fn run<S: Store>(ctx: &mut Ctx<'_, S>, spec: &'static Spec, args: Args
             let key = args.text()?;
             let answer = async {
                 let keys = QueueKeys::new(&queue_name(&key)?);
-                Ok(Reply::Int(queue_depth(ctx.state, &keys).await?))
+                Ok(Reply::Int(ctx.state.hotq.queue_depth(&keys).await?))
             }
             .await;
             counted(&key, "stats", answer)
@@ -55,13 +50,13 @@ async fn take<S: Store>(
 ) -> Result<Vec<Item>, ApiError> {
     state.note_queue(QueueKind::Fifo, name);
     let keys = QueueKeys::new(name);
-    let ask = PopAsk {
+    let ask = PopOptions {
         end: End::Front,
         max,
         wait,
-        lease_ms: None,
+        lease: PopLease::Never,
     };
-    Ok(pop_with_acks(state, &keys, ask, None).await?.0)
+    Ok(state.hotq.pop(&keys, ask, None).await?.items)
 }
 
 fn bulk(item: Item) -> Reply {
@@ -80,10 +75,10 @@ async fn push<S: Store>(ctx: &mut Ctx<'_, S>, mut args: Args) -> Answer {
     };
     let answer = async {
         let name = queue_name(&key)?;
-        let items = push_items(elements, None, None)?;
+        let items = push_items(&ctx.state.hotq, elements, None, None)?;
         let keys = QueueKeys::new(&name);
         crate::server::push::push_checked(ctx.state, name, &items, None, None).await?;
-        Ok(Reply::Int(queue_depth(ctx.state, &keys).await?))
+        Ok(Reply::Int(ctx.state.hotq.queue_depth(&keys).await?))
     }
     .await;
     counted(&key, op, answer)

@@ -35,7 +35,7 @@ use crate::keys::QueueName;
 use crate::server::error::ApiError;
 use crate::server::state::AppState;
 use crate::store::Store;
-pub use spec::{COMMANDS, Spec, lookup};
+pub use spec::{Spec, lookup};
 
 /// One connection's state, as its commands set it.
 #[derive(Debug)]
@@ -98,6 +98,13 @@ pub enum CmdError {
 impl From<ApiError> for CmdError {
     fn from(error: ApiError) -> Self {
         CmdError::Api(error)
+    }
+}
+
+/// The core's refusals, answered with the same code as over HTTP.
+impl From<crate::service::Error> for CmdError {
+    fn from(error: crate::service::Error) -> Self {
+        CmdError::Api(error.into())
     }
 }
 

@@ -5,12 +5,10 @@
 use super::queue::{counted, item_or_nil, pop, stats};
 use super::spec::{PQ_SUBCOMMANDS, Spec};
 use super::{Answer, Args, CmdError, Ctx, queue_name};
-use crate::envelope::End;
 use crate::keys::QueueKind;
 use crate::resp::frame::Reply;
 use crate::server::error::ApiError;
-use crate::server::fifo::check_delay_ms;
-use crate::store::Store;
+use crate::service::{End, Store};
 
 /// Runs `PQ <subcommand>`.
 pub async fn run<S: Store>(ctx: &mut Ctx<'_, S>, spec: &'static Spec, mut args: Args) -> Answer {
@@ -84,7 +82,7 @@ async fn push<S: Store>(ctx: &mut Ctx<'_, S>, queue: &str, mut args: Args) -> An
             match args.peek_keyword().as_deref() {
                 Some("DELAY") if args.left() > 1 => {
                     args.next_arg();
-                    delay_ms = Some(check_delay_ms(ctx.state, args.number("DELAY")?)?);
+                    delay_ms = Some(ctx.state.hotq.check_delay_ms(args.number("DELAY")?)?);
                 }
                 Some("DEDUP") if args.left() > 1 => {
                     args.next_arg();

@@ -3,22 +3,17 @@
 //! `server::pop_acks`, `server::fifo`), counted in the same
 //! `hotq_operations_total` series.
 
-use std::num::NonZeroU64;
-
 use bytes::Bytes;
 
 use super::spec::Spec;
 use super::{Answer, Args, CmdError, Ctx, queue_name};
-use crate::envelope::End;
 use crate::keys::{QueueKeys, QueueKind};
-use crate::queue::dedup::PushItem;
-use crate::queue::{Item, PUSH_BATCH_MAX};
 use crate::resp::frame::Reply;
 use crate::server::error::ApiError;
-use crate::server::fifo::{check_delay_ms, check_item, check_lease_ms, check_pop, queue_stats};
-use crate::server::pop_acks::{Riding, pop_with_acks};
-use crate::staging::pop::PopAsk;
-use crate::store::Store;
+use crate::server::fifo::queue_stats;
+use crate::service::{
+    self, End, Hotq, Item, PUSH_BATCH_MAX, PushItem, ReceiptOutcome, Riding, Store,
+};
 
 /// Runs `PUSH`, `POP`, `PEEK` or `STATS`.
 pub async fn run<S: Store>(ctx: &mut Ctx<'_, S>, spec: &'static Spec, mut args: Args) -> Answer {
@@ -81,7 +76,7 @@ async fn push<S: Store>(ctx: &mut Ctx<'_, S>, queue: &str, mut args: Args) -> An
             match args.peek_keyword().as_deref() {
                 Some("DELAY") if args.left() > 1 => {
                     args.next_arg();
-                    delay_ms = Some(check_delay_ms(ctx.state, args.number("DELAY")?)?);
+                    delay_ms = Some(ctx.state.hotq.check_delay_ms(args.number("DELAY")?)?);
                 }
                 Some("GROUP") if args.left() > 1 => {
                     args.next_arg();
@@ -106,7 +101,7 @@ async fn push<S: Store>(ctx: &mut Ctx<'_, S>, queue: &str, mut args: Args) -> An
         if payloads.len() > 1 {
             op = "push_batch";
         }
-        let items = push_items(payloads, dedup_id, group)?;
+        let items = push_items(&ctx.state.hotq, payloads, dedup_id, group)?;
         let answer =
             crate::server::push::push_checked(ctx.state, name, &items, delay_ms, retention_ms)
                 .await?;
@@ -119,10 +114,10 @@ async fn push<S: Store>(ctx: &mut Ctx<'_, S>, queue: &str, mut args: Args) -> An
 /// `RETENTION ms`'s value, checked as the HTTP header is: 1 ms to a year.
 pub fn retention(args: &mut Args) -> Result<u64, CmdError> {
     let asked = args.number("RETENTION")?;
-    crate::server::push::check_retention_ms(Some(asked)).ok_or_else(|| {
+    service::check_retention_ms(Some(asked)).ok_or_else(|| {
         ApiError::bad_parameter(format!(
             "RETENTION is a whole number of ms from 1 to {}, got {asked}",
-            crate::queue::expiry::RETENTION_MS_MAX
+            service::RETENTION_MS_MAX
         ))
         .into()
     })
@@ -131,7 +126,8 @@ pub fn retention(args: &mut Args) -> Result<u64, CmdError> {
 /// The items of a push, checked as the HTTP API checks a batch: 1 to
 /// [`PUSH_BATCH_MAX`], each of 1 byte to the item limit; a dedup id names
 /// one item.
-pub fn push_items(
+pub fn push_items<S: Store>(
+    hotq: &Hotq<S>,
     payloads: Vec<Bytes>,
     dedup_id: Option<Vec<u8>>,
     group: Option<String>,
@@ -153,7 +149,7 @@ pub fn push_items(
     payloads
         .into_iter()
         .map(|payload| {
-            check_item(&payload)?;
+            hotq.check_item(&payload)?;
             Ok(PushItem {
                 payload: payload.to_vec(),
                 dedup_id: dedup_id.clone(),
@@ -218,10 +214,10 @@ pub async fn pop<S: Store>(
         let name = queue_name(queue)?;
         let options = PopOptions::parse(&mut args)?;
         let state = ctx.state;
-        let (wait, max) = check_pop(state, options.wait_ms, options.max)?;
+        let (wait, max) = state.hotq.check_pop(options.wait_ms, options.max)?;
         let lease_ms = options
             .lease_ms
-            .map(|lease_ms| check_lease_ms(state, lease_ms))
+            .map(|lease_ms| state.hotq.check_lease_ms(lease_ms))
             .transpose()?;
         let riding = match &options.acks {
             Some(acks) => Some(Riding::of(acks.iter().map(receipt_text))?),
@@ -229,19 +225,19 @@ pub async fn pop<S: Store>(
         };
         state.note_queue(kind, &name);
         let keys = QueueKeys::of_kind(kind, &name);
-        let lease_ms: Option<NonZeroU64> = match lease_ms {
+        // Resolved here: a queue that leases by default answers leased.
+        let lease_ms = match lease_ms {
             Some(lease_ms) => Some(lease_ms),
-            None => crate::server::settings::default_lease_ms(state, &keys)
-                .await
-                .map_err(ApiError::from)?,
+            None => state.hotq.pop_default_lease_ms(&keys).await?,
         };
-        let ask = PopAsk {
+        let ask = service::PopOptions {
             end,
             max,
             wait,
-            lease_ms,
+            lease: lease_ms.map_or(service::PopLease::Never, service::PopLease::Ms),
         };
-        let (items, acked) = pop_with_acks(state, &keys, ask, riding).await?;
+        let popped = state.hotq.pop(&keys, ask, riding).await?;
+        let (items, acked) = (popped.items, popped.acked);
         let long = lease_ms.is_some() || acked.is_some();
         Ok::<_, CmdError>((items, acked, long, options.max.is_some()))
     }
@@ -265,7 +261,7 @@ fn receipt_text(raw: &Bytes) -> &str {
 /// The answer to a pop (see [`pop`]).
 fn popped_reply(
     items: Vec<Item>,
-    acked: Option<Vec<&'static str>>,
+    acked: Option<Vec<ReceiptOutcome>>,
     long: bool,
     many: bool,
 ) -> Reply {
@@ -274,7 +270,7 @@ fn popped_reply(
         let outcomes = acked
             .unwrap_or_default()
             .into_iter()
-            .map(Reply::Simple)
+            .map(|outcome| Reply::Simple(outcome.word()))
             .collect();
         return Reply::Array(vec![Reply::Array(entries), Reply::Array(outcomes)]);
     }

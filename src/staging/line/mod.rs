@@ -34,7 +34,7 @@ use crate::envelope::RequestValue;
 use crate::keys::RequesterId;
 use crate::keys::{QueueKeys, QueueKind, QueueName};
 use crate::queue::Item;
-pub use crate::staging::round::riding::{AckOutcome, RidingAcks, SharedAcks};
+pub use crate::staging::round::riding::{AckOutcome, SharedAcks};
 
 /// Where a local requester's items go: one or more items, or none (a pop
 /// that must not wait, told by its fulfiller's read that nothing is
@@ -65,6 +65,7 @@ pub struct LineRequest {
 
 impl LineRequest {
     /// One item, waiting until `request`'s deadline.
+    #[cfg(feature = "testing")]
     pub fn one(request: RequestValue) -> LineRequest {
         LineRequest {
             request,

@@ -186,12 +186,14 @@ pub struct LocalHandoff<'a> {
     pub attempt: u64,
 }
 
+#[cfg(feature = "testing")]
 fn never_local(_: &RequesterId) -> bool {
     false
 }
 
 impl LocalHandoff<'static> {
     /// No requester is local: every served request gets a result.
+    #[cfg(feature = "testing")]
     pub const NONE: LocalHandoff<'static> = LocalHandoff {
         is_local: &never_local,
         memory: &[],

@@ -241,10 +241,14 @@ impl WriteSet {
         // Each pass consumes at least one row from one side; both sides are
         // finite, so the loop ends.
         while rows.len() < limit {
+            // A committed row that failed to read ends the scan with its error.
+            if let Some(Err(error)) = committed.next_if(Result::is_err) {
+                return Err(error);
+            }
             let next_committed = match committed.peek() {
                 Some(Ok(row)) => Some(row),
-                Some(Err(_)) => return Err(committed.next().expect("peeked").unwrap_err()),
-                None => None,
+                // Taken just above: the next row, if any, read fine.
+                Some(Err(_)) | None => None,
             };
             let take_local = match (next_committed, next_local) {
                 (None, None) => break,

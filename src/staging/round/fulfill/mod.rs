@@ -55,6 +55,7 @@ use serve::RoundState;
 
 /// Runs one fulfillment transaction on queue `keys`, without a line in
 /// the store (see [`fulfill_round`]).
+#[cfg(feature = "testing")]
 pub async fn fulfill_once<S: Store>(
     store: &S,
     keys: &QueueKeys,
