@@ -116,11 +116,14 @@ async fn recorded_in<T: Transaction, R: DeserializeOwned>(
         None => None,
         Some(value) => Some(serde_json::from_slice(&value).map_err(|_| malformed(&key))?),
     };
-    let (begin, end) = keys.queue_range();
-    let exists = !txn
-        .get_range(RangeRead::new(&begin, &end, 1).snapshot())
-        .await?
-        .is_empty();
+    // The record is a key of the queue's: with one, the queue exists
+    // without a range read (every SQS action loads its queue).
+    let exists = record.is_some() || {
+        let (begin, end) = keys.queue_range();
+        !txn.get_range(RangeRead::new(&begin, &end, 1).snapshot())
+            .await?
+            .is_empty()
+    };
     let settings = read_in(txn, keys)
         .await
         .map_err(crate::queue::corrupt_as_store)?;
