@@ -23,12 +23,18 @@
 //! - [`due`]: the store-wide due index's timer: expired leases back to
 //!   their queue (or dead-lettered), delayed items visible, dedup ids
 //!   cleared, reap appointments handed to the reaper.
-//! - [`coordinator`]: one process's share: pops and settles for callers, a
-//!   fulfillment loop per queue with waiters, the due index's timer (which
-//!   runs the reaper), shutdown.
+//! - [`coordinator`]: one process's share: the lines and fulfillment
+//!   loops of its queues, the settle backlogs, the due index's timer
+//!   (which runs the reaper), shutdown.
+//! - [`service`]: the core API, [`Hotq`]: every operation of every front
+//!   end (push, pop, ack/nack/extend, peek, stats, settings, list, purge,
+//!   delete, pause/resume, redrive, listings, SQS's queue attributes). It
+//!   owns the transactions, counts what it does and classifies every
+//!   failure into one [`service::Error`] with a stable code.
 //! - [`metrics`]: Prometheus metric names, descriptions, label caps.
 //! - [`config`]: the daemon's configuration (file, environment, flags).
-//! - [`server`]: the daemon: HTTP API, exporter, sampler, graceful shutdown.
+//! - [`server`]: the daemon: the `/v1` HTTP API, exporter, sampler,
+//!   graceful shutdown.
 //! - [`console`]: the web console at `/ui`, and the API calls it added.
 //! - [`sqs`]: the Amazon SQS API (AWS JSON 1.0) over the same queues.
 //! - [`resp`]: the RESP (Redis protocol) listener: hotq's commands and
@@ -38,17 +44,31 @@
 //! - [`bench`](mod@bench): `hotq bench`.
 //!
 //! Layers, imports running one way (down), checked by `tests/it/layers.rs`
-//! (no import circle between files; leaves import only leaves):
+//! (no import circle between files; leaves import only leaves; the front
+//! ends reach nothing below the core):
 //!
 //! ```text
-//! front ends   server (/v1), sqs, resp, console, cli, bench
-//!              └ server::state: what their handlers share
-//! core         coordinator
+//! front ends   server (/v1), sqs, resp, console: parse, call the core, render
+//!              └ server::state, server::error: what their handlers share
+//!              cli, bench: the command line; the benches of lower layers
+//! core         service (Hotq), over the coordinator
 //! protocol     staging, lease, due
 //! recipes      queue
 //! store        store (embedded, fdb)
 //! leaves       keys, envelope, metrics, config
 //! ```
+//!
+//! A plain pop, from any front end to the commit, in five hops: the
+//! handler (`server/fifo.rs`, `resp/cmd/list.rs`, `sqs/receive.rs`) →
+//! [`Hotq::pop`] (`service/pop.rs`) → `Staging::pop_acking`
+//! (`staging/pop.rs`: the pop, its acks riding) → `pop_attempts` → the
+//! direct attempt → `staging::direct::try_pop`, which commits. On a
+//! contended queue the pop waits in its queue's line
+//! (`staging/line/`) instead; the queue's fulfillment loop
+//! (`staging/round/fulfillment_loop.rs`) runs a fulfill round
+//! (`staging/round/fulfill/`) that serves the line in one commit, and the
+//! hand-off (`staging/handoff.rs`) gives each pop its items (or gives
+//! back what nobody is left to take).
 
 //! # Public surface
 //!

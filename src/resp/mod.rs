@@ -24,7 +24,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::server::state::{AppState, ServeError};
-use crate::store::Store;
+use crate::service::Store;
 
 /// The names of the commands served (`COMMAND LIST`), in the table's order.
 #[cfg(feature = "testing")]

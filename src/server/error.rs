@@ -9,9 +9,7 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
 use crate::keys::QueueName;
-use crate::queue::QueueError;
 use crate::service;
-use crate::store::StoreError;
 
 /// An API error: status, stable code, human message.
 #[derive(Debug, Clone)]
@@ -105,21 +103,6 @@ impl From<service::Error> for ApiError {
             _ => StatusCode::BAD_REQUEST,
         };
         ApiError::new(status, error.code(), error.to_string())
-    }
-}
-
-/// The layers' errors, for the handlers not yet moved onto the core: the
-/// same classification, the core's.
-impl From<StoreError> for ApiError {
-    fn from(error: StoreError) -> Self {
-        service::Error::from(error).into()
-    }
-}
-
-/// See [`From<StoreError>`](#impl-From<StoreError>-for-ApiError).
-impl From<QueueError> for ApiError {
-    fn from(error: QueueError) -> Self {
-        service::Error::from(error).into()
     }
 }
 

@@ -55,8 +55,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::config::Config;
-use crate::coordinator::Coordinator;
-use crate::store::Store;
+use crate::service::{Hotq, Store};
 use error::ApiError;
 
 /// The API router over `state`.
@@ -250,8 +249,7 @@ async fn healthz<S: Store>(State(state): State<Arc<AppState<S>>>) -> Response {
     // from its cache, which would make the probe below pass.
     if let Some(reason) = state
         .hotq
-        .store
-        .failure()
+        .store_failure()
         .or_else(|| state.store_health.failure())
     {
         return ApiError::store_unavailable(reason).into_response();
@@ -259,7 +257,7 @@ async fn healthz<S: Store>(State(state): State<Arc<AppState<S>>>) -> Response {
     // A write stuck in the disk serves no pop: say so, so that a load
     // balancer sends elsewhere until it returns.
     let stall_bound = Duration::from_millis(state.config.store_stall_ms);
-    if let Some(under_way) = state.hotq.store.write_under_way_for()
+    if let Some(under_way) = state.hotq.write_under_way_for()
         && under_way >= stall_bound
     {
         let message = format!(
@@ -363,14 +361,14 @@ pub async fn serve_on<S: Store>(
     // Each front end registers its own series (at 0) as it is mounted.
     crate::sqs::register_metrics();
     let state = app_state(store.clone(), config);
-    let coordinator = state.hotq.coordinator.clone();
+    let core = state.clone();
     let grace = Duration::from_millis(state.config.shutdown_grace_ms);
     // Set when the daemon stops because its store failed: it then exits
     // with an error, so its supervisor restarts it.
     let store_failed = Arc::new(std::sync::OnceLock::<String>::new());
     let (stop_tx, stop_rx) = watch::channel(false);
     let tasks = Background {
-        timer: coordinator.spawn_timer(),
+        timer: core.hotq.spawn_timer(),
         sampler: tokio::spawn(sampler::run(state.clone(), stop_rx.clone())),
         metrics: match metrics {
             Some(listener) => Some(spawn_metrics(listener, handle, stop_rx.clone())?),
@@ -393,7 +391,7 @@ pub async fn serve_on<S: Store>(
     };
     let served = serve_api(state, api, shutdown, stopping, stop_rx, grace).await;
     stop_tx.send_replace(true);
-    tasks.stop(&coordinator, grace).await;
+    tasks.stop(&core.hotq, grace).await;
     if let Some(reason) = store_failed.get() {
         return Err(ServeError(format!(
             "stopped because the store has failed: {reason}"
@@ -481,13 +479,13 @@ impl Background {
     /// Waits for each task (they stop at their next check of the stop
     /// signal), each for at most `grace`: a sweep stuck on the store is not
     /// waited for past it.
-    async fn stop<S: Store>(self, coordinator: &Coordinator<S>, grace: Duration) {
+    async fn stop<S: Store>(self, hotq: &Hotq<S>, grace: Duration) {
         if let Some(task) = self.resp {
             // Its connections see the signal and end after their command (a
             // waiting pop withdrew at `begin_shutdown`); bounded by the grace.
             let _ = tokio::time::timeout(grace, task).await;
         }
-        coordinator.shutdown(grace).await;
+        hotq.shutdown(grace).await;
         let _ = tokio::time::timeout(grace, self.timer).await;
         let _ = tokio::time::timeout(grace, self.sampler).await;
         if let Some(task) = self.metrics {

@@ -17,10 +17,10 @@ use crate::console::api::TRAFFIC_QUEUES_MAX;
 use crate::console::assets::ASSETS;
 use crate::console::browse::{GROUPS_LIMIT_MAX, ITEM_ID_HEX_LEN_MAX, ITEMS_LIMIT_MAX};
 use crate::keys::{DEAD_LETTER_SUFFIX, QUEUE_NAME_LEN_MAX};
-use crate::queue::PUSH_BATCH_MAX;
-use crate::queue::dedup::DEDUP_ID_LEN_MAX;
-use crate::queue::groups::GROUP_KEY_LEN_MAX;
 use crate::server::leases::ACK_BATCH_MAX;
+use crate::service::{
+    DEDUP_ID_LEN_MAX, GROUP_KEY_LEN_MAX, POP_ACKS_MAX, PUSH_BATCH_MAX, RETENTION_MS_MAX,
+};
 use crate::service::{
     DEDUP_WINDOW_MS_MAX, LEASES_CURSOR_LEN_MAX, LEASES_LIMIT_MAX, LIST_LIMIT_MAX,
     MAX_DELIVERIES_MAX, REDRIVE_BATCH_MAX,
@@ -159,12 +159,12 @@ fn parameter_schema(path: &str, name: &str, limits: &Limits) -> Option<Value> {
         "group" => group_schema(),
         "path" => json!({"type": "string", "enum": ["staged", "direct"]}),
         "hotq-dedup-id" => dedup_id_schema(),
-        "hotq-retention-ms" => integer(1, crate::queue::expiry::RETENTION_MS_MAX),
+        "hotq-retention-ms" => integer(1, RETENTION_MS_MAX),
         // Receipts riding on a pop: at most POP_ACKS_MAX, comma-separated;
         // a malformed one is answered `invalid` in hotq-acked, not refused.
         "ack" => json!({
             "type": "string",
-            "pattern": format!("^[^,]*(,[^,]*){{0,{}}}$", crate::staging::round::riding::POP_ACKS_MAX - 1),
+            "pattern": format!("^[^,]*(,[^,]*){{0,{}}}$", POP_ACKS_MAX - 1),
         }),
         other => panic!("the spec's contract does not know parameter {other:?} of {path}"),
     })
@@ -255,7 +255,7 @@ fn settings_schema(limits: &Limits) -> Value {
             "dedup_window_ms": nullable(integer(1, DEDUP_WINDOW_MS_MAX)),
             "delivery_delay_ms": nullable(integer(0, limits.delay_max_ms)),
             "paused": nullable(json!({"type": "boolean"})),
-            "retention_ms": nullable(integer(1, crate::queue::expiry::RETENTION_MS_MAX)),
+            "retention_ms": nullable(integer(1, RETENTION_MS_MAX)),
         },
         "description": "Settings to change; null returns one to the default; keys not named \
             are kept. A queue cannot be its own dead_letter_queue (400 invalid_settings).",

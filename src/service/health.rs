@@ -12,6 +12,12 @@ impl<S: Store> Hotq<S> {
         self.store.failure()
     }
 
+    /// How long the oldest store write under way has waited for its
+    /// commit, if one is under way (a disk that stalls).
+    pub fn write_under_way_for(&self) -> Option<Duration> {
+        self.store.write_under_way_for()
+    }
+
     /// One health check: a failed store's own verdict, else one snapshot
     /// read within `bound`; `Err` says why the store does not answer.
     pub async fn probe_store(&self, bound: Duration) -> std::result::Result<(), String> {

@@ -42,8 +42,8 @@ pub use error::{Error, Result};
 pub use listing::{QueueWalk, WalkStep};
 pub use pop::{Item, POP_ACKS_MAX, PopAnswer, PopLease, PopOptions, Riding};
 pub use push::{
-    GROUP_KEY_LEN_MAX, PUSH_BATCH_MAX, PushItem, PushOptions, Pushed, RETENTION_MS_MAX,
-    check_dedup_id, check_group, check_retention_ms,
+    DEDUP_ID_LEN_MAX, GROUP_KEY_LEN_MAX, PUSH_BATCH_MAX, PushItem, PushOptions, Pushed,
+    RETENTION_MS_MAX, check_dedup_id, check_group, check_retention_ms,
 };
 pub use redrive::REDRIVE_BATCH_MAX;
 pub use settings::QueueSettings;
@@ -55,15 +55,15 @@ pub(crate) use default_leases::DefaultLeases;
 /// [`Coordinator`]) and what every front end asks of it.
 pub struct Hotq<S: Store> {
     /// The store. Front ends never see it: transactions are the core's.
-    pub(crate) store: S,
+    store: S,
     /// Staged pops, fulfillment loops, settling, the due index's timer.
-    pub(crate) coordinator: Coordinator<S>,
+    coordinator: Coordinator<S>,
     /// The defaults of queue settings (from `config`).
-    pub(crate) settings_defaults: crate::queue::settings::Defaults,
+    settings_defaults: crate::queue::settings::Defaults,
     /// Queues' default leases, shared by every pop so a plain pop does not
     /// read the settings key each time (bounded, short-lived; forgotten
     /// when the queue's settings change or it is deleted here).
-    pub(crate) default_leases: Arc<DefaultLeases>,
+    default_leases: Arc<DefaultLeases>,
     /// The configured bounds of pushes and pops (see [`Limits`]).
     pub(crate) limits: Limits,
 }

@@ -10,7 +10,7 @@ use crate::queue::priority::{Deduplicated, PriorityQueue, PushAsk};
 use crate::store::{Read, Store, Transaction, decode_counter};
 
 pub use crate::queue::PUSH_BATCH_MAX;
-pub use crate::queue::dedup::PushItem;
+pub use crate::queue::dedup::{DEDUP_ID_LEN_MAX, PushItem};
 pub use crate::queue::expiry::RETENTION_MS_MAX;
 pub use crate::queue::groups::GROUP_KEY_LEN_MAX;
 

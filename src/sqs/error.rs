@@ -18,7 +18,6 @@
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use crate::queue::QueueError;
 use crate::server::error::ApiError;
 
 /// The content type of every SQS answer.
@@ -215,18 +214,6 @@ impl SqsError {
             sender_fault: false,
             message,
         }
-    }
-}
-
-impl From<QueueError> for SqsError {
-    fn from(error: QueueError) -> Self {
-        ApiError::from(error).into()
-    }
-}
-
-impl From<crate::store::StoreError> for SqsError {
-    fn from(error: crate::store::StoreError) -> Self {
-        ApiError::from(error).into()
     }
 }
 

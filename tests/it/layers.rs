@@ -228,3 +228,52 @@ fn the_check_sees_grouped_and_inline_paths() {
     ]);
     assert_eq!(circles(&graph), [["a.rs", "b.rs"]]);
 }
+
+/// The front ends: they parse, call the core ([`hotq::Hotq`], `src/service`)
+/// and render (issue #36).
+const FRONT_ENDS: &[&str] = &["server", "sqs", "console", "resp"];
+/// The layers below the core, which no front end reaches into.
+const BELOW_THE_CORE: &[&str] = &["coordinator", "staging", "lease", "due", "queue", "store"];
+
+#[test]
+fn front_ends_reach_nothing_below_the_core() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut below = Vec::new();
+    for (file, targets) in graph() {
+        if !FRONT_ENDS.contains(&top(&file)) {
+            continue;
+        }
+        for target in targets.iter().filter(|t| BELOW_THE_CORE.contains(&top(t))) {
+            below.push(format!("{file} imports {target}"));
+        }
+        // The core's store and coordinator are its own: a front end
+        // holding them could open a transaction without importing a thing.
+        let text = std::fs::read_to_string(src.join(&file)).expect("a source file");
+        // A method chain split over lines (`state\n.hotq\n.store`) is read
+        // as one.
+        let chained = code(&text)
+            .lines()
+            .map(str::trim)
+            .collect::<Vec<_>>()
+            .join("\n")
+            .replace("\n.", ".");
+        for line in chained.lines() {
+            if reaches(line, "hotq.store") || reaches(line, "hotq.coordinator") {
+                below.push(format!("{file} uses the core's own: {line}"));
+            }
+        }
+    }
+    assert!(
+        below.is_empty(),
+        "front ends reaching below the core:\n{below:#?}"
+    );
+}
+
+/// True when `line` names the field `field` (`hotq.store`, not
+/// `hotq.store_failure()`).
+fn reaches(line: &str, field: &str) -> bool {
+    line.match_indices(field).any(|(at, _)| {
+        let next = line[at + field.len()..].chars().next();
+        !next.is_some_and(|c| c.is_alphanumeric() || c == '_')
+    })
+}

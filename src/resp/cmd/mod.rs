@@ -34,7 +34,7 @@ use super::frame::{Protocol, Reply};
 use crate::keys::QueueName;
 use crate::server::error::ApiError;
 use crate::server::state::AppState;
-use crate::store::Store;
+use crate::service::Store;
 pub use spec::{Spec, lookup};
 
 /// One connection's state, as its commands set it.
