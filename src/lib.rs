@@ -59,7 +59,7 @@
 //! ```
 //!
 //! A plain pop, from any front end to the commit, in five hops: the
-//! handler (`server/fifo.rs`, `resp/cmd/list.rs`, `sqs/receive.rs`) →
+//! handler (`server/fifo_routes.rs`, `resp/cmd/list.rs`, `sqs/receive.rs`) →
 //! [`Hotq::pop`] (`service/pop.rs`) → `Staging::pop_acking`
 //! (`staging/pop.rs`: the pop, its acks riding) → `pop_attempts` → the
 //! direct attempt → `staging::direct::try_pop`, which commits. On a

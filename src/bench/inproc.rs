@@ -91,8 +91,8 @@ pub async fn drain_in_process<S: BenchStore>(
             while !tally.done(items) && Instant::now() < deadline {
                 let call = Instant::now();
                 let popped = match mode {
-                    Mode::Naive => queue.pop().await.map_err(Popped::Recipe),
-                    _ => pop_one(&hotq, &keys, wait).await.map_err(Popped::Core),
+                    Mode::Naive => queue.pop().await.map_err(PopFailed::Recipe),
+                    _ => pop_one(&hotq, &keys, wait).await.map_err(PopFailed::Core),
                 };
                 match popped {
                     Ok(Some(item)) => tally.record(started, call, item.payload),
@@ -110,7 +110,7 @@ pub async fn drain_in_process<S: BenchStore>(
                             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         tokio::task::yield_now().await;
                     }
-                    Err(Popped::Recipe(QueueError::Store(StoreError::Conflict))) => {
+                    Err(PopFailed::Recipe(QueueError::Store(StoreError::Conflict))) => {
                         tally
                             .empty_polls
                             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -144,16 +144,16 @@ pub async fn drain_in_process<S: BenchStore>(
 /// A failed pop of the drain: the recipe's own (one layer down), or the
 /// core's.
 #[derive(Debug)]
-enum Popped {
+enum PopFailed {
     Recipe(QueueError),
     Core(service::Error),
 }
 
-impl std::fmt::Display for Popped {
+impl std::fmt::Display for PopFailed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Popped::Recipe(error) => error.fmt(f),
-            Popped::Core(error) => error.fmt(f),
+            PopFailed::Recipe(error) => error.fmt(f),
+            PopFailed::Core(error) => error.fmt(f),
         }
     }
 }

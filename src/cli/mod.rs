@@ -16,19 +16,19 @@
 //! | 2 | usage: unknown command, flag or value |
 //! | 3 | empty: nothing to pop or peek within the wait |
 //!
-//! - [`admin`]: `queues`, `purge`, `delete`, `leases`, `settings`, `pause`,
+//! - [`admin_commands`]: `queues`, `purge`, `delete`, `leases`, `settings`, `pause`,
 //!   `resume`.
 //! - [`http`]: requests to the daemon, its answers, its errors.
-//! - [`pq`]: `hotq pq ...`, priority queues.
+//! - [`pq_commands`]: `hotq pq ...`, priority queues.
 //! - [`print`](mod@print): the text for people.
-//! - [`queue`]: `push`, `pop`, `peek`, `stats`, `ack`, `nack`, `extend`, `redrive`.
+//! - [`queue_commands`]: `push`, `pop`, `peek`, `stats`, `ack`, `nack`, `extend`, `redrive`.
 //! - [`serve`]: `hotq serve`.
 
-pub(crate) mod admin;
+pub(crate) mod admin_commands;
 mod http;
-pub(crate) mod pq;
+pub(crate) mod pq_commands;
 pub(crate) mod print;
-pub(crate) mod queue;
+pub(crate) mod queue_commands;
 pub(crate) mod serve;
 
 use std::process::ExitCode;
@@ -63,33 +63,33 @@ pub enum Command {
     Serve(serve::ServeArgs),
     /// Push items to a FIFO queue (arguments, or one item per stdin line);
     /// prints `pushed N`, or `duplicate: ...` when a dedup id was seen.
-    Push(queue::PushArgs),
+    Push(queue_commands::PushArgs),
     /// Pop from a FIFO queue; prints each item's bytes and a newline (or
     /// see `-0`, `--base64`, `--json`). With `--lease-ms`, each item is
     /// prefixed with its receipt and delivery count, tab-separated
     /// (`read -r receipt count item`).
-    Pop(queue::PopArgs),
+    Pop(queue_commands::PopArgs),
     /// Ack leased items: they are done. One `receipt outcome` line per
     /// receipt; exit 1 unless all were acked.
-    Ack(queue::AckArgs),
+    Ack(queue_commands::AckArgs),
     /// Nack a leased item: it returns to the queue, now or after a delay
     /// (or goes to its dead-letter queue once out of deliveries).
-    Nack(queue::NackArgs),
+    Nack(queue_commands::NackArgs),
     /// Extend a lease to `--lease-ms` from now.
-    Extend(queue::ExtendArgs),
+    Extend(queue_commands::ExtendArgs),
     /// Move items of a dead-letter queue (`<queue>.dead`, or any queue a
     /// queue names as its `dead_letter_queue`) back to where they came from.
-    Redrive(queue::RedriveArgs),
+    Redrive(queue_commands::RedriveArgs),
     /// Print a FIFO queue's first item without taking it.
-    Peek(queue::QueueArgs),
+    Peek(queue_commands::QueueArgs),
     /// Print a FIFO queue's stats.
-    Stats(queue::QueueArgs),
+    Stats(queue_commands::QueueArgs),
     /// Priority queues.
     #[command(subcommand)]
-    Pq(pq::PqCommand),
+    Pq(pq_commands::PqCommand),
     /// Administration: queues, purge, delete, leases, settings, pause, resume.
     #[command(flatten)]
-    Admin(admin::AdminCommand),
+    Admin(admin_commands::AdminCommand),
     /// Measure pops under contention (see `hotq bench --help`).
     Bench(crate::bench::BenchArgs),
 }
@@ -153,16 +153,16 @@ async fn run_client(command: Command) -> Result<u8, String> {
     let fifo = QueueKind::Fifo;
     match command {
         Command::Serve(_) => unreachable!("run starts the daemon itself"),
-        Command::Push(args) => queue::push(args).await,
-        Command::Pop(args) => queue::pop(args).await,
-        Command::Ack(args) => queue::ack(fifo, args).await,
-        Command::Nack(args) => queue::nack(fifo, args).await,
-        Command::Extend(args) => queue::extend(fifo, args).await,
-        Command::Redrive(args) => queue::redrive(args).await,
-        Command::Peek(args) => queue::peek(args).await,
-        Command::Stats(args) => queue::stats(fifo, args).await,
-        Command::Pq(command) => pq::run(command).await,
-        Command::Admin(command) => admin::run(command).await,
+        Command::Push(args) => queue_commands::push(args).await,
+        Command::Pop(args) => queue_commands::pop(args).await,
+        Command::Ack(args) => queue_commands::ack(fifo, args).await,
+        Command::Nack(args) => queue_commands::nack(fifo, args).await,
+        Command::Extend(args) => queue_commands::extend(fifo, args).await,
+        Command::Redrive(args) => queue_commands::redrive(args).await,
+        Command::Peek(args) => queue_commands::peek(args).await,
+        Command::Stats(args) => queue_commands::stats(fifo, args).await,
+        Command::Pq(command) => pq_commands::run(command).await,
+        Command::Admin(command) => admin_commands::run(command).await,
         Command::Bench(args) => crate::bench::run(args).await,
     }
 }

@@ -5,10 +5,10 @@
 //! the daemon's JSON instead (see [`super::http::emit`]).
 
 use crate::console::api::PauseAnswer;
-use crate::server::admin::{DeleteAnswer, LeaseList, PurgeAnswer, QueueList};
+use crate::server::admin_routes::{DeleteAnswer, LeaseList, PurgeAnswer, QueueList};
 use crate::server::items::{AckBatchAnswer, PushAnswer, QueueStats, RedriveAnswer};
 use crate::server::leases::{ExtendAnswer, NackAnswer, NackOutcome};
-use crate::server::settings::SettingsAnswer;
+use crate::server::settings_routes::SettingsAnswer;
 
 /// `key value` lines, the keys padded to one column.
 fn pairs(rows: &[(&str, String)]) -> String {

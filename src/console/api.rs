@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::browse::{self, GROUPS_LIMIT_MAX, ITEM_ID_HEX_LEN_MAX, ITEMS_LIMIT_MAX};
 use super::preview::Preview;
 use crate::keys::{QueueKeys, QueueKind};
-use crate::server::admin::{limit, query};
+use crate::server::admin_routes::{limit, query};
 use crate::server::error::{ApiError, ApiPath, ErrorBody, queue_name};
 use crate::server::state::AppState;
 use crate::service::{Item, Store};

@@ -466,7 +466,7 @@ async fn itemless_due_in<T: Transaction>(
             crate::queue::dedup::expire_in(txn, keys, &entry.id, entry.due_ms).await?;
         }
         DueWhat::Group => {
-            crate::queue::groups::handoff_due_in(txn, keys, &entry.id, entry.due_ms, now_ms)
+            crate::queue::groups::succession_due_in(txn, keys, &entry.id, entry.due_ms, now_ms)
                 .await?;
         }
         DueWhat::Expire => {

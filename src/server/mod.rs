@@ -4,9 +4,9 @@
 //! [`serve_on`] takes its listeners and its shutdown signal as parameters, so
 //! tests start a real daemon on `127.0.0.1:0` and stop it when they choose.
 //!
-//! - [`admin`]: list, purge and delete queues; leases in flight.
+//! - [`admin_routes`]: list, purge and delete queues; leases in flight.
 //! - [`error`]: the JSON error shape.
-//! - [`fifo`]: `/v1/queues/...` handlers.
+//! - [`fifo_routes`]: `/v1/queues/...` handlers.
 //! - [`hangup`]: drops a request's handler when its client hangs up.
 //! - [`items`]: what a pop or peek answers (JSON or raw bytes).
 //! - [`leases`]: ack, nack, extend by receipt; dead-letter re-drive.
@@ -15,15 +15,15 @@
 //! - [`pqueue`]: `/v1/pqueues/...` handlers.
 //! - [`pqueue_leases`]: ack, nack, extend of priority-queue leases.
 //! - [`push`]: FIFO pushes, delayed and deduplicated.
-//! - [`settings`]: a queue's settings, kept in the store.
+//! - [`settings_routes`]: a queue's settings, kept in the store.
 //! - [`state`]: what every handler shares ([`AppState`]), below the
 //!   routers, so front ends that share it import no other front end.
 //! - [`sampler`]: depth, waiting, leased, delayed and oldest-age gauges, sampled.
 //! - [`store_watch`]: reports a failed store and ends the daemon after a grace.
 
-pub(crate) mod admin;
+pub(crate) mod admin_routes;
 pub(crate) mod error;
-pub(crate) mod fifo;
+pub(crate) mod fifo_routes;
 pub mod hangup;
 pub(crate) mod items;
 pub(crate) mod leases;
@@ -34,7 +34,7 @@ pub(crate) mod pqueue;
 pub(crate) mod pqueue_leases;
 pub(crate) mod push;
 pub(crate) mod sampler;
-pub(crate) mod settings;
+pub(crate) mod settings_routes;
 pub(crate) mod state;
 pub(crate) mod store_watch;
 
@@ -69,15 +69,15 @@ pub fn router<S: Store>(state: Arc<AppState<S>>) -> Router {
             "/v1/queues/{queue}/items:batch",
             post(push::push_batch::<S>),
         )
-        .route("/v1/queues/{queue}/pop", post(fifo::pop::<S>))
-        .route("/v1/queues/{queue}/peek", get(fifo::peek::<S>))
-        .route("/v1/queues", get(admin::list::<S>))
+        .route("/v1/queues/{queue}/pop", post(fifo_routes::pop::<S>))
+        .route("/v1/queues/{queue}/peek", get(fifo_routes::peek::<S>))
+        .route("/v1/queues", get(admin_routes::list::<S>))
         .route(
             "/v1/queues/{queue}",
-            get(fifo::stats::<S>).delete(admin::delete::<S>),
+            get(fifo_routes::stats::<S>).delete(admin_routes::delete::<S>),
         )
-        .route("/v1/queues/{queue}/purge", post(admin::purge::<S>))
-        .route("/v1/queues/{queue}/leases", get(admin::leases::<S>))
+        .route("/v1/queues/{queue}/purge", post(admin_routes::purge::<S>))
+        .route("/v1/queues/{queue}/leases", get(admin_routes::leases::<S>))
         .route("/v1/queues/{queue}/ack", post(leases::ack_batch::<S>))
         .route("/v1/queues/{queue}/ack/{receipt}", post(leases::ack::<S>))
         .route("/v1/queues/{queue}/nack/{receipt}", post(leases::nack::<S>))
@@ -88,7 +88,7 @@ pub fn router<S: Store>(state: Arc<AppState<S>>) -> Router {
         .route("/v1/queues/{queue}/redrive", post(leases::redrive::<S>))
         .route(
             "/v1/queues/{queue}/settings",
-            get(settings::get::<S>).put(settings::put::<S>),
+            get(settings_routes::get::<S>).put(settings_routes::put::<S>),
         )
         .route(
             "/v1/pqueues/{queue}/items",
@@ -98,13 +98,19 @@ pub fn router<S: Store>(state: Arc<AppState<S>>) -> Router {
         .route("/v1/pqueues/{queue}/peek", get(pqueue::peek::<S>))
         .route(
             "/v1/pqueues/{queue}",
-            get(pqueue::stats::<S>).delete(admin::pq_delete::<S>),
+            get(pqueue::stats::<S>).delete(admin_routes::pq_delete::<S>),
         )
-        .route("/v1/pqueues/{queue}/purge", post(admin::pq_purge::<S>))
-        .route("/v1/pqueues/{queue}/leases", get(admin::pq_leases::<S>))
+        .route(
+            "/v1/pqueues/{queue}/purge",
+            post(admin_routes::pq_purge::<S>),
+        )
+        .route(
+            "/v1/pqueues/{queue}/leases",
+            get(admin_routes::pq_leases::<S>),
+        )
         .route(
             "/v1/pqueues/{queue}/settings",
-            get(settings::pq_get::<S>).put(settings::pq_put::<S>),
+            get(settings_routes::pq_get::<S>).put(settings_routes::pq_put::<S>),
         )
         .route(
             "/v1/pqueues/{queue}/ack/{receipt}",

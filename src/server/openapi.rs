@@ -14,14 +14,14 @@ use utoipa::Modify;
 use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 
-use super::admin::{DeleteAnswer, DeleteBusy, LeaseInfo, LeaseList, PurgeAnswer, QueueList};
+use super::admin_routes::{DeleteAnswer, DeleteBusy, LeaseInfo, LeaseList, PurgeAnswer, QueueList};
 use super::error::{ErrorBody, ErrorDetail};
 use super::items::{AckBatchAnswer, AckResult, PoppedItem, PushAnswer, QueueStats, RedriveAnswer};
 use super::leases::{ExtendAnswer, NackAnswer, NackOutcome};
 use super::push::{BatchItem, BatchObject};
-use super::settings::SettingsAnswer;
+use super::settings_routes::SettingsAnswer;
 use super::state::AppState;
-use super::{admin, fifo, leases, pqueue, pqueue_leases, push, settings};
+use super::{admin_routes, fifo_routes, leases, pqueue, pqueue_leases, push, settings_routes};
 use crate::service::{Effective, Store, Stored};
 
 /// The spec. Paths name the handlers; schemas are the answer types the
@@ -42,20 +42,20 @@ use crate::service::{Effective, Store, Stored};
         openapi_json,
         push::push_one,
         push::push_batch,
-        fifo::pop,
-        fifo::peek,
-        fifo::stats,
-        admin::list,
-        admin::delete,
-        admin::purge,
-        admin::leases,
-        admin::pq_delete,
-        admin::pq_purge,
-        admin::pq_leases,
-        settings::pq_get,
-        settings::pq_put,
-        settings::get,
-        settings::put,
+        fifo_routes::pop,
+        fifo_routes::peek,
+        fifo_routes::stats,
+        admin_routes::list,
+        admin_routes::delete,
+        admin_routes::purge,
+        admin_routes::leases,
+        admin_routes::pq_delete,
+        admin_routes::pq_purge,
+        admin_routes::pq_leases,
+        settings_routes::pq_get,
+        settings_routes::pq_put,
+        settings_routes::get,
+        settings_routes::put,
         leases::ack,
         leases::ack_batch,
         leases::nack,
@@ -120,7 +120,7 @@ use crate::service::{Effective, Store, Stored};
         crate::metrics::traffic::Counts,
         crate::console::api::History,
         crate::console::history::Sample,
-        crate::server::fifo::PopPath,
+        crate::server::fifo_routes::PopPath,
     )),
     modifiers(&BearerToken),
     security((), ("bearer" = [])),

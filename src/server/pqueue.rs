@@ -13,7 +13,7 @@ use serde::Deserialize;
 
 use super::error::{ApiError, ApiPath, ErrorBody};
 use super::error::{body_bytes, queue_name};
-use super::fifo::{PopParams, pop_limits, pop_outcome, queue_stats};
+use super::fifo_routes::{PopParams, pop_limits, pop_outcome, queue_stats};
 use super::items::{PoppedItem, PushAnswer, QueueStats, answers_json, items_response};
 use super::pop_acks::with_acked;
 use super::push::{DEDUP_ID_HEADER, dedup_id};
@@ -74,7 +74,7 @@ fn parse_end(end: Option<&str>) -> Result<End, ApiError> {
 }
 
 /// The push's priority and delay, checked.
-fn push_params<S: Store>(
+fn priority_push_params<S: Store>(
     state: &AppState<S>,
     params: Result<Query<PushParams>, QueryRejection>,
 ) -> Result<(i64, Option<u64>), ApiError> {
@@ -130,7 +130,7 @@ pub async fn push<S: Store>(
 ) -> Result<Response, ApiError> {
     counted(&queue, "pq_push", async {
         let name = queue_name(&queue)?;
-        let (priority, delay_ms) = push_params(&state, params)?;
+        let (priority, delay_ms) = priority_push_params(&state, params)?;
         let dedup_id = headers
             .get(DEDUP_ID_HEADER)
             .map(|value| dedup_id(value.as_bytes()))

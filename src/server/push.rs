@@ -99,7 +99,7 @@ pub async fn push_one<S: Store>(
 ) -> Result<Response, ApiError> {
     counted(&queue, "push", async {
         let name = queue_name(&queue)?;
-        let (delay_ms, group) = push_params(&state, params)?;
+        let (delay_ms, group) = fifo_push_params(&state, params)?;
         let dedup_id = headers
             .get(DEDUP_ID_HEADER)
             .map(|value| dedup_id(value.as_bytes()))
@@ -137,7 +137,7 @@ pub async fn push_batch<S: Store>(
 ) -> Result<Response, ApiError> {
     counted(&queue, "push_batch", async {
         let name = queue_name(&queue)?;
-        let (delay_ms, group) = push_params(&state, params)?;
+        let (delay_ms, group) = fifo_push_params(&state, params)?;
         let retention_ms = retention_ms(&headers)?;
         let mut items = decode_batch(&state.hotq, &body_bytes(body)?)?;
         for item in &mut items {
@@ -151,7 +151,7 @@ pub async fn push_batch<S: Store>(
 }
 
 /// The push's delay and group, checked.
-fn push_params<S: Store>(
+fn fifo_push_params<S: Store>(
     state: &AppState<S>,
     params: Result<Query<PushParams>, QueryRejection>,
 ) -> Result<(Option<u64>, Option<String>), ApiError> {

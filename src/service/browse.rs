@@ -30,7 +30,7 @@ pub struct GroupSummary {
     /// The group key.
     pub group: String,
     /// True while its head was popped without a lease and is being handed
-    /// over (see [`crate::queue::groups::State::HandOff`]); false while the head
+    /// over (see [`crate::queue::groups::State::Succession`]); false while the head
     /// is visible, delayed, leased or in a stored result.
     pub handing_off: bool,
     /// Items waiting behind the head, counted up to
@@ -51,7 +51,7 @@ impl<S: Store> Hotq<S> {
         after: Option<&[u8]>,
         limit: usize,
     ) -> Result<(Vec<Item>, bool)> {
-        super::admin::check_limit(limit, ITEMS_LIMIT_MAX)?;
+        super::manage::check_limit(limit, ITEMS_LIMIT_MAX)?;
         let (begin, end) = keys.items_range();
         let begin = after.map(key_after).unwrap_or(begin);
         if begin >= end {
@@ -105,7 +105,7 @@ impl<S: Store> Hotq<S> {
         after: Option<&str>,
         limit: usize,
     ) -> Result<(Vec<GroupSummary>, bool)> {
-        super::admin::check_limit(limit, GROUPS_LIMIT_MAX)?;
+        super::manage::check_limit(limit, GROUPS_LIMIT_MAX)?;
         if let Some(after) = after {
             crate::queue::groups::check_key(after)
                 .map_err(|why| Error::BadParameter(format!("after: {why}")))?;
@@ -139,7 +139,7 @@ impl<S: Store> Hotq<S> {
                 group,
                 handing_off: matches!(
                     crate::queue::groups::state_of_value(&row.value),
-                    crate::queue::groups::State::HandOff { .. }
+                    crate::queue::groups::State::Succession { .. }
                 ),
                 waiting: waiting.len(),
                 next_enqueued_at_ms,

@@ -12,17 +12,17 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::coordinator::Coordinator;
 
-mod admin;
 mod attributes;
 mod browse;
+mod configure;
 mod default_leases;
 mod error;
 mod health;
-mod listing;
+mod inspect;
+mod manage;
 mod pop;
 mod push;
 mod redrive;
-mod settings;
 mod settle;
 
 pub use crate::envelope::End;
@@ -34,19 +34,19 @@ pub use crate::queue::settings::{
     DEDUP_WINDOW_MS_MAX, Defaults as SettingsDefaults, Effective, MAX_DELIVERIES_MAX, Stored,
 };
 pub use crate::store::Store;
-pub use admin::QueueCounts;
 pub use attributes::{RecordChange, RecordEditor, RecordedQueue};
 pub use browse::{GROUP_WAITING_COUNT_MAX, GROUPS_LIMIT_MAX, GroupSummary, ITEMS_LIMIT_MAX};
+pub use configure::QueueSettings;
 pub use default_leases::DEFAULT_LEASE_CACHE_MS;
 pub use error::{Error, Result};
-pub use listing::{QueueWalk, WalkStep};
+pub use inspect::{QueueWalk, WalkStep};
+pub use manage::QueueCounts;
 pub use pop::{Item, POP_ACKS_MAX, PopAnswer, PopLease, PopOptions, Riding};
 pub use push::{
     DEDUP_ID_LEN_MAX, GROUP_KEY_LEN_MAX, PUSH_BATCH_MAX, PushItem, PushOptions, Pushed,
     RETENTION_MS_MAX, check_dedup_id, check_group, check_retention_ms,
 };
 pub use redrive::REDRIVE_BATCH_MAX;
-pub use settings::QueueSettings;
 pub use settle::{ACK_BATCH_MAX, Receipt, ReceiptOutcome, Returned, Stale, parse_receipt};
 
 pub(crate) use default_leases::DefaultLeases;

@@ -1,4 +1,4 @@
-//! Staging: plain or leased, waiting or not, one or many, from either end
+//! Pops: plain or leased, waiting or not, one or many, from either end
 //! of a queue (a priority queue's `min` or `max`), with acks riding on
 //! them. A pop whose caller goes away (an HTTP client or a RESP client
 //! hanging up, a `BLPOP`'s losing keys) is simply dropped: what it was

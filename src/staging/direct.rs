@@ -124,8 +124,8 @@ fn take_in<T: Transaction>(
             lease_in(txn, keys, item, lease_ms, now)?;
         } else if item.group.is_some() {
             // Its successor waits until the pop has reached its caller.
-            let due_ms = now.saturating_add(crate::queue::groups::HANDOFF_SLACK_MS);
-            crate::queue::groups::handoff_in(txn, keys, item, due_ms)?;
+            let due_ms = now.saturating_add(crate::queue::groups::SUCCESSION_SLACK_MS);
+            crate::queue::groups::succession_in(txn, keys, item, due_ms)?;
         }
     }
     if !items.is_empty() {

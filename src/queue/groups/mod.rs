@@ -26,15 +26,15 @@
 //! the item may still come back if its caller has gone (the hand-off and
 //! put-back in `crate::staging::handoff`). Promoting the successor at the
 //! pop's commit would then leave two heads, out of order. So the pop's
-//! commit only marks the state *hand-off* ([`handoff_in`]: due time and
+//! commit only marks the state *succession* ([`succession_in`]: due time and
 //! item key) and writes a `("hotq-due", due_ms, .., "group", group)`
 //! entry; once the pop has reached its caller, [`deliver_soon`] promotes
 //! ([`delivered_in`](succession::delivered_in)); a put-back ([`give_back_in`]) makes the item the
 //! head again. If the daemon dies in between, the timer takes the item as
-//! delivered at the due time ([`handoff_due_in`]), as a plain pop's item
+//! delivered at the due time ([`succession_due_in`]), as a plain pop's item
 //! is lost in such a crash anyway (plain pops are at most once). The due
 //! time is past the request's deadline plus the result grace plus
-//! [`HANDOFF_SLACK_MS`], so a live daemon's hand-off or reap always comes
+//! [`SUCCESSION_SLACK_MS`], so a live daemon's succession or reap always comes
 //! first; should one come later anyway, the returning item cannot become
 //! a second head: it waits behind the current one (its order is then
 //! lost, never the invariant), and a warning is logged.
@@ -72,9 +72,9 @@ use futures_util::future::join_all;
 
 /// Longest group key, in bytes.
 pub const GROUP_KEY_LEN_MAX: usize = 128;
-/// How long past the latest moment a live daemon ends a hand-off the timer
+/// How long past the latest moment a live daemon ends a succession the timer
 /// waits before taking a plain-popped head as delivered.
-pub const HANDOFF_SLACK_MS: u64 = 30_000;
+pub const SUCCESSION_SLACK_MS: u64 = 30_000;
 /// Most waiting items one purge or delete transaction drops.
 pub const DROP_BATCH_MAX: usize = 1_000;
 
@@ -114,8 +114,8 @@ pub enum State {
     /// Visible, delayed, leased or in a stored result.
     Head,
     /// Popped without a lease; taken as delivered at `due_ms` unless its
-    /// hand-off ends first.
-    HandOff {
+    /// succession ends first.
+    Succession {
         /// When the timer takes it as delivered.
         due_ms: u64,
         /// The key it was popped from (and returns to).
@@ -132,7 +132,7 @@ pub enum State {
 fn encode_state(state: &State) -> Vec<u8> {
     match state {
         State::Head => vec![0],
-        State::HandOff { due_ms, item_key } => {
+        State::Succession { due_ms, item_key } => {
             let mut value = Vec::with_capacity(9 + item_key.len());
             value.push(1);
             value.extend_from_slice(&due_ms.to_be_bytes());
@@ -150,7 +150,7 @@ fn encode_state(state: &State) -> Vec<u8> {
 fn decode_state(value: &[u8]) -> Option<State> {
     match value.split_first()? {
         (0, []) => Some(State::Head),
-        (1, rest) if rest.len() >= 8 => Some(State::HandOff {
+        (1, rest) if rest.len() >= 8 => Some(State::Succession {
             due_ms: u64::from_be_bytes(rest[..8].try_into().ok()?),
             item_key: rest[8..].to_vec(),
         }),
@@ -521,7 +521,9 @@ mod succession;
 pub use moves::{Moved, move_in, take_waiting_in, waiting_in};
 #[cfg(test)]
 use succession::delivered;
-pub use succession::{deliver_soon, give_back_in, handoff_due_in, handoff_due_ms, handoff_in};
+pub use succession::{
+    deliver_soon, give_back_in, succession_due_in, succession_due_ms, succession_in,
+};
 
 #[cfg(test)]
 mod tests;

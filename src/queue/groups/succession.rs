@@ -1,26 +1,26 @@
-//! A plain pop's hand-off of a group's head (see the module doc of
-//! [`crate::queue::groups`]): the pop's commit marks the group in hand-off; the
+//! A plain pop's succession of a group's head (see the module doc of
+//! [`crate::queue::groups`]): the pop's commit marks the group in succession; the
 //! successor is released once the item reached its caller, a put-back
-//! makes it the head again, and the timer ends a hand-off whose daemon
+//! makes it the head again, and the timer ends a succession whose daemon
 //! died.
 
 use super::*;
 
-/// The due time of a hand-off through a request waiting until
+/// The due time of a succession through a request waiting until
 /// `deadline_ms`: after its result would be reaped, with
-/// [`HANDOFF_SLACK_MS`] to spare.
-pub fn handoff_due_ms(deadline_ms: u64, result_grace_ms: u64) -> u64 {
+/// [`SUCCESSION_SLACK_MS`] to spare.
+pub fn succession_due_ms(deadline_ms: u64, result_grace_ms: u64) -> u64 {
     deadline_ms
         .saturating_add(result_grace_ms)
-        .saturating_add(HANDOFF_SLACK_MS)
+        .saturating_add(SUCCESSION_SLACK_MS)
 }
 
 /// In the commit that takes `item` (a group's head) out of `items` without
-/// a lease: its group is in hand-off until `due_ms` (see the module doc).
+/// a lease: its group is in succession until `due_ms` (see the module doc).
 /// A blind write: while the head is visible nothing else writes its state
 /// (pushes only read it; promotion needs the head to leave), and the
 /// commit's read conflict on the item orders it against a purge.
-pub fn handoff_in<T: Transaction>(
+pub fn succession_in<T: Transaction>(
     txn: &T,
     keys: &QueueKeys,
     item: &Item,
@@ -31,7 +31,7 @@ pub fn handoff_in<T: Transaction>(
         item.lease.is_none(),
         "a leased head holds its group by its lease"
     );
-    let state = State::HandOff {
+    let state = State::Succession {
         due_ms,
         item_key: item.key.clone(),
     };
@@ -40,7 +40,7 @@ pub fn handoff_in<T: Transaction>(
 }
 
 /// In `txn`: the plain-popped head of `group` under `item_key` reached its
-/// caller: the next item becomes the head. Nothing if its hand-off already
+/// caller: the next item becomes the head. Nothing if its succession already
 /// ended (the timer took it as delivered).
 pub async fn delivered_in<T: Transaction>(
     txn: &T,
@@ -56,8 +56,8 @@ pub async fn delivered_in<T: Transaction>(
     Ok(())
 }
 
-/// In `txn`: when `state` is `group`'s hand-off of `item_key`, clears its
-/// due entry (the hand-off ends here, not by the timer) and says so.
+/// In `txn`: when `state` is `group`'s succession of `item_key`, clears its
+/// due entry (the succession ends here, not by the timer) and says so.
 fn ends_handoff<T: Transaction>(
     txn: &T,
     keys: &QueueKeys,
@@ -66,7 +66,7 @@ fn ends_handoff<T: Transaction>(
     state: Option<&State>,
 ) -> Result<bool, StoreError> {
     match state {
-        Some(State::HandOff {
+        Some(State::Succession {
             due_ms,
             item_key: key,
         }) if key.as_slice() == item_key => {
@@ -79,7 +79,7 @@ fn ends_handoff<T: Transaction>(
 
 /// Promotes the successors of the plain-popped grouped `items` once they
 /// have reached their caller: in a task of its own (the caller has its
-/// items; a failure leaves the timer to promote at the hand-off's due
+/// items; a failure leaves the timer to promote at the succession's due
 /// time). Leased and ungrouped items need nothing.
 pub fn deliver_soon<S: Store>(store: &S, keys: &QueueKeys, items: &[Item]) {
     let handed: Vec<(String, Vec<u8>)> = items
@@ -129,7 +129,7 @@ pub async fn delivered<S: Store>(
 
 /// In `txn`: puts back under `item_key` an item that was taken without a
 /// lease but reached nobody. An item without a group goes back as it
-/// always did. A group head in hand-off is the head again; if its hand-off
+/// always did. A group head in succession is the head again; if its succession
 /// already ended and the group has another head, it waits behind that one.
 pub async fn give_back_in<T: Transaction>(
     txn: &T,
@@ -145,7 +145,7 @@ pub async fn give_back_in<T: Transaction>(
     let state = state_in(txn, keys, group).await?;
     let ended = ends_handoff(txn, keys, group, item_key, state.as_ref())?;
     if !ended && state.is_some() {
-        tracing::warn!(queue = %keys.name(), group, "a group head came back after its hand-off ended: it waits behind the group's next head");
+        tracing::warn!(queue = %keys.name(), group, "a group head came back after its succession ended: it waits behind the group's next head");
         let (index, random) = keys.item_parts(item_key).unwrap_or_default();
         let pending = encode_pending(0, &encode_item_value(item));
         let key = keys.grouped_item(group, index, &random);
@@ -159,10 +159,10 @@ pub async fn give_back_in<T: Transaction>(
     txn.atomic_add(&keys.depth(), 1)
 }
 
-/// In the timer's transaction (which consumed the due entry): the hand-off
+/// In the timer's transaction (which consumed the due entry): the succession
 /// of `group`'s head due at `due_ms` did not end in time (the daemon that
 /// popped it died): taken as delivered.
-pub async fn handoff_due_in<T: Transaction>(
+pub async fn succession_due_in<T: Transaction>(
     txn: &T,
     keys: &QueueKeys,
     group: &[u8],
@@ -172,10 +172,10 @@ pub async fn handoff_due_in<T: Transaction>(
     let Ok(group) = std::str::from_utf8(group) else {
         return Ok(());
     };
-    if let Some(State::HandOff { due_ms: at, .. }) = state_in(txn, keys, group).await?
+    if let Some(State::Succession { due_ms: at, .. }) = state_in(txn, keys, group).await?
         && at == due_ms
     {
-        tracing::info!(queue = %keys.name(), group, "a plain-popped group head's hand-off did not end: taken as delivered");
+        tracing::info!(queue = %keys.name(), group, "a plain-popped group head's succession did not end: taken as delivered");
         leave_in(txn, keys, group, now_ms).await?;
     }
     Ok(())

@@ -93,7 +93,7 @@ fn keys_are_checked() {
 fn states_round_trip() {
     for state in [
         State::Head,
-        State::HandOff {
+        State::Succession {
             due_ms: 7,
             item_key: b"key".to_vec(),
         },
@@ -169,7 +169,7 @@ async fn a_hand_off_promotes_once_delivered_and_a_give_back_keeps_the_head() {
     let one = take(&store, &keys, "1").await;
     run(&store, |txn| {
         let one = one.clone();
-        async move { handoff_in(&txn, &qkeys(), &one, 1_000) }
+        async move { succession_in(&txn, &qkeys(), &one, 1_000) }
     })
     .await;
     let due = keys.due(1_000, DueWhat::Group, b"g");
@@ -190,7 +190,7 @@ async fn a_hand_off_promotes_once_delivered_and_a_give_back_keeps_the_head() {
     let one = take(&store, &keys, "1").await;
     run(&store, |txn| {
         let one = one.clone();
-        async move { handoff_in(&txn, &qkeys(), &one, 2_000) }
+        async move { succession_in(&txn, &qkeys(), &one, 2_000) }
     })
     .await;
     let handed = vec![("g".to_string(), one.key.clone())];
@@ -215,17 +215,17 @@ async fn the_timer_ends_a_stale_hand_off_and_a_late_give_back_waits_behind() {
     let one = take(&store, &keys, "1").await;
     run(&store, |txn| {
         let one = one.clone();
-        async move { handoff_in(&txn, &qkeys(), &one, 5) }
+        async move { succession_in(&txn, &qkeys(), &one, 5) }
     })
     .await;
     // A due entry for another time is stale: nothing happens.
     run(&store, |txn| async move {
-        handoff_due_in(&txn, &qkeys(), b"g", 4, crate::envelope::now_ms()).await
+        succession_due_in(&txn, &qkeys(), b"g", 4, crate::envelope::now_ms()).await
     })
     .await;
     assert!(visible(&store, &keys).await.is_empty());
     run(&store, |txn| async move {
-        handoff_due_in(&txn, &qkeys(), b"g", 5, crate::envelope::now_ms()).await
+        succession_due_in(&txn, &qkeys(), b"g", 5, crate::envelope::now_ms()).await
     })
     .await;
     assert_eq!(visible(&store, &keys).await, ["2"]);
@@ -333,7 +333,7 @@ async fn the_timer_releases_a_group_whose_plain_pop_never_reported() {
     let now = crate::envelope::now_ms();
     crate::due::sweep(&store, &policy, now).await.unwrap();
     assert!(visible(&store, &keys).await.is_empty(), "not due yet");
-    let later = now + HANDOFF_SLACK_MS + 1_000;
+    let later = now + SUCCESSION_SLACK_MS + 1_000;
     crate::due::sweep(&store, &policy, later).await.unwrap();
     assert_eq!(visible(&store, &keys).await, ["2"]);
     // A late `delivered` for the first pop changes nothing.
@@ -373,12 +373,12 @@ async fn a_plain_pop_put_back_by_the_line_is_the_head_again() {
     delivered(&store, &keys, &handed).await.unwrap();
     assert_eq!(visible(&store, &keys).await, ["1"]);
     let policy = crate::lease::DeliveryPolicy::default();
-    let later = crate::envelope::now_ms() + HANDOFF_SLACK_MS + 1_000;
+    let later = crate::envelope::now_ms() + SUCCESSION_SLACK_MS + 1_000;
     crate::due::sweep(&store, &policy, later).await.unwrap();
     assert_eq!(
         visible(&store, &keys).await,
         ["1"],
-        "no hand-off left to end"
+        "no succession left to end"
     );
     assert_eq!(counter(&store, &keys.depth()).await, 1);
     assert_eq!(counter(&store, &keys.grouped_count()).await, 1);
@@ -403,18 +403,18 @@ async fn a_stored_result_nobody_collected_is_reaped_back_as_the_head() {
     assert_eq!(fulfilled.counts.served, 1);
     assert!(visible(&store, &keys).await.is_empty(), "2 waits: 1 is out");
     // Its requester never collected it: reaped past the result's deadline,
-    // which comes before the hand-off's.
+    // which comes before the succession's.
     let past_result = now + 60_000 + grace_ms + 1;
-    assert!(past_result < handoff_due_ms(now + 60_000, grace_ms));
+    assert!(past_result < succession_due_ms(now + 60_000, grace_ms));
     let reaped = crate::staging::reap::reap_queue(&store, &keys, past_result)
         .await
         .unwrap();
     assert_eq!(reaped.results, 1);
     assert_eq!(visible(&store, &keys).await, ["1"]);
     let policy = crate::lease::DeliveryPolicy::default();
-    let later = handoff_due_ms(now + 60_000, grace_ms) + 1;
+    let later = succession_due_ms(now + 60_000, grace_ms) + 1;
     crate::due::sweep(&store, &policy, later).await.unwrap();
-    assert_eq!(visible(&store, &keys).await, ["1"], "the hand-off ended");
+    assert_eq!(visible(&store, &keys).await, ["1"], "the succession ended");
 }
 
 #[tokio::test]

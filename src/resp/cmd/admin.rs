@@ -13,9 +13,11 @@ use super::spec::Spec;
 use super::{Answer, Args, CmdError, Ctx, queue_name};
 use crate::keys::{QueueKeys, QueueKind};
 use crate::resp::frame::Reply;
-use crate::server::admin::{delete_checked, leases_page, limit, list_page, op_name, purge_checked};
+use crate::server::admin_routes::{
+    delete_checked, leases_page, limit, list_page, op_name, purge_checked,
+};
 use crate::server::error::ApiError;
-use crate::server::settings::{get_checked, put_checked};
+use crate::server::settings_routes::{get_checked, put_checked};
 use crate::service::LIST_LIMIT_MAX;
 use crate::service::Store;
 

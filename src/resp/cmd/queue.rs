@@ -1,6 +1,6 @@
 //! hotq's FIFO queues: `PUSH`, `POP`, `PEEK`, `STATS`, through the
 //! functions the `/v1/queues` handlers call (`server::push`,
-//! `server::pop_acks`, `server::fifo`), counted in the same
+//! `server::pop_acks`, `server::fifo_routes`), counted in the same
 //! `hotq_operations_total` series.
 
 use bytes::Bytes;
@@ -10,7 +10,7 @@ use super::{Answer, Args, CmdError, Ctx, queue_name};
 use crate::keys::{QueueKeys, QueueKind};
 use crate::resp::frame::Reply;
 use crate::server::error::ApiError;
-use crate::server::fifo::queue_stats;
+use crate::server::fifo_routes::queue_stats;
 use crate::service::{
     self, End, Hotq, Item, PUSH_BATCH_MAX, PushItem, ReceiptOutcome, Riding, Store,
 };

@@ -150,8 +150,8 @@ impl<T: Transaction> PoolTaker<'_, T> {
         } else if item.group.is_some() {
             // Its group's next item waits until this one is known delivered.
             let due_ms =
-                crate::queue::groups::handoff_due_ms(request.deadline_ms, self.result_grace_ms);
-            crate::queue::groups::handoff_in(self.txn, self.keys, &item, due_ms)?;
+                crate::queue::groups::succession_due_ms(request.deadline_ms, self.result_grace_ms);
+            crate::queue::groups::succession_in(self.txn, self.keys, &item, due_ms)?;
         }
         Ok(Some(item))
     }

@@ -4,9 +4,9 @@
 
 use clap::{Args, Subcommand};
 
-use super::admin::{LeasesArgs, SettingsArgs};
+use super::admin_commands::{LeasesArgs, SettingsArgs};
 use super::http::{ItemFormat, emit, fetch_items, items_or_stdin, queue_path};
-use super::queue::{AckArgs, ExtendArgs, NackArgs, QueueArgs, item_format, query};
+use super::queue_commands::{AckArgs, ExtendArgs, NackArgs, QueueArgs, item_format, query};
 use super::{ClientArgs, EXIT_OK, FormatArgs, print};
 use crate::keys::QueueKind;
 use crate::server::items::PushAnswer;
@@ -118,16 +118,16 @@ pub async fn run(command: PqCommand) -> Result<u8, String> {
             };
             fetch_items(&args.client, reqwest::Method::GET, &path, 0, format).await
         }
-        PqCommand::Stats(args) => super::queue::stats(kind, args).await,
-        PqCommand::Ack(args) => super::queue::ack(kind, args).await,
-        PqCommand::Nack(args) => super::queue::nack(kind, args).await,
-        PqCommand::Extend(args) => super::queue::extend(kind, args).await,
-        PqCommand::Leases(args) => super::admin::leases(kind, args).await,
-        PqCommand::Purge(args) => super::admin::purge(kind, args).await,
-        PqCommand::Delete(args) => super::admin::delete(kind, args).await,
-        PqCommand::Settings(args) => super::admin::settings(kind, args).await,
-        PqCommand::Pause(args) => super::admin::set_paused(kind, args, true).await,
-        PqCommand::Resume(args) => super::admin::set_paused(kind, args, false).await,
+        PqCommand::Stats(args) => super::queue_commands::stats(kind, args).await,
+        PqCommand::Ack(args) => super::queue_commands::ack(kind, args).await,
+        PqCommand::Nack(args) => super::queue_commands::nack(kind, args).await,
+        PqCommand::Extend(args) => super::queue_commands::extend(kind, args).await,
+        PqCommand::Leases(args) => super::admin_commands::leases(kind, args).await,
+        PqCommand::Purge(args) => super::admin_commands::purge(kind, args).await,
+        PqCommand::Delete(args) => super::admin_commands::delete(kind, args).await,
+        PqCommand::Settings(args) => super::admin_commands::settings(kind, args).await,
+        PqCommand::Pause(args) => super::admin_commands::set_paused(kind, args, true).await,
+        PqCommand::Resume(args) => super::admin_commands::set_paused(kind, args, false).await,
     }
 }
 

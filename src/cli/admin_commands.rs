@@ -1,17 +1,17 @@
 //! `hotq queues`, `purge`, `delete`, `leases`, `settings`, `pause`,
 //! `resume`: administration of a running daemon over HTTP (see
-//! `crate::server::admin`, `crate::console::api`), for FIFO queues here
+//! `crate::server::admin_routes`, `crate::console::api`), for FIFO queues here
 //! and for priority queues under `hotq pq`.
 
 use clap::{Args, Subcommand};
 
 use super::http::{emit, queue_path, segment};
-use super::queue::{QueueArgs, query};
+use super::queue_commands::{QueueArgs, query};
 use super::{ClientArgs, EXIT_OK, print};
 use crate::console::api::PauseAnswer;
 use crate::keys::QueueKind;
-use crate::server::admin::{DeleteAnswer, LeaseList, PurgeAnswer, QueueList};
-use crate::server::settings::SettingsAnswer;
+use crate::server::admin_routes::{DeleteAnswer, LeaseList, PurgeAnswer, QueueList};
+use crate::server::settings_routes::SettingsAnswer;
 
 /// Administration subcommands (flattened into the top level).
 #[derive(Debug, Subcommand)]
