@@ -85,42 +85,15 @@ pub async fn drain_in_process<S: BenchStore>(
     let wait = Duration::from_millis(args.wait_ms);
     let mut tasks = Vec::with_capacity(workers);
     for _ in 0..workers {
-        let (tally, hotq, keys, queue) = (tally.clone(), hotq.clone(), keys.clone(), queue.clone());
-        let items = args.items;
-        tasks.push(tokio::spawn(async move {
-            while !tally.done(items) && Instant::now() < deadline {
-                let call = Instant::now();
-                let popped = match mode {
-                    Mode::Naive => queue.pop().await.map_err(PopFailed::Recipe),
-                    _ => pop_one(&hotq, &keys, wait).await.map_err(PopFailed::Core),
-                };
-                match popped {
-                    Ok(Some(item)) => tally.record(started, call, item.payload),
-                    // Nothing (the queue looked empty, or the recipe's
-                    // retries ran out under contention: over HTTP a 503):
-                    // the worker tries again, after yielding. On the
-                    // embedded store an empty read-only pop completes
-                    // without awaiting anything, so 256 workers polling
-                    // an empty-looking queue would never let the runtime
-                    // poll the task whose commit took the last item
-                    // (once seen: one pop of 239 s, 51 million empties).
-                    Ok(None) => {
-                        tally
-                            .empty_polls
-                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        tokio::task::yield_now().await;
-                    }
-                    Err(PopFailed::Recipe(QueueError::Store(StoreError::Conflict))) => {
-                        tally
-                            .empty_polls
-                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        tokio::task::yield_now().await;
-                    }
-                    Err(error) => return Err(error.to_string()),
-                }
-            }
-            Ok(())
-        }));
+        let worker = Worker {
+            tally: tally.clone(),
+            hotq: hotq.clone(),
+            keys: keys.clone(),
+            queue: queue.clone(),
+            mode,
+            items: args.items,
+        };
+        tasks.push(tokio::spawn(worker.run(started, deadline, wait)));
     }
     for task in tasks {
         task.await.map_err(|e| e.to_string())??;
@@ -139,6 +112,49 @@ pub async fn drain_in_process<S: BenchStore>(
         .zip(groups_before)
         .map(|(after, before)| after - before);
     Ok(result)
+}
+
+/// One of the drain's workers.
+struct Worker<S: BenchStore> {
+    tally: Arc<Tally>,
+    hotq: Arc<Hotq<S>>,
+    keys: QueueKeys,
+    queue: Queue<S>,
+    mode: Mode,
+    items: usize,
+}
+
+impl<S: BenchStore> Worker<S> {
+    /// Pops until every item came or the deadline passed.
+    async fn run(self, started: Instant, deadline: Instant, wait: Duration) -> Result<(), String> {
+        while !self.tally.done(self.items) && Instant::now() < deadline {
+            let call = Instant::now();
+            let popped = match self.mode {
+                Mode::Naive => self.queue.pop().await.map_err(PopFailed::Recipe),
+                _ => pop_one(&self.hotq, &self.keys, wait)
+                    .await
+                    .map_err(PopFailed::Core),
+            };
+            match popped {
+                Ok(Some(item)) => self.tally.record(started, call, item.payload),
+                // Nothing (the queue looked empty, or the recipe's retries
+                // ran out under contention: over HTTP a 503): the worker
+                // tries again, after yielding. On the embedded store an
+                // empty read-only pop completes without awaiting anything,
+                // so 256 workers polling an empty-looking queue would never
+                // let the runtime poll the task whose commit took the last
+                // item (once seen: one pop of 239 s, 51 million empties).
+                Ok(None) | Err(PopFailed::Recipe(QueueError::Store(StoreError::Conflict))) => {
+                    self.tally
+                        .empty_polls
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    tokio::task::yield_now().await;
+                }
+                Err(error) => return Err(error.to_string()),
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A failed pop of the drain: the recipe's own (one layer down), or the

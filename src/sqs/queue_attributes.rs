@@ -121,44 +121,79 @@ fn apply_one(
     text: &str,
     creating: bool,
 ) -> Result<(), SqsError> {
-    let record = &mut change.record;
     match name {
+        "VisibilityTimeout" | "DelaySeconds" | "MessageRetentionPeriod" => {
+            apply_setting(defaults, change, name, text)
+        }
+        "FifoQueue"
+        | "ContentBasedDeduplication"
+        | "DeduplicationScope"
+        | "FifoThroughputLimit" => apply_fifo(&mut change.record, name, text, creating),
+        "MaximumMessageSize" => {
+            let max = body_size_max() as u64;
+            match text.parse::<u64>() {
+                Ok(n) if (1_024..=max).contains(&n) => {
+                    change.record.maximum_message_size = Some(n);
+                    Ok(())
+                }
+                _ => Err(SqsError::attribute_value(format!(
+                    "Invalid value for the parameter MaximumMessageSize: {text:?} (1024 to {max})"
+                ))),
+            }
+        }
+        "ReceiveMessageWaitTimeSeconds" => {
+            change.record.receive_wait_s = seconds(name, text, 20)?;
+            Ok(())
+        }
+        "RedrivePolicy" => redrive_policy(config, change, text),
+        _ if KEPT.contains(&name) => keep(&mut change.record, name, text),
+        _ => match REFUSED.iter().find(|(refused, _)| *refused == name) {
+            Some((_, why)) => Err(SqsError::attribute_value(format!(
+                "{name} is not supported: {why}."
+            ))),
+            None => Err(SqsError::attribute_name(format!(
+                "Unknown Attribute {name}."
+            ))),
+        },
+    }
+}
+
+/// An attribute that is a hotq setting of the queue: `VisibilityTimeout`
+/// (`default_lease_ms`), `DelaySeconds` (`delivery_delay_ms`),
+/// `MessageRetentionPeriod` (`retention_ms`).
+fn apply_setting(
+    defaults: &Defaults,
+    change: &mut Change,
+    name: &str,
+    text: &str,
+) -> Result<(), SqsError> {
+    let (setting, ms) = match name {
         "VisibilityTimeout" => {
             let max_s = (defaults.lease_max_ms / 1_000).min(43_200);
             // A lease lasts at least a millisecond: 0 s is 1 ms.
-            let ms = (seconds(name, text, max_s)? * 1_000).max(1);
-            change.settings.insert("default_lease_ms".into(), json!(ms));
+            (
+                "default_lease_ms",
+                (seconds(name, text, max_s)? * 1_000).max(1),
+            )
         }
-        "DelaySeconds" => {
-            let s = seconds(name, text, 900)?;
-            change
-                .settings
-                .insert("delivery_delay_ms".into(), json!(s * 1_000));
-        }
-        "MessageRetentionPeriod" => {
+        "DelaySeconds" => ("delivery_delay_ms", seconds(name, text, 900)? * 1_000),
+        _ => {
             let s = seconds(name, text, RETENTION_S_MAX)?;
             if s < RETENTION_S_MIN {
                 return Err(SqsError::attribute_value(format!(
                     "Invalid value for the parameter MessageRetentionPeriod: {text:?} (an integer from {RETENTION_S_MIN} to {RETENTION_S_MAX})"
                 )));
             }
-            change
-                .settings
-                .insert("retention_ms".into(), json!(s * 1_000));
+            ("retention_ms", s * 1_000)
         }
-        "MaximumMessageSize" => {
-            let max = body_size_max() as u64;
-            match text.parse::<u64>() {
-                Ok(n) if (1_024..=max).contains(&n) => record.maximum_message_size = Some(n),
-                _ => {
-                    return Err(SqsError::attribute_value(format!(
-                        "Invalid value for the parameter MaximumMessageSize: {text:?} (1024 to {max})"
-                    )));
-                }
-            }
-        }
-        "ReceiveMessageWaitTimeSeconds" => record.receive_wait_s = seconds(name, text, 20)?,
-        "RedrivePolicy" => redrive_policy(config, change, text)?,
+    };
+    change.settings.insert(setting.into(), json!(ms));
+    Ok(())
+}
+
+/// A FIFO queue's attribute, kept in its record.
+fn apply_fifo(record: &mut Record, name: &str, text: &str, creating: bool) -> Result<(), SqsError> {
+    match name {
         // SQS's answers: a standard queue knows no `FifoQueue`, even
         // `false`; a FIFO queue's is `true` for good.
         "FifoQueue" if creating && boolean(name, text)? => record.fifo = true,
@@ -184,7 +219,7 @@ fn apply_one(
                 }
             }
         }
-        "FifoThroughputLimit" => {
+        _ => {
             record.throughput_per_group = match text {
                 "perMessageGroupId" => true,
                 "perQueue" => false,
@@ -194,17 +229,6 @@ fn apply_one(
                     )));
                 }
             }
-        }
-        _ if KEPT.contains(&name) => keep(record, name, text)?,
-        _ => {
-            if let Some((_, why)) = REFUSED.iter().find(|(refused, _)| *refused == name) {
-                return Err(SqsError::attribute_value(format!(
-                    "{name} is not supported: {why}."
-                )));
-            }
-            return Err(SqsError::attribute_name(format!(
-                "Unknown Attribute {name}."
-            )));
         }
     }
     Ok(())
@@ -357,31 +381,27 @@ pub fn render(
         out.insert("RedrivePolicy", policy.to_string());
     }
     if record.fifo {
-        out.insert("FifoQueue", "true".into());
-        out.insert(
-            "ContentBasedDeduplication",
-            record.content_dedup.to_string(),
-        );
-        out.insert(
-            "DeduplicationScope",
-            if record.dedup_per_group {
-                "messageGroup"
-            } else {
-                "queue"
-            }
-            .into(),
-        );
-        out.insert(
-            "FifoThroughputLimit",
-            if record.throughput_per_group {
-                "perMessageGroupId"
-            } else {
-                "perQueue"
-            }
-            .into(),
-        );
+        render_fifo(&record, &mut out);
     }
     out
+}
+
+/// A FIFO queue's own attributes.
+fn render_fifo(record: &Record, out: &mut BTreeMap<&'static str, String>) {
+    let pick = |yes: bool, this: &str, that: &str| if yes { this } else { that }.to_string();
+    out.insert("FifoQueue", "true".into());
+    out.insert(
+        "ContentBasedDeduplication",
+        record.content_dedup.to_string(),
+    );
+    out.insert(
+        "DeduplicationScope",
+        pick(record.dedup_per_group, "messageGroup", "queue"),
+    );
+    out.insert(
+        "FifoThroughputLimit",
+        pick(record.throughput_per_group, "perMessageGroupId", "perQueue"),
+    );
 }
 
 /// The settings a queue gets when CreateQueue makes it (SQS's defaults)

@@ -202,19 +202,7 @@ fn prepare(
     if size > max {
         return Err(too_long(size, max));
     }
-    let mut delay_s = int_member(input, "DelaySeconds", 0..=900)?;
-    if queue.is_fifo() {
-        // A FIFO queue takes the queue's delay only; an explicit 0 is
-        // accepted (and means the queue's delay), as SQS does.
-        match delay_s.take() {
-            None | Some(0) => {}
-            Some(n) => {
-                return Err(SqsError::invalid(format!(
-                    "Value {n} for parameter DelaySeconds is invalid. Reason: The request include parameter that is not valid for this queue type."
-                )));
-            }
-        }
-    }
+    let delay_s = delay_seconds(queue, input)?;
     let group = string_member(input, "MessageGroupId")?;
     let dedup = string_member(input, "MessageDeduplicationId")?;
     if let Some(group) = group {
@@ -251,6 +239,20 @@ fn prepare(
         delay_ms,
         answer,
     })
+}
+
+/// A message's `DelaySeconds` (`None`: the queue's delay). A FIFO queue
+/// takes the queue's delay only; an explicit 0 is accepted (and means the
+/// queue's delay), as SQS does.
+fn delay_seconds(queue: &SqsQueue, input: &Value) -> Result<Option<i64>, SqsError> {
+    let delay_s = int_member(input, "DelaySeconds", 0..=900)?;
+    match delay_s {
+        Some(n) if queue.is_fifo() && n != 0 => Err(SqsError::invalid(format!(
+            "Value {n} for parameter DelaySeconds is invalid. Reason: The request include parameter that is not valid for this queue type."
+        ))),
+        _ if queue.is_fifo() => Ok(None),
+        delay_s => Ok(delay_s),
+    }
 }
 
 /// SendMessage's answer for a message with `header` and `body`: its id,
