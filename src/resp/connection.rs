@@ -241,9 +241,12 @@ async fn unless_hung_up<T>(
         if room {
             room_to_read(input);
         }
+        // The socket first, as the HTTP front end checks a hang-up first:
+        // a client that closed while its pop was being answered must not
+        // be handed the items (they would be lost with the connection);
+        // dropped here, the pop gives them back.
         tokio::select! {
             biased;
-            answer = &mut command => return Some(answer),
             read = reader.read_buf(input), if room => match read {
                 Ok(0) | Err(_) => {
                     tracing::debug!("RESP client closed during a command");
@@ -251,6 +254,7 @@ async fn unless_hung_up<T>(
                 }
                 Ok(_) => {}
             },
+            answer = &mut command => return Some(answer),
         }
     }
 }
