@@ -543,6 +543,7 @@ async fn reveal_in<T: Transaction>(
         let tail = to_tail.entry(due.queue.clone()).or_default();
         tail.values.push(encode_item_value(&held.item));
         tail.expires.push(held.item.expires_at_ms);
+        tail.fair_keys.push(held.item.fair_key);
     } else {
         pass.revealed += 1;
         txn.set(&held.item_key, &encode_item_value(&held.item))?;
@@ -566,19 +567,42 @@ async fn append_tails_in<T: Transaction>(
     let appends = tails
         .iter()
         .zip(to_tail.values())
-        .map(|(keys, tail)| append_expiring_in(txn, keys, &tail.values, &tail.expires));
+        .map(|(keys, tail)| append_tail_in(txn, keys, tail));
     for appended in join_all(appends).await {
         appended?;
     }
     Ok(())
 }
 
+/// Appends one queue's revealed items at its tail; items with a fairness
+/// key take their virtual tags now, under the queue's weights as they
+/// stand (see [`crate::queue::fair`]). A queue without such items reads
+/// and writes what it did before fairness keys.
+async fn append_tail_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    tail: &Tail,
+) -> Result<(), QueueError> {
+    if tail.fair_keys.iter().all(Option::is_none) {
+        return Ok(append_expiring_in(txn, keys, &tail.values, &tail.expires).await?);
+    }
+    let weights = crate::queue::settings::read_in(txn, keys)
+        .await?
+        .fair_weights
+        .unwrap_or_default();
+    let fair_keys: Vec<Option<&str>> = tail.fair_keys.iter().map(Option::as_deref).collect();
+    let indexes = crate::queue::fair::indexes_in(txn, keys, &fair_keys, &weights).await?;
+    crate::queue::fair::append_at_in(txn, keys, &tail.values, &tail.expires, &indexes)?;
+    Ok(())
+}
+
 /// Delayed items of one queue revealed at its tail, in order, with their
-/// expiries.
+/// expiries and fairness keys.
 #[derive(Default)]
 struct Tail {
     values: Vec<Vec<u8>>,
     expires: Vec<Option<u64>>,
+    fair_keys: Vec<Option<String>>,
 }
 
 /// The first due rows of `[begin, end)`, at most [`DUE_BATCH_MAX`] and

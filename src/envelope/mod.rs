@@ -10,6 +10,10 @@
 //!   An item with a retention (see `crate::queue::expiry`) sets bit
 //!   `0x10` of its version byte, and its `expires_at_ms` (u64) follows
 //!   `enqueued_at_ms`; items without one keep the forms above.
+//!   An item pushed with a fairness key (see `crate::queue::fair`) sets
+//!   bit `0x20` ([`FAIR_FLAG`]), and `len (u8), fairness key` follows
+//!   `enqueued_at_ms` (and `expires_at_ms`, if set); items without one
+//!   keep the forms above.
 //! - request: `1, deadline_ms, end, lease_ms` (`lease_ms` 0: no lease;
 //!   a 10-byte request without it reads as 0): one pop of one item. A
 //!   *counted* request, one coordinator's line standing for `count` pops
@@ -127,6 +131,8 @@ pub struct ItemValue {
     /// When its retention ends and it is dropped unless delivered (see
     /// `crate::queue::expiry`), in ms since the epoch; `None`: never.
     pub expires_at_ms: Option<u64>,
+    /// The fairness key it was pushed with (see `crate::queue::fair`).
+    pub fair_key: Option<String>,
     /// The item's bytes; empty for a spilled item until its parts are read.
     pub payload: Vec<u8>,
     /// Where a payload longer than [`INLINE_PAYLOAD_MAX`] is stored; the
@@ -152,6 +158,7 @@ impl ItemValue {
             dead_letter: None,
             group: None,
             expires_at_ms: None,
+            fair_key: None,
             payload,
             parts: None,
         }
@@ -218,10 +225,43 @@ pub fn encode_item_value(item: &ItemValue) -> Vec<u8> {
     if item.parts.is_some() {
         value[0] |= SPILLED_FLAG;
     }
-    match item.expires_at_ms {
+    let value = match item.expires_at_ms {
         None => value,
         Some(expires_at_ms) => with_expiry(value, expires_at_ms),
+    };
+    match &item.fair_key {
+        None => value,
+        Some(key) => with_fair_key(value, key),
     }
+}
+
+/// Bit of the version byte saying a fairness key (`len (u8)`, its bytes)
+/// follows `enqueued_at_ms` (and `expires_at_ms`, when set).
+pub const FAIR_FLAG: u8 = 0x20;
+
+/// `value` (an encoded envelope without a fairness key) with `key` after
+/// its times. Only items pushed with a fairness key pay this copy.
+fn with_fair_key(value: Vec<u8>, key: &str) -> Vec<u8> {
+    // Fairness keys are at most 128 bytes (see `crate::queue::fair::check_key`).
+    let len = u8::try_from(key.len()).expect("fairness keys fit a u8 length");
+    let at = if value[0] & EXPIRES_FLAG != 0 { 17 } else { 9 };
+    let mut out = Vec::with_capacity(value.len() + 1 + key.len());
+    out.push(value[0] | FAIR_FLAG);
+    out.extend_from_slice(&value[1..at]);
+    out.push(len);
+    out.extend_from_slice(key.as_bytes());
+    out.extend_from_slice(&value[at..]);
+    out
+}
+
+/// The fairness key after an envelope's times, when `fair` says one is there.
+fn read_fair_key(reader: &mut Reader<'_>, fair: bool) -> Option<Option<String>> {
+    if !fair {
+        return Some(None);
+    }
+    let len = reader.u8()? as usize;
+    let key = std::str::from_utf8(reader.take(len)?).ok()?;
+    Some(Some(key.to_string()))
 }
 
 /// `value` (an encoded envelope without an expiry) with `expires_at_ms`
@@ -295,14 +335,17 @@ pub fn decode_item(value: &[u8]) -> Option<ItemValue> {
     let version = reader.u8()?;
     let spilled = version & SPILLED_FLAG != 0;
     let expiring = version & EXPIRES_FLAG != 0;
-    match version & !(SPILLED_FLAG | EXPIRES_FLAG) {
+    let fair = version & FAIR_FLAG != 0;
+    match version & !(SPILLED_FLAG | EXPIRES_FLAG | FAIR_FLAG) {
         1 => {
             let enqueued_at_ms = reader.u64()?;
             let expires_at_ms = if expiring { Some(reader.u64()?) } else { None };
+            let fair_key = read_fair_key(&mut reader, fair)?;
             let (payload, parts) = read_payload(reader.rest(), spilled)?;
             Some(ItemValue {
                 parts,
                 expires_at_ms,
+                fair_key,
                 ..ItemValue::new(enqueued_at_ms, payload)
             })
         }
@@ -310,6 +353,7 @@ pub fn decode_item(value: &[u8]) -> Option<ItemValue> {
             let from_priority = version >= 4;
             let enqueued_at_ms = reader.u64()?;
             let expires_at_ms = if expiring { Some(reader.u64()?) } else { None };
+            let fair_key = read_fair_key(&mut reader, fair)?;
             let deliveries = reader.u32()?;
             let dead_letter = match reader.u8()? {
                 0 if from_priority => return None,
@@ -349,6 +393,7 @@ pub fn decode_item(value: &[u8]) -> Option<ItemValue> {
                 dead_letter,
                 group,
                 expires_at_ms,
+                fair_key,
                 payload,
                 parts,
             })

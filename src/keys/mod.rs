@@ -16,6 +16,11 @@
 //! | `meta`     | `("depth",)`, `("waiting",)`, `("leased",)`, `("delayed",)`, `("grouped",)`, `("expired",)`, `("wake",)` | counters (atomic add) |
 //! | `group`    | `(group,)`              | group state: the group has a head out of `grouped` (see `crate::queue::groups`) |
 //! | `grouped`  | `(group, index, random)` | pending grouped item: visible-at ms and item envelope |
+//! | `meta`     | `("fair", key)`         | fairness key `key`'s last virtual tag (`atomic_max`; see `crate::queue::fair`) |
+//!
+//! In a queue with fairness keys, an item's `index` is its virtual tag
+//! (`crate::queue::fair`), not its push count: the same key shape, so
+//! every reader of items is unchanged.
 //!
 //! Leases and delayed items live in one store-wide **due index**,
 //! `("hotq-due", due_ms, kind, queue, what, id)`, not under their queue:
@@ -421,6 +426,27 @@ impl QueueKeys {
     #[cfg(feature = "testing")]
     pub fn dedup_range(&self) -> KeyRange {
         self.0.meta.subspace(&("dedup",)).range()
+    }
+
+    /// The last virtual tag given to an item of fairness key `key` (see
+    /// `crate::queue::fair`), kept with `atomic_max`.
+    pub fn fair_tag(&self, key: &str) -> Vec<u8> {
+        self.0.meta.subspace(&("fair",)).pack(&(key,))
+    }
+
+    /// `[begin, end)` of the queue's fairness keys' tags.
+    pub fn fair_tags_range(&self) -> KeyRange {
+        self.0.meta.subspace(&("fair",)).range()
+    }
+
+    /// The fairness key whose tag (see [`Self::fair_tag`]) is `key`.
+    pub fn fair_key_of(&self, key: &[u8]) -> Option<String> {
+        self.0
+            .meta
+            .subspace(&("fair",))
+            .unpack::<(String,)>(key)
+            .ok()
+            .map(|(fair_key,)| fair_key)
     }
 
     /// The key of the queue's stored settings (see `crate::queue::settings`).

@@ -324,6 +324,7 @@ mod tests {
                 dead_letter: None,
                 group: None,
                 expires_at_ms: None,
+                fair_key: None,
                 payload: b"old".to_vec(),
                 parts: None,
             },

@@ -277,9 +277,9 @@ impl<'a> Plan<'a> {
 }
 
 /// Bytes an envelope adds to its payload, at most: version, enqueue time,
-/// delivery count, a dead-letter origin and a group key (each at most
-/// 133 and 128 bytes).
-const ENVELOPE_BYTES_MAX: usize = 320;
+/// delivery count, a dead-letter origin, a group key and a fairness key
+/// (at most 133, 128 and 128 bytes).
+const ENVELOPE_BYTES_MAX: usize = 450;
 
 /// Where a dead letter goes back to: a FIFO queue, or a priority queue at
 /// a priority.
@@ -308,13 +308,15 @@ fn fresh(
             priority: None,
         },
     };
-    let group = match origin.priority {
-        None => item.group,
-        Some(_) => None,
+    // A priority queue has neither groups nor fairness keys.
+    let (group, fair_key) = match origin.priority {
+        None => (item.group, item.fair_key),
+        Some(_) => (None, None),
     };
     // A large payload's parts move with its envelope (see `crate::queue::parts`).
     let item = ItemValue {
         group,
+        fair_key,
         parts: item.parts,
         ..ItemValue::new(item.enqueued_at_ms, item.payload)
     };

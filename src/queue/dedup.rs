@@ -17,7 +17,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::envelope::now_ms;
+use crate::envelope::{HeldItem, ItemValue, encode_held, encode_item_value, now_ms};
 use crate::keys::{DueWhat, QueueKeys};
 use crate::queue::settings::{Defaults, read_in};
 use crate::queue::{QueueError, append_expiring_in, check_batch, hold_in};
@@ -94,8 +94,46 @@ pub async fn push_with<S: Store>(
     retention_ms: Option<u64>,
     defaults: &Defaults,
 ) -> Result<Pushed, QueueError> {
+    let terms = PushTerms {
+        delay_ms,
+        retention_ms,
+        fair_keys: &[],
+    };
+    push_fair(store, keys, items, terms, defaults).await
+}
+
+/// What a push asks beyond its items (see [`push_fair`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PushTerms<'a> {
+    /// Visible after this many ms; `None`: the queue's delivery delay.
+    pub delay_ms: Option<u64>,
+    /// Kept this long unless delivered; `None`: the queue's `retention_ms`.
+    pub retention_ms: Option<u64>,
+    /// Empty, or one per item: its fairness key (see
+    /// [`crate::queue::fair`]), checked by the caller with
+    /// [`crate::queue::fair::check_key`].
+    pub fair_keys: &'a [Option<String>],
+}
+
+/// [`push_with`], each item under its fairness key (`terms.fair_keys`):
+/// served fairly between keys, in proportion to the queue's
+/// `fair_weights`. Items without a key take the queue's default key
+/// when its `fair` setting is on, else push order (see [`crate::queue::fair`]).
+pub async fn push_fair<S: Store>(
+    store: &S,
+    keys: &QueueKeys,
+    items: &[PushItem],
+    terms: PushTerms<'_>,
+    defaults: &Defaults,
+) -> Result<Pushed, QueueError> {
+    let PushTerms {
+        delay_ms,
+        retention_ms,
+        fair_keys,
+    } = terms;
     check_batch(items.iter().map(|item| item.payload.as_slice()))?;
     assert_checked(items);
+    assert_fair_keys(items, fair_keys);
     // Retried on conflict: a conflict means a racing push stored one of our
     // ids first, and the retry reads it. Not retried when the outcome is
     // unknown, like every push (fresh random keys could duplicate items).
@@ -106,11 +144,15 @@ pub async fn push_with<S: Store>(
             .map_err(crate::queue::corrupt_as_store)?
             .effective(keys.name(), defaults);
         let duplicate = claim_ids_in(&txn, keys, items, now, settings.dedup_window_ms).await?;
-        let stored: Vec<&PushItem> = items
+        let stored: Vec<ToStore<'_>> = items
             .iter()
+            .enumerate()
             .zip(&duplicate)
             .filter(|(_, duplicate)| !**duplicate)
-            .map(|(item, _)| item)
+            .map(|((at, item), _)| ToStore {
+                item,
+                fair_key: fair_key_of(fair_keys, at, settings.fair),
+            })
             .collect();
         let delay_ms = delay_ms.unwrap_or(settings.delivery_delay_ms);
         let expires_at_ms =
@@ -119,6 +161,7 @@ pub async fn push_with<S: Store>(
             now,
             delay_ms,
             expires_at_ms,
+            weights: &settings.fair_weights,
         };
         let visible_at_ms = store_in(&txn, keys, &stored, terms).await?;
         Ok(Pushed {
@@ -132,6 +175,35 @@ pub async fn push_with<S: Store>(
     // wrote nothing, so they are not counted).
     crate::metrics::pushed(keys, pushed.stored());
     Ok(pushed)
+}
+
+/// The fairness key of the item at `at`: its own, else the default key
+/// in a `fair` queue, else none.
+fn fair_key_of(fair_keys: &[Option<String>], at: usize, fair: bool) -> Option<&str> {
+    match fair_keys.get(at).and_then(Option::as_deref) {
+        Some(key) => Some(key),
+        None => fair.then_some(crate::queue::fair::DEFAULT_KEY),
+    }
+}
+
+/// Fairness keys come checked, one per item or none at all.
+fn assert_fair_keys(items: &[PushItem], fair_keys: &[Option<String>]) {
+    assert!(
+        fair_keys.is_empty() || fair_keys.len() == items.len(),
+        "one fairness key per item, or none"
+    );
+    for key in fair_keys.iter().flatten() {
+        assert!(
+            crate::queue::fair::check_key(key).is_ok(),
+            "fairness keys are checked by the caller"
+        );
+    }
+}
+
+/// An item to store (not a duplicate) and its fairness key.
+struct ToStore<'a> {
+    item: &'a PushItem,
+    fair_key: Option<&'a str>,
 }
 
 /// Dedup ids and group keys come checked: a front end refuses bad ones
@@ -173,12 +245,14 @@ async fn claim_ids_in<T: Transaction>(
     Ok(duplicate)
 }
 
-/// When and for how long a push's items are stored.
+/// When and for how long a push's items are stored, and the queue's
+/// fairness weights.
 #[derive(Clone, Copy)]
-struct StoreTerms {
+struct StoreTerms<'a> {
     now: u64,
     delay_ms: u64,
     expires_at_ms: Option<u64>,
+    weights: &'a std::collections::BTreeMap<String, u32>,
 }
 
 /// In `txn`: stores the items that are not duplicates, behind their
@@ -187,51 +261,80 @@ struct StoreTerms {
 async fn store_in<T: Transaction>(
     txn: &T,
     keys: &QueueKeys,
-    stored: &[&PushItem],
-    terms: StoreTerms,
+    stored: &[ToStore<'_>],
+    terms: StoreTerms<'_>,
 ) -> Result<Option<u64>, StoreError> {
     let StoreTerms {
         now,
         delay_ms,
         expires_at_ms,
+        weights,
     } = terms;
     // Empty (no allocation) without a retention: nothing is indexed.
     let expires = match expires_at_ms {
         Some(_) => vec![expires_at_ms; stored.len()],
         None => Vec::new(),
     };
+    let fair = stored.iter().any(|s| s.fair_key.is_some());
     if stored.is_empty() {
         Ok(None)
-    } else if stored.iter().any(|item| item.group.is_some()) {
+    } else if stored.iter().any(|s| s.item.group.is_some()) {
         // Only a push naming a group takes this path: ungrouped pushes
         // read and write what they always did.
         let new: Vec<crate::queue::groups::NewItem<'_>> = stored
             .iter()
-            .map(|item| crate::queue::groups::NewItem {
-                group: item.group.as_deref(),
-                payload: &item.payload,
+            .map(|s| crate::queue::groups::NewItem {
+                group: s.item.group.as_deref(),
+                payload: &s.item.payload,
                 expires_at_ms,
+                fair_key: s.fair_key,
             })
             .collect();
-        Ok(crate::queue::groups::push_in(txn, keys, &new, now, delay_ms).await?)
-    } else if delay_ms == 0 {
+        Ok(crate::queue::groups::push_in(txn, keys, &new, now, delay_ms, weights).await?)
+    } else if delay_ms == 0 && !fair {
         let values = stored
             .iter()
-            .map(|item| {
-                crate::queue::parts::encode_fresh_in(txn, now, &item.payload, expires_at_ms)
-            })
+            .map(|s| crate::queue::parts::encode_fresh_in(txn, now, &s.item.payload, expires_at_ms))
             .collect::<Result<Vec<_>, _>>()?;
         append_expiring_in(txn, keys, &values, &expires).await?;
         Ok(None)
-    } else {
+    } else if delay_ms == 0 {
         let values = stored
             .iter()
-            .map(|item| crate::queue::fifo::held_fresh_in(txn, now, &item.payload, expires_at_ms))
-            .collect::<Result<Vec<_>, _>>()?;
+            .map(|s| Ok(encode_item_value(&fresh_fair_in(txn, now, s, expires_at_ms)?)))
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let fair_keys: Vec<Option<&str>> = stored.iter().map(|s| s.fair_key).collect();
+        let indexes = crate::queue::fair::indexes_in(txn, keys, &fair_keys, weights).await?;
+        crate::queue::fair::append_at_in(txn, keys, &values, &expires, &indexes)?;
+        Ok(None)
+    } else {
+        // A delayed item keeps its fairness key in its envelope: the
+        // timer gives it its tag when it reveals it (it arrives then).
+        let values = stored
+            .iter()
+            .map(|s| {
+                Ok(encode_held(&HeldItem {
+                    item_key: Vec::new(),
+                    item: fresh_fair_in(txn, now, s, expires_at_ms)?,
+                }))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
         let at = now.saturating_add(delay_ms);
         hold_in(txn, keys, &values, at, &expires)?;
         Ok(Some(at))
     }
+}
+
+/// In `txn`: a fresh item's envelope for `stored`, with its fairness key.
+fn fresh_fair_in<T: Transaction>(
+    txn: &T,
+    now: u64,
+    stored: &ToStore<'_>,
+    expires_at_ms: Option<u64>,
+) -> Result<ItemValue, StoreError> {
+    let mut item = crate::queue::parts::fresh_in(txn, now, &stored.item.payload, expires_at_ms)?;
+    item.fair_key = stored.fair_key.map(str::to_string);
+    Ok(item)
 }
 
 fn decode_expiry(value: &[u8]) -> Option<u64> {

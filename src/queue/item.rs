@@ -32,6 +32,8 @@ pub struct Item {
     pub group: Option<String>,
     /// When its retention ends (see [`crate::queue::expiry`]); `None`: never.
     pub expires_at_ms: Option<u64>,
+    /// The fairness key it was pushed with (see [`crate::queue::fair`]).
+    pub fair_key: Option<String>,
     /// The lease it is held under, when popped with one.
     pub lease: Option<Lease>,
     /// Where its payload is stored when it did not fit its envelope (see
@@ -50,6 +52,7 @@ impl Item {
             dead_letter: value.dead_letter,
             group: value.group,
             expires_at_ms: value.expires_at_ms,
+            fair_key: value.fair_key,
             lease: None,
             parts: value.parts,
         }
@@ -74,6 +77,7 @@ impl Item {
             dead_letter: self.dead_letter.clone(),
             group: self.group.clone(),
             expires_at_ms: self.expires_at_ms,
+            fair_key: self.fair_key.clone(),
             // A spilled item's envelope holds its parts reference, not
             // its payload: no copy of what is not encoded.
             payload: match self.parts {

@@ -14,6 +14,8 @@
 //!   [`expired`]: the timer dropping them.
 //! - [`groups`]: message groups: in order within a group, one item of a
 //!   group out at a time, groups in parallel.
+//! - [`fair`]: fairness keys: tenants served in proportion to their
+//!   weights, folded into the FIFO order (issue #40).
 //! - [`dead_letters`]: which queues are dead-letter queues, by role.
 //! - [`oldest`]: the age of a queue's oldest item.
 //! - [`admin`]: list, purge and delete queues; the leases in flight.
@@ -24,6 +26,7 @@ pub(crate) mod dead_letters;
 pub mod dedup;
 pub mod expired;
 pub mod expiry;
+pub mod fair;
 pub(crate) mod fifo;
 pub mod groups;
 pub(crate) mod item;

@@ -58,6 +58,14 @@ pub struct Stored {
     /// ms (see [`crate::queue::expiry`]); absent: kept until delivered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retention_ms: Option<u64>,
+    /// True: items pushed without a fairness key share the default key
+    /// `""` (see [`crate::queue::fair`]); absent: they keep push order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fair: Option<bool>,
+    /// Weight per fairness key (1 to [`crate::queue::fair::FAIR_WEIGHT_MAX`]);
+    /// a key not named has weight 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fair_weights: Option<BTreeMap<String, u32>>,
 }
 
 /// The defaults (from the TOML configuration) and the bounds a `PUT` is
@@ -126,6 +134,12 @@ pub struct Effective {
     /// `None`: items are kept until delivered (no retention).
     #[schema(required = true)]
     pub retention_ms: Option<u64>,
+    /// True: items pushed without a fairness key share the default key `""`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fair: bool,
+    /// Weight per fairness key; a key not named has weight 1.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub fair_weights: BTreeMap<String, u32>,
 }
 
 impl Stored {
@@ -163,6 +177,8 @@ impl Stored {
             delivery_delay_ms: self.delivery_delay_ms.unwrap_or(defaults.delivery_delay_ms),
             paused: self.paused == Some(true),
             retention_ms: self.retention_ms,
+            fair: self.fair == Some(true),
+            fair_weights: self.fair_weights.clone().unwrap_or_default(),
         }
     }
 
@@ -242,6 +258,15 @@ pub fn apply_change(
                 Value::Bool(true) => next.paused = Some(true),
                 other => return bad(key, format!("must be true, false or null, got {other}")),
             },
+            "fair" => match value {
+                Value::Null | Value::Bool(false) => next.fair = None,
+                Value::Bool(true) => next.fair = Some(true),
+                other => return bad(key, format!("must be true, false or null, got {other}")),
+            },
+            "fair_weights" => match crate::queue::fair::parse_weights(value) {
+                Ok(weights) => next.fair_weights = weights,
+                Err(what) => return bad(key, what),
+            },
             "dead_letter_queue" => match value {
                 Value::Null => next.dead_letter_queue = None,
                 Value::String(target) => {
@@ -260,7 +285,7 @@ pub fn apply_change(
                 return Err(InvalidSettings(format!(
                     "unknown setting {other:?} (known: max_deliveries, default_lease_ms, \
                      dead_letter_queue, dedup_window_ms, delivery_delay_ms, paused, \
-                     retention_ms)"
+                     retention_ms, fair, fair_weights)"
                 )));
             }
         }

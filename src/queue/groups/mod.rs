@@ -211,34 +211,47 @@ pub struct NewItem<'a> {
     pub payload: &'a [u8],
     /// When its retention ends (see [`crate::queue::expiry`]).
     pub expires_at_ms: Option<u64>,
+    /// Its fairness key (see [`crate::queue::fair`]): its push index is
+    /// then its virtual tag. A group's items under one key keep push
+    /// order; a group whose items name different keys is ordered by tag.
+    pub fair_key: Option<&'a str>,
 }
 
 /// In `txn`: pushes `items` in order, visible after `delay_ms`. An item of
 /// a group without a head becomes the head (visible or delayed, at its
 /// push index); one of a group with a head waits behind it. Items without
 /// a group go where a plain push puts them. Returns when delayed items
-/// become visible (`None` when not delayed).
+/// become visible (`None` when not delayed). Items with a fairness key
+/// are placed by their virtual tag under `weights` (see
+/// [`crate::queue::fair`]).
 pub async fn push_in<T: Transaction>(
     txn: &T,
     keys: &QueueKeys,
     items: &[NewItem<'_>],
     now_ms: u64,
     delay_ms: u64,
+    weights: &BTreeMap<String, u32>,
 ) -> Result<Option<u64>, StoreError> {
     let visible_at_ms = now_ms.saturating_add(delay_ms);
     // Snapshot, as every push: the group state reads below are what orders
     // two pushes to one group.
     let next_index = next_index_in(txn, keys).await?;
+    let fair_keys: Vec<Option<&str>> = items.iter().map(|item| item.fair_key).collect();
+    let indexes = if fair_keys.iter().any(Option::is_some) {
+        crate::queue::fair::indexes_in(txn, keys, &fair_keys, weights).await?
+    } else {
+        (next_index..next_index + items.len() as u64).collect()
+    };
     let mut has_head = heads_in(txn, keys, items.iter().filter_map(|item| item.group)).await?;
     let mut counts = Counts::default();
     let mut plain_delayed = Vec::new();
     let mut plain_expires = Vec::new();
-    for (offset, new) in items.iter().enumerate() {
-        let index = next_index + offset as u64;
+    for (new, index) in items.iter().zip(indexes) {
         let random = fresh_random();
         let mut item = ItemValue {
             group: new.group.map(str::to_string),
             expires_at_ms: new.expires_at_ms,
+            fair_key: new.fair_key.map(str::to_string),
             ..ItemValue::new(now_ms, new.payload.to_vec())
         };
         crate::queue::parts::spill_in(txn, &mut item)?;

@@ -35,13 +35,14 @@ pub async fn move_in<T: Transaction>(
     now_ms: u64,
 ) -> Result<(), StoreError> {
     let next_index = next_index_in(txn, keys).await?;
+    let indexes = move_indexes_in(txn, keys, items, next_index).await?;
     let groups = items.iter().filter_map(|moved| moved.item.group.as_deref());
     let mut has_head = heads_in(txn, keys, groups).await?;
     let mut counts = Counts::default();
-    for (offset, moved) in items.iter().enumerate() {
+    for (moved, index) in items.iter().zip(indexes) {
         let random = fresh_random();
         let at = Place {
-            index: next_index + offset as u64,
+            index,
             random: &random,
             visible_at_ms: moved.visible_at_ms,
             now_ms,
@@ -76,6 +77,30 @@ pub async fn move_in<T: Transaction>(
     }
     txn.atomic_max(&keys.next_index(), next_index + items.len() as u64)?;
     counts.add_in(txn, keys)
+}
+
+/// In `txn`: the push index of each of `items` in the queue they move to:
+/// the next push counts, or, when any has a fairness key, their places
+/// in the fair order under the queue's weights (see [`crate::queue::fair`]).
+async fn move_indexes_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    items: &[Moved],
+    next_index: u64,
+) -> Result<Vec<u64>, StoreError> {
+    let fair_keys: Vec<Option<&str>> = items
+        .iter()
+        .map(|moved| moved.item.fair_key.as_deref())
+        .collect();
+    if fair_keys.iter().all(Option::is_none) {
+        return Ok((next_index..next_index + items.len() as u64).collect());
+    }
+    let weights = crate::queue::settings::read_in(txn, keys)
+        .await
+        .map_err(crate::queue::corrupt_as_store)?
+        .fair_weights
+        .unwrap_or_default();
+    crate::queue::fair::indexes_in(txn, keys, &fair_keys, &weights).await
 }
 
 /// An item waiting behind its group's head.

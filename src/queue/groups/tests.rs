@@ -26,10 +26,11 @@ async fn push(store: &EmbeddedStore, keys: &QueueKeys, items: &[(Option<&str>, &
             group: *group,
             payload: payload.as_bytes(),
             expires_at_ms: None,
+            fair_key: None,
         })
         .collect();
     let txn = store.begin().unwrap();
-    push_in(&txn, keys, &items, crate::envelope::now_ms(), 0)
+    push_in(&txn, keys, &items, crate::envelope::now_ms(), 0, &Default::default())
         .await
         .unwrap();
     txn.commit().await.unwrap();
@@ -256,15 +257,17 @@ async fn delayed_pushes_and_dropping_waiting_items() {
             group: Some("d"),
             payload: b"d1",
             expires_at_ms: None,
+            fair_key: None,
         },
         NewItem {
             group: Some("d"),
             payload: b"d2",
             expires_at_ms: None,
+            fair_key: None,
         },
     ];
     let now = crate::envelope::now_ms();
-    let at = push_in(&txn, &keys, &items, now, 60_000).await.unwrap();
+    let at = push_in(&txn, &keys, &items, now, 60_000, &Default::default()).await.unwrap();
     txn.commit().await.unwrap();
     assert_eq!(at, Some(now + 60_000));
     assert!(visible(&store, &keys).await.is_empty());
@@ -306,12 +309,13 @@ async fn two_pushes_to_one_empty_group_conflict() {
         group: Some("g"),
         payload: b"p",
         expires_at_ms: None,
+        fair_key: None,
     }];
     let now = crate::envelope::now_ms();
     let first = store.begin().unwrap();
     let second = store.begin().unwrap();
-    push_in(&first, &keys, &items, now, 0).await.unwrap();
-    push_in(&second, &keys, &items, now, 0).await.unwrap();
+    push_in(&first, &keys, &items, now, 0, &Default::default()).await.unwrap();
+    push_in(&second, &keys, &items, now, 0, &Default::default()).await.unwrap();
     first.commit().await.unwrap();
     assert_eq!(second.commit().await, Err(StoreError::Conflict));
 }

@@ -1,0 +1,308 @@
+//! Fairness keys: one noisy tenant never starves the others (issue #40).
+//!
+//! An item pushed with a fairness key `k` is placed in the FIFO queue's
+//! own order by a *virtual tag* instead of its push count (start-time fair
+//! queueing): `tag = max(last[k], V) + TAG_SCALE / w_k`, where `last[k]`
+//! is the tag the key's previous item got (`meta/("fair", k)`), `V` is the
+//! queue's virtual time (the index of its head item, or the `next_index`
+//! mark when it is empty) and `w_k` the key's weight from the queue's
+//! settings (`fair_weights`, default 1). The tag *is* the item key's index
+//! (`items/(tag, random)`), so the queue's order is the fair order and
+//! nothing that takes items changes: a direct pop, a fulfill round, a
+//! leased or batch pop, on any daemon and after a restart, takes the first
+//! key as always and so serves keys round-robin in proportion to their
+//! weights, FIFO within a key. A key with a backlog runs ahead in virtual
+//! time (its tags climb past `V`), a quiet key's next item lands at `V`
+//! plus one step: right behind the head.
+//!
+//! Every read here is a snapshot read and every write an `atomic_max`, so
+//! fair pushes, like all pushes, never conflict with pops or each other.
+//! The price is precision under concurrency: two concurrent pushes of one
+//! key may take the same tag (their items tie, ordered by the random
+//! suffix, as two concurrent plain pushes share an index), and a push that
+//! read a head another process just took computes from a slightly older
+//! `V` (its item lands a little further forward). Pushes raise
+//! `next_index` past every tag they give, so the mark stays the queue's
+//! tail and the virtual time of an empty queue never goes back.
+//!
+//! Items without a fairness key keep today's path (push count, no extra
+//! read) unless the queue's `fair` setting is on: then they share the key
+//! `""` ([`DEFAULT_KEY`]) and are a tenant like any other. In a queue
+//! without `fair`, an unkeyed item pushed after keyed ones lands behind
+//! them (the mark is past their tags).
+//!
+//! What moves an item keeps or recomputes its tag: a nack, an expired
+//! lease, a reaped result or a put-back return it to its own key (its
+//! tag: at the front if the queue moved on, as a returned item is today);
+//! a delayed push gets its tag when the timer reveals it (it arrives
+//! then); a dead letter or a redrive gets one in the queue it moves to.
+
+use std::collections::BTreeMap;
+
+use futures_util::future::join_all;
+use rand::RngCore;
+use serde_json::Value;
+
+use crate::keys::{QueueKeys, RANDOM_LEN};
+use crate::store::{RangeRead, Read, StoreError, Transaction, decode_mark};
+
+/// Virtual time one item of weight 1 takes: 720,720 is divisible by
+/// every weight from 1 to 16 (and many more), so those keys advance by
+/// exact steps and counts over a window are exact.
+pub const TAG_SCALE: u64 = 720_720;
+/// Largest weight of a fairness key.
+pub const FAIR_WEIGHT_MAX: u32 = 1_000;
+/// Most keys a queue's `fair_weights` may name.
+pub const FAIR_WEIGHTS_MAX: usize = 100;
+/// Longest fairness key, in bytes.
+pub const FAIR_KEY_LEN_MAX: usize = 128;
+/// The key of items pushed without one to a queue whose `fair` is on.
+pub const DEFAULT_KEY: &str = "";
+
+/// Why a fairness key is refused, if it is: 1 to 128 bytes of
+/// `A-Z a-z 0-9 . _ - : @ /` (a group key's alphabet, so an SQS
+/// `MessageGroupId` that is a valid group key is a valid fairness key).
+pub fn check_key(key: &str) -> Result<(), String> {
+    crate::queue::groups::check_key(key)
+        .map_err(|what| what.replace("a group key", "a fairness key"))
+        .map_err(|what| what.replace("group key ", "fairness key "))
+}
+
+/// A `fair_weights` setting from its JSON: `null` (no weights) or an
+/// object of at most [`FAIR_WEIGHTS_MAX`] valid keys, each with an
+/// integer weight from 1 to [`FAIR_WEIGHT_MAX`].
+pub fn parse_weights(value: &Value) -> Result<Option<BTreeMap<String, u32>>, String> {
+    let object = match value {
+        Value::Null => return Ok(None),
+        Value::Object(object) => object,
+        other => return Err(format!("must be an object of weights or null, got {other}")),
+    };
+    if object.len() > FAIR_WEIGHTS_MAX {
+        return Err(format!(
+            "names at most {FAIR_WEIGHTS_MAX} keys, got {}",
+            object.len()
+        ));
+    }
+    let mut weights = BTreeMap::new();
+    for (key, weight) in object {
+        check_key(key)?;
+        let weight = weight
+            .as_u64()
+            .filter(|w| (1..=FAIR_WEIGHT_MAX as u64).contains(w))
+            .ok_or_else(|| {
+                format!("the weight of {key:?} must be an integer from 1 to {FAIR_WEIGHT_MAX}, got {weight}")
+            })?;
+        weights.insert(key.clone(), weight as u32);
+    }
+    Ok((!weights.is_empty()).then_some(weights))
+}
+
+/// The virtual time one item of a key of `weight` takes.
+pub fn step(weight: u32) -> u64 {
+    (TAG_SCALE / u64::from(weight.max(1))).max(1)
+}
+
+/// The weight of `key` under `weights` (1 when not named).
+pub fn weight_of(weights: &BTreeMap<String, u32>, key: &str) -> u32 {
+    weights.get(key).copied().unwrap_or(1)
+}
+
+/// The queue's first item, as virtual time sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Head {
+    /// Its index (its tag, for an item with a fairness key).
+    index: u64,
+    /// Its fairness key.
+    fair_key: Option<String>,
+}
+
+/// In `txn`, with a snapshot read: the queue's first item, if any.
+async fn head_in<T: Transaction>(txn: &T, keys: &QueueKeys) -> Result<Option<Head>, StoreError> {
+    let (begin, end) = keys.items_range();
+    let rows = txn
+        .get_range(RangeRead::new(&begin, &end, 1).snapshot())
+        .await?;
+    Ok(rows.first().and_then(|row| {
+        Some(Head {
+            index: keys.item_index(&row.key)?,
+            fair_key: crate::envelope::decode_item(&row.value).and_then(|item| item.fair_key),
+        })
+    }))
+}
+
+/// In `txn`, with snapshot reads: the queue's `next_index` mark.
+async fn mark_in<T: Transaction>(txn: &T, keys: &QueueKeys) -> Result<u64, StoreError> {
+    Ok(decode_mark(
+        txn.get(&keys.next_index(), Read::Snapshot)
+            .await?
+            .as_deref(),
+    ))
+}
+
+/// In `txn`, with snapshot reads: the queue's virtual time, the index of
+/// its first item, or (empty) its `next_index` mark, which is past every
+/// tag given so far.
+pub async fn virtual_time_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+) -> Result<u64, StoreError> {
+    match head_in(txn, keys).await? {
+        Some(head) => Ok(head.index),
+        None => mark_in(txn, keys).await,
+    }
+}
+
+/// In `txn`, with a snapshot read: the last tag of fairness key `key` (0
+/// for a key without one).
+async fn tag_in<T: Transaction>(txn: &T, keys: &QueueKeys, key: &str) -> Result<u64, StoreError> {
+    Ok(decode_mark(
+        txn.get(&keys.fair_tag(key), Read::Snapshot)
+            .await?
+            .as_deref(),
+    ))
+}
+
+/// In `txn`: the index each of `fair_keys` takes, in order: a virtual tag
+/// for an item with a key, the next push count for one without (as a
+/// plain push). Writes the keys' last tags and raises `next_index` past
+/// every index given. Snapshot reads and `atomic_max` only: never conflicts.
+pub async fn indexes_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    fair_keys: &[Option<&str>],
+    weights: &BTreeMap<String, u32>,
+) -> Result<Vec<u64>, StoreError> {
+    let mut distinct: Vec<&str> = fair_keys.iter().flatten().copied().collect();
+    distinct.sort_unstable();
+    distinct.dedup();
+    let next_index = mark_in(txn, keys).await?;
+    let virtual_time = head_in(txn, keys)
+        .await?
+        .map_or(next_index, |head| head.index);
+    let reads = join_all(distinct.iter().map(|key| tag_in(txn, keys, key))).await;
+    let mut last = BTreeMap::new();
+    for (key, read) in distinct.into_iter().zip(reads) {
+        last.insert(key, read?.max(virtual_time));
+    }
+    let mut indexes = Vec::with_capacity(fair_keys.len());
+    let mut unkeyed = next_index;
+    for key in fair_keys {
+        match key {
+            None => {
+                indexes.push(unkeyed);
+                unkeyed += 1;
+            }
+            Some(key) => {
+                let tag = last.get_mut(key).expect("every key's tag was read");
+                *tag = tag.saturating_add(step(weight_of(weights, key)));
+                indexes.push(*tag);
+            }
+        }
+    }
+    for (key, tag) in &last {
+        txn.atomic_max(&keys.fair_tag(key), *tag)?;
+    }
+    let mark = indexes.iter().max().map_or(next_index, |max| max + 1);
+    txn.atomic_max(&keys.next_index(), mark.max(next_index))?;
+    Ok(indexes)
+}
+
+/// In `txn`: writes the encoded item envelopes `values` of the FIFO queue
+/// `keys` at `indexes` (from [`indexes_in`]), `values[i]` expiring at
+/// `expires[i]`, and counts them in the depth.
+pub fn append_at_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    values: &[Vec<u8>],
+    expires: &[Option<u64>],
+    indexes: &[u64],
+) -> Result<(), StoreError> {
+    let mut rng = rand::rng();
+    for (offset, (value, index)) in values.iter().zip(indexes).enumerate() {
+        let mut random = [0u8; RANDOM_LEN];
+        rng.fill_bytes(&mut random);
+        let key = keys.item(*index, &random);
+        txn.set(&key, value)?;
+        let expires_at_ms = expires.get(offset).copied().flatten();
+        crate::queue::expiry::index_in(txn, keys, &key, expires_at_ms)?;
+    }
+    txn.atomic_add(&keys.depth(), values.len() as i64)
+}
+
+/// One fairness key's backlog, as [`backlog_in`] estimates it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyBacklog {
+    /// The key (`""`: items pushed without one to a `fair` queue).
+    pub key: String,
+    /// Items of the key the queue's head has not reached: its last tag's
+    /// lead over the virtual time, in the key's steps.
+    pub items: u64,
+}
+
+/// In `txn` (snapshot reads): the `top` keys with the largest backlog,
+/// largest first, from at most `scan_max` of the queue's keys. Read from
+/// the tags, not counted: no pop writes anything for it, so pops cost
+/// what they cost without fairness. Exact while the key's items are
+/// pushed in sequence and none is out of order (leased, returned); an
+/// estimate otherwise.
+pub async fn backlog_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    weights: &BTreeMap<String, u32>,
+    top: usize,
+    scan_max: usize,
+) -> Result<Vec<KeyBacklog>, StoreError> {
+    let head = head_in(txn, keys).await?;
+    let virtual_time = match &head {
+        Some(head) => head.index,
+        None => mark_in(txn, keys).await?,
+    };
+    let head_key = head.and_then(|head| head.fair_key);
+    let (begin, end) = keys.fair_tags_range();
+    let rows = txn
+        .get_range(RangeRead::new(&begin, &end, scan_max).snapshot())
+        .await?;
+    let mut backlog: Vec<KeyBacklog> = rows
+        .iter()
+        .filter_map(|row| {
+            let key = keys.fair_key_of(&row.key)?;
+            let lead = decode_mark(Some(&row.value)).checked_sub(virtual_time)?;
+            let step = step(weight_of(weights, &key));
+            // The head's key has the head at the virtual time itself, one
+            // item more than its lead's steps; another key's first item is
+            // at most one step past it.
+            let items = if head_key.as_deref() == Some(key.as_str()) {
+                lead / step + 1
+            } else {
+                lead.div_ceil(step)
+            };
+            (items > 0).then_some(KeyBacklog { key, items })
+        })
+        .collect();
+    backlog.sort_by(|a, b| b.items.cmp(&a.items).then_with(|| a.key.cmp(&b.key)));
+    backlog.truncate(top);
+    Ok(backlog)
+}
+
+/// In `txn`: clears the tags of keys the queue's head has passed (at most
+/// `scan_max` read): such a tag says nothing a missing one does not (the
+/// next item of the key starts from the virtual time either way), so the
+/// tags kept follow the keys with a backlog, not every key ever used.
+/// Read without snapshot: a push raising a tag concurrently conflicts.
+pub async fn prune_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    scan_max: usize,
+) -> Result<usize, StoreError> {
+    let virtual_time = virtual_time_in(txn, keys).await?;
+    let (begin, end) = keys.fair_tags_range();
+    let rows = txn.get_range(RangeRead::new(&begin, &end, scan_max)).await?;
+    let mut pruned = 0;
+    for row in rows {
+        if decode_mark(Some(&row.value)) < virtual_time {
+            txn.clear(&row.key)?;
+            pruned += 1;
+        }
+    }
+    Ok(pruned)
+}
