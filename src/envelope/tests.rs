@@ -15,6 +15,7 @@ fn dead_item() -> ItemValue {
         }),
         group: None,
         expires_at_ms: None,
+        fair_key: None,
         payload: b"payload".to_vec(),
         parts: None,
     }
@@ -221,4 +222,53 @@ fn an_expiry_round_trips_in_every_form_and_items_without_one_keep_theirs() {
         assert_eq!(decode_item(&without), Some(form));
     }
     assert_eq!(decode_item(&[0x11, 0, 0, 0, 0, 0, 0, 0, 42]), None);
+}
+
+#[test]
+fn a_fairness_key_round_trips_in_every_form_and_items_without_one_keep_theirs() {
+    let plain = ItemValue::new(42, b"p".to_vec());
+    let spilled = ItemValue {
+        payload: Vec::new(),
+        parts: Some(PartsRef {
+            id: [7; PARTS_ID_LEN],
+            len: 200_000,
+        }),
+        ..plain.clone()
+    };
+    let forms = [
+        plain.clone(),
+        ItemValue {
+            group: Some("g".into()),
+            ..plain.clone()
+        },
+        ItemValue {
+            expires_at_ms: Some(1_000),
+            deliveries: 2,
+            ..plain.clone()
+        },
+        dead_item(),
+        spilled,
+    ];
+    for form in forms {
+        let without = encode_item_value(&form);
+        assert_eq!(without[0] & FAIR_FLAG, 0, "no key, no flag");
+        for key in ["tenant-7", ""] {
+            let keyed = ItemValue {
+                fair_key: Some(key.into()),
+                ..form.clone()
+            };
+            let encoded = encode_item_value(&keyed);
+            assert_eq!(encoded.len(), without.len() + 1 + key.len());
+            assert_eq!(decode_item(&encoded), Some(keyed.clone()));
+            let held = HeldItem {
+                item_key: b"k".to_vec(),
+                item: keyed.clone(),
+            };
+            assert_eq!(decode_held(&encode_held(&held)), Some(held));
+            for len in 0..encoded.len() - 1 {
+                assert_ne!(decode_item(&encoded[..len]), Some(keyed.clone()));
+            }
+        }
+        assert_eq!(decode_item(&without), Some(form));
+    }
 }

@@ -301,7 +301,14 @@ async fn store_in<T: Transaction>(
     } else if delay_ms == 0 {
         let values = stored
             .iter()
-            .map(|s| Ok(encode_item_value(&fresh_fair_in(txn, now, s, expires_at_ms)?)))
+            .map(|s| {
+                Ok(encode_item_value(&fresh_fair_in(
+                    txn,
+                    now,
+                    s,
+                    expires_at_ms,
+                )?))
+            })
             .collect::<Result<Vec<_>, StoreError>>()?;
         let fair_keys: Vec<Option<&str>> = stored.iter().map(|s| s.fair_key).collect();
         let indexes = crate::queue::fair::indexes_in(txn, keys, &fair_keys, weights).await?;

@@ -142,10 +142,7 @@ async fn mark_in<T: Transaction>(txn: &T, keys: &QueueKeys) -> Result<u64, Store
 /// In `txn`, with snapshot reads: the queue's virtual time, the index of
 /// its first item, or (empty) its `next_index` mark, which is past every
 /// tag given so far.
-pub async fn virtual_time_in<T: Transaction>(
-    txn: &T,
-    keys: &QueueKeys,
-) -> Result<u64, StoreError> {
+pub async fn virtual_time_in<T: Transaction>(txn: &T, keys: &QueueKeys) -> Result<u64, StoreError> {
     match head_in(txn, keys).await? {
         Some(head) => Ok(head.index),
         None => mark_in(txn, keys).await,
@@ -296,7 +293,9 @@ pub async fn prune_in<T: Transaction>(
 ) -> Result<usize, StoreError> {
     let virtual_time = virtual_time_in(txn, keys).await?;
     let (begin, end) = keys.fair_tags_range();
-    let rows = txn.get_range(RangeRead::new(&begin, &end, scan_max)).await?;
+    let rows = txn
+        .get_range(RangeRead::new(&begin, &end, scan_max))
+        .await?;
     let mut pruned = 0;
     for row in rows {
         if decode_mark(Some(&row.value)) < virtual_time {

@@ -30,9 +30,16 @@ async fn push(store: &EmbeddedStore, keys: &QueueKeys, items: &[(Option<&str>, &
         })
         .collect();
     let txn = store.begin().unwrap();
-    push_in(&txn, keys, &items, crate::envelope::now_ms(), 0, &Default::default())
-        .await
-        .unwrap();
+    push_in(
+        &txn,
+        keys,
+        &items,
+        crate::envelope::now_ms(),
+        0,
+        &Default::default(),
+    )
+    .await
+    .unwrap();
     txn.commit().await.unwrap();
 }
 
@@ -267,7 +274,9 @@ async fn delayed_pushes_and_dropping_waiting_items() {
         },
     ];
     let now = crate::envelope::now_ms();
-    let at = push_in(&txn, &keys, &items, now, 60_000, &Default::default()).await.unwrap();
+    let at = push_in(&txn, &keys, &items, now, 60_000, &Default::default())
+        .await
+        .unwrap();
     txn.commit().await.unwrap();
     assert_eq!(at, Some(now + 60_000));
     assert!(visible(&store, &keys).await.is_empty());
@@ -314,8 +323,12 @@ async fn two_pushes_to_one_empty_group_conflict() {
     let now = crate::envelope::now_ms();
     let first = store.begin().unwrap();
     let second = store.begin().unwrap();
-    push_in(&first, &keys, &items, now, 0, &Default::default()).await.unwrap();
-    push_in(&second, &keys, &items, now, 0, &Default::default()).await.unwrap();
+    push_in(&first, &keys, &items, now, 0, &Default::default())
+        .await
+        .unwrap();
+    push_in(&second, &keys, &items, now, 0, &Default::default())
+        .await
+        .unwrap();
     first.commit().await.unwrap();
     assert_eq!(second.commit().await, Err(StoreError::Conflict));
 }

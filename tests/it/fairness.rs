@@ -1,0 +1,494 @@
+//! Fairness keys (issue #40, library level): a queue serves its keys in
+//! proportion to their weights, FIFO within a key, whatever daemon pops,
+//! because the fair order is the queue's own key order (see
+//! `hotq::queue::fair`). The front ends are not wired yet; these tests
+//! push with `queue::dedup::push_fair` and pop through real coordinators
+//! on a real embedded store.
+
+use crate::common;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hotq::coordinator::Coordinator;
+use hotq::envelope::{End, now_ms};
+use hotq::keys::{QueueKeys, QueueName};
+use hotq::queue::dedup::{PushItem, PushTerms, push_fair, push_with};
+use hotq::queue::fair::{KeyBacklog, TAG_SCALE, backlog_in, prune_in};
+use hotq::queue::settings::{Defaults, apply_change, update};
+use hotq::queue::{Item, Queue};
+use hotq::staging::StagingConfig;
+use hotq::store::embedded::{Durability, EmbeddedStore};
+use hotq::store::{Store, Transaction};
+use serde_json::json;
+
+/// How long one pop waits: generous, the queue is never empty when popped.
+const POP_WAIT: Duration = Duration::from_secs(10);
+/// Bound on the concurrent drain.
+const RUN_BOUND: Duration = Duration::from_secs(240);
+
+fn queue(name: &str) -> QueueKeys {
+    QueueKeys::new(&QueueName::new(name).unwrap())
+}
+
+/// Pushes `count` items `"{key}:{n}"` under fairness key `key` (`None`:
+/// no key), numbered from `first`, in batches of at most 1,000.
+async fn push(
+    store: &EmbeddedStore,
+    keys: &QueueKeys,
+    key: Option<&str>,
+    first: usize,
+    count: usize,
+) {
+    let label = key.unwrap_or("-");
+    let payloads: Vec<PushItem> = (first..first + count)
+        .map(|n| PushItem {
+            payload: format!("{label}:{n}").into_bytes(),
+            dedup_id: None,
+            group: None,
+        })
+        .collect();
+    for chunk in payloads.chunks(1_000) {
+        let fair_keys = vec![key.map(str::to_string); chunk.len()];
+        let terms = PushTerms {
+            fair_keys: &fair_keys,
+            ..PushTerms::default()
+        };
+        push_fair(store, keys, chunk, terms, &Defaults::default())
+            .await
+            .unwrap();
+    }
+}
+
+async fn set(store: &EmbeddedStore, keys: &QueueKeys, change: serde_json::Value) {
+    let change: BTreeMap<String, serde_json::Value> = serde_json::from_value(change).unwrap();
+    update(store, keys, &change, &Defaults::default())
+        .await
+        .unwrap()
+        .unwrap();
+}
+
+/// The label and number of a payload pushed by [`push`].
+fn parse(item: &Item) -> (String, usize) {
+    let text = String::from_utf8(item.payload.clone()).unwrap();
+    let (label, n) = text.split_once(':').unwrap();
+    (label.to_string(), n.parse().unwrap())
+}
+
+/// How many of `labels` are `label`.
+fn count(labels: &[String], label: &str) -> usize {
+    labels.iter().filter(|l| *l == label).count()
+}
+
+async fn backlog(
+    store: &EmbeddedStore,
+    keys: &QueueKeys,
+    weights: &[(&str, u32)],
+) -> Vec<KeyBacklog> {
+    let weights = weights.iter().map(|(k, w)| (k.to_string(), *w)).collect();
+    let txn = store.begin().unwrap();
+    backlog_in(&txn, keys, &weights, 10, 1_000).await.unwrap()
+}
+
+fn row(key: &str, items: u64) -> KeyBacklog {
+    KeyBacklog {
+        key: key.to_string(),
+        items,
+    }
+}
+
+/// The scenario of the first tests: a noisy key (weight 1) pushes 300
+/// items first, then keys `a` (weight 3) and `b` (weight 2) push 60 each.
+async fn noisy_then_weighted(store: &EmbeddedStore, keys: &QueueKeys, per_key: usize) {
+    set(store, keys, json!({"fair_weights": {"a": 3, "b": 2}})).await;
+    push(store, keys, Some("noisy"), 0, 5 * per_key).await;
+    push(store, keys, Some("a"), 0, per_key).await;
+    push(store, keys, Some("b"), 0, per_key).await;
+}
+
+/// After the noisy key's first item (at the head before the others came),
+/// each unit of virtual time serves noisy 1, `a` 3 and `b` 2: the first
+/// `1 + 6m` pops hold exactly `1 + m`, `3m` and `2m` of them, for every
+/// `m` until `a` runs out; within each key in push order.
+fn assert_exact_shares(labels: &[String], numbers: &BTreeMap<String, Vec<usize>>, rounds: usize) {
+    for m in 0..=rounds {
+        let window = &labels[..1 + 6 * m];
+        assert_eq!(
+            (
+                count(window, "noisy"),
+                count(window, "a"),
+                count(window, "b")
+            ),
+            (1 + m, 3 * m, 2 * m),
+            "the first {} pops",
+            window.len()
+        );
+    }
+    for (label, seen) in numbers {
+        assert!(
+            seen.windows(2).all(|w| w[0] < w[1]),
+            "{label} out of push order: {seen:?}"
+        );
+    }
+}
+
+/// Pops `n` items one at a time, taking turns between `coordinators`.
+async fn pop_in_turns(
+    coordinators: &[Coordinator<EmbeddedStore>],
+    keys: &QueueKeys,
+    n: usize,
+) -> (Vec<String>, BTreeMap<String, Vec<usize>>) {
+    let mut labels = Vec::new();
+    let mut numbers: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for turn in 0..n {
+        let coordinator = &coordinators[turn % coordinators.len()];
+        let item = coordinator
+            .pop(keys, End::Front, POP_WAIT)
+            .await
+            .unwrap()
+            .expect("the queue holds items");
+        let (label, number) = parse(&item);
+        assert_eq!(item.fair_key.as_deref(), Some(label.as_str()));
+        numbers.entry(label.clone()).or_default().push(number);
+        labels.push(label);
+    }
+    (labels, numbers)
+}
+
+fn coordinators(store: &EmbeddedStore, k: usize) -> Vec<Coordinator<EmbeddedStore>> {
+    (0..k)
+        .map(|_| Coordinator::new(store.clone(), StagingConfig::default()))
+        .collect()
+}
+
+async fn shut_down(coordinators: &[Coordinator<EmbeddedStore>]) {
+    for coordinator in coordinators {
+        coordinator.shutdown(Duration::from_secs(5)).await;
+    }
+}
+
+/// Three keys with weights 1, 3 and 2, the weight-1 key's backlog of 300
+/// pushed first: the next 120 pops share 1:3:2 exactly, and the backlog
+/// per key reads what is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weighted_keys_share_exactly_behind_a_noisy_backlog() {
+    let (store, _dir) = common::embedded_store(Durability::Buffered);
+    let keys = queue("tenants");
+    noisy_then_weighted(&store, &keys, 60).await;
+    let weights = [("a", 3), ("b", 2)];
+    assert_eq!(
+        backlog(&store, &keys, &weights).await,
+        vec![row("noisy", 300), row("a", 60), row("b", 60)]
+    );
+    let coordinator = coordinators(&store, 1);
+    let (labels, numbers) = pop_in_turns(&coordinator, &keys, 121).await;
+    assert_exact_shares(&labels, &numbers, 20);
+    assert_eq!(
+        backlog(&store, &keys, &weights).await,
+        vec![row("noisy", 279), row("b", 20)]
+    );
+    shut_down(&coordinator).await;
+}
+
+/// The same order whichever of two coordinators on one store pops: the
+/// order is in the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_coordinators_taking_turns_serve_the_same_order() {
+    let (store, _dir) = common::embedded_store(Durability::Buffered);
+    let keys = queue("tenants");
+    noisy_then_weighted(&store, &keys, 60).await;
+    let both = coordinators(&store, 2);
+    let (labels, numbers) = pop_in_turns(&both, &keys, 121).await;
+    assert_exact_shares(&labels, &numbers, 20);
+    shut_down(&both).await;
+}
+
+/// Waiters on two coordinators drain the queue concurrently (direct and
+/// staged pops, rounds of both fulfillers): every item comes out once, and
+/// every window of the order they came out in holds each key's share to
+/// within the number of waiters (an item is out of place only while a
+/// waiter holds it). FIFO would hand out the noisy key's 2,000 first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_coordinators_popping_at_once_keep_the_shares() {
+    const WAITERS: usize = 8;
+    let (store, _dir) = common::embedded_store(Durability::Buffered);
+    let keys = queue("tenants");
+    noisy_then_weighted(&store, &keys, 400).await;
+    let total = 5 * 400 + 2 * 400;
+    let both = coordinators(&store, 2);
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let taken = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for waiter in 0..2 * WAITERS {
+        let (coordinator, keys) = (both[waiter % 2].clone(), keys.clone());
+        let (order, taken) = (order.clone(), taken.clone());
+        tasks.push(tokio::spawn(async move {
+            let deadline = tokio::time::Instant::now() + RUN_BOUND;
+            while taken.load(Ordering::SeqCst) < total {
+                assert!(tokio::time::Instant::now() < deadline, "drain too slow");
+                let popped = coordinator
+                    .pop(&keys, End::Front, Duration::from_millis(200))
+                    .await
+                    .unwrap();
+                if let Some(item) = popped {
+                    order.lock().unwrap().push(parse(&item));
+                    taken.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let order = order.lock().unwrap().clone();
+    let distinct: std::collections::BTreeSet<_> = order.iter().collect();
+    assert_eq!(
+        (order.len(), distinct.len()),
+        (total, total),
+        "each item once"
+    );
+    let labels: Vec<String> = order.into_iter().map(|(label, _)| label).collect();
+    let tolerance = 2 * WAITERS;
+    for m in (0..=400 / 3).step_by(7) {
+        let window = &labels[..1 + 6 * m];
+        let got = [
+            count(window, "noisy"),
+            count(window, "a"),
+            count(window, "b"),
+        ];
+        let want = [1 + m, 3 * m, 2 * m];
+        for (got, want) in got.iter().zip(want) {
+            assert!(
+                got.abs_diff(want) <= tolerance,
+                "the first {} pops: {got:?} of a key, {want} expected (± {tolerance})",
+                window.len()
+            );
+        }
+    }
+    shut_down(&both).await;
+}
+
+/// A queue whose pushes name no key keeps today's keys: items at their
+/// push counts, no fairness state written, the mark at the count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_without_keys_keeps_its_push_indexes() {
+    let (store, _dir) = common::embedded_store(Durability::Buffered);
+    let keys = queue("plain");
+    push(&store, &keys, None, 0, 5).await;
+    let items: Vec<PushItem> = (5..8)
+        .map(|n| PushItem {
+            payload: format!("-:{n}").into_bytes(),
+            dedup_id: None,
+            group: None,
+        })
+        .collect();
+    push_with(&store, &keys, &items, None, None, &Defaults::default())
+        .await
+        .unwrap();
+    Queue::new(store.clone(), keys.name().clone())
+        .push_batch(&["-:8", "-:9"])
+        .await
+        .unwrap();
+    let rows = common::scan(&store, keys.items_range()).await;
+    let indexes: Vec<u64> = rows
+        .iter()
+        .map(|row| keys.item_index(&row.key).unwrap())
+        .collect();
+    assert_eq!(indexes, (0..10).collect::<Vec<u64>>());
+    assert!(
+        common::scan(&store, keys.fair_tags_range())
+            .await
+            .is_empty()
+    );
+    let coordinator = coordinators(&store, 1);
+    let (labels, numbers) = pop_in_turns_unkeyed(&coordinator, &keys, 10).await;
+    assert_eq!(labels, vec!["-"; 10]);
+    assert_eq!(numbers, (0..10).collect::<Vec<usize>>());
+    shut_down(&coordinator).await;
+}
+
+async fn pop_in_turns_unkeyed(
+    coordinators: &[Coordinator<EmbeddedStore>],
+    keys: &QueueKeys,
+    n: usize,
+) -> (Vec<String>, Vec<usize>) {
+    let mut labels = Vec::new();
+    let mut numbers = Vec::new();
+    for _ in 0..n {
+        let item = coordinators[0]
+            .pop(keys, End::Front, POP_WAIT)
+            .await
+            .unwrap()
+            .expect("the queue holds items");
+        assert_eq!(item.fair_key, None);
+        let (label, number) = parse(&item);
+        labels.push(label);
+        numbers.push(number);
+    }
+    (labels, numbers)
+}
+
+/// With `fair` on, items pushed without a key are the tenant `""`: a
+/// backlog of them does not hold back a keyed tenant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unkeyed_items_of_a_fair_queue_are_one_tenant() {
+    let (store, _dir) = common::embedded_store(Durability::Buffered);
+    let keys = queue("fair-default");
+    set(&store, &keys, json!({"fair": true})).await;
+    push(&store, &keys, None, 0, 100).await;
+    push(&store, &keys, Some("quiet"), 0, 5).await;
+    let coordinator = coordinators(&store, 1);
+    let mut labels = Vec::new();
+    for _ in 0..11 {
+        let item = coordinator[0]
+            .pop(&keys, End::Front, POP_WAIT)
+            .await
+            .unwrap()
+            .unwrap();
+        let (label, _) = parse(&item);
+        let expected_key = if label == "-" { "" } else { "quiet" };
+        assert_eq!(item.fair_key.as_deref(), Some(expected_key));
+        labels.push(label);
+    }
+    assert_eq!((count(&labels, "-"), count(&labels, "quiet")), (6, 5));
+    shut_down(&coordinator).await;
+}
+
+/// A delayed item takes its place when the timer reveals it (it arrives
+/// then): right behind the head, not behind the noisy key's backlog.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delayed_keyed_item_is_placed_when_revealed() {
+    let (store, _dir) = common::embedded_store(Durability::Buffered);
+    let keys = queue("delayed");
+    push(&store, &keys, Some("noisy"), 0, 200).await;
+    let fair_keys = vec![Some("late".to_string())];
+    let item = PushItem {
+        payload: b"late:0".to_vec(),
+        dedup_id: None,
+        group: None,
+    };
+    let terms = PushTerms {
+        delay_ms: Some(1),
+        fair_keys: &fair_keys,
+        ..PushTerms::default()
+    };
+    let pushed = push_fair(&store, &keys, &[item], terms, &Defaults::default())
+        .await
+        .unwrap();
+    let visible_at_ms = pushed.visible_at_ms.unwrap();
+    let policy = hotq::lease::DeliveryPolicy::default();
+    hotq::due::sweep(&store, &policy, visible_at_ms.max(now_ms()) + 1)
+        .await
+        .unwrap();
+    let coordinator = coordinators(&store, 1);
+    let mut labels = Vec::new();
+    for _ in 0..3 {
+        let item = coordinator[0]
+            .pop(&keys, End::Front, POP_WAIT)
+            .await
+            .unwrap()
+            .unwrap();
+        labels.push(parse(&item).0);
+    }
+    assert_eq!(count(&labels, "late"), 1, "first pops: {labels:?}");
+    shut_down(&coordinator).await;
+}
+
+/// A nacked item returns to its own place (its tag), ahead of the keys
+/// that were behind it, as a returned item does in a plain queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nacked_item_keeps_its_place() {
+    let (store, _dir) = common::embedded_store(Durability::Buffered);
+    let keys = queue("nacked");
+    push(&store, &keys, Some("x"), 0, 3).await;
+    push(&store, &keys, Some("y"), 0, 3).await;
+    let coordinator = coordinators(&store, 1);
+    let lease_ms = std::num::NonZeroU64::new(60_000).unwrap();
+    let leased = coordinator[0]
+        .pop_leased(&keys, End::Front, 1, POP_WAIT, lease_ms)
+        .await
+        .unwrap();
+    let first = leased[0].clone();
+    assert_eq!(parse(&first), ("x".to_string(), 0));
+    let receipt = first.lease.unwrap().receipt;
+    coordinator[0].nack(&keys, &receipt, 0).await.unwrap();
+    let again = coordinator[0]
+        .pop(&keys, End::Front, POP_WAIT)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (again.key.clone(), again.fair_key.clone()),
+        (first.key, first.fair_key)
+    );
+    shut_down(&coordinator).await;
+}
+
+/// Weights are read by every push: a change applies to the next push,
+/// without a restart; a drained key's tag is pruned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weights_apply_from_the_next_push_and_drained_tags_are_pruned() {
+    let (store, _dir) = common::embedded_store(Durability::Buffered);
+    let keys = queue("reweighed");
+    push(&store, &keys, Some("k"), 0, 2).await;
+    set(&store, &keys, json!({"fair_weights": {"k": 4}})).await;
+    push(&store, &keys, Some("k"), 2, 2).await;
+    let rows = common::scan(&store, keys.items_range()).await;
+    let indexes: Vec<u64> = rows
+        .iter()
+        .map(|row| keys.item_index(&row.key).unwrap())
+        .collect();
+    let s = TAG_SCALE;
+    assert_eq!(indexes, vec![s, 2 * s, 2 * s + s / 4, 2 * s + s / 2]);
+    let coordinator = coordinators(&store, 1);
+    for _ in 0..4 {
+        coordinator[0]
+            .pop(&keys, End::Front, POP_WAIT)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    assert_eq!(common::scan(&store, keys.fair_tags_range()).await.len(), 1);
+    push(&store, &keys, Some("other"), 0, 1).await;
+    let txn = store.begin().unwrap();
+    assert_eq!(prune_in(&txn, &keys, 100).await.unwrap(), 1, "k's tag goes");
+    txn.commit().await.unwrap();
+    let left: Vec<String> = common::scan(&store, keys.fair_tags_range())
+        .await
+        .iter()
+        .filter_map(|row| keys.fair_key_of(&row.key))
+        .collect();
+    assert_eq!(left, vec!["other".to_string()]);
+    shut_down(&coordinator).await;
+}
+
+/// Bad fairness settings are refused with a message naming the setting.
+#[test]
+fn bad_fairness_settings_are_refused() {
+    let name = QueueName::new("q").unwrap();
+    let stored = hotq::queue::settings::Stored::default();
+    let too_many: serde_json::Map<String, serde_json::Value> =
+        (0..101).map(|n| (format!("k{n}"), json!(1))).collect();
+    for bad in [
+        json!({"fair": 1}),
+        json!({"fair_weights": {"a": 0}}),
+        json!({"fair_weights": {"a": 1001}}),
+        json!({"fair_weights": {"a": 1.5}}),
+        json!({"fair_weights": {"a b": 1}}),
+        json!({"fair_weights": [1, 2]}),
+        json!({"fair_weights": too_many}),
+    ] {
+        let change: BTreeMap<String, serde_json::Value> =
+            serde_json::from_value(bad.clone()).unwrap();
+        let refused = apply_change(&stored, &name, &change, &Defaults::default()).unwrap_err();
+        assert!(refused.0.starts_with("fair"), "{bad}: {refused}");
+    }
+    let change: BTreeMap<String, serde_json::Value> =
+        serde_json::from_value(json!({"fair": true, "fair_weights": {"a": 1000}})).unwrap();
+    let ok = apply_change(&stored, &name, &change, &Defaults::default()).unwrap();
+    let effective = ok.effective(&name, &Defaults::default());
+    assert!(effective.fair);
+    assert_eq!(effective.fair_weights.get("a"), Some(&1000));
+}
