@@ -135,10 +135,8 @@ pub struct Effective {
     #[schema(required = true)]
     pub retention_ms: Option<u64>,
     /// True: items pushed without a fairness key share the default key `""`.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fair: bool,
     /// Weight per fairness key; a key not named has weight 1.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub fair_weights: BTreeMap<String, u32>,
 }
 
