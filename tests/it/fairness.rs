@@ -492,3 +492,114 @@ fn bad_fairness_settings_are_refused() {
     assert!(effective.fair);
     assert_eq!(effective.fair_weights.get("a"), Some(&1000));
 }
+
+/// Pushes `payload` under fairness key `key` and message group `group`.
+async fn push_grouped(store: &EmbeddedStore, keys: &QueueKeys, key: &str, group: &str, n: usize) {
+    let item = PushItem {
+        payload: format!("{key}:{n}").into_bytes(),
+        dedup_id: None,
+        group: Some(group.to_string()),
+    };
+    let fair_keys = vec![Some(key.to_string())];
+    let terms = PushTerms {
+        fair_keys: &fair_keys,
+        ..PushTerms::default()
+    };
+    push_fair(store, keys, &[item], terms, &Defaults::default())
+        .await
+        .unwrap();
+}
+
+/// Message groups inside a tenant: a group's items (one key) come out in
+/// push order, one at a time, and the tenant's other group and another
+/// tenant are served beside them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn groups_keep_their_order_inside_a_tenant() {
+    let (store, _dir) = common::embedded_store(Durability::Buffered);
+    let keys = queue("grouped");
+    for n in 0..4 {
+        push_grouped(&store, &keys, "t", "g1", n).await;
+        push_grouped(&store, &keys, "t", "g2", 10 + n).await;
+    }
+    push(&store, &keys, Some("u"), 0, 3).await;
+    let coordinator = coordinators(&store, 1);
+    let lease_ms = std::num::NonZeroU64::new(60_000).unwrap();
+    let mut order = Vec::new();
+    for _ in 0..11 {
+        let items = coordinator[0]
+            .pop_leased(&keys, End::Front, 1, POP_WAIT, lease_ms)
+            .await
+            .unwrap();
+        let item = items.into_iter().next().expect("an item within the wait");
+        order.push(parse(&item));
+        coordinator[0]
+            .ack(&keys, &item.lease.unwrap().receipt)
+            .await
+            .unwrap();
+    }
+    let numbers = |pick: &dyn Fn(usize) -> bool| -> Vec<usize> {
+        order
+            .iter()
+            .filter(|(label, n)| label == "t" && pick(*n))
+            .map(|(_, n)| *n)
+            .collect()
+    };
+    assert_eq!(numbers(&|n| n < 10), vec![0, 1, 2, 3], "g1 in push order");
+    assert_eq!(
+        numbers(&|n| n >= 10),
+        vec![10, 11, 12, 13],
+        "g2 in push order"
+    );
+    let first_u = order.iter().position(|(label, _)| label == "u").unwrap();
+    assert!(first_u <= 2, "u waited behind t's groups: {order:?}");
+    shut_down(&coordinator).await;
+}
+
+/// A dead letter keeps its key in the dead-letter queue, and a redrive
+/// puts it back at its tenant's tail in its origin (it arrives again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redriven_dead_letter_rejoins_its_tenant() {
+    let (store, _dir) = common::embedded_store(Durability::Buffered);
+    let keys = queue("origin");
+    set(&store, &keys, json!({"max_deliveries": 1})).await;
+    push(&store, &keys, Some("t"), 0, 3).await;
+    push(&store, &keys, Some("u"), 0, 1).await;
+    let coordinator = coordinators(&store, 1);
+    let lease_ms = std::num::NonZeroU64::new(60_000).unwrap();
+    let leased = coordinator[0]
+        .pop_leased(&keys, End::Front, 1, POP_WAIT, lease_ms)
+        .await
+        .unwrap();
+    assert_eq!(parse(&leased[0]), ("t".to_string(), 0));
+    coordinator[0]
+        .nack(&keys, &leased[0].lease.unwrap().receipt, 0)
+        .await
+        .unwrap();
+    let dead = QueueName::new("origin.dead").unwrap();
+    let dead_rows = common::scan(&store, QueueKeys::new(&dead).items_range()).await;
+    assert_eq!(dead_rows.len(), 1, "dead-lettered");
+    let dead_item = hotq::envelope::decode_item(&dead_rows[0].value).unwrap();
+    assert_eq!(dead_item.fair_key.as_deref(), Some("t"));
+    assert_eq!(
+        hotq::lease::redrive::redrive(&store, &dead, 10)
+            .await
+            .unwrap(),
+        1
+    );
+    let mut order = Vec::new();
+    for _ in 0..4 {
+        let item = coordinator[0]
+            .pop(&keys, End::Front, POP_WAIT)
+            .await
+            .unwrap()
+            .unwrap();
+        order.push(parse(&item));
+    }
+    let t: Vec<usize> = order
+        .iter()
+        .filter(|(label, _)| label == "t")
+        .map(|(_, n)| *n)
+        .collect();
+    assert_eq!(t, vec![1, 2, 0], "behind its tenant's backlog: {order:?}");
+    shut_down(&coordinator).await;
+}
