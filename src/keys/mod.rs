@@ -17,6 +17,7 @@
 //! | `group`    | `(group,)`              | group state: the group has a head out of `grouped` (see `crate::queue::groups`) |
 //! | `grouped`  | `(group, index, random)` | pending grouped item: visible-at ms and item envelope |
 //! | `meta`     | `("fair", key)`         | fairness key `key`'s last virtual tag (`atomic_max`; see `crate::queue::fair`) |
+//! | `meta`     | `("fair_floor",)`       | the lowest virtual time of a fair push (a purge's mark; `atomic_max`) |
 //!
 //! In a queue with fairness keys, an item's `index` is its virtual tag
 //! (`crate::queue::fair`), not its push count: the same key shape, so
@@ -432,6 +433,13 @@ impl QueueKeys {
     /// `crate::queue::fair`), kept with `atomic_max`.
     pub fn fair_tag(&self, key: &str) -> Vec<u8> {
         self.0.meta.subspace(&("fair",)).pack(&(key,))
+    }
+
+    /// The lowest virtual time a fair push may start from (see
+    /// `crate::queue::fair`): a purge raises it to its mark, so items
+    /// pushed after the purge began are placed past the items it drops.
+    pub fn fair_floor(&self) -> Vec<u8> {
+        self.0.meta.pack(&("fair_floor",))
     }
 
     /// `[begin, end)` of the queue's fairness keys' tags.

@@ -31,6 +31,11 @@
 //! without `fair`, an unkeyed item pushed after keyed ones lands behind
 //! them (the mark is past their tags).
 //!
+//! A purge drops the items below the mark it read when it began: before
+//! that, it raises the queue's floor of virtual time (`meta/("fair_floor",)`)
+//! to the mark, so a fair push after it never lands below it
+//! ([`floor_for_purge_in`]).
+//!
 //! What moves an item keeps or recomputes its tag: a nack, an expired
 //! lease, a reaped result or a put-back return it to its own key (its
 //! tag: at the front if the queue moved on, as a returned item is today);
@@ -173,9 +178,15 @@ pub async fn indexes_in<T: Transaction>(
     distinct.sort_unstable();
     distinct.dedup();
     let next_index = mark_in(txn, keys).await?;
+    let floor = decode_mark(
+        txn.get(&keys.fair_floor(), Read::Snapshot)
+            .await?
+            .as_deref(),
+    );
     let virtual_time = head_in(txn, keys)
         .await?
-        .map_or(next_index, |head| head.index);
+        .map_or(next_index, |head| head.index)
+        .max(floor);
     let reads = join_all(distinct.iter().map(|key| tag_in(txn, keys, key))).await;
     let mut last = BTreeMap::new();
     for (key, read) in distinct.into_iter().zip(reads) {
@@ -202,6 +213,29 @@ pub async fn indexes_in<T: Transaction>(
     let mark = indexes.iter().max().map_or(next_index, |max| max + 1);
     txn.atomic_max(&keys.next_index(), mark.max(next_index))?;
     Ok(indexes)
+}
+
+/// In `txn`, before a purge of the FIFO queue `keys` drops the items below
+/// its `mark`: raises the queue's floor of virtual time to the mark when
+/// the queue has fairness tags, so a fair push that starts after this
+/// commit places its items past the mark (a tag from the head's virtual
+/// time alone could fall below it, and the purge would drop an item
+/// pushed after it began). A queue that never had a fair push reads one
+/// empty range and writes nothing.
+pub async fn floor_for_purge_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    mark: u64,
+) -> Result<bool, StoreError> {
+    let (begin, end) = keys.fair_tags_range();
+    let tags = txn
+        .get_range(RangeRead::new(&begin, &end, 1).snapshot())
+        .await?;
+    if tags.is_empty() {
+        return Ok(false);
+    }
+    txn.atomic_max(&keys.fair_floor(), mark)?;
+    Ok(true)
 }
 
 /// In `txn`: writes the encoded item envelopes `values` of the FIFO queue

@@ -603,3 +603,47 @@ async fn a_redriven_dead_letter_rejoins_its_tenant() {
     assert_eq!(t, vec![1, 2, 0], "behind its tenant's backlog: {order:?}");
     shut_down(&coordinator).await;
 }
+
+/// A purge drops the items below the mark it read when it began. A fair
+/// push places by virtual time, which the purge's own deletes hold back
+/// (the head is still below the mark), so a purge first raises the
+/// queue's floor to its mark: pushes after that land past it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pushes_after_a_purge_began_land_past_its_mark() {
+    let (store, _dir) = common::embedded_store(Durability::Buffered);
+    let keys = queue("purged");
+    push(&store, &keys, Some("noisy"), 0, 100).await;
+    let txn = store.begin().unwrap();
+    let mark = hotq::store::decode_mark(
+        txn.get(&keys.next_index(), hotq::store::Read::Snapshot)
+            .await
+            .unwrap()
+            .as_deref(),
+    );
+    assert!(
+        hotq::queue::fair::floor_for_purge_in(&txn, &keys, mark)
+            .await
+            .unwrap()
+    );
+    txn.commit().await.unwrap();
+    push(&store, &keys, Some("quiet"), 0, 1).await;
+    let rows = common::scan(&store, keys.items_range()).await;
+    let last = rows.last().unwrap();
+    assert_eq!(
+        hotq::envelope::decode_item(&last.value)
+            .unwrap()
+            .fair_key
+            .as_deref(),
+        Some("quiet")
+    );
+    assert!(keys.item_index(&last.key).unwrap() >= mark);
+    // A queue that never had a fair push is left as it was.
+    let plain = queue("plain-purged");
+    push(&store, &plain, None, 0, 3).await;
+    let txn = store.begin().unwrap();
+    assert!(
+        !hotq::queue::fair::floor_for_purge_in(&txn, &plain, 3)
+            .await
+            .unwrap()
+    );
+}

@@ -150,6 +150,11 @@ async fn purge_end<S: Store>(store: &S, keys: &QueueKeys) -> Result<Vec<u8>, Que
                     .await?
                     .as_deref(),
             );
+            // A queue with fairness keys places pushes by virtual time, not
+            // past the mark: its floor is raised first (see `queue::fair`).
+            if crate::queue::fair::floor_for_purge_in(&txn, keys, mark).await? {
+                txn.commit().await?;
+            }
             keys.item(mark, &[])
         }
         QueueKind::Priority => keys.items_range().1,
