@@ -127,6 +127,11 @@ const GAUGES: &[(&str, Unit, &str)] = &[
     ),
     (QUEUE_DEPTH, Unit::Count, "Items in the queue (sampled)."),
     (
+        super::fair::FAIR_KEY_BACKLOG,
+        Unit::Count,
+        "Items waiting under a fairness key, for each fair queue's largest keys (sampled).",
+    ),
+    (
         QUEUE_DEAD_LETTER,
         Unit::Count,
         "1 for a dead-letter queue (its name ends in .dead, or a queue names it as its dead_letter_queue), 0 for a live queue (sampled).",

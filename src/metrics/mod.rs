@@ -11,6 +11,7 @@
 //! - [`process`]: the `process_*` metrics, read from `/proc/self`.
 
 mod describe;
+pub mod fair;
 mod handles;
 pub(crate) mod process;
 pub mod traffic;
@@ -313,6 +314,7 @@ static FORGOTTEN: Mutex<BTreeMap<(&'static str, String), Instant>> = Mutex::new(
 /// queue is used again ([`register_queue`]) or found in the store again
 /// ([`found_in_store`]). A queue counted under `_other` stays in that sum.
 pub fn forget_queue(kind: QueueKind, queue: &QueueName) {
+    fair::forget(kind, queue);
     let labelled = LABELS
         .get()
         .is_some_and(|labels| labels.seen.lock().contains(queue.as_str()));
@@ -342,12 +344,16 @@ pub fn found_in_store(kind: QueueKind, queue: &QueueName, read_began: Instant) {
 pub fn render(handle: &PrometheusHandle) -> String {
     let text = handle.render();
     let forgotten = FORGOTTEN.lock().clone();
-    if forgotten.is_empty() {
+    let fair_keys_left = fair::any_left();
+    if forgotten.is_empty() && !fair_keys_left {
         return text;
     }
     let mut kept = String::with_capacity(text.len());
     for line in text.lines() {
         if !line.starts_with('#') && names_forgotten(line, &forgotten) {
+            continue;
+        }
+        if fair_keys_left && fair::left_the_top(line) {
             continue;
         }
         kept.push_str(line);

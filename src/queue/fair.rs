@@ -49,7 +49,8 @@ use rand::RngCore;
 use serde_json::Value;
 
 use crate::keys::{QueueKeys, RANDOM_LEN};
-use crate::store::{RangeRead, Read, StoreError, Transaction, decode_mark};
+use crate::queue::QueueError;
+use crate::store::{RangeRead, Read, Store, StoreError, Transaction, decode_mark};
 
 /// Virtual time one item of weight 1 takes: 720,720 is divisible by
 /// every weight from 1 to 16 (and many more), so those keys advance by
@@ -59,6 +60,8 @@ pub const TAG_SCALE: u64 = 720_720;
 pub const FAIR_WEIGHT_MAX: u32 = 1_000;
 /// Most keys a queue's `fair_weights` may name.
 pub const FAIR_WEIGHTS_MAX: usize = 100;
+/// Most fairness keys' tags one backlog reading scans (see [`backlog`]).
+pub const FAIR_KEYS_SCANNED_MAX: usize = 10_000;
 /// Longest fairness key, in bytes.
 pub const FAIR_KEY_LEN_MAX: usize = 128;
 /// The key of items pushed without one to a queue whose `fair` is on.
@@ -268,6 +271,23 @@ pub struct KeyBacklog {
     /// Items of the key the queue's head has not reached: its last tag's
     /// lead over the virtual time, in the key's steps.
     pub items: u64,
+}
+
+/// The `top` keys of the FIFO queue `keys` with the largest backlog,
+/// largest first, under its weights as stored (one snapshot transaction;
+/// at most [`FAIR_KEYS_SCANNED_MAX`] keys scanned). For the stats, the
+/// console and `crate::metrics::fair::publish`.
+pub async fn backlog<S: Store>(
+    store: &S,
+    keys: &QueueKeys,
+    top: usize,
+) -> Result<Vec<KeyBacklog>, QueueError> {
+    let txn = store.begin()?;
+    let weights = crate::queue::settings::read_in(&txn, keys)
+        .await?
+        .fair_weights
+        .unwrap_or_default();
+    Ok(backlog_in(&txn, keys, &weights, top, FAIR_KEYS_SCANNED_MAX).await?)
 }
 
 /// In `txn` (snapshot reads): the `top` keys with the largest backlog,

@@ -16,7 +16,7 @@ use hotq::coordinator::Coordinator;
 use hotq::envelope::{End, now_ms};
 use hotq::keys::{QueueKeys, QueueName};
 use hotq::queue::dedup::{PushItem, PushTerms, push_fair, push_with};
-use hotq::queue::fair::{KeyBacklog, TAG_SCALE, backlog_in, prune_in};
+use hotq::queue::fair::{KeyBacklog, TAG_SCALE, prune_in};
 use hotq::queue::settings::{Defaults, apply_change, update};
 use hotq::queue::{Item, Queue};
 use hotq::staging::StagingConfig;
@@ -82,14 +82,9 @@ fn count(labels: &[String], label: &str) -> usize {
     labels.iter().filter(|l| *l == label).count()
 }
 
-async fn backlog(
-    store: &EmbeddedStore,
-    keys: &QueueKeys,
-    weights: &[(&str, u32)],
-) -> Vec<KeyBacklog> {
-    let weights = weights.iter().map(|(k, w)| (k.to_string(), *w)).collect();
-    let txn = store.begin().unwrap();
-    backlog_in(&txn, keys, &weights, 10, 1_000).await.unwrap()
+/// The backlog of the queue's largest keys, under its stored weights.
+async fn backlog(store: &EmbeddedStore, keys: &QueueKeys) -> Vec<KeyBacklog> {
+    hotq::queue::fair::backlog(store, keys, 10).await.unwrap()
 }
 
 fn row(key: &str, items: u64) -> KeyBacklog {
@@ -177,16 +172,15 @@ async fn weighted_keys_share_exactly_behind_a_noisy_backlog() {
     let (store, _dir) = common::embedded_store(Durability::Buffered);
     let keys = queue("tenants");
     noisy_then_weighted(&store, &keys, 60).await;
-    let weights = [("a", 3), ("b", 2)];
     assert_eq!(
-        backlog(&store, &keys, &weights).await,
+        backlog(&store, &keys).await,
         vec![row("noisy", 300), row("a", 60), row("b", 60)]
     );
     let coordinator = coordinators(&store, 1);
     let (labels, numbers) = pop_in_turns(&coordinator, &keys, 121).await;
     assert_exact_shares(&labels, &numbers, 20);
     assert_eq!(
-        backlog(&store, &keys, &weights).await,
+        backlog(&store, &keys).await,
         vec![row("noisy", 279), row("b", 20)]
     );
     shut_down(&coordinator).await;
