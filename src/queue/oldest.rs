@@ -1,7 +1,13 @@
 //! The age of a queue's oldest item, for stats, listings and the
 //! `hotq_oldest_item_age_seconds` gauge.
 //!
-//! A FIFO queue's oldest item is its front. A priority queue orders items
+//! A FIFO queue's oldest item is its front, unless the queue has
+//! fairness keys (see [`crate::queue::fair`]): then items are in virtual
+//! time, and a backlogged key's oldest item is within one step of the
+//! head's virtual time, so the oldest is the oldest of the items in one
+//! unit of virtual time from the head (at most [`FAIR_HEAD_ITEMS_READ_MAX`]
+//! read: past that, a lower bound). A queue whose front has no fairness
+//! key reads its front only, as before. A priority queue orders items
 //! by priority first, so its front is the lowest priority, not the oldest
 //! item; but within one priority items keep push order, so the oldest item
 //! is the oldest of each priority's first item. Those are read by skipping
@@ -17,6 +23,9 @@ use crate::queue::{QueueError, read_end};
 use crate::store::Read;
 use crate::store::{RangeRead, Transaction};
 
+/// Most items read from the front of a queue with fairness keys to find
+/// its oldest item.
+pub const FAIR_HEAD_ITEMS_READ_MAX: usize = 1_000;
 /// Most priority levels read to find a priority queue's oldest item.
 pub const PRIORITY_LEVELS_READ_MAX: usize = 256;
 
@@ -27,13 +36,42 @@ pub async fn oldest_item_age_ms_in<T: Transaction>(
     keys: &QueueKeys,
 ) -> Result<Option<u64>, QueueError> {
     let enqueued_at_ms = match keys.kind() {
-        QueueKind::Fifo => read_end(txn, keys, End::Front, 1, Read::Snapshot)
-            .await?
-            .first()
-            .map(|item| item.enqueued_at_ms),
+        QueueKind::Fifo => {
+            let front = read_end(txn, keys, End::Front, 1, Read::Snapshot).await?;
+            match front.first() {
+                Some(item) if item.fair_key.is_some() => oldest_fair_in(txn, keys, item).await?,
+                front => front.map(|item| item.enqueued_at_ms),
+            }
+        }
         QueueKind::Priority => oldest_priority_enqueued_in(txn, keys).await?,
     };
     Ok(enqueued_at_ms.map(|at| now_ms().saturating_sub(at)))
+}
+
+/// The earliest enqueue time among the items of the fair FIFO queue `keys`
+/// within one unit of virtual time of its `front` (which every key with a
+/// backlog has an item in), at most [`FAIR_HEAD_ITEMS_READ_MAX`].
+async fn oldest_fair_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    front: &crate::queue::Item,
+) -> Result<Option<u64>, QueueError> {
+    let begin = front.key.clone();
+    let Some(index) = keys.item_index(&begin) else {
+        return Ok(Some(front.enqueued_at_ms));
+    };
+    let end = keys.item(index.saturating_add(crate::queue::fair::TAG_SCALE + 1), &[]);
+    let rows = txn
+        .get_range(RangeRead::new(&begin, &end, FAIR_HEAD_ITEMS_READ_MAX).snapshot())
+        .await?;
+    let mut oldest = front.enqueued_at_ms;
+    for row in rows {
+        let item = decode_item(&row.value).ok_or_else(|| QueueError::Corrupt {
+            key: row.key.clone(),
+        })?;
+        oldest = oldest.min(item.enqueued_at_ms);
+    }
+    Ok(Some(oldest))
 }
 
 /// The earliest enqueue time among the first items of the queue's first
@@ -64,4 +102,67 @@ async fn oldest_priority_enqueued_in<T: Transaction>(
         cursor = keys.priority_range(priority).1;
     }
     Ok(oldest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::envelope::{ItemValue, encode_item_value};
+    use crate::keys::QueueName;
+    use crate::queue::fair::{TAG_SCALE, append_at_in};
+    use crate::store::Store;
+    use crate::store::embedded::{Durability, EmbeddedConfig, EmbeddedStore};
+
+    fn item(enqueued_at_ms: u64, key: Option<&str>) -> Vec<u8> {
+        encode_item_value(&ItemValue {
+            fair_key: key.map(str::to_string),
+            ..ItemValue::new(enqueued_at_ms, b"p".to_vec())
+        })
+    }
+
+    /// In fair order a quiet key's new item may be the front while a noisy
+    /// key's old backlog is right behind it: the age is the backlog's.
+    #[tokio::test]
+    async fn a_fair_queue_ages_by_its_oldest_key_not_its_front() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = EmbeddedConfig::new(dir.path());
+        config.durability = Durability::Buffered;
+        let store = EmbeddedStore::open(config).unwrap();
+        let keys = QueueKeys::new(&QueueName::new("fair-ages").unwrap());
+        let now = now_ms();
+        let s = TAG_SCALE;
+        let txn = store.begin().unwrap();
+        let values = [
+            item(now - 5_000, Some("quiet")),
+            item(now - 60_000, Some("noisy")),
+            item(now - 59_000, Some("noisy")),
+            item(now - 90_000, Some("far")),
+        ];
+        append_at_in(
+            &txn,
+            &keys,
+            &values,
+            &[],
+            &[s, s + s / 2, 2 * s + s / 2, 3 * s],
+        )
+        .unwrap();
+        txn.commit().await.unwrap();
+        let txn = store.begin().unwrap();
+        let age = oldest_item_age_ms_in(&txn, &keys).await.unwrap().unwrap();
+        // The noisy key's first item, one step behind the front; the item
+        // two units of virtual time on is not read (no key's first item
+        // is that far from the front).
+        assert!((60_000..90_000).contains(&age), "age {age}");
+        let plain = QueueKeys::new(&QueueName::new("plain-ages").unwrap());
+        let txn = store.begin().unwrap();
+        let values = [item(now - 5_000, None), item(now - 60_000, None)];
+        append_at_in(&txn, &plain, &values, &[], &[0, 1]).unwrap();
+        txn.commit().await.unwrap();
+        let txn = store.begin().unwrap();
+        let age = oldest_item_age_ms_in(&txn, &plain).await.unwrap().unwrap();
+        assert!(
+            (5_000..60_000).contains(&age),
+            "a plain queue's front: {age}"
+        );
+    }
 }
