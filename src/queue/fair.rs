@@ -71,9 +71,21 @@ pub const DEFAULT_KEY: &str = "";
 /// `A-Z a-z 0-9 . _ - : @ /` (a group key's alphabet, so an SQS
 /// `MessageGroupId` that is a valid group key is a valid fairness key).
 pub fn check_key(key: &str) -> Result<(), String> {
-    crate::queue::groups::check_key(key)
-        .map_err(|what| what.replace("a group key", "a fairness key"))
-        .map_err(|what| what.replace("group key ", "fairness key "))
+    if key.is_empty() || key.len() > FAIR_KEY_LEN_MAX {
+        return Err(format!(
+            "a fairness key is 1 to {FAIR_KEY_LEN_MAX} bytes long, got {}",
+            key.len()
+        ));
+    }
+    if let Some(bad) = key
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':' | '@' | '/')))
+    {
+        return Err(format!(
+            "fairness key {key:?} is invalid: it may hold only A-Z a-z 0-9 . _ - : @ /, not {bad:?}"
+        ));
+    }
+    Ok(())
 }
 
 /// A `fair_weights` setting from its JSON: `null` (no weights) or an
@@ -273,21 +285,18 @@ pub struct KeyBacklog {
     pub items: u64,
 }
 
-/// The `top` keys of the FIFO queue `keys` with the largest backlog,
-/// largest first, under its weights as stored (one snapshot transaction;
-/// at most [`FAIR_KEYS_SCANNED_MAX`] keys scanned). For the stats, the
-/// console and `crate::metrics::fair::publish`.
+/// The `top` keys of the FIFO queue `keys` with the largest backlog under
+/// `weights` (its `fair_weights` setting), largest first, in one snapshot
+/// transaction (at most [`FAIR_KEYS_SCANNED_MAX`] keys scanned). For the
+/// stats, the console and `crate::metrics::fair::publish`.
 pub async fn backlog<S: Store>(
     store: &S,
     keys: &QueueKeys,
+    weights: &BTreeMap<String, u32>,
     top: usize,
 ) -> Result<Vec<KeyBacklog>, QueueError> {
     let txn = store.begin()?;
-    let weights = crate::queue::settings::read_in(&txn, keys)
-        .await?
-        .fair_weights
-        .unwrap_or_default();
-    Ok(backlog_in(&txn, keys, &weights, top, FAIR_KEYS_SCANNED_MAX).await?)
+    Ok(backlog_in(&txn, keys, weights, top, FAIR_KEYS_SCANNED_MAX).await?)
 }
 
 /// In `txn` (snapshot reads): the `top` keys with the largest backlog,

@@ -84,7 +84,14 @@ fn count(labels: &[String], label: &str) -> usize {
 
 /// The backlog of the queue's largest keys, under its stored weights.
 async fn backlog(store: &EmbeddedStore, keys: &QueueKeys) -> Vec<KeyBacklog> {
-    hotq::queue::fair::backlog(store, keys, 10).await.unwrap()
+    let weights = hotq::queue::settings::read(store, keys)
+        .await
+        .unwrap()
+        .fair_weights
+        .unwrap_or_default();
+    hotq::queue::fair::backlog(store, keys, &weights, 10)
+        .await
+        .unwrap()
 }
 
 fn row(key: &str, items: u64) -> KeyBacklog {
