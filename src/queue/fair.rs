@@ -225,7 +225,10 @@ pub async fn indexes_in<T: Transaction>(
     for (key, tag) in &last {
         txn.atomic_max(&keys.fair_tag(key), *tag)?;
     }
-    let mark = indexes.iter().max().map_or(next_index, |max| max + 1);
+    let mark = indexes
+        .iter()
+        .max()
+        .map_or(next_index, |max| max.saturating_add(1));
     txn.atomic_max(&keys.next_index(), mark.max(next_index))?;
     Ok(indexes)
 }
