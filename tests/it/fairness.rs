@@ -668,3 +668,27 @@ async fn pushes_after_a_purge_began_land_past_its_mark() {
             .unwrap()
     );
 }
+
+/// The fair order is in the store: a restart (the store reopened, new
+/// coordinators) continues it exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_order_survives_a_restart() {
+    let (store, dir) = common::embedded_store(Durability::Sync);
+    let keys = queue("tenants");
+    noisy_then_weighted(&store, &keys, 60).await;
+    let before = coordinators(&store, 1);
+    let (mut labels, mut numbers) = pop_in_turns(&before, &keys, 61).await;
+    shut_down(&before).await;
+    drop(before);
+    drop(store);
+    let config = hotq::store::embedded::EmbeddedConfig::new(dir.path());
+    let store = EmbeddedStore::open(config).unwrap();
+    let after = coordinators(&store, 1);
+    let (more_labels, more_numbers) = pop_in_turns(&after, &keys, 60).await;
+    labels.extend(more_labels);
+    for (label, seen) in more_numbers {
+        numbers.entry(label).or_default().extend(seen);
+    }
+    assert_exact_shares(&labels, &numbers, 20);
+    shut_down(&after).await;
+}
