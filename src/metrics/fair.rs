@@ -15,6 +15,7 @@ use crate::keys::{QueueKind, QueueName};
 /// default key of items pushed without one), for each fair queue's largest keys (sampled).
 pub const FAIR_KEY_BACKLOG: &str = "hotq_fair_key_backlog";
 /// Most fairness keys one queue publishes a backlog for.
+#[cfg(feature = "testing")]
 pub const FAIR_KEYS_EXPORTED_MAX: usize = 10;
 
 /// The keys each queue last published, by kind label and queue label.
@@ -29,6 +30,7 @@ static ANY_LEFT: AtomicBool = AtomicBool::new(false);
 /// at most [`FAIR_KEYS_EXPORTED_MAX`] taken). A queue counted under the
 /// overflow label publishes none: per-key series of a sum of queues mean
 /// nothing.
+#[cfg(feature = "testing")]
 pub fn publish(kind: QueueKind, queue: &QueueName, top: &[(String, u64)]) {
     let label = super::queue_label(queue.as_str());
     if label == super::OVERFLOW_QUEUE_LABEL {

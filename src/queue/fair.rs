@@ -49,8 +49,7 @@ use rand::RngCore;
 use serde_json::Value;
 
 use crate::keys::{QueueKeys, RANDOM_LEN};
-use crate::queue::QueueError;
-use crate::store::{RangeRead, Read, Store, StoreError, Transaction, decode_mark};
+use crate::store::{RangeRead, Read, StoreError, Transaction, decode_mark};
 
 /// Virtual time one item of weight 1 takes: 720,720 is divisible by
 /// every weight from 1 to 16 (and many more), so those keys advance by
@@ -61,6 +60,7 @@ pub const FAIR_WEIGHT_MAX: u32 = 1_000;
 /// Most keys a queue's `fair_weights` may name.
 pub const FAIR_WEIGHTS_MAX: usize = 100;
 /// Most fairness keys' tags one backlog reading scans (see [`backlog`]).
+#[cfg(feature = "testing")]
 pub const FAIR_KEYS_SCANNED_MAX: usize = 10_000;
 /// Longest fairness key, in bytes.
 pub const FAIR_KEY_LEN_MAX: usize = 128;
@@ -162,6 +162,7 @@ async fn mark_in<T: Transaction>(txn: &T, keys: &QueueKeys) -> Result<u64, Store
 /// In `txn`, with snapshot reads: the queue's virtual time, the index of
 /// its first item, or (empty) its `next_index` mark, which is past every
 /// tag given so far.
+#[cfg(feature = "testing")]
 pub async fn virtual_time_in<T: Transaction>(txn: &T, keys: &QueueKeys) -> Result<u64, StoreError> {
     match head_in(txn, keys).await? {
         Some(head) => Ok(head.index),
@@ -280,6 +281,7 @@ pub fn append_at_in<T: Transaction>(
 
 /// One fairness key's backlog, as [`backlog_in`] estimates it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg(feature = "testing")]
 pub struct KeyBacklog {
     /// The key (`""`: items pushed without one to a `fair` queue).
     pub key: String,
@@ -292,12 +294,13 @@ pub struct KeyBacklog {
 /// `weights` (its `fair_weights` setting), largest first, in one snapshot
 /// transaction (at most [`FAIR_KEYS_SCANNED_MAX`] keys scanned). For the
 /// stats, the console and `crate::metrics::fair::publish`.
-pub async fn backlog<S: Store>(
+#[cfg(feature = "testing")]
+pub async fn backlog<S: crate::store::Store>(
     store: &S,
     keys: &QueueKeys,
     weights: &BTreeMap<String, u32>,
     top: usize,
-) -> Result<Vec<KeyBacklog>, QueueError> {
+) -> Result<Vec<KeyBacklog>, crate::queue::QueueError> {
     let txn = store.begin()?;
     Ok(backlog_in(&txn, keys, weights, top, FAIR_KEYS_SCANNED_MAX).await?)
 }
@@ -308,6 +311,7 @@ pub async fn backlog<S: Store>(
 /// what they cost without fairness. Exact while the key's items are
 /// pushed in sequence and none is out of order (leased, returned); an
 /// estimate otherwise.
+#[cfg(feature = "testing")]
 pub async fn backlog_in<T: Transaction>(
     txn: &T,
     keys: &QueueKeys,
@@ -352,6 +356,7 @@ pub async fn backlog_in<T: Transaction>(
 /// next item of the key starts from the virtual time either way), so the
 /// tags kept follow the keys with a backlog, not every key ever used.
 /// Read without snapshot: a push raising a tag concurrently conflicts.
+#[cfg(feature = "testing")]
 pub async fn prune_in<T: Transaction>(
     txn: &T,
     keys: &QueueKeys,

@@ -16,9 +16,7 @@
 
 use rand::RngCore;
 
-use crate::envelope::{
-    End, HeldItem, PAYLOAD_SIZE_MAX, PUSH_PAYLOAD_BYTES_MAX, decode_item, encode_held, now_ms,
-};
+use crate::envelope::{End, PAYLOAD_SIZE_MAX, PUSH_PAYLOAD_BYTES_MAX, decode_item, now_ms};
 use crate::keys::{QueueKeys, QueueName, RANDOM_LEN};
 use crate::store::Read;
 #[cfg(feature = "testing")]
@@ -226,13 +224,14 @@ impl<S: Store> Queue<S> {
 
 /// In `txn`: a fresh delayed item's envelope for `payload` (its parts
 /// written when it does not fit one value).
+#[cfg(feature = "testing")]
 pub(crate) fn held_fresh_in<T: Transaction>(
     txn: &T,
     now_ms: u64,
     payload: &[u8],
     expires_at_ms: Option<u64>,
 ) -> Result<Vec<u8>, StoreError> {
-    Ok(encode_held(&HeldItem {
+    Ok(crate::envelope::encode_held(&crate::envelope::HeldItem {
         item_key: Vec::new(),
         item: super::parts::fresh_in(txn, now_ms, payload, expires_at_ms)?,
     }))
