@@ -188,6 +188,7 @@ pub(super) async fn preload<S: Store>(
                 payload: payload.clone(),
                 dedup_id: None,
                 group: None,
+                fair_key: None,
             })
             .collect();
         let pushed = hotq.push(name, &items, PushOptions::default()).await;

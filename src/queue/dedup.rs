@@ -36,6 +36,9 @@ pub struct PushItem {
     pub dedup_id: Option<Vec<u8>>,
     /// Its message group (see [`crate::queue::groups`]); checked by the caller.
     pub group: Option<String>,
+    /// Its fairness key (see [`crate::queue::fair`]); checked by the
+    /// caller with [`crate::queue::fair::check_key`].
+    pub fair_key: Option<String>,
 }
 
 /// What a push did.
@@ -86,6 +89,7 @@ pub async fn push<S: Store>(
 /// whose dedup id is still counting are left out and reported. They are
 /// kept for `retention_ms` (`None`: the queue's `retention_ms` setting,
 /// if any; see [`crate::queue::expiry`]).
+#[cfg(feature = "testing")]
 pub async fn push_with<S: Store>(
     store: &S,
     keys: &QueueKeys,
@@ -97,25 +101,20 @@ pub async fn push_with<S: Store>(
     let terms = PushTerms {
         delay_ms,
         retention_ms,
-        fair_keys: &[],
     };
     push_fair(store, keys, items, terms, defaults).await
 }
 
 /// What a push asks beyond its items (see [`push_fair`]).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct PushTerms<'a> {
+pub struct PushTerms {
     /// Visible after this many ms; `None`: the queue's delivery delay.
     pub delay_ms: Option<u64>,
     /// Kept this long unless delivered; `None`: the queue's `retention_ms`.
     pub retention_ms: Option<u64>,
-    /// Empty, or one per item: its fairness key (see
-    /// [`crate::queue::fair`]), checked by the caller with
-    /// [`crate::queue::fair::check_key`].
-    pub fair_keys: &'a [Option<String>],
 }
 
-/// [`push_with`], each item under its fairness key (`terms.fair_keys`):
+/// [`push_with`], each item under its fairness key ([`PushItem::fair_key`]):
 /// served fairly between keys, in proportion to the queue's
 /// `fair_weights`. Items without a key take the queue's default key
 /// when its `fair` setting is on, else push order (see [`crate::queue::fair`]).
@@ -123,17 +122,15 @@ pub async fn push_fair<S: Store>(
     store: &S,
     keys: &QueueKeys,
     items: &[PushItem],
-    terms: PushTerms<'_>,
+    terms: PushTerms,
     defaults: &Defaults,
 ) -> Result<Pushed, QueueError> {
     let PushTerms {
         delay_ms,
         retention_ms,
-        fair_keys,
     } = terms;
     check_batch(items.iter().map(|item| item.payload.as_slice()))?;
     assert_checked(items);
-    assert_fair_keys(items, fair_keys);
     // Retried on conflict: a conflict means a racing push stored one of our
     // ids first, and the retry reads it. Not retried when the outcome is
     // unknown, like every push (fresh random keys could duplicate items).
@@ -146,12 +143,11 @@ pub async fn push_fair<S: Store>(
         let duplicate = claim_ids_in(&txn, keys, items, now, settings.dedup_window_ms).await?;
         let stored: Vec<ToStore<'_>> = items
             .iter()
-            .enumerate()
             .zip(&duplicate)
             .filter(|(_, duplicate)| !**duplicate)
-            .map(|((at, item), _)| ToStore {
+            .map(|(item, _)| ToStore {
                 item,
-                fair_key: fair_key_of(fair_keys, at, settings.fair),
+                fair_key: fair_key_of(item, settings.fair),
             })
             .collect();
         let delay_ms = delay_ms.unwrap_or(settings.delivery_delay_ms);
@@ -177,26 +173,12 @@ pub async fn push_fair<S: Store>(
     Ok(pushed)
 }
 
-/// The fairness key of the item at `at`: its own, else the default key
-/// in a `fair` queue, else none.
-fn fair_key_of(fair_keys: &[Option<String>], at: usize, fair: bool) -> Option<&str> {
-    match fair_keys.get(at).and_then(Option::as_deref) {
+/// The fairness key of `item`: its own, else the default key in a
+/// `fair` queue, else none.
+fn fair_key_of(item: &PushItem, fair: bool) -> Option<&str> {
+    match item.fair_key.as_deref() {
         Some(key) => Some(key),
         None => fair.then_some(crate::queue::fair::DEFAULT_KEY),
-    }
-}
-
-/// Fairness keys come checked, one per item or none at all.
-fn assert_fair_keys(items: &[PushItem], fair_keys: &[Option<String>]) {
-    assert!(
-        fair_keys.is_empty() || fair_keys.len() == items.len(),
-        "one fairness key per item, or none"
-    );
-    for key in fair_keys.iter().flatten() {
-        assert!(
-            crate::queue::fair::check_key(key).is_ok(),
-            "fairness keys are checked by the caller"
-        );
     }
 }
 
@@ -206,7 +188,7 @@ struct ToStore<'a> {
     fair_key: Option<&'a str>,
 }
 
-/// Dedup ids and group keys come checked: a front end refuses bad ones
+/// Dedup ids, group keys and fairness keys come checked: a front end refuses bad ones
 /// with its own error before anything is written.
 fn assert_checked(items: &[PushItem]) {
     for item in items {
@@ -217,6 +199,12 @@ fn assert_checked(items: &[PushItem]) {
             assert!(
                 crate::queue::groups::check_key(group).is_ok(),
                 "group keys are checked by the caller"
+            );
+        }
+        if let Some(key) = &item.fair_key {
+            assert!(
+                crate::queue::fair::check_key(key).is_ok(),
+                "fairness keys are checked by the caller"
             );
         }
     }

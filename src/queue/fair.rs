@@ -60,8 +60,9 @@ pub const FAIR_WEIGHT_MAX: u32 = 1_000;
 /// Most keys a queue's `fair_weights` may name.
 pub const FAIR_WEIGHTS_MAX: usize = 100;
 /// Most fairness keys' tags one backlog reading scans (see [`backlog`]).
-#[cfg(feature = "testing")]
 pub const FAIR_KEYS_SCANNED_MAX: usize = 10_000;
+/// Most keys a queue's stats show the backlog of (the largest).
+pub const FAIR_BACKLOG_SHOWN_MAX: usize = 10;
 /// Longest fairness key, in bytes.
 pub const FAIR_KEY_LEN_MAX: usize = 128;
 /// The key of items pushed without one to a queue whose `fair` is on.
@@ -281,7 +282,6 @@ pub fn append_at_in<T: Transaction>(
 
 /// One fairness key's backlog, as [`backlog_in`] estimates it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg(feature = "testing")]
 pub struct KeyBacklog {
     /// The key (`""`: items pushed without one to a `fair` queue).
     pub key: String,
@@ -311,7 +311,6 @@ pub async fn backlog<S: crate::store::Store>(
 /// what they cost without fairness. Exact while the key's items are
 /// pushed in sequence and none is out of order (leased, returned); an
 /// estimate otherwise.
-#[cfg(feature = "testing")]
 pub async fn backlog_in<T: Transaction>(
     txn: &T,
     keys: &QueueKeys,

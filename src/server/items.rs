@@ -185,6 +185,25 @@ pub struct QueueStats {
     /// True for a dead-letter queue: its name ends in `.dead`, or some
     /// queue names it as its `dead_letter_queue` (redrive takes it).
     pub dead_letter: bool,
+    /// A FIFO queue's stats: the backlog of its largest fairness keys
+    /// (at most 10), largest first; empty when it has none. Null in a
+    /// listing (not read there) and for a priority queue. (Default null:
+    /// a CLI reading an older daemon's stats.)
+    #[serde(default)]
+    #[schema(required = true)]
+    pub fair_backlog: Option<Vec<FairKeyBacklog>>,
+}
+
+/// One fairness key's backlog in a queue's stats.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct FairKeyBacklog {
+    /// The key (`""`: items pushed without one to a queue whose `fair`
+    /// setting is on).
+    pub key: String,
+    /// Items of the key not yet popped (exact while its items were
+    /// pushed in sequence and none is leased or returned; an estimate
+    /// otherwise).
+    pub items: u64,
 }
 
 impl From<QueueSummary> for QueueStats {
@@ -200,6 +219,14 @@ impl From<QueueSummary> for QueueStats {
             oldest_item_age_ms: queue.oldest_item_age_ms,
             paused: queue.paused,
             dead_letter: queue.dead_letter,
+            fair_backlog: queue.fair_backlog.map(|keys| {
+                keys.into_iter()
+                    .map(|key| FairKeyBacklog {
+                        key: key.key,
+                        items: key.items,
+                    })
+                    .collect()
+            }),
         }
     }
 }

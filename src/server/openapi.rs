@@ -16,7 +16,9 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 
 use super::admin_routes::{DeleteAnswer, DeleteBusy, LeaseInfo, LeaseList, PurgeAnswer, QueueList};
 use super::error::{ErrorBody, ErrorDetail};
-use super::items::{AckBatchAnswer, AckResult, PoppedItem, PushAnswer, QueueStats, RedriveAnswer};
+use super::items::{
+    AckBatchAnswer, AckResult, FairKeyBacklog, PoppedItem, PushAnswer, QueueStats, RedriveAnswer,
+};
 use super::leases::{ExtendAnswer, NackAnswer, NackOutcome};
 use super::push::{BatchItem, BatchObject};
 use super::settings_routes::SettingsAnswer;
@@ -90,6 +92,7 @@ use crate::service::{Effective, Store, Stored};
         PoppedItem,
         PushAnswer,
         QueueStats,
+        FairKeyBacklog,
         AckBatchAnswer,
         AckResult,
         RedriveAnswer,

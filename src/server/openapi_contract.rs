@@ -19,7 +19,8 @@ use crate::console::browse::{GROUPS_LIMIT_MAX, ITEM_ID_HEX_LEN_MAX, ITEMS_LIMIT_
 use crate::keys::{DEAD_LETTER_SUFFIX, QUEUE_NAME_LEN_MAX};
 use crate::server::leases::ACK_BATCH_MAX;
 use crate::service::{
-    DEDUP_ID_LEN_MAX, GROUP_KEY_LEN_MAX, POP_ACKS_MAX, PUSH_BATCH_MAX, RETENTION_MS_MAX,
+    DEDUP_ID_LEN_MAX, FAIR_KEY_LEN_MAX, FAIR_WEIGHT_MAX, FAIR_WEIGHTS_MAX, GROUP_KEY_LEN_MAX,
+    POP_ACKS_MAX, PUSH_BATCH_MAX, RETENTION_MS_MAX,
 };
 use crate::service::{
     DEDUP_WINDOW_MS_MAX, LEASES_CURSOR_LEN_MAX, LEASES_LIMIT_MAX, LIST_LIMIT_MAX,
@@ -108,6 +109,26 @@ fn group_schema() -> Value {
     })
 }
 
+/// Fairness keys: a group key's alphabet and length (so an SQS
+/// `MessageGroupId` that is a group key is a fairness key too).
+fn fair_key_schema() -> Value {
+    json!({
+        "type": "string",
+        "pattern": format!("^[A-Za-z0-9._:@/-]{{1,{FAIR_KEY_LEN_MAX}}}$"),
+    })
+}
+
+/// `fair_weights`: at most [`FAIR_WEIGHTS_MAX`] fairness keys, each with
+/// a weight from 1 to [`FAIR_WEIGHT_MAX`].
+fn fair_weights_schema() -> Value {
+    json!({
+        "type": "object",
+        "maxProperties": FAIR_WEIGHTS_MAX,
+        "propertyNames": fair_key_schema(),
+        "additionalProperties": integer(1, FAIR_WEIGHT_MAX as u64),
+    })
+}
+
 /// Dedup ids are 1 to 128 bytes; the spec states printable ASCII, where
 /// characters and bytes are one.
 fn dedup_id_schema() -> Value {
@@ -160,6 +181,7 @@ fn parameter_schema(path: &str, name: &str, limits: &Limits) -> Option<Value> {
         "path" => json!({"type": "string", "enum": ["staged", "direct"]}),
         "hotq-dedup-id" => dedup_id_schema(),
         "hotq-retention-ms" => integer(1, RETENTION_MS_MAX),
+        "hotq-fair-key" => fair_key_schema(),
         // Receipts riding on a pop: at most POP_ACKS_MAX, comma-separated;
         // a malformed one is answered `invalid` in hotq-acked, not refused.
         "ack" => json!({
@@ -215,6 +237,7 @@ fn body_schema(path: &str, limits: &Limits) -> Option<(&'static str, Value)> {
                 "item": base64_schema(limits.payload_bytes_max),
                 "dedup_id": {"anyOf": [dedup_id_schema(), {"type": "null"}]},
                 "group": {"anyOf": [group_schema(), {"type": "null"}]},
+                "fair_key": {"anyOf": [fair_key_schema(), {"type": "null"}]},
             },
         });
         let schema = json!({
@@ -256,6 +279,8 @@ fn settings_schema(limits: &Limits) -> Value {
             "delivery_delay_ms": nullable(integer(0, limits.delay_max_ms)),
             "paused": nullable(json!({"type": "boolean"})),
             "retention_ms": nullable(integer(1, RETENTION_MS_MAX)),
+            "fair": nullable(json!({"type": "boolean"})),
+            "fair_weights": nullable(fair_weights_schema()),
         },
         "description": "Settings to change; null returns one to the default; keys not named \
             are kept. A queue cannot be its own dead_letter_queue (400 invalid_settings).",

@@ -27,6 +27,26 @@ pub const DEDUP_ID_HEADER: &str = "hotq-dedup-id";
 /// `retention_ms` setting for these items).
 pub const RETENTION_MS_HEADER: &str = "hotq-retention-ms";
 
+/// Header carrying a push's fairness key (every item of a batch that
+/// names none).
+pub const FAIR_KEY_HEADER: &str = "hotq-fair-key";
+
+/// A push's fairness key from its `hotq-fair-key` header, checked (1-128
+/// of A-Z a-z 0-9 . _ - : @ /; 400 `bad_fair_key` otherwise); `None`
+/// without the header.
+pub(crate) fn fair_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    let Some(value) = headers.get(FAIR_KEY_HEADER) else {
+        return Ok(None);
+    };
+    let text = value.to_str().map_err(|_| {
+        service::Error::BadFairKey(format!(
+            "{FAIR_KEY_HEADER} may hold only A-Z a-z 0-9 . _ - : @ /, got {:?}",
+            String::from_utf8_lossy(value.as_bytes())
+        ))
+    })?;
+    Ok(Some(service::check_fair_key(text.to_string())?))
+}
+
 /// A push's retention from its `hotq-retention-ms` header, checked: a
 /// whole number of ms from 1 to a year; `None` without the header.
 pub(crate) fn retention_ms(headers: &HeaderMap) -> Result<Option<u64>, ApiError> {
@@ -84,7 +104,8 @@ pub(crate) fn dedup_id(raw: &[u8]) -> Result<Vec<u8>, ApiError> {
 #[utoipa::path(post, path = "/v1/queues/{queue}/items", tag = "fifo", operation_id = "push",
     params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue"), PushParams,
         ("hotq-dedup-id" = Option<String>, Header, description = "Dedup id (1-128 bytes): a push naming an id pushed within the queue's dedup window stores nothing and answers 200 with duplicate: true"),
-        ("hotq-retention-ms" = Option<u64>, Header, description = "Keep the item at most this long (1 ms to 365 days) unless delivered; default: the queue's retention_ms setting, none unless set")),
+        ("hotq-retention-ms" = Option<u64>, Header, description = "Keep the item at most this long (1 ms to 365 days) unless delivered; default: the queue's retention_ms setting, none unless set"),
+        ("hotq-fair-key" = Option<String>, Header, description = "Fairness key (1-128 of A-Z a-z 0-9 . _ - : @ /; 400 bad_fair_key otherwise): pops serve the queue's keys in proportion to their fair_weights (default 1 each), FIFO within a key")),
     request_body(content = [u8], content_type = "application/octet-stream", description = "The item's bytes (1 B to payload_bytes_max, default 1 MiB)"),
     responses((status = 201, description = "Pushed", body = PushAnswer),
         (status = 200, description = "A duplicate: nothing was written (duplicate: true)", body = PushAnswer),
@@ -105,12 +126,14 @@ pub async fn push_one<S: Store>(
             .map(|value| dedup_id(value.as_bytes()))
             .transpose()?;
         let retention_ms = retention_ms(&headers)?;
+        let fair_key = fair_key(&headers)?;
         let body = body_bytes(body)?;
         state.hotq.check_item(&body)?;
         let item = PushItem {
             payload: body.to_vec(),
             dedup_id,
             group,
+            fair_key,
         };
         push_items(&state, name, &[item], delay_ms, retention_ms).await
     })
@@ -122,7 +145,8 @@ pub async fn push_one<S: Store>(
 /// pushed in one commit, in order; all or nothing (duplicates left out).
 #[utoipa::path(post, path = "/v1/queues/{queue}/items:batch", tag = "fifo",
     params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue"), PushParams,
-        ("hotq-retention-ms" = Option<u64>, Header, description = "Keep the items at most this long (1 ms to 365 days) unless delivered; default: the queue's retention_ms setting, none unless set")),
+        ("hotq-retention-ms" = Option<u64>, Header, description = "Keep the items at most this long (1 ms to 365 days) unless delivered; default: the queue's retention_ms setting, none unless set"),
+        ("hotq-fair-key" = Option<String>, Header, description = "Fairness key of the items that name none (1-128 of A-Z a-z 0-9 . _ - : @ /; 400 bad_fair_key otherwise): pops serve the queue's keys in proportion to their fair_weights (default 1 each), FIFO within a key")),
     request_body(content = Vec<BatchItem>, description = "1 to 1,000 items: base64 strings, or objects with a dedup id"),
     responses((status = 201, description = "Pushed, all in one commit; duplicates lists the positions left out", body = PushAnswer),
         (status = 200, description = "Every item was a duplicate: nothing was written (duplicate: true)", body = PushAnswer),
@@ -139,10 +163,14 @@ pub async fn push_batch<S: Store>(
         let name = queue_name(&queue)?;
         let (delay_ms, group) = fifo_push_params(&state, params)?;
         let retention_ms = retention_ms(&headers)?;
+        let fair_key = fair_key(&headers)?;
         let mut items = decode_batch(&state.hotq, &body_bytes(body)?)?;
         for item in &mut items {
             if item.group.is_none() {
                 item.group.clone_from(&group);
+            }
+            if item.fair_key.is_none() {
+                item.fair_key.clone_from(&fair_key);
             }
         }
         push_items(&state, name, &items, delay_ms, retention_ms).await
@@ -228,7 +256,7 @@ pub enum BatchItem {
     Object(BatchObject),
 }
 
-/// A batch element with a dedup id or a group.
+/// A batch element with a dedup id, a group or a fairness key.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BatchObject {
@@ -239,6 +267,9 @@ pub struct BatchObject {
     /// Message group (1-128 of A-Z a-z 0-9 . _ - : @ /); null or absent:
     /// the batch's `group` parameter, if any.
     pub group: Option<String>,
+    /// Fairness key (1-128 of A-Z a-z 0-9 . _ - : @ /); null or absent:
+    /// the batch's `hotq-fair-key` header, if any.
+    pub fair_key: Option<String>,
 }
 
 /// Parses and checks a batch body: a JSON array of 1 to 1,000 items.
@@ -248,7 +279,7 @@ pub fn decode_batch<S: Store>(hotq: &Hotq<S>, body: &[u8]) -> Result<Vec<PushIte
             StatusCode::BAD_REQUEST,
             "bad_json",
             format!(
-                "expected a JSON array of base64 strings or {{\"item\", \"dedup_id\", \"group\"}} objects: {e}"
+                "expected a JSON array of base64 strings or {{\"item\", \"dedup_id\", \"group\", \"fair_key\"}} objects: {e}"
             ),
         )
     })?;
@@ -266,9 +297,11 @@ pub fn decode_batch<S: Store>(hotq: &Hotq<S>, body: &[u8]) -> Result<Vec<PushIte
         .into_iter()
         .enumerate()
         .map(|(i, element)| {
-            let (text, id, group) = match element {
-                BatchItem::Plain(text) => (text, None, None),
-                BatchItem::Object(object) => (object.item, object.dedup_id, object.group),
+            let (text, id, group, fair_key) = match element {
+                BatchItem::Plain(text) => (text, None, None, None),
+                BatchItem::Object(object) => {
+                    (object.item, object.dedup_id, object.group, object.fair_key)
+                }
             };
             let payload = BASE64.decode(&text).map_err(|e| {
                 ApiError::new(
@@ -280,10 +313,12 @@ pub fn decode_batch<S: Store>(hotq: &Hotq<S>, body: &[u8]) -> Result<Vec<PushIte
             hotq.check_item(&payload)?;
             let dedup_id = id.map(|id| dedup_id(id.as_bytes())).transpose()?;
             let group = group.map(group_key).transpose()?;
+            let fair_key = fair_key.map(service::check_fair_key).transpose()?;
             Ok(PushItem {
                 payload,
                 dedup_id,
                 group,
+                fair_key,
             })
         })
         .collect()

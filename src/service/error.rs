@@ -28,6 +28,8 @@ pub enum Error {
     EmptyItem,
     /// A message group key out of its form (`bad_group`).
     BadGroup(String),
+    /// A fairness key out of its form (`bad_fair_key`).
+    BadFairKey(String),
     /// A dedup id out of its form (`bad_dedup_id`).
     BadDedupId(String),
     /// Text that is not a receipt (`invalid_receipt`).
@@ -72,6 +74,7 @@ impl Error {
             Error::BatchTooLarge(_) => "batch_too_large",
             Error::EmptyItem => "empty_item",
             Error::BadGroup(_) => "bad_group",
+            Error::BadFairKey(_) => "bad_fair_key",
             Error::BadDedupId(_) => "bad_dedup_id",
             Error::InvalidReceipt(_) => "invalid_receipt",
             Error::UnknownReceipt => "unknown_receipt",
@@ -104,6 +107,7 @@ impl fmt::Display for Error {
             | Error::ItemTooLarge(m)
             | Error::BatchTooLarge(m)
             | Error::BadGroup(m)
+            | Error::BadFairKey(m)
             | Error::BadDedupId(m)
             | Error::InvalidReceipt(m)
             | Error::ReceiptQueueMismatch(m)

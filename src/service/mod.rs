@@ -30,6 +30,9 @@ pub use crate::queue::admin::{
     Dropped, LEASES_CURSOR_LEN_MAX, LEASES_LIMIT_MAX, LIST_LIMIT_MAX, LeaseCursor, LeaseSummary,
     QueueSummary,
 };
+pub use crate::queue::fair::{
+    FAIR_BACKLOG_SHOWN_MAX, FAIR_WEIGHT_MAX, FAIR_WEIGHTS_MAX, KeyBacklog,
+};
 pub use crate::queue::settings::{
     DEDUP_WINDOW_MS_MAX, Defaults as SettingsDefaults, Effective, MAX_DELIVERIES_MAX, Stored,
 };
@@ -43,8 +46,8 @@ pub use inspect::{QueueWalk, WalkStep};
 pub use manage::QueueCounts;
 pub use pop::{Item, POP_ACKS_MAX, PopAnswer, PopLease, PopOptions, Riding};
 pub use push::{
-    DEDUP_ID_LEN_MAX, GROUP_KEY_LEN_MAX, PUSH_BATCH_MAX, PushItem, PushOptions, Pushed,
-    RETENTION_MS_MAX, check_dedup_id, check_group, check_retention_ms,
+    DEDUP_ID_LEN_MAX, FAIR_KEY_LEN_MAX, GROUP_KEY_LEN_MAX, PUSH_BATCH_MAX, PushItem, PushOptions,
+    Pushed, RETENTION_MS_MAX, check_dedup_id, check_fair_key, check_group, check_retention_ms,
 };
 pub use redrive::REDRIVE_BATCH_MAX;
 pub use settle::{ACK_BATCH_MAX, Receipt, ReceiptOutcome, Returned, Stale, parse_receipt};

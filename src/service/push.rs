@@ -5,13 +5,14 @@
 use super::{Error, Hotq, Result};
 use crate::envelope::PAYLOAD_SIZE_MAX;
 use crate::keys::{QueueKeys, QueueName};
-use crate::queue::dedup::{check_id, push_with};
+use crate::queue::dedup::{PushTerms, check_id, push_fair};
 use crate::queue::priority::{Deduplicated, PriorityQueue, PushAsk};
 use crate::store::{Read, Store, Transaction, decode_counter};
 
 pub use crate::queue::PUSH_BATCH_MAX;
 pub use crate::queue::dedup::{DEDUP_ID_LEN_MAX, PushItem};
 pub use crate::queue::expiry::RETENTION_MS_MAX;
+pub use crate::queue::fair::FAIR_KEY_LEN_MAX;
 pub use crate::queue::groups::GROUP_KEY_LEN_MAX;
 
 /// How a push's items are stored (besides their own dedup id and group).
@@ -51,6 +52,12 @@ pub fn check_group(raw: String) -> Result<String> {
     Ok(raw)
 }
 
+/// A fairness key, checked (1-128 of A-Z a-z 0-9 . _ - : @ /).
+pub fn check_fair_key(raw: String) -> Result<String> {
+    crate::queue::fair::check_key(&raw).map_err(Error::BadFairKey)?;
+    Ok(raw)
+}
+
 /// A dedup id, checked: 1 to 128 bytes.
 pub fn check_dedup_id(raw: &[u8]) -> Result<()> {
     check_id(raw).map_err(Error::BadDedupId)
@@ -86,8 +93,9 @@ impl<S: Store> Hotq<S> {
 
     /// Pushes `items` to the FIFO queue `name` in one commit, in order,
     /// duplicates left out: all or nothing. Each item is checked against
-    /// the configured `payload_bytes_max`, its dedup id and group against
-    /// their forms.
+    /// the configured `payload_bytes_max`, its dedup id, group and
+    /// fairness key against their forms. Items with a fairness key are
+    /// served fairly between keys (see [`crate::queue::fair`]).
     pub async fn push(
         &self,
         name: &QueueName,
@@ -107,17 +115,16 @@ impl<S: Store> Hotq<S> {
             if let Some(group) = &item.group {
                 crate::queue::groups::check_key(group).map_err(Error::BadGroup)?;
             }
+            if let Some(key) = &item.fair_key {
+                crate::queue::fair::check_key(key).map_err(Error::BadFairKey)?;
+            }
         }
         let keys = QueueKeys::new(name);
-        let pushed = push_with(
-            &self.store,
-            &keys,
-            items,
-            options.delay_ms,
-            options.retention_ms,
-            &self.settings_defaults,
-        )
-        .await?;
+        let terms = PushTerms {
+            delay_ms: options.delay_ms,
+            retention_ms: options.retention_ms,
+        };
+        let pushed = push_fair(&self.store, &keys, items, terms, &self.settings_defaults).await?;
         self.schedule_pushed(pushed.visible_at_ms, pushed.expires_at_ms);
         let duplicates = pushed
             .duplicate

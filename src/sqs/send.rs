@@ -233,6 +233,7 @@ fn prepare(
         payload,
         dedup_id,
         group: hotq_group,
+        fair_key: None,
     };
     Ok(Prepared {
         item,

@@ -48,17 +48,19 @@ async fn push(
             payload: format!("{label}:{n}").into_bytes(),
             dedup_id: None,
             group: None,
+            fair_key: key.map(str::to_string),
         })
         .collect();
     for chunk in payloads.chunks(1_000) {
-        let fair_keys = vec![key.map(str::to_string); chunk.len()];
-        let terms = PushTerms {
-            fair_keys: &fair_keys,
-            ..PushTerms::default()
-        };
-        push_fair(store, keys, chunk, terms, &Defaults::default())
-            .await
-            .unwrap();
+        push_fair(
+            store,
+            keys,
+            chunk,
+            PushTerms::default(),
+            &Defaults::default(),
+        )
+        .await
+        .unwrap();
     }
 }
 
@@ -303,6 +305,7 @@ async fn a_queue_without_keys_keeps_its_push_indexes() {
             payload: format!("-:{n}").into_bytes(),
             dedup_id: None,
             group: None,
+            fair_key: None,
         })
         .collect();
     push_with(&store, &keys, &items, None, None, &Defaults::default())
@@ -384,15 +387,14 @@ async fn a_delayed_keyed_item_is_placed_when_revealed() {
     let (store, _dir) = common::embedded_store(Durability::Buffered);
     let keys = queue("delayed");
     push(&store, &keys, Some("noisy"), 0, 200).await;
-    let fair_keys = vec![Some("late".to_string())];
     let item = PushItem {
         payload: b"late:0".to_vec(),
         dedup_id: None,
         group: None,
+        fair_key: Some("late".to_string()),
     };
     let terms = PushTerms {
         delay_ms: Some(1),
-        fair_keys: &fair_keys,
         ..PushTerms::default()
     };
     let pushed = push_fair(&store, &keys, &[item], terms, &Defaults::default())
@@ -520,15 +522,17 @@ async fn push_grouped(store: &EmbeddedStore, keys: &QueueKeys, key: &str, group:
         payload: format!("{key}:{n}").into_bytes(),
         dedup_id: None,
         group: Some(group.to_string()),
+        fair_key: Some(key.to_string()),
     };
-    let fair_keys = vec![Some(key.to_string())];
-    let terms = PushTerms {
-        fair_keys: &fair_keys,
-        ..PushTerms::default()
-    };
-    push_fair(store, keys, &[item], terms, &Defaults::default())
-        .await
-        .unwrap();
+    push_fair(
+        store,
+        keys,
+        &[item],
+        PushTerms::default(),
+        &Defaults::default(),
+    )
+    .await
+    .unwrap();
 }
 
 /// Message groups inside a tenant: a group's items (one key) come out in

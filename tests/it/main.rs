@@ -54,6 +54,7 @@ mod every_pop_joins_the_line;
 mod every_queue_first_class;
 mod expiry_of_large_leases;
 mod fairness;
+mod fairness_api;
 mod fdb_suites_skipped;
 mod fifo_queue;
 mod fsync_histograms;

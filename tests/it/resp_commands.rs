@@ -337,7 +337,7 @@ async fn list_commands_answer_as_redis_s_do_in_resp2_and_resp3() {
     assert_eq!(raw.call(&[b"BLPOP", b"l", b"0.01"]).await, "_\r\n");
     assert_eq!(
         raw.call(&[b"STATS", b"l"]).await.lines().next(),
-        Some("%10")
+        Some("%11")
     );
     daemon.stop().await;
 }

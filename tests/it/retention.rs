@@ -433,6 +433,7 @@ async fn a_late_timer_drops_a_delayed_item_once_and_reveals_nothing() {
         payload: b"d".to_vec(),
         dedup_id: None,
         group: None,
+        fair_key: None,
     };
     let pushed = push_with(
         &store,

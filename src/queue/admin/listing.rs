@@ -8,6 +8,7 @@ use crate::keys::{
 };
 use crate::lease::Receipt;
 use crate::queue::QueueError;
+use crate::queue::fair::{FAIR_BACKLOG_SHOWN_MAX, FAIR_KEYS_SCANNED_MAX, KeyBacklog, backlog_in};
 use crate::store::Read;
 use crate::store::{RangeRead, Store, Transaction, decode_counter, key_after};
 
@@ -55,6 +56,10 @@ pub struct QueueSummary {
     pub paused: bool,
     /// A dead-letter queue (see [`crate::queue::dead_letters`]).
     pub dead_letter: bool,
+    /// A FIFO queue's stats: its largest fairness keys' backlog, largest
+    /// first (at most [`FAIR_BACKLOG_SHOWN_MAX`]; empty without keys).
+    /// `None` in a listing (not read there) and for a priority queue.
+    pub fair_backlog: Option<Vec<KeyBacklog>>,
 }
 
 /// Up to `limit` queues of `kind` in name order, from after the queue
@@ -104,7 +109,27 @@ pub async fn list<S: Store>(
 /// The summary of the queue of `keys` (its stats), read in one snapshot.
 pub async fn stats<S: Store>(store: &S, keys: &QueueKeys) -> Result<QueueSummary, QueueError> {
     let txn = store.begin()?;
-    summary(&txn, keys.clone()).await
+    let mut stats = summary(&txn, keys.clone()).await?;
+    if keys.kind() == QueueKind::Fifo {
+        stats.fair_backlog = Some(fair_backlog_in(&txn, keys).await?);
+    }
+    Ok(stats)
+}
+
+/// In `txn` (snapshot reads): the largest fairness keys' backlog of the
+/// FIFO queue `keys`, under its weights; bounded by the keys shown and
+/// scanned. A queue that never had a keyed item reads its head, its
+/// mark and an empty range.
+async fn fair_backlog_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+) -> Result<Vec<KeyBacklog>, QueueError> {
+    let weights = crate::queue::settings::read_in(txn, keys)
+        .await?
+        .fair_weights
+        .unwrap_or_default();
+    let shown = FAIR_BACKLOG_SHOWN_MAX;
+    Ok(backlog_in(txn, keys, &weights, shown, FAIR_KEYS_SCANNED_MAX).await?)
 }
 
 async fn summary<T: Transaction>(txn: &T, keys: QueueKeys) -> Result<QueueSummary, QueueError> {
@@ -129,6 +154,7 @@ async fn summary<T: Transaction>(txn: &T, keys: QueueKeys) -> Result<QueueSummar
         waiting,
         oldest_item_age_ms,
         dead_letter: crate::queue::dead_letters::is_dead_letter_queue_in(txn, &keys).await?,
+        fair_backlog: None,
     })
 }
 

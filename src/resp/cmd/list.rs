@@ -75,7 +75,7 @@ async fn push<S: Store>(ctx: &mut Ctx<'_, S>, mut args: Args) -> Answer {
     };
     let answer = async {
         let name = queue_name(&key)?;
-        let items = push_items(&ctx.state.hotq, elements, None, None)?;
+        let items = push_items(&ctx.state.hotq, elements, Default::default())?;
         let keys = QueueKeys::new(&name);
         crate::server::push::push_checked(ctx.state, name, &items, None, None).await?;
         Ok(Reply::Int(ctx.state.hotq.queue_depth(&keys).await?))

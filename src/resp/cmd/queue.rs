@@ -64,14 +64,14 @@ pub async fn stats<S: Store>(ctx: &Ctx<'_, S>, kind: QueueKind, queue: &str) -> 
     counted(queue, op, answer)
 }
 
-/// `PUSH queue [DELAY ms] [GROUP group] [DEDUP id] [RETENTION ms] [ITEMS] item [item ...]`:
+/// `PUSH queue [DELAY ms] [GROUP group] [DEDUP id] [RETENTION ms] [FAIR key] [ITEMS] item [item ...]`:
 /// the number stored (duplicates left out), all in one commit.
 async fn push<S: Store>(ctx: &mut Ctx<'_, S>, queue: &str, mut args: Args) -> Answer {
     let mut op = "push";
     let answer = async {
         let name = queue_name(queue)?;
         let (mut delay_ms, mut group, mut dedup_id) = (None, None, None);
-        let mut retention_ms = None;
+        let (mut retention_ms, mut fair_key) = (None, None);
         loop {
             match args.peek_keyword().as_deref() {
                 Some("DELAY") if args.left() > 1 => {
@@ -90,6 +90,10 @@ async fn push<S: Store>(ctx: &mut Ctx<'_, S>, queue: &str, mut args: Args) -> An
                     args.next_arg();
                     retention_ms = Some(retention(&mut args)?);
                 }
+                Some("FAIR") if args.left() > 1 => {
+                    args.next_arg();
+                    fair_key = Some(fair(&mut args)?);
+                }
                 Some("ITEMS") => {
                     args.next_arg();
                     break;
@@ -101,7 +105,12 @@ async fn push<S: Store>(ctx: &mut Ctx<'_, S>, queue: &str, mut args: Args) -> An
         if payloads.len() > 1 {
             op = "push_batch";
         }
-        let items = push_items(&ctx.state.hotq, payloads, dedup_id, group)?;
+        let terms = ItemTerms {
+            dedup_id,
+            group,
+            fair_key,
+        };
+        let items = push_items(&ctx.state.hotq, payloads, terms)?;
         let answer =
             crate::server::push::push_checked(ctx.state, name, &items, delay_ms, retention_ms)
                 .await?;
@@ -123,15 +132,37 @@ pub fn retention(args: &mut Args) -> Result<u64, CmdError> {
     })
 }
 
+/// `FAIR key`'s value, checked as the HTTP header is (1-128 of
+/// A-Z a-z 0-9 . _ - : @ /).
+fn fair(args: &mut Args) -> Result<String, CmdError> {
+    // Lossy: a byte out of UTF-8 becomes U+FFFD, which the check refuses.
+    Ok(service::check_fair_key(args.text()?)?)
+}
+
+/// What every item of a push carries besides its bytes.
+#[derive(Debug, Default)]
+pub struct ItemTerms {
+    /// Its dedup id (a push naming one holds one item).
+    pub dedup_id: Option<Vec<u8>>,
+    /// Its message group, checked.
+    pub group: Option<String>,
+    /// Its fairness key, checked.
+    pub fair_key: Option<String>,
+}
+
 /// The items of a push, checked as the HTTP API checks a batch: 1 to
 /// [`PUSH_BATCH_MAX`], each of 1 byte to the item limit; a dedup id names
 /// one item.
 pub fn push_items<S: Store>(
     hotq: &Hotq<S>,
     payloads: Vec<Bytes>,
-    dedup_id: Option<Vec<u8>>,
-    group: Option<String>,
+    terms: ItemTerms,
 ) -> Result<Vec<PushItem>, CmdError> {
+    let ItemTerms {
+        dedup_id,
+        group,
+        fair_key,
+    } = terms;
     if payloads.is_empty() || payloads.len() > PUSH_BATCH_MAX {
         return Err(ApiError::new(
             axum::http::StatusCode::BAD_REQUEST,
@@ -154,6 +185,7 @@ pub fn push_items<S: Store>(
                 payload: payload.to_vec(),
                 dedup_id: dedup_id.clone(),
                 group: group.clone(),
+                fair_key: fair_key.clone(),
             })
         })
         .collect()

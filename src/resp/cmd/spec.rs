@@ -279,7 +279,7 @@ pub const COMMANDS: &[Spec] = &[
         -3,
         WF,
         "fifo",
-        "PUSH queue [DELAY ms] [GROUP group] [DEDUP id] [RETENTION ms] [ITEMS] item [item ...]: pushes items in one commit; the number pushed",
+        "PUSH queue [DELAY ms] [GROUP group] [DEDUP id] [RETENTION ms] [FAIR key] [ITEMS] item [item ...]: pushes items in one commit; the number pushed",
     ),
     taking(queue_cmd(
         "pop",
