@@ -3,7 +3,10 @@
 //! `POST /v1/queues/{q}/items`. A FIFO message's `MessageGroupId` becomes
 //! the item's message group ([`message::group_key`]) and its dedup id (or
 //! the body's SHA-256, with `ContentBasedDeduplication`) the push's dedup
-//! id, counted in the queue's dedup window (5 minutes, as SQS).
+//! id, counted in the queue's dedup window (5 minutes, as SQS). A
+//! standard queue's `MessageGroupId` becomes the item's fairness key
+//! (as SQS fair queues use it): groups are served round-robin, in
+//! proportion to the queue's `fair_weights` ([`crate::service::Hotq::push`]).
 //!
 //! A batch checks every entry first (a bad entry fails alone, with its
 //! code), then pushes the good ones in one commit per distinct delay, in
@@ -216,6 +219,9 @@ fn prepare(
         ..Header::default()
     };
     let (hotq_group, dedup_id) = fifo_keys(queue, (group, dedup), body, &mut header)?;
+    // A standard queue's MessageGroupId is its message's tenant, as SQS
+    // fair queues take it: served fairly between groups, not in order.
+    let fair_key = group.filter(|_| !queue.is_fifo()).map(message::group_key);
     let payload = message::encode(&header, body);
     let item_max = item_size_max(payload_bytes_max);
     if payload.len() > item_max {
@@ -233,7 +239,7 @@ fn prepare(
         payload,
         dedup_id,
         group: hotq_group,
-        fair_key: None,
+        fair_key,
     };
     Ok(Prepared {
         item,
