@@ -127,6 +127,15 @@ pub async fn expect_success(response: reqwest::Response) -> Result<reqwest::Resp
     })
 }
 
+/// What every item of a `hotq push` carries besides its bytes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ItemTerms<'a> {
+    /// The dedup id of the one item pushed.
+    pub dedup_id: Option<&'a str>,
+    /// The items' fairness key.
+    pub fair_key: Option<&'a str>,
+}
+
 /// Pushes `items` to the FIFO queue at `path` (an `items:batch` path) in
 /// batches of up to 1,000 (each batch one commit); with a dedup id,
 /// exactly one item. Prints each batch's answer.
@@ -134,8 +143,9 @@ pub async fn push(
     client: &ClientArgs,
     path: &str,
     items: Vec<String>,
-    dedup_id: Option<&str>,
+    terms: ItemTerms<'_>,
 ) -> Result<u8, String> {
+    let ItemTerms { dedup_id, fair_key } = terms;
     let items = items_or_stdin(items)?;
     if dedup_id.is_some() && items.len() != 1 {
         return Err(format!(
@@ -146,9 +156,11 @@ pub async fn push(
     for chunk in items.chunks(crate::service::PUSH_BATCH_MAX) {
         let encoded: Vec<serde_json::Value> = chunk
             .iter()
-            .map(|item| match dedup_id {
-                None => serde_json::Value::from(BASE64.encode(item)),
-                Some(id) => serde_json::json!({"item": BASE64.encode(item), "dedup_id": id}),
+            .map(|item| match (dedup_id, fair_key) {
+                (None, None) => serde_json::Value::from(BASE64.encode(item)),
+                (id, key) => {
+                    serde_json::json!({"item": BASE64.encode(item), "dedup_id": id, "fair_key": key})
+                }
             })
             .collect();
         let body = serde_json::to_vec(&encoded).map_err(|e| e.to_string())?;

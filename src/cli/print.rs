@@ -51,7 +51,7 @@ fn ms(value: Option<u64>) -> String {
 
 /// `hotq stats`, `hotq pq stats`.
 pub fn stats(stats: &QueueStats) -> String {
-    pairs(&[
+    let mut rows = vec![
         ("queue", stats.queue.clone()),
         ("depth", stats.depth.to_string()),
         ("grouped", stats.grouped.to_string()),
@@ -62,7 +62,16 @@ pub fn stats(stats: &QueueStats) -> String {
         ("oldest", ms(stats.oldest_item_age_ms)),
         ("dead_letter", stats.dead_letter.to_string()),
         ("paused", stats.paused.to_string()),
-    ])
+    ];
+    // Only a queue with fairness keys shows them: `key=items`, largest first.
+    if let Some(keys) = stats.fair_backlog.as_ref().filter(|keys| !keys.is_empty()) {
+        let shown: Vec<String> = keys
+            .iter()
+            .map(|key| format!("{:?}={}", key.key, key.items))
+            .collect();
+        rows.push(("fair_backlog", shown.join(" ")));
+    }
+    pairs(&rows)
 }
 
 /// `hotq push`, `hotq pq push`: one answer per batch sent. A push that

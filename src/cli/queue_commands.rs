@@ -29,6 +29,10 @@ pub struct PushArgs {
     /// Dedup id of the (one) item: stored once within the dedup window.
     #[arg(long)]
     pub dedup_id: Option<String>,
+    /// Fairness key of the items (their tenant): pops serve the queue's
+    /// keys in proportion to their `fair_weights`, FIFO within a key.
+    #[arg(long)]
+    pub fair_key: Option<String>,
     /// Items; none reads stdin, one item per non-empty line.
     pub items: Vec<String>,
 }
@@ -145,7 +149,11 @@ pub async fn push(args: PushArgs) -> Result<u8, String> {
         "{}/items:batch{query}",
         queue_path(QueueKind::Fifo, &args.queue)
     );
-    super::http::push(&args.client, &path, args.items, args.dedup_id.as_deref()).await
+    let terms = super::http::ItemTerms {
+        dedup_id: args.dedup_id.as_deref(),
+        fair_key: args.fair_key.as_deref(),
+    };
+    super::http::push(&args.client, &path, args.items, terms).await
 }
 
 /// How pops print, or the usage error of two formats at once.

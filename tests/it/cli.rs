@@ -143,6 +143,43 @@ async fn a_non_utf8_queue_name_gets_the_json_error() {
     daemon.stop().await;
 }
 
+/// `hotq push --fair-key`: a quiet key's item comes out within a round
+/// of a noisy backlog pushed before it; `hotq stats` shows each key's
+/// backlog; a malformed key is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_takes_a_fairness_key() {
+    let daemon = Daemon::start(|_| {}).await;
+    let url = &daemon.url;
+    let noisy = hotq(
+        url,
+        &["push", "cli-fair", "--fair-key", "noisy", "n0", "n1", "n2"],
+    )
+    .await;
+    assert!(noisy.status.success(), "{}", stderr(&noisy));
+    let quiet = hotq(url, &["push", "cli-fair", "--fair-key", "quiet", "q0"]).await;
+    assert!(quiet.status.success(), "{}", stderr(&quiet));
+    let stats = hotq(url, &["stats", "cli-fair"]).await;
+    let printed = String::from_utf8(stats.stdout).unwrap();
+    assert!(
+        printed.contains("fair_backlog  \"noisy\"=3 \"quiet\"=1"),
+        "{printed}"
+    );
+    // The noisy key's first item was the head; the quiet key's item comes
+    // in the next round, beside the noisy key's second.
+    let client = Client::new(url);
+    let order = [
+        client.pop("cli-fair", 0).await.unwrap(),
+        client.pop("cli-fair", 0).await.unwrap(),
+        client.pop("cli-fair", 0).await.unwrap(),
+    ];
+    assert_eq!(order[0], "n0");
+    assert!(order[1..].contains(&"q0".to_string()), "{order:?}");
+    let bad = hotq(url, &["push", "cli-fair", "--fair-key", "no spaces", "x"]).await;
+    assert!(!bad.status.success());
+    assert!(stderr(&bad).contains("bad_fair_key"), "{}", stderr(&bad));
+    daemon.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn push_takes_a_group_and_a_dedup_id() {
     let daemon = Daemon::start(|_| {}).await;
