@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import hotq
-from hotq import Client
+from hotq import BadRequest, BatchItem, Client
 
 
 def test_push_pop_peek_stats(daemon) -> None:
@@ -140,3 +140,25 @@ def test_the_pop_timeout_outlasts_wait_ms(daemon) -> None:
     # and answers empty instead of timing out.
     with Client(daemon.url, timeout_s=0.2) as client:
         assert client.pop("idle", wait_ms=1_000) == []
+
+
+def test_fairness_keys_share_pops_by_weight(daemon) -> None:
+    """A noisy key's backlog pushed first, then two keys of weights 3 and
+    2 (one by the batch's ``fair_key``, one per BatchItem): each round
+    after the noisy head serves noisy 1, ``a`` 3, ``b`` 2."""
+    with Client(daemon.url) as client:
+        client.update_settings("tenants", {"fair_weights": {"a": 3, "b": 2}})
+        client.push_batch("tenants", [b"noisy"] * 20, fair_key="noisy")
+        for _ in range(6):
+            client.push("tenants", b"a", fair_key="a")
+        client.push_batch("tenants", [BatchItem(b"b", fair_key="b") for _ in range(4)])
+        stats = client.stats("tenants")
+        assert stats.fair_backlog == (("noisy", 20), ("a", 6), ("b", 4))
+        labels = [client.pop("tenants")[0].data.decode() for _ in range(13)]
+        for m in range(3):
+            window = labels[: 1 + 6 * m]
+            counts = (window.count("noisy"), window.count("a"), window.count("b"))
+            assert counts == (1 + m, 3 * m, 2 * m), labels
+        with pytest.raises(BadRequest) as refused:
+            client.push("tenants", b"x", fair_key="two words")
+        assert refused.value.code == "bad_fair_key"

@@ -57,3 +57,12 @@ def test_the_worker_runs_over_resp(daemon) -> None:
         assert sorted(seen) == sorted(items)
         stats = client.stats("work")
         assert stats.depth == 0 and stats.leased == 0
+
+
+def test_resp_push_takes_a_fairness_key(daemon) -> None:
+    with Client(daemon.resp_url) as client:
+        assert client.push_batch("fair-resp", [b"n"] * 5, fair_key="noisy").pushed == 5
+        assert client.push("fair-resp", b"q", fair_key="quiet").pushed == 1
+        assert client.stats("fair-resp").fair_backlog == (("noisy", 5), ("quiet", 1))
+        first = [m.data for m in client.pop("fair-resp", max=3)]
+        assert first[0] == b"n" and b"q" in first[1:], first

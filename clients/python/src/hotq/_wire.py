@@ -61,11 +61,14 @@ def push(
     delay_ms: Optional[int],
     dedup_id: Optional[str] = None,
     group: Optional[str] = None,
+    fair_key: Optional[str] = None,
 ) -> Call:
     params: Dict[str, Any] = {} if delay_ms is None else {"delay_ms": delay_ms}
     if group is not None:
         params["group"] = group
     headers = {} if dedup_id is None else {"hotq-dedup-id": dedup_id}
+    if fair_key is not None:
+        headers["hotq-fair-key"] = fair_key
     return Call(
         "POST", f"/v1/queues/{q(queue)}/items", params, content=bytes(data), headers=headers
     )
@@ -87,10 +90,12 @@ def push_batch(
     items: Sequence[Union[bytes, BatchItem]],
     delay_ms: Optional[int],
     group: Optional[str] = None,
+    fair_key: Optional[str] = None,
 ) -> Call:
     params: Dict[str, Any] = {} if delay_ms is None else {"delay_ms": delay_ms}
     if group is not None:
         params["group"] = group
+    headers = {} if fair_key is None else {"hotq-fair-key": fair_key}
     encoded: List[Any] = []
     for item in items:
         if isinstance(item, BatchItem):
@@ -99,10 +104,14 @@ def push_batch(
                 entry["dedup_id"] = item.dedup_id
             if item.group is not None:
                 entry["group"] = item.group
+            if item.fair_key is not None:
+                entry["fair_key"] = item.fair_key
             encoded.append(entry)
         else:
             encoded.append(_b64(item))
-    return Call("POST", f"/v1/queues/{q(queue)}/items:batch", params, json=encoded)
+    return Call(
+        "POST", f"/v1/queues/{q(queue)}/items:batch", params, json=encoded, headers=headers
+    )
 
 
 def parse_push(body: Any) -> PushResult:
@@ -194,6 +203,9 @@ def parse_stats(body: Any) -> Stats:
         oldest_item_age_ms=body.get("oldest_item_age_ms"),
         grouped=int(body.get("grouped", 0)),
         dead_letter=bool(body.get("dead_letter", False)),
+        fair_backlog=tuple(
+            (str(row["key"]), int(row["items"])) for row in body.get("fair_backlog") or ()
+        ),
     )
 
 

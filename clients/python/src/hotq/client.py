@@ -79,13 +79,16 @@ class Client:
         delay_ms: Optional[int] = None,
         dedup_id: Optional[str] = None,
         group: Optional[str] = None,
+        fair_key: Optional[str] = None,
     ) -> PushResult:
         """Pushes one item (bytes); ``delay_ms`` keeps it invisible that long.
         With ``dedup_id``, a push of an id pushed within the queue's dedup
         window stores nothing and answers ``duplicate=True``. With ``group``
         (FIFO queues), the item joins that message group: its items are
-        delivered in push order, one out at a time."""
-        call = wire.push(queue, data, delay_ms, dedup_id, group)
+        delivered in push order, one out at a time. With ``fair_key`` (FIFO
+        queues), the item is its tenant's: pops serve the queue's keys in
+        proportion to their ``fair_weights``, in push order within a key."""
+        call = wire.push(queue, data, delay_ms, dedup_id, group, fair_key)
         return wire.parse_push(self._send(call).json())
 
     def push_batch(
@@ -94,13 +97,14 @@ class Client:
         items: Sequence[Union[bytes, BatchItem]],
         delay_ms: Optional[int] = None,
         group: Optional[str] = None,
+        fair_key: Optional[str] = None,
     ) -> PushResult:
         """Pushes 1 to 1,000 items in one commit, in order: all or nothing.
-        An item is ``bytes``, or a :class:`BatchItem` with its own dedup id
-        or message group; ``group`` is the group of items that name none.
-        Items whose dedup id was pushed within the dedup window are left
-        out (their positions in ``duplicates``)."""
-        call = wire.push_batch(queue, items, delay_ms, group)
+        An item is ``bytes``, or a :class:`BatchItem` with its own dedup id,
+        message group or fairness key; ``group`` and ``fair_key`` are those
+        of items that name none. Items whose dedup id was pushed within the
+        dedup window are left out (their positions in ``duplicates``)."""
+        call = wire.push_batch(queue, items, delay_ms, group, fair_key)
         return wire.parse_push((self._send(call)).json())
 
     def pop(

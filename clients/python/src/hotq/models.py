@@ -47,12 +47,14 @@ class SettlesAsync(Protocol):
 
 @dataclass(frozen=True)
 class BatchItem:
-    """One item of :meth:`Client.push_batch` with a dedup id or a message
-    group of its own (plain ``bytes`` items take the batch's ``group``)."""
+    """One item of :meth:`Client.push_batch` with a dedup id, a message
+    group or a fairness key of its own (plain ``bytes`` items take the
+    batch's ``group`` and ``fair_key``)."""
 
     data: bytes
     dedup_id: Optional[str] = None
     group: Optional[str] = None
+    fair_key: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -73,8 +75,10 @@ class Stats:
     """A queue's stats: ``depth`` visible items, ``waiting`` pops,
     ``leased`` and ``delayed`` items, ``grouped`` items waiting behind their
     message group's head (not in ``depth``), the oldest visible item's age,
-    and whether the queue is a dead-letter queue (its name ends in
-    ``.dead``, or some queue names it as its ``dead_letter_queue``)."""
+    whether the queue is a dead-letter queue (its name ends in
+    ``.dead``, or some queue names it as its ``dead_letter_queue``), and
+    ``fair_backlog``: its largest fairness keys (at most 10) as
+    ``(key, items)``, largest first."""
 
     queue: str
     depth: int
@@ -84,6 +88,7 @@ class Stats:
     oldest_item_age_ms: Optional[int]
     grouped: int = 0
     dead_letter: bool = False
+    fair_backlog: Tuple[Tuple[str, int], ...] = ()
 
     @property
     def drained(self) -> bool:

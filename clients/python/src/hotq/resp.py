@@ -154,6 +154,7 @@ class RespClient(Client):
         delay_ms: Optional[int] = None,
         dedup_id: Optional[str] = None,
         group: Optional[str] = None,
+        fair_key: Optional[str] = None,
     ) -> PushResult:
         args: List[Any] = ["PUSH", queue]
         if delay_ms is not None:
@@ -162,6 +163,8 @@ class RespClient(Client):
             args += ["GROUP", group]
         if dedup_id is not None:
             args += ["DEDUP", dedup_id]
+        if fair_key is not None:
+            args += ["FAIR", fair_key]
         pushed = int(self._call(*args, "ITEMS", data))
         return PushResult(pushed=pushed, duplicate=pushed == 0)
 
@@ -171,14 +174,19 @@ class RespClient(Client):
         items: Sequence[Union[bytes, BatchItem]],
         delay_ms: Optional[int] = None,
         group: Optional[str] = None,
+        fair_key: Optional[str] = None,
     ) -> PushResult:
         if any(isinstance(item, BatchItem) for item in items):
-            raise ValueError("over RESP a batch's items are bytes (one group, no dedup ids)")
+            raise ValueError(
+                "over RESP a batch's items are bytes (one group, one fairness key, no dedup ids)"
+            )
         args: List[Any] = ["PUSH", queue]
         if delay_ms is not None:
             args += ["DELAY", delay_ms]
         if group is not None:
             args += ["GROUP", group]
+        if fair_key is not None:
+            args += ["FAIR", fair_key]
         pushed = int(self._call(*args, "ITEMS", *items))
         return PushResult(pushed=pushed, duplicate=pushed == 0)
 
