@@ -15,7 +15,6 @@ use crate::keys::{QueueKind, QueueName};
 /// default key of items pushed without one), for each fair queue's largest keys (sampled).
 pub const FAIR_KEY_BACKLOG: &str = "hotq_fair_key_backlog";
 /// Most fairness keys one queue publishes a backlog for.
-#[cfg(feature = "testing")]
 pub const FAIR_KEYS_EXPORTED_MAX: usize = 10;
 
 /// The keys each queue last published, by kind label and queue label.
@@ -30,13 +29,17 @@ static ANY_LEFT: AtomicBool = AtomicBool::new(false);
 /// at most [`FAIR_KEYS_EXPORTED_MAX`] taken). A queue counted under the
 /// overflow label publishes none: per-key series of a sum of queues mean
 /// nothing.
-#[cfg(feature = "testing")]
 pub fn publish(kind: QueueKind, queue: &QueueName, top: &[(String, u64)]) {
     let label = super::queue_label(queue.as_str());
     if label == super::OVERFLOW_QUEUE_LABEL {
         return;
     }
     let kind = super::kind_label(kind);
+    // A queue without keys that never published any has nothing to hide:
+    // no entry is kept for it (the sampler calls this for every FIFO queue).
+    if top.is_empty() && !PUBLISHED.lock().contains_key(&(kind, label.clone())) {
+        return;
+    }
     let top = &top[..top.len().min(FAIR_KEYS_EXPORTED_MAX)];
     for (key, items) in top {
         metrics::gauge!(FAIR_KEY_BACKLOG, "queue" => label.clone(), "kind" => kind, "key" => key.clone())

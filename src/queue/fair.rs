@@ -318,16 +318,20 @@ pub async fn backlog_in<T: Transaction>(
     top: usize,
     scan_max: usize,
 ) -> Result<Vec<KeyBacklog>, StoreError> {
+    let (begin, end) = keys.fair_tags_range();
+    let rows = txn
+        .get_range(RangeRead::new(&begin, &end, scan_max).snapshot())
+        .await?;
+    if rows.is_empty() {
+        // A queue without fairness keys: one empty range read, no more.
+        return Ok(Vec::new());
+    }
     let head = head_in(txn, keys).await?;
     let virtual_time = match &head {
         Some(head) => head.index,
         None => mark_in(txn, keys).await?,
     };
     let head_key = head.and_then(|head| head.fair_key);
-    let (begin, end) = keys.fair_tags_range();
-    let rows = txn
-        .get_range(RangeRead::new(&begin, &end, scan_max).snapshot())
-        .await?;
     let mut backlog: Vec<KeyBacklog> = rows
         .iter()
         .filter_map(|row| {

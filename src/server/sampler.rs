@@ -1,5 +1,6 @@
 //! Samples depth, waiting requests, leased and delayed items, oldest-item
-//! age and the dead-letter and paused flags of queues, at a fixed interval
+//! age, the dead-letter and paused flags of queues and the backlog of a
+//! FIFO queue's largest fairness keys, at a fixed interval
 //! and for a bounded number of queues per pass, so a scrape never scans a
 //! queue and the sampler's cost does not grow with the number of queues. Each pass takes, within
 //! `metrics_sample_queues_max`:
@@ -160,6 +161,13 @@ async fn read_gauges<S: Store>(
         stats.leased as f64,
         stats.delayed as f64,
     ];
+    if let Some(backlog) = &stats.fair_backlog {
+        let top: Vec<(String, u64)> = backlog
+            .iter()
+            .map(|key| (key.key.clone(), key.items))
+            .collect();
+        crate::metrics::fair::publish(*kind, name, &top);
+    }
     let flag = |set: bool| if set { 1.0 } else { 0.0 };
     // The console's charts keep what was just read (bounded rings).
     crate::console::history::record(

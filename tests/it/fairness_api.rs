@@ -16,11 +16,13 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::common::client::Client;
-use crate::common::daemon::{Daemon, http};
+use crate::common::daemon::{Daemon, http, metric_sum};
 use crate::common::resp::{call, call_error, redis};
 
 /// How long a pop of a queue known to hold items may wait (never reached).
 const POP_WAIT_MS: u64 = 5_000;
+/// How long the sampler may take to publish what a test waits for.
+const SAMPLE_BOUND: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// Sets the FIFO queue's settings, answered 200.
 async fn settings(daemon: &Daemon, queue: &str, change: Value) {
@@ -296,5 +298,36 @@ async fn the_spec_states_the_fairness_key_and_its_limits() {
             .contains(&json!("fair_backlog")),
         "{stats}"
     );
+    daemon.stop().await;
+}
+
+/// The sampler publishes `hotq_fair_key_backlog` for a queue's keys, and
+/// hides a key's line once its backlog is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sampler_exports_each_key_s_backlog() {
+    let daemon = Daemon::start(|config| config.metrics_sample_interval_ms = 20).await;
+    push_batch_keyed(&daemon, "fair-gauge", "noisy", 5).await;
+    push_batch_keyed(&daemon, "fair-gauge", "quiet", 2).await;
+    let gauge = |key: &'static str| {
+        let url = daemon.metrics_url.clone();
+        async move {
+            let labels = ["queue=\"fair-gauge\"".to_string(), format!("key=\"{key}\"")];
+            let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+            metric_sum(&url, "hotq_fair_key_backlog", &labels).await
+        }
+    };
+    let deadline = tokio::time::Instant::now() + SAMPLE_BOUND;
+    while (gauge("noisy").await, gauge("quiet").await) != (5.0, 2.0) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not exported in time"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    pop_labels(&daemon, "fair-gauge", 7).await;
+    while (gauge("noisy").await, gauge("quiet").await) != (0.0, 0.0) {
+        assert!(tokio::time::Instant::now() < deadline, "not hidden in time");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     daemon.stop().await;
 }

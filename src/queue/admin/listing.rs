@@ -96,7 +96,7 @@ pub async fn list<S: Store>(
             continue;
         };
         cursor = end;
-        page.push(summary(&txn, QueueKeys::of_kind(kind, &name)).await?);
+        page.push(summary(&txn, QueueKeys::of_kind(kind, &name), false).await?);
     }
     let more = !txn
         .get_range(RangeRead::new(&cursor, &root_end, 1).snapshot())
@@ -109,30 +109,17 @@ pub async fn list<S: Store>(
 /// The summary of the queue of `keys` (its stats), read in one snapshot.
 pub async fn stats<S: Store>(store: &S, keys: &QueueKeys) -> Result<QueueSummary, QueueError> {
     let txn = store.begin()?;
-    let mut stats = summary(&txn, keys.clone()).await?;
-    if keys.kind() == QueueKind::Fifo {
-        stats.fair_backlog = Some(fair_backlog_in(&txn, keys).await?);
-    }
-    Ok(stats)
+    summary(&txn, keys.clone(), true).await
 }
 
-/// In `txn` (snapshot reads): the largest fairness keys' backlog of the
-/// FIFO queue `keys`, under its weights; bounded by the keys shown and
-/// scanned. A queue that never had a keyed item reads its head, its
-/// mark and an empty range.
-async fn fair_backlog_in<T: Transaction>(
+/// The summary of `keys`' queue in `txn`; `with_backlog`: a FIFO queue's
+/// largest fairness keys' backlog too (bounded by the keys shown and
+/// scanned; a queue without keys reads one empty range for it).
+async fn summary<T: Transaction>(
     txn: &T,
-    keys: &QueueKeys,
-) -> Result<Vec<KeyBacklog>, QueueError> {
-    let weights = crate::queue::settings::read_in(txn, keys)
-        .await?
-        .fair_weights
-        .unwrap_or_default();
-    let shown = FAIR_BACKLOG_SHOWN_MAX;
-    Ok(backlog_in(txn, keys, &weights, shown, FAIR_KEYS_SCANNED_MAX).await?)
-}
-
-async fn summary<T: Transaction>(txn: &T, keys: QueueKeys) -> Result<QueueSummary, QueueError> {
+    keys: QueueKeys,
+    with_backlog: bool,
+) -> Result<QueueSummary, QueueError> {
     let counter = |value: Option<Vec<u8>>| decode_counter(value.as_deref());
     let depth = counter(txn.get(&keys.depth(), Read::Snapshot).await?);
     let leased = counter(txn.get(&keys.leased(), Read::Snapshot).await?);
@@ -141,7 +128,15 @@ async fn summary<T: Transaction>(txn: &T, keys: QueueKeys) -> Result<QueueSummar
     let expired = counter(txn.get(&keys.expired_count(), Read::Snapshot).await?);
     let waiting = counter(txn.get(&keys.waiting(), Read::Snapshot).await?);
     let oldest_item_age_ms = crate::queue::oldest::oldest_item_age_ms_in(txn, &keys).await?;
-    let paused = crate::queue::settings::read_in(txn, &keys).await?.paused == Some(true);
+    let settings = crate::queue::settings::read_in(txn, &keys).await?;
+    let paused = settings.paused == Some(true);
+    let fair_backlog = if with_backlog && keys.kind() == QueueKind::Fifo {
+        let weights = settings.fair_weights.unwrap_or_default();
+        let (shown, scanned) = (FAIR_BACKLOG_SHOWN_MAX, FAIR_KEYS_SCANNED_MAX);
+        Some(backlog_in(txn, &keys, &weights, shown, scanned).await?)
+    } else {
+        None
+    };
     Ok(QueueSummary {
         paused,
         kind: keys.kind(),
@@ -154,7 +149,7 @@ async fn summary<T: Transaction>(txn: &T, keys: QueueKeys) -> Result<QueueSummar
         waiting,
         oldest_item_age_ms,
         dead_letter: crate::queue::dead_letters::is_dead_letter_queue_in(txn, &keys).await?,
-        fair_backlog: None,
+        fair_backlog,
     })
 }
 
