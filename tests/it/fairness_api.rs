@@ -331,3 +331,49 @@ async fn the_sampler_exports_each_key_s_backlog() {
     }
     daemon.stop().await;
 }
+
+/// Leased `max` pops over HTTP take the fair order too (what a round or a
+/// direct pop takes is the queue's first items): a noisy backlog, then
+/// two quiet keys; the first 7 leased hold noisy 3, `a` 2, `b` 2; acked,
+/// the next 6 noisy 2, `a` 2, `b` 2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leased_batch_pops_take_the_fair_order() {
+    let daemon = Daemon::start(|_| {}).await;
+    push_batch_keyed(&daemon, "leased", "noisy", 30).await;
+    push_batch_keyed(&daemon, "leased", "a", 4).await;
+    push_batch_keyed(&daemon, "leased", "b", 4).await;
+    for (max, expected) in [(7, (3, 2, 2)), (6, (2, 2, 2))] {
+        let popped: Vec<Value> = http()
+            .post(format!(
+                "{}/v1/queues/leased/pop?max={max}&lease_ms=60000",
+                daemon.url
+            ))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(popped.len(), max);
+        let labels: Vec<String> = popped
+            .iter()
+            .map(|item| {
+                let bytes = BASE64.decode(item["item"].as_str().unwrap()).unwrap();
+                let text = String::from_utf8(bytes).unwrap();
+                text.split_once(':').unwrap().0.to_string()
+            })
+            .collect();
+        let count = |key: &str| labels.iter().filter(|label| *label == key).count();
+        assert_eq!(
+            (count("noisy"), count("a"), count("b")),
+            expected,
+            "{labels:?}"
+        );
+        let client = Client::new(&daemon.url);
+        for item in &popped {
+            let receipt = item["receipt"].as_str().unwrap();
+            assert_eq!(client.ack("leased", receipt).await, StatusCode::NO_CONTENT);
+        }
+    }
+    daemon.stop().await;
+}
