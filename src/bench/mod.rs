@@ -15,6 +15,9 @@
 //! - `tombstones`: push+pop cycles per queue pattern (FIFO, FIFO with
 //!   items returned behind the head, priority queues at either end); push
 //!   and pop latency at the start and at the end must match ([`tombstones`]).
+//! - `fair`: a noisy tenant's backlog of N items and 20 quiet tenants at
+//!   10 items/s each, W workers: the quiet items' wait and the backlog's
+//!   drain rate, FIFO against fairness keys ([`fair`]).
 //!
 //! Transports: in-process (the library on an embedded store in
 //! `--data-dir`, a fresh temporary directory by default, or with
@@ -30,6 +33,7 @@ mod ceiling;
 pub(crate) mod client;
 pub(crate) mod coordinators;
 pub(crate) mod due;
+mod fair;
 mod inproc;
 mod over_http;
 mod over_resp;
@@ -67,6 +71,9 @@ pub enum Scenario {
     /// K coordinators (as K daemons) over one store, W waiters each,
     /// drain one queue: throughput and each one's share.
     Coordinators,
+    /// A noisy tenant's backlog and quiet tenants' steady pushes, W
+    /// workers: the quiet items' wait, FIFO against fairness keys.
+    Fair,
 }
 
 /// The store an in-process run uses.
@@ -344,6 +351,10 @@ pub async fn run(args: BenchArgs) -> Result<u8, String> {
         Scenario::Coordinators => {
             let store = store.ok_or("the coordinators scenario runs in process only")?;
             all_exact &= coordinators::run(&store, &args).await?;
+        }
+        Scenario::Fair => {
+            let store = store.ok_or("the fair scenario runs in process only")?;
+            all_exact &= fair::run(&store, &args).await?;
         }
     }
     Ok(if all_exact { 0 } else { 1 })

@@ -377,3 +377,32 @@ async fn leased_batch_pops_take_the_fair_order() {
     }
     daemon.stop().await;
 }
+
+/// `hotq bench --scenario fair` in process, small: both runs (FIFO, then
+/// fairness keys) drain the noisy backlog and pop every quiet item.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bench_scenario_runs_both_ways() {
+    let args = hotq::bench::BenchArgs {
+        scenario: hotq::bench::Scenario::Fair,
+        items: 2_000,
+        payload_bytes: 100,
+        workers: vec![4],
+        modes: Vec::new(),
+        coordinators: vec![1],
+        stored_requests: false,
+        cycles: 0,
+        url: None,
+        resp_addr: None,
+        token: None,
+        data_dir: None,
+        backend: hotq::bench::BenchBackend::Embedded,
+        fdb_cluster_file: None,
+        durability: hotq::store::embedded::Durability::Buffered,
+        wait_ms: 200,
+        // Generous: 2,000 pops take well under a second.
+        deadline_s: 120,
+        json: true,
+        groups: 0,
+    };
+    assert_eq!(hotq::bench::run(args).await, Ok(0));
+}
