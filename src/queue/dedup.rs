@@ -114,7 +114,9 @@ pub struct PushTerms {
     pub retention_ms: Option<u64>,
 }
 
-/// [`push_with`], each item under its fairness key ([`PushItem::fair_key`]):
+/// Pushes `items` to the FIFO queue `keys` in one commit, all or none,
+/// as `terms` ask (items whose dedup id is still counting are left out
+/// and reported), each under its fairness key ([`PushItem::fair_key`]):
 /// served fairly between keys, in proportion to the queue's
 /// `fair_weights`. Items without a key take the queue's default key
 /// when its `fair` setting is on, else push order (see [`crate::queue::fair`]).

@@ -59,7 +59,7 @@ pub const TAG_SCALE: u64 = 720_720;
 pub const FAIR_WEIGHT_MAX: u32 = 1_000;
 /// Most keys a queue's `fair_weights` may name.
 pub const FAIR_WEIGHTS_MAX: usize = 100;
-/// Most fairness keys' tags one backlog reading scans (see [`backlog`]).
+/// Most fairness keys' tags one backlog reading scans (see [`backlog_in`]).
 pub const FAIR_KEYS_SCANNED_MAX: usize = 10_000;
 /// Most keys a queue's stats show the backlog of (the largest).
 pub const FAIR_BACKLOG_SHOWN_MAX: usize = 10;
@@ -107,8 +107,11 @@ pub fn parse_weights(value: &Value) -> Result<Option<BTreeMap<String, u32>>, Str
     let mut weights = BTreeMap::new();
     for (key, weight) in object {
         check_key(key)?;
+        // `3` or `3.0`: JSON Schema's "integer" takes both.
+        let whole = |w: f64| (w.fract() == 0.0 && w >= 0.0).then_some(w as u64);
         let weight = weight
             .as_u64()
+            .or_else(|| weight.as_f64().and_then(whole))
             .filter(|w| (1..=FAIR_WEIGHT_MAX as u64).contains(w))
             .ok_or_else(|| {
                 format!("the weight of {key:?} must be an integer from 1 to {FAIR_WEIGHT_MAX}, got {weight}")

@@ -162,10 +162,11 @@ fn assert_exact_shares(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_weighted_keys_share_exactly_over_http() {
     let daemon = Daemon::start(|_| {}).await;
+    // 3.0: a weight written as a float is the integer (JSON Schema's rule).
     settings(
         &daemon,
         "tenants",
-        json!({"fair_weights": {"a": 3, "b": 2}}),
+        json!({"fair_weights": {"a": 3.0, "b": 2}}),
     )
     .await;
     push_batch_keyed(&daemon, "tenants", "noisy", 300).await;
