@@ -313,7 +313,11 @@ pub async fn backlog<S: crate::store::Store>(
 /// the tags, not counted: no pop writes anything for it, so pops cost
 /// what they cost without fairness. Exact while the key's items are
 /// pushed in sequence and none is out of order (leased, returned); an
-/// estimate otherwise.
+/// estimate otherwise. One known miss: a key whose next item ties the
+/// head's tag (pushed in the same batch as the head's key, or at once
+/// with it, onto an empty queue) counts one item short (a key of one
+/// such item is not shown) until the head moves on: the tags alone
+/// cannot tell a tied item from one already taken.
 pub async fn backlog_in<T: Transaction>(
     txn: &T,
     keys: &QueueKeys,

@@ -260,6 +260,24 @@ def fit_to_page(browser) -> None:
     wait(browser, lambda d: d.execute_script("return window.innerHeight") >= min(bottom, 2000), "the resize")
 
 
+def test_a_fair_queue_shows_its_largest_tenants(daemon: Daemon, browser) -> None:
+    # Two pushes, as two tenants make them (one batch naming both keys
+    # would tie the quiet item with the head, which the backlog reads as
+    # taken until the head moves on).
+    for key, count in (("noisy", 3), ("quiet", 1)):
+        items = [{"item": "eA==", "fair_key": key}] * count
+        status, body = daemon.call("POST", "/v1/queues/tenants/items:batch", items)
+        assert status == 201, body
+    assert [(k["key"], k["items"]) for k in daemon.stats("tenants")["fair_backlog"]] == [("noisy", 3), ("quiet", 1)]
+    open_queue(browser, daemon, "tenants")
+    shown = wait(
+        browser,
+        lambda d: [e.text for e in d.find_elements(By.CSS_SELECTOR, '[data-tile="fair"] .value')] or None,
+        "the tenants tile",
+    )
+    assert shown == ["noisy 3 · quiet 1"], shown
+
+
 def test_screenshots(daemon: Daemon, browser) -> None:
     """Saves docs/console-overview.png and docs/console-queue.png (only
     when HOTQ_CONSOLE_SCREENSHOTS names a directory)."""

@@ -245,6 +245,19 @@ function queuePage(kind, name) {
     fill(body, h("tr", {}, h("td", { colspan: columns, class: "muted" }, text)));
   }
 
+  /**
+   * A queue with fairness keys: its largest tenants' backlog (the stats
+   * name at most 10, largest first; the tile shows 3, its title all).
+   * Nothing for a queue without keys.
+   */
+  function fairTile(keys) {
+    if (!keys.length) return null;
+    const shown = (k) => (k.key === "" ? "(no key)" : k.key) + " " + num(k.items);
+    return h("div", { class: "tile wide", dataset: { tile: "fair" }, title: keys.map(shown).join("\n") },
+      h("div", { class: "label" }, "Largest tenants"),
+      h("div", { class: "value small" }, keys.slice(0, 3).map(shown).join(" · ")));
+  }
+
   function renderStats(stats, r) {
     const tile = (label, value, col, cls) => h("div", { class: "tile", dataset: { tile: col } },
       h("div", { class: "label" }, label), h("div", { class: "value " + (cls || "") }, value));
@@ -253,7 +266,8 @@ function queuePage(kind, name) {
       tile("Delayed", num(stats.delayed), "delayed"), tile("Grouped", num(stats.grouped), "grouped"),
       tile("Waiting pops", num(stats.waiting), "waiting"), tile("Expired", num(stats.expired), "expired"),
       tile("Oldest", age(stats.oldest_item_age_ms), "oldest", ageClass(stats.oldest_item_age_ms)),
-      tile("Push/s", rate(r ? r.push : null), "push"), tile("Pop/s", rate(r ? r.pop : null), "pop"));
+      tile("Push/s", rate(r ? r.push : null), "push"), tile("Pop/s", rate(r ? r.pop : null), "pop"),
+      fairTile(stats.fair_backlog || []));
     fill(badges, 
       h("span", { class: "badge kind" }, kind === "priority" ? "priority" : "FIFO"),
       dead ? h("span", { class: "badge dlq" }, "DLQ") : null,
