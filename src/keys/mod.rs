@@ -457,6 +457,19 @@ impl QueueKeys {
             .map(|(fair_key,)| fair_key)
     }
 
+    /// The queue's rate-limit cell (see `crate::queue::limits`): the
+    /// theoretical arrival time of its next pop, µs since the epoch.
+    pub fn rate_cell(&self) -> Vec<u8> {
+        self.0.meta.pack(&("rate",))
+    }
+
+    /// The queue's lease gate (see `crate::queue::limits`): every leasing
+    /// pop of a queue with `leases_max` reads it without snapshot and
+    /// writes it, so such pops serialize among themselves.
+    pub fn lease_gate(&self) -> Vec<u8> {
+        self.0.meta.pack(&("lease_gate",))
+    }
+
     /// The key of the queue's stored settings (see `crate::queue::settings`).
     pub fn settings(&self) -> Vec<u8> {
         self.0.meta.pack(&("settings",))

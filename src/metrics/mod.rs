@@ -33,6 +33,10 @@ pub const CONFLICTS: &str = "hotq_commit_conflicts_total";
 pub const PUSHED: &str = "hotq_pushed_items_total";
 /// Items delivered, by queue and path (`direct`, `staged`).
 pub const POPS: &str = "hotq_pops_total";
+/// Pops a queue's limit held back, by queue and `limit` (`rate`,
+/// `leases`): a direct pop refused counts once, a waiting pop once per
+/// fulfill round that could not serve it.
+pub const POPS_THROTTLED: &str = "hotq_pops_throttled_total";
 /// Requests waiting, by queue (sampled).
 pub const REQUESTS_WAITING: &str = "hotq_requests_waiting";
 /// Requests served per fulfillment transaction.
@@ -523,6 +527,15 @@ pub fn pops(kind: QueueKind, queue: &QueueName, path: &'static str, n: u64) {
     handles::count_queue(queue.as_str(), (POPS, kind, path, ""), n, |queue| {
         let counter =
             metrics::counter!(POPS, "queue" => queue_label(queue), "kind" => kind, "path" => path);
+        (counter, true)
+    });
+}
+
+/// Counts `n` pops of `queue` held back by its `limit` (`rate`, `leases`).
+pub fn throttled(kind: QueueKind, queue: &QueueName, limit: &'static str, n: u64) {
+    let kind = kind_label(kind);
+    handles::count_queue(queue.as_str(), (POPS_THROTTLED, kind, limit, ""), n, |queue| {
+        let counter = metrics::counter!(POPS_THROTTLED, "queue" => queue_label(queue), "kind" => kind, "limit" => limit);
         (counter, true)
     });
 }

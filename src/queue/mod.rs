@@ -27,6 +27,7 @@ pub mod dedup;
 pub mod expired;
 pub mod expiry;
 pub mod fair;
+pub mod limits;
 pub(crate) mod fifo;
 pub mod groups;
 pub(crate) mod item;

@@ -23,6 +23,7 @@ use serde_json::Value;
 use crate::keys::{QueueKeys, QueueName};
 use crate::lease::DeliveryPolicy;
 use crate::queue::QueueError;
+use crate::queue::limits::{self, Limits, Rate};
 use crate::store::Read;
 use crate::store::{RetryPolicy, Store, StoreError, Transaction, transact};
 
@@ -66,6 +67,18 @@ pub struct Stored {
     /// a key not named has weight 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fair_weights: Option<BTreeMap<String, u32>>,
+    /// Most items per second the queue hands out, across every daemon
+    /// (see [`crate::queue::limits`]); absent: no rate limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pop_rate_max: Option<u64>,
+    /// Items that may go at once under `pop_rate_max` after a quiet
+    /// spell; absent: a tenth of a second's worth (at least 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pop_rate_burst: Option<u64>,
+    /// Most leases in flight at once, across every daemon (see
+    /// [`crate::queue::limits`]); absent: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leases_max: Option<u64>,
 }
 
 /// The defaults (from the TOML configuration) and the bounds a `PUT` is
@@ -138,6 +151,15 @@ pub struct Effective {
     pub fair: bool,
     /// Weight per fairness key; a key not named has weight 1.
     pub fair_weights: BTreeMap<String, u32>,
+    /// Most items per second handed out; `None`: no rate limit.
+    #[schema(required = true)]
+    pub pop_rate_max: Option<u64>,
+    /// Items that may go at once under the rate limit; `None`: no rate limit.
+    #[schema(required = true)]
+    pub pop_rate_burst: Option<u64>,
+    /// Most leases in flight; `None`: no limit.
+    #[schema(required = true)]
+    pub leases_max: Option<u64>,
 }
 
 impl Stored {
@@ -177,6 +199,19 @@ impl Stored {
             retention_ms: self.retention_ms,
             fair: self.fair == Some(true),
             fair_weights: self.fair_weights.clone().unwrap_or_default(),
+            pop_rate_max: self.pop_rate_max,
+            pop_rate_burst: self.limits().rate.map(|rate| rate.burst),
+            leases_max: self.leases_max,
+        }
+    }
+
+    /// The limits these settings set.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            rate: self
+                .pop_rate_max
+                .map(|per_s| Rate::new(per_s, self.pop_rate_burst)),
+            leases_max: self.leases_max,
         }
     }
 
@@ -261,6 +296,9 @@ pub fn apply_change(
                 Value::Bool(true) => next.fair = Some(true),
                 other => return bad(key, format!("must be true, false or null, got {other}")),
             },
+            "pop_rate_max" => next.pop_rate_max = number(limits::POP_RATE_MAX, 1)?,
+            "pop_rate_burst" => next.pop_rate_burst = number(limits::POP_RATE_BURST_MAX, 1)?,
+            "leases_max" => next.leases_max = number(limits::LEASES_MAX, 1)?,
             "fair_weights" => match crate::queue::fair::parse_weights(value) {
                 Ok(weights) => next.fair_weights = weights,
                 Err(what) => return bad(key, what),
@@ -283,7 +321,8 @@ pub fn apply_change(
                 return Err(InvalidSettings(format!(
                     "unknown setting {other:?} (known: max_deliveries, default_lease_ms, \
                      dead_letter_queue, dedup_window_ms, delivery_delay_ms, paused, \
-                     retention_ms, fair, fair_weights)"
+                     retention_ms, fair, fair_weights, pop_rate_max, pop_rate_burst, \
+                     leases_max)"
                 )));
             }
         }
@@ -313,6 +352,32 @@ pub async fn paused_in<T: Transaction>(txn: &T, keys: &QueueKeys) -> Result<bool
         None => Ok(false),
         Some(value) => serde_json::from_slice::<Stored>(&value)
             .map(|stored| stored.paused == Some(true))
+            .map_err(|_| QueueError::Corrupt { key }),
+    }
+}
+
+/// What a transaction that hands items out must obey: the pause and the
+/// limits, read together (one read of the settings).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Gates {
+    /// The queue is paused: nothing goes out.
+    pub paused: bool,
+    /// Its rate and lease limits.
+    pub limits: Limits,
+}
+
+/// The queue's [`Gates`], read in `txn` **without** snapshot, as
+/// [`paused_in`] reads the pause: a settings change committed while a pop
+/// runs makes it retry under the new settings.
+pub async fn gates_in<T: Transaction>(txn: &T, keys: &QueueKeys) -> Result<Gates, QueueError> {
+    let key = keys.settings();
+    match txn.get(&key, Read::Serializable).await? {
+        None => Ok(Gates::default()),
+        Some(value) => serde_json::from_slice::<Stored>(&value)
+            .map(|stored| Gates {
+                paused: stored.paused == Some(true),
+                limits: stored.limits(),
+            })
             .map_err(|_| QueueError::Corrupt { key }),
     }
 }
@@ -391,10 +456,10 @@ pub async fn update_in<T: Transaction>(
         stored.dead_letter_queue.as_deref(),
         next.dead_letter_queue.as_deref(),
     )?;
-    if next.paused != stored.paused {
-        // Fulfillers of a paused queue's waiting pops watch its wake key
-        // (see `staging::fulfill`): a resume serves them at once, on every
-        // daemon.
+    if next.paused != stored.paused || next.limits() != stored.limits() {
+        // Fulfillers of a paused (or limited) queue's waiting pops watch
+        // its wake key (see `staging::fulfill`): a resume or a new limit
+        // serves them at once, on every daemon.
         txn.atomic_add(&keys.wake(), 1)?;
     }
     if next == Stored::default() {
@@ -458,12 +523,44 @@ mod tests {
             json!({"retention_ms": 0}),
             json!({"retention_ms": 365 * 24 * 3_600_000u64 + 1}),
             json!({"retention_ms": "1s"}),
+            json!({"pop_rate_max": 0}),
+            json!({"pop_rate_max": 1_000_001}),
+            json!({"pop_rate_max": 2.5}),
+            json!({"pop_rate_burst": 0}),
+            json!({"leases_max": 0}),
+            json!({"leases_max": "ten"}),
         ] {
             assert!(
                 apply_change(&set, &name, &change(bad.clone()), &defaults).is_err(),
                 "{bad} must be refused"
             );
         }
+    }
+
+    #[test]
+    fn limits_take_their_burst_default_and_reset_with_null() {
+        let name = QueueName::new("jobs").unwrap();
+        let defaults = Defaults::default();
+        let set = apply_change(
+            &Stored::default(),
+            &name,
+            &change(json!({"pop_rate_max": 1000, "leases_max": 10})),
+            &defaults,
+        )
+        .unwrap();
+        let effective = set.effective(&name, &defaults);
+        assert_eq!(effective.pop_rate_max, Some(1_000));
+        assert_eq!(effective.pop_rate_burst, Some(100));
+        assert_eq!(effective.leases_max, Some(10));
+        let reset = apply_change(
+            &set,
+            &name,
+            &change(json!({"pop_rate_max": null, "leases_max": null})),
+            &defaults,
+        )
+        .unwrap();
+        assert_eq!(reset, Stored::default());
+        assert!(reset.limits().is_none());
     }
 
     #[test]

@@ -23,8 +23,8 @@ use crate::service::{
     POP_ACKS_MAX, PUSH_BATCH_MAX, RETENTION_MS_MAX,
 };
 use crate::service::{
-    DEDUP_WINDOW_MS_MAX, LEASES_CURSOR_LEN_MAX, LEASES_LIMIT_MAX, LIST_LIMIT_MAX,
-    MAX_DELIVERIES_MAX, REDRIVE_BATCH_MAX,
+    DEDUP_WINDOW_MS_MAX, LEASES_CURSOR_LEN_MAX, LEASES_LIMIT_MAX, LEASES_MAX, LIST_LIMIT_MAX,
+    MAX_DELIVERIES_MAX, POP_RATE_BURST_MAX, POP_RATE_MAX, REDRIVE_BATCH_MAX,
 };
 
 /// The limits of the running configuration that the spec states.
@@ -281,6 +281,9 @@ fn settings_schema(limits: &Limits) -> Value {
             "retention_ms": nullable(integer(1, RETENTION_MS_MAX)),
             "fair": nullable(json!({"type": "boolean"})),
             "fair_weights": nullable(fair_weights_schema()),
+            "pop_rate_max": nullable(integer(1, POP_RATE_MAX)),
+            "pop_rate_burst": nullable(integer(1, POP_RATE_BURST_MAX)),
+            "leases_max": nullable(integer(1, LEASES_MAX)),
         },
         "description": "Settings to change; null returns one to the default; keys not named \
             are kept. A queue cannot be its own dead_letter_queue (400 invalid_settings).",

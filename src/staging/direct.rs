@@ -4,6 +4,7 @@
 use crate::envelope::{End, now_ms};
 use crate::keys::QueueKeys;
 use crate::lease::{Receipt, lease_in};
+use crate::queue::limits::{Budget, budget_in};
 use crate::queue::{DirectPop, Item, QueueError, read_end};
 use crate::staging::line::AckOutcome;
 use crate::staging::round::riding::ack_all_in;
@@ -63,14 +64,26 @@ pub async fn try_pop<S: Store>(
     }
     let now = now_ms();
     let acked = ack_all_in(&txn, keys, acks, now).await?;
-    // Paused: nothing to take, though acks still settle. A pop that may
-    // wait joins the line, whose rounds hand nothing out until it resumes.
-    let paused = crate::queue::settings::paused_in(&txn, keys).await?;
-    let mut items = if paused {
+    // Paused or held back by a limit: nothing to take, though acks still
+    // settle. A pop that may wait joins the line, whose rounds hand
+    // nothing out until it resumes (or the limit lets items go).
+    let gates = crate::queue::settings::gates_in(&txn, keys).await?;
+    let leasing = lease_ms.is_some();
+    let mut budget = if gates.paused {
+        Budget::unlimited()
+    } else {
+        budget_in(&txn, keys, gates.limits, leasing).await?
+    };
+    let wanted = budget.cap(max.max(1), leasing);
+    let mut items = if gates.paused || wanted == 0 {
         Vec::new()
     } else {
-        read_end(&txn, keys, end, max.max(1), Read::Serializable).await?
+        read_end(&txn, keys, end, wanted, Read::Serializable).await?
     };
+    if wanted == 0 && !gates.paused {
+        budget.refuse(leasing);
+        throttled(keys, &budget);
+    }
     if items.is_empty() && acks.is_empty() {
         return Ok(Direct {
             attempt: Attempt::Done(DirectPop::Empty),
@@ -85,6 +98,10 @@ pub async fn try_pop<S: Store>(
     // A pop of many large items stays bounded (the rest stay queued).
     items.truncate(crate::queue::parts::within_bytes(&items, DIRECT_BYTES_MAX));
     take_in(&txn, keys, &mut items, lease_ms, now)?;
+    for _ in &items {
+        budget.take(leasing);
+    }
+    budget.spend_in(&txn, keys)?;
     crate::queue::parts::deliver_in(&txn, items.iter_mut()).await?;
     let acked = (!acks.is_empty()).then_some(acked);
     match txn.commit().await {
@@ -105,6 +122,15 @@ pub async fn try_pop<S: Store>(
             acked: None,
         }),
         Err(error) => Err(error.into()),
+    }
+}
+
+/// Counts the pops `budget` held back, by the limit that held them.
+pub(crate) fn throttled(keys: &QueueKeys, budget: &Budget) {
+    for (limit, refused) in budget.refused() {
+        if refused > 0 {
+            crate::metrics::throttled(keys.kind(), keys.name(), limit, refused);
+        }
     }
 }
 

@@ -9,6 +9,7 @@
 use crate::keys::RequesterId;
 use crate::lease::{LeaseError, Receipt};
 use crate::queue::Item;
+use crate::queue::limits::Held;
 use crate::staging::line::{LocalId, MemoryRequest};
 use crate::store::Watch;
 
@@ -117,6 +118,17 @@ pub enum WaitOn {
     /// The wake key: a new request, a pop joining this line, or another
     /// line's request turning stale.
     Wake,
+    /// A limit held pops back (see [`crate::queue::limits`]): the wake
+    /// key (a settings change, a new request), with `leases` the `leased`
+    /// count (an ack, nack or expiry frees a place), with `depth` the
+    /// depth (a pop no limit held found no item); the rate's next token is
+    /// the loop's deadline.
+    Limited {
+        /// `leases_max` held a leasing pop back.
+        leases: bool,
+        /// A pop no limit held back was left waiting for want of items.
+        depth: bool,
+    },
 }
 
 /// What a round saw, as [`what_next`] needs it.
@@ -130,6 +142,10 @@ pub struct Seen {
     pub pool_is_everything: bool,
     /// The queue is paused: the round read no item.
     pub paused: bool,
+    /// What the queue's limits held back.
+    pub held: Held,
+    /// A pop no limit held back was left waiting for want of items.
+    pub starved: bool,
 }
 
 /// What the loop waits on after a round that saw `seen`: requests remain
@@ -137,6 +153,13 @@ pub struct Seen {
 /// (bytes, or items per round), go on at once.
 pub fn what_next(seen: Seen) -> WaitOn {
     let c = &seen.counts;
+    if seen.held.any() && c.unserved > 0 {
+        // Going on at once would find the limit where it is.
+        return WaitOn::Limited {
+            leases: seen.held.leases,
+            depth: seen.starved,
+        };
+    }
     if c.left_items == 0 {
         return if c.unserved > 0 && !seen.bytes_full && seen.pool_is_everything {
             // A resume bumps the wake key; pushes to a paused queue need
@@ -213,6 +236,8 @@ mod tests {
             bytes_full,
             pool_is_everything,
             paused: false,
+            held: Held::default(),
+            starved: false,
         }
     }
 
@@ -227,6 +252,35 @@ mod tests {
             ..seen(counts, false, true)
         };
         assert_eq!(what_next(paused), WaitOn::Wake);
+    }
+
+    #[test]
+    fn a_round_a_limit_held_back_waits_for_the_limit_not_at_once() {
+        let counts = RoundCounts {
+            served: 2,
+            unserved: 3,
+            ..RoundCounts::default()
+        };
+        let rate = Held {
+            rate_next_ms: Some(5),
+            leases: false,
+        };
+        // Items remain past the read: without the limit, at once.
+        let held = Seen {
+            held: rate,
+            ..seen(counts, false, false)
+        };
+        let limited = |leases, depth| WaitOn::Limited { leases, depth };
+        assert_eq!(what_next(held), limited(false, false));
+        let leases = Seen {
+            held: Held {
+                leases: true,
+                ..Held::default()
+            },
+            starved: true,
+            ..seen(counts, false, false)
+        };
+        assert_eq!(what_next(leases), limited(true, true));
     }
 
     #[test]

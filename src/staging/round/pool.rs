@@ -6,6 +6,7 @@ use std::collections::{HashSet, VecDeque};
 use crate::envelope::{End, LeaseTag, RequestValue, ResultValue};
 use crate::keys::QueueKeys;
 use crate::lease::lease_in;
+use crate::queue::limits::Budget;
 use crate::queue::{Item, QueueError, read_end};
 use crate::store::Read;
 use crate::store::Transaction;
@@ -119,18 +120,26 @@ pub struct PoolTaker<'a, T: Transaction> {
     /// How long past its request's deadline a result is kept (a grouped
     /// item's hand-off has ended by then, or by the timer).
     pub result_grace_ms: u64,
+    /// What the queue's limits still allow this round.
+    pub budget: Budget,
 }
 
 impl<T: Transaction> PoolTaker<'_, T> {
     /// The next item for `request` from its end of `pool`, cleared with a
     /// read conflict on it, and leased from this commit on if the request
-    /// is; `None` when the pool or the byte bound is used up.
+    /// is; `None` when the pool, the byte bound or the limits' budget is
+    /// used up.
     pub fn take(
         &mut self,
         pool: &mut VecDeque<Item>,
         request: &RequestValue,
     ) -> Result<Option<Item>, QueueError> {
         if self.bytes >= self.bytes_max {
+            return Ok(None);
+        }
+        let leasing = request.lease_ms.is_some();
+        if !self.budget.allows(leasing) {
+            self.budget.refuse(leasing);
             return Ok(None);
         }
         let next = match request.end {
@@ -144,6 +153,7 @@ impl<T: Transaction> PoolTaker<'_, T> {
         self.txn.clear(&item.key)?;
         crate::queue::expiry::unindex_in(self.txn, self.keys, &item.key, item.expires_at_ms)?;
         self.bytes += item.len();
+        self.budget.take(leasing);
         // The hand-off or result carries the receipt.
         if let Some(lease_ms) = request.lease_ms {
             lease_in(self.txn, self.keys, &mut item, lease_ms, self.now)?;
@@ -154,6 +164,11 @@ impl<T: Transaction> PoolTaker<'_, T> {
             crate::queue::groups::succession_in(self.txn, self.keys, &item, due_ms)?;
         }
         Ok(Some(item))
+    }
+
+    /// True when the limits hold back `request`'s next item.
+    pub fn held_back(&self, request: &RequestValue) -> bool {
+        !self.budget.allows(request.lease_ms.is_some())
     }
 
     /// Passes over up to `count` items at `request`'s end of `pool`,

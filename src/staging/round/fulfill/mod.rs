@@ -39,6 +39,7 @@ use std::collections::HashSet;
 
 use crate::envelope::{End, RequestValue, now_ms};
 use crate::keys::QueueKeys;
+use crate::queue::limits::budget_in;
 use crate::queue::{Item, QueueError};
 use crate::staging::counted::LineLevel;
 use crate::staging::line::MemoryRequest;
@@ -111,15 +112,13 @@ pub async fn fulfill_round<S: Store>(
     state.answer_empty(&plan.live_memory, &pool);
     state.sync_line(&line, plan.joins_store).await?;
     state.write_counters()?;
-    let wait_on = match what_next(state.seen(&pool)) {
-        WaitOn::Now => None,
-        WaitOn::Depth => Some(keys.depth()),
-        WaitOn::Wake => Some(keys.wake()),
-    };
+    let budget = state.take.budget.clone();
+    budget.spend_in(&txn, keys)?;
+    let wait_on = watch_keys(keys, what_next(state.seen(&pool)));
     let own_key = state.own_watch_key.take();
-    let left = match wait_on {
-        Some(key) => Some(Watched::read(&txn, key, own_key).await?),
-        None => None,
+    let left = match wait_on.is_empty() {
+        false => Some(Watched::read(&txn, wait_on, own_key).await?),
+        true => None,
     };
     let mut fulfilled = state.finish();
     // Large items handed over here: payloads read, unleased parts cleared
@@ -130,6 +129,12 @@ pub async fn fulfill_round<S: Store>(
         crate::staging::results::deliver_results_in(&txn, keys, items).await?;
     }
     commit(store, txn, &local, &fulfilled.handover).await?;
+    crate::staging::direct::throttled(keys, &budget);
+    if let Some(next_ms) = budget.held().rate_next_ms {
+        // The next token's time: the loop's next round then takes it.
+        let next = &mut fulfilled.next.next_deadline_ms;
+        *next = Some(next.map_or(next_ms, |deadline| deadline.min(next_ms)));
+    }
     if let Some(left) = left {
         let (watch, own_watch) = left.watch_after(store).await;
         fulfilled.next.watch = Some(watch);
@@ -138,9 +143,24 @@ pub async fn fulfill_round<S: Store>(
     Ok(fulfilled)
 }
 
-/// What a round that waits leaves at the keys its loop watches: the key
-/// it waits on (the depth or the wake key) and, when this line stands in
-/// the store, its oldest counted request.
+/// The keys a round's loop watches when it waits on `wait_on` (none: it
+/// goes on at once; see [`WaitOn`]).
+fn watch_keys(keys: &QueueKeys, wait_on: WaitOn) -> Vec<Vec<u8>> {
+    match wait_on {
+        WaitOn::Now => Vec::new(),
+        WaitOn::Depth => vec![keys.depth()],
+        WaitOn::Wake => vec![keys.wake()],
+        WaitOn::Limited { leases, depth } => {
+            let leased = leases.then(|| keys.leased());
+            let depth = depth.then(|| keys.depth());
+            std::iter::once(keys.wake()).chain(leased).chain(depth).collect()
+        }
+    }
+}
+
+/// What a round that waits leaves at the keys its loop watches: the keys
+/// it waits on (see [`watch_keys`]) and, when this line stands in the
+/// store, its oldest counted request.
 ///
 /// The watches are armed after the round commits, in a read-only
 /// transaction of their own: a watch reads its key, so in the round's
@@ -154,21 +174,21 @@ pub async fn fulfill_round<S: Store>(
 struct Watched {
     /// Each key with the value the round leaves there.
     keys: Vec<(Vec<u8>, Option<Vec<u8>>)>,
-    /// `keys[1]` is this line's oldest counted request.
+    /// The last of `keys` is this line's oldest counted request.
     has_own: bool,
 }
 
 impl Watched {
-    /// Reads, in the round's transaction, what it leaves at `key` and at
-    /// `own_key`.
+    /// Reads, in the round's transaction, what it leaves at `wait_on`
+    /// and at `own_key`.
     async fn read<T: Transaction>(
         txn: &T,
-        key: Vec<u8>,
+        wait_on: Vec<Vec<u8>>,
         own_key: Option<Vec<u8>>,
     ) -> Result<Watched, QueueError> {
         let has_own = own_key.is_some();
-        let mut keys = Vec::with_capacity(2);
-        for key in std::iter::once(key).chain(own_key) {
+        let mut keys = Vec::with_capacity(wait_on.len() + 1);
+        for key in wait_on.into_iter().chain(own_key) {
             let value = txn.get(&key, Read::Snapshot).await?;
             keys.push((key, value));
         }
@@ -185,8 +205,7 @@ impl Watched {
         match watch_changes(store, self.keys).await {
             Ok(mut watches) => {
                 let own = has_own.then(|| watches.pop()).flatten();
-                let watch = watches.pop().unwrap_or_else(|| fired(Ok(())));
-                (watch, own)
+                (any_of(watches), own)
             }
             Err(error) => (fired(Err(error)), None),
         }
@@ -212,6 +231,16 @@ async fn watch_changes<S: Store>(
     }
     txn.commit().await?;
     Ok(watches)
+}
+
+/// One watch that fires when the first of `watches` fires (at once when
+/// there is none).
+fn any_of(mut watches: Vec<Watch>) -> Watch {
+    match watches.len() {
+        0 => fired(Ok(())),
+        1 => watches.remove(0),
+        _ => Watch::new(async move { futures_util::future::select_all(watches).await.0 }),
+    }
 }
 
 /// A watch that has already fired with `outcome`.
@@ -338,17 +367,27 @@ impl<T: Transaction> RoundState<'_, '_, T> {
     /// batch bound: a pop of many takes what the bound leaves, the rest
     /// wait for the next round.
     async fn read_items(&mut self, live: &[(Source, RequestValue)]) -> Result<Pool, QueueError> {
-        let wanted = |end: End| {
-            live.iter()
-                .filter(|(_, r)| r.end == end)
-                .map(|(source, _)| self.demand(source))
-                .sum::<usize>()
-                .min(self.bounds.batch)
-        };
         // A paused queue hands nothing out: its round sees no items (pops
         // that must not wait are answered "empty", the others wait for
         // the resume).
-        let paused = crate::queue::settings::paused_in(self.take.txn, self.take.keys).await?;
+        let gates = crate::queue::settings::gates_in(self.take.txn, self.take.keys).await?;
+        let paused = gates.paused;
+        if !paused {
+            let leasing = live.iter().any(|(_, r)| r.lease_ms.is_some());
+            let (txn, keys) = (self.take.txn, self.take.keys);
+            self.take.budget = budget_in(txn, keys, gates.limits, leasing).await?;
+        }
+        // At most what the batch and the rate allow (`leases_max` holds
+        // back only leasing pops: their takes are refused one by one).
+        let wanted = |end: End| {
+            let wanted = live
+                .iter()
+                .filter(|(_, r)| r.end == end)
+                .map(|(source, _)| self.demand(source))
+                .sum::<usize>()
+                .min(self.bounds.batch);
+            self.take.budget.cap(wanted, false)
+        };
         let pool = if paused {
             Pool::nothing()
         } else {
@@ -391,6 +430,8 @@ impl<T: Transaction> RoundState<'_, '_, T> {
             bytes_full: self.bytes_full(),
             pool_is_everything: pool.is_everything,
             paused: self.paused,
+            held: self.take.budget.held(),
+            starved: self.starved,
         }
     }
 }

@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 use crate::envelope::RequestValue;
 use crate::keys::{QueueKeys, RequesterId};
 use crate::lease::Receipt;
+use crate::queue::limits::Budget;
 use crate::queue::{Item, QueueError};
 use crate::staging::counted::LineLevel;
 use crate::staging::line::results::{Collected, collect_in};
@@ -62,6 +63,8 @@ pub(super) struct RoundState<'a, 'm, T: Transaction> {
     /// The queue is paused: the round read no item (see
     /// [`crate::queue::settings`]).
     pub(super) paused: bool,
+    /// A request no limit held back was left waiting for want of items.
+    pub(super) starved: bool,
     pub(super) handover: Handover,
     pub(super) counts: RoundCounts,
 }
@@ -117,6 +120,7 @@ impl<'a, 'm, T: Transaction> RoundState<'a, 'm, T> {
                 bytes: 0,
                 bytes_max: bounds.bytes_max,
                 result_grace_ms: bounds.result_grace_ms,
+                budget: Budget::unlimited(),
             },
             bounds,
             is_local: local.is_local,
@@ -135,6 +139,7 @@ impl<'a, 'm, T: Transaction> RoundState<'a, 'm, T> {
             own_watch_key: None,
             pool_is_everything: false,
             paused: false,
+            starved: false,
             handover: Handover {
                 handed,
                 ..Handover::default()
@@ -201,6 +206,7 @@ impl<'a, 'm, T: Transaction> RoundState<'a, 'm, T> {
     /// A live request left waiting for want of items.
     pub(super) fn left_waiting(&mut self, request: &RequestValue) {
         self.counts.unserved += 1;
+        self.starved |= !self.take.held_back(request);
         self.next_deadline_ms = Some(
             self.next_deadline_ms
                 .map_or(request.deadline_ms, |d| d.min(request.deadline_ms)),
@@ -245,8 +251,10 @@ impl<'a, 'm, T: Transaction> RoundState<'a, 'm, T> {
             items.push(item);
         }
         if items.is_empty() {
-            // The byte bound held items back: that is not "empty".
-            if m.line.answers_empty && self.pool_is_everything && !self.bytes_full() {
+            // The byte bound held items back: that is not "empty"; a
+            // limit holding them back is, for a pop that must not wait.
+            let none_visible = self.pool_is_everything && !self.bytes_full();
+            if m.line.answers_empty && (none_visible || self.take.held_back(request)) {
                 self.handover.emptied.push(m.seq);
             } else {
                 self.left_waiting(request);
