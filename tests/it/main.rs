@@ -81,6 +81,7 @@ mod one_daemon_per_data_dir;
 mod openapi_spec;
 mod pause_resume;
 mod pop_answers;
+mod pop_limits;
 mod pops_over_tombstones;
 mod pops_total_counts_deliveries;
 mod priority_leases_over_http;
