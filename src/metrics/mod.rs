@@ -534,10 +534,15 @@ pub fn pops(kind: QueueKind, queue: &QueueName, path: &'static str, n: u64) {
 /// Counts `n` pops of `queue` held back by its `limit` (`rate`, `leases`).
 pub fn throttled(kind: QueueKind, queue: &QueueName, limit: &'static str, n: u64) {
     let kind = kind_label(kind);
-    handles::count_queue(queue.as_str(), (POPS_THROTTLED, kind, limit, ""), n, |queue| {
-        let counter = metrics::counter!(POPS_THROTTLED, "queue" => queue_label(queue), "kind" => kind, "limit" => limit);
-        (counter, true)
-    });
+    handles::count_queue(
+        queue.as_str(),
+        (POPS_THROTTLED, kind, limit, ""),
+        n,
+        |queue| {
+            let counter = metrics::counter!(POPS_THROTTLED, "queue" => queue_label(queue), "kind" => kind, "limit" => limit);
+            (counter, true)
+        },
+    );
 }
 
 /// Records a delivered pop's service time and empty wait, in seconds,

@@ -153,7 +153,10 @@ fn watch_keys(keys: &QueueKeys, wait_on: WaitOn) -> Vec<Vec<u8>> {
         WaitOn::Limited { leases, depth } => {
             let leased = leases.then(|| keys.leased());
             let depth = depth.then(|| keys.depth());
-            std::iter::once(keys.wake()).chain(leased).chain(depth).collect()
+            std::iter::once(keys.wake())
+                .chain(leased)
+                .chain(depth)
+                .collect()
         }
     }
 }
