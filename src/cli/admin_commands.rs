@@ -80,7 +80,8 @@ pub struct SettingsArgs {
     /// Queue name.
     pub queue: String,
     /// A JSON object of settings to change (`null` resets one), e.g.
-    /// '{"max_deliveries": 3, "default_lease_ms": null}'.
+    /// '{"max_deliveries": 3, "default_lease_ms": null}' or, for limits,
+    /// '{"pop_rate_max": 1000, "pop_rate_burst": 100, "leases_max": 10}'.
     #[arg(long)]
     pub set: Option<String>,
 }

@@ -274,6 +274,28 @@ pub fn settings(answer: &SettingsAnswer) -> String {
                 .map_or_else(|| none("none"), |n| n.to_string()),
             stored.retention_ms.is_some(),
         ),
+        (
+            "pop_rate_max",
+            effective
+                .pop_rate_max
+                .map_or_else(|| none("unlimited"), |n| n.to_string()),
+            stored.pop_rate_max.is_some(),
+        ),
+        (
+            // In force only with `pop_rate_max`; its default follows it.
+            "pop_rate_burst",
+            effective
+                .pop_rate_burst
+                .map_or_else(|| none("none"), |n| n.to_string()),
+            stored.pop_rate_burst.is_some(),
+        ),
+        (
+            "leases_max",
+            effective
+                .leases_max
+                .map_or_else(|| none("unlimited"), |n| n.to_string()),
+            stored.leases_max.is_some(),
+        ),
     ];
     let mut lines = vec![("queue", answer.queue.clone())];
     lines.extend(

@@ -278,6 +278,46 @@ def test_a_fair_queue_shows_its_largest_tenants(daemon: Daemon, browser) -> None
     assert shown == ["noisy 3 · quiet 1"], shown
 
 
+def tile_text(browser, tile: str) -> str:
+    found = browser.find_elements(By.CSS_SELECTOR, f'[data-tile="{tile}"] .value')
+    return found[0].text if found else ""
+
+
+def test_limits_set_through_the_settings_form_are_saved_and_shown(daemon: Daemon, browser) -> None:
+    push(daemon, "limited", b"a", b"b", b"c")
+    open_queue(browser, daemon, "limited")
+    wait(browser, lambda d: d.find_elements(By.ID, "setting-leases_max"), "the settings form")
+    assert not browser.find_elements(By.CSS_SELECTOR, '[data-tile="rate-limit"], [data-tile="leases-limit"]'), \
+        "no limit tiles without limits"
+
+    # A refused value: the daemon's reason under the form, nothing saved.
+    browser.find_element(By.ID, "setting-leases_max").send_keys("0")
+    click(browser, "#settings-save")
+    error = wait(browser, lambda d: d.find_element(By.ID, "settings-error").text, "the refusal")
+    assert "leases_max must be an integer from 1 to 1000000" in error, error
+    status, settings = daemon.call("GET", "/v1/queues/limited/settings")
+    assert status == 200 and settings["stored"] == {}, settings
+
+    field = browser.find_element(By.ID, "setting-leases_max")
+    field.clear()
+    field.send_keys("10")
+    browser.find_element(By.ID, "setting-pop_rate_max").send_keys("1000")
+    click(browser, "#settings-save")
+    wait(browser, lambda d: d.find_element(By.ID, "settings-saved").text == "saved", "the save")
+    status, settings = daemon.call("GET", "/v1/queues/limited/settings")
+    assert status == 200, settings
+    assert settings["stored"] == {"leases_max": 10, "pop_rate_max": 1000}, settings
+    # The burst nobody set, a tenth of a second's worth, is the field's default.
+    burst = browser.find_element(By.ID, "setting-pop_rate_burst")
+    assert (burst.get_attribute("value"), burst.get_attribute("placeholder")) == ("", "100 (default)")
+
+    # The limits in force, next to the stats: the leases against the limit.
+    status, leased = daemon.call("POST", "/v1/queues/limited/pop?max=2&lease_ms=600000")
+    assert status == 200 and len(leased) == 2, leased
+    wait(browser, lambda d: tile_text(d, "leases-limit") == "2 / 10", "the leases against leases_max")
+    assert tile_text(browser, "rate-limit") == "1,000/s (burst 100)"
+
+
 def test_screenshots(daemon: Daemon, browser) -> None:
     """Saves docs/console-overview.png and docs/console-queue.png (only
     when HOTQ_CONSOLE_SCREENSHOTS names a directory)."""

@@ -110,6 +110,66 @@ async fn pause_and_resume_change_what_the_queue_hands_out() {
     daemon.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settings_set_and_print_the_limits() {
+    let daemon = Daemon::start(|_| {}).await;
+    let url = daemon.url.as_str();
+    let limits = r#"{"leases_max": 10, "pop_rate_max": 1000}"#;
+    let (code, shown) = text(url, &["settings", "cli-l", "--set", limits]).await;
+    assert_eq!(code, 0, "{shown}");
+    let line = |shown: &str, key: &str| -> Vec<String> {
+        let line = shown
+            .lines()
+            .find(|line| line.starts_with(&format!("{key} ")));
+        let words = line.unwrap_or_default().split_whitespace();
+        words.map(str::to_string).collect()
+    };
+    assert_eq!(line(&shown, "leases_max"), ["leases_max", "10", "(set)"]);
+    assert_eq!(
+        line(&shown, "pop_rate_max"),
+        ["pop_rate_max", "1000", "(set)"]
+    );
+    // The burst nobody set: a tenth of a second's worth.
+    let burst = ["pop_rate_burst", "100", "(default)"];
+    assert_eq!(line(&shown, "pop_rate_burst"), burst, "{shown}");
+
+    // Read back, in text and in JSON.
+    let (code, shown) = text(url, &["settings", "cli-l"]).await;
+    assert_eq!(code, 0);
+    assert_eq!(line(&shown, "leases_max"), ["leases_max", "10", "(set)"]);
+    let (_, settings) = hotq(url, &["settings", "cli-l"]).await;
+    assert_eq!(settings["stored"]["pop_rate_max"], 1000);
+    assert_eq!(settings["settings"]["pop_rate_burst"], 100);
+
+    // A refused value: exit 1, the daemon's reason on stderr, nothing saved.
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_hotq"))
+        .args(["settings", "cli-l", "--set", r#"{"leases_max": 0}"#])
+        .env("HOTQ_URL", url)
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("leases_max must be an integer from 1 to 1000000"),
+        "{stderr}"
+    );
+    let (_, settings) = hotq(url, &["settings", "cli-l"]).await;
+    assert_eq!(settings["stored"]["leases_max"], 10);
+
+    // Reset: no limit again.
+    let reset = r#"{"leases_max": null, "pop_rate_max": null}"#;
+    let (code, shown) = text(url, &["settings", "cli-l", "--set", reset]).await;
+    assert_eq!(code, 0);
+    let unlimited = ["leases_max", "unlimited", "(default)"];
+    assert_eq!(line(&shown, "leases_max"), unlimited, "{shown}");
+    assert_eq!(
+        line(&shown, "pop_rate_burst"),
+        ["pop_rate_burst", "none", "(default)"]
+    );
+    daemon.stop().await;
+}
+
 /// Runs `hotq args...` without `--json`: its exit code and stdout.
 async fn text(url: &str, args: &[&str]) -> (i32, String) {
     let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_hotq"))

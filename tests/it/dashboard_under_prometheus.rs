@@ -37,6 +37,33 @@ async fn call(method: reqwest::Method, url: String) -> reqwest::Response {
         .unwrap()
 }
 
+/// One leased pop held back by `leases_max` (the queue's one place is
+/// taken): it answers empty, never an error; returns the items pushed.
+async fn throttled_pop(url: &str) -> usize {
+    use reqwest::Method;
+    let settings = http()
+        .put(format!("{url}/v1/queues/limited/settings"))
+        .json(&serde_json::json!({"leases_max": 1}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(settings.status(), StatusCode::OK);
+    for _ in 0..2 {
+        let push = call(Method::POST, format!("{url}/v1/queues/limited/items")).await;
+        assert_eq!(push.status(), StatusCode::CREATED);
+    }
+    let leased = format!("{url}/v1/queues/limited/pop?lease_ms=60000");
+    assert_eq!(
+        call(Method::POST, leased.clone()).await.status(),
+        StatusCode::OK
+    );
+    assert_eq!(
+        call(Method::POST, leased).await.status(),
+        StatusCode::NO_CONTENT
+    );
+    2
+}
+
 /// Drives the daemon through every path the dashboard shows; returns the
 /// items pushed.
 async fn mixed_load(url: &str, prometheus: &Prometheus) -> usize {
@@ -104,6 +131,9 @@ async fn mixed_load(url: &str, prometheus: &Prometheus) -> usize {
     let receipt = pop.headers()["hotq-receipt"].to_str().unwrap().to_string();
     let nack = call(Method::POST, format!("{url}/v1/queues/mail/nack/{receipt}")).await;
     assert!(nack.status().is_success(), "nack: {}", nack.status());
+    // A pop a limit holds back (leases_max = 1, one lease out): empty,
+    // counted as throttled.
+    pushed += throttled_pop(url).await;
     // Long polls that time out on an empty queue.
     for _ in 0..3 {
         let poll = call(

@@ -33,6 +33,7 @@ const DEFINED: &[&str] = &[
     metrics::OPERATIONS,
     metrics::CONFLICTS,
     metrics::POPS,
+    metrics::POPS_THROTTLED,
     metrics::REQUESTS_WAITING,
     metrics::FULFILL_BATCH_SIZE,
     metrics::POP_LATENCY,
@@ -68,6 +69,7 @@ const QUEUE_LABELLED: &[&str] = &[
     metrics::OPERATIONS,
     metrics::PUSHED,
     metrics::POPS,
+    metrics::POPS_THROTTLED,
     metrics::REQUESTS_WAITING,
     metrics::QUEUE_DEPTH,
     metrics::OLDEST_ITEM_AGE,
@@ -426,6 +428,25 @@ async fn every_dashboard_series_is_exported() {
     scrape_until(&client, metrics_url, "a staged pop and its batch", |s| {
         total(s, metrics::POPS, &staged) > 0.0
             && total(s, "hotq_fulfill_batch_size_count", &[]) > 0.0
+    })
+    .await;
+
+    // A throttled pop: leases_max = 1 with its place taken, so a second
+    // leased pop answers empty (204) and is counted.
+    let response = client
+        .put(format!("{url}/v1/queues/dash-limit/settings"))
+        .json(&serde_json::json!({"leases_max": 1}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    api.push("dash-limit", "one").await;
+    api.push("dash-limit", "two").await;
+    assert!(api.pop_leased("dash-limit", 60_000).await.is_some());
+    assert!(api.pop_leased("dash-limit", 60_000).await.is_none());
+    let throttled = [("queue", "dash-limit"), ("limit", "leases")];
+    scrape_until(&client, metrics_url, "a throttled pop counted", |s| {
+        total(s, metrics::POPS_THROTTLED, &throttled) > 0.0
     })
     .await;
 

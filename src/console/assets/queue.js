@@ -258,6 +258,26 @@ function queuePage(kind, name) {
       h("div", { class: "value small" }, keys.slice(0, 3).map(shown).join(" · ")));
   }
 
+  /**
+   * The limits in force (the settings' effective values): the rate with
+   * its burst, and the leases in flight against `leases_max` (amber at
+   * the limit: leased pops then wait for an ack, nack or expiry). Nothing
+   * for a queue without limits.
+   */
+  function limitTiles(stats) {
+    const limits = page.settings ? page.settings.settings : {};
+    const rateLimit = limits.pop_rate_max === null || limits.pop_rate_max === undefined ? null :
+      h("div", { class: "tile wide", dataset: { tile: "rate-limit" }, title: "pop_rate_max, pop_rate_burst: held pops wait or answer empty" },
+        h("div", { class: "label" }, "Rate limit"),
+        h("div", { class: "value" }, num(limits.pop_rate_max) + "/s", h("span", { class: "muted small" }, " (burst " + num(limits.pop_rate_burst) + ")")));
+    const leasesMax = limits.leases_max;
+    const leases = leasesMax === null || leasesMax === undefined ? null :
+      h("div", { class: "tile", dataset: { tile: "leases-limit" }, title: "leases in flight / leases_max" },
+        h("div", { class: "label" }, "Leases"),
+        h("div", { class: "value " + (stats.leased >= leasesMax ? "age-warn" : "") }, num(stats.leased) + " / " + num(leasesMax)));
+    return [rateLimit, leases];
+  }
+
   function renderStats(stats, r) {
     const tile = (label, value, col, cls) => h("div", { class: "tile", dataset: { tile: col } },
       h("div", { class: "label" }, label), h("div", { class: "value " + (cls || "") }, value));
@@ -267,7 +287,7 @@ function queuePage(kind, name) {
       tile("Waiting pops", num(stats.waiting), "waiting"), tile("Expired", num(stats.expired), "expired"),
       tile("Oldest", age(stats.oldest_item_age_ms), "oldest", ageClass(stats.oldest_item_age_ms)),
       tile("Push/s", rate(r ? r.push : null), "push"), tile("Pop/s", rate(r ? r.pop : null), "pop"),
-      fairTile(stats.fair_backlog || []));
+      ...limitTiles(stats), fairTile(stats.fair_backlog || []));
     fill(badges, 
       h("span", { class: "badge kind" }, kind === "priority" ? "priority" : "FIFO"),
       dead ? h("span", { class: "badge dlq" }, "DLQ") : null,
@@ -336,6 +356,8 @@ function queuePage(kind, name) {
     ["max_deliveries", "Max deliveries", "number"], ["default_lease_ms", "Default lease (ms)", "number"],
     ["dead_letter_queue", "Dead-letter queue", "text"], ["dedup_window_ms", "Dedup window (ms)", "number"],
     ["delivery_delay_ms", "Delivery delay (ms)", "number"],
+    ["pop_rate_max", "Rate limit (items/s)", "number"], ["pop_rate_burst", "Rate burst (items)", "number"],
+    ["leases_max", "Max leases in flight", "number"],
   ];
 
   function renderSettings(answer) {
@@ -370,7 +392,7 @@ function queuePage(kind, name) {
         page.settings = next;
         renderSettings(next);
         $("settings-saved").textContent = "saved";
-        loadDlq();
+        refresh(); // the limit tiles, the dead-letter queue
       } catch (e) {
         message.textContent = e.message; // the API's own validation message
       }
@@ -415,8 +437,11 @@ function queuePage(kind, name) {
 
   async function refresh() {
     try {
-      const [stats, r] = await Promise.all([api("GET", base), rates(kind, [name]), loadSqs()]);
+      // Settings too, for the limit tiles (a change made elsewhere shows);
+      // the form keeps what it was rendered with.
+      const [stats, r, settings] = await Promise.all([api("GET", base), rates(kind, [name]), api("GET", base + "/settings"), loadSqs()]);
       page.stats = stats;
+      page.settings = settings;
       renderStats(stats, r.get(name));
       renderActions();
       const [items, leases] = await Promise.all([

@@ -236,6 +236,9 @@ def _settings(body: Any) -> QueueSettings:
         dead_letter_queue=body.get("dead_letter_queue"),
         dedup_window_ms=body.get("dedup_window_ms"),
         delivery_delay_ms=body.get("delivery_delay_ms"),
+        pop_rate_max=body.get("pop_rate_max"),
+        pop_rate_burst=body.get("pop_rate_burst"),
+        leases_max=body.get("leases_max"),
     )
 
 

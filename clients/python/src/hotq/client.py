@@ -237,8 +237,11 @@ class Client:
         self, queue: str, change: Mapping[str, Any], kind: str = "fifo"
     ) -> SettingsResult:
         """Changes settings (``max_deliveries``, ``default_lease_ms``,
-        ``dead_letter_queue``, ``dedup_window_ms``, ``delivery_delay_ms``);
-        ``None`` returns one to the default; others are kept. Raises
+        ``dead_letter_queue``, ``dedup_window_ms``, ``delivery_delay_ms``,
+        and the limits ``pop_rate_max``, ``pop_rate_burst``, ``leases_max``:
+        a pop a limit holds back waits within its ``wait_ms`` or comes back
+        empty, never raises); ``None`` returns one to the default; others
+        are kept. Raises
         :class:`BadRequest` (``invalid_settings``) and changes nothing when
         a value is out of range."""
         call = wire.settings(queue, kind, dict(change))

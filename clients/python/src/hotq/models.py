@@ -129,14 +129,19 @@ class QueueSettings:
     """A queue's settings. In :attr:`SettingsResult.settings` (in force):
     ``max_deliveries`` ``None`` means unlimited, ``default_lease_ms``
     ``None`` means pops lease only when asked, ``dead_letter_queue`` ``None``
-    means nowhere. In :attr:`SettingsResult.stored` (what the queue set):
-    ``None`` means the daemon's default."""
+    means nowhere, ``pop_rate_max``, ``pop_rate_burst`` and ``leases_max``
+    ``None`` mean no limit. In :attr:`SettingsResult.stored` (what the
+    queue set): ``None`` means the daemon's default (for ``pop_rate_burst``:
+    a tenth of a second's worth of ``pop_rate_max``, at least 1)."""
 
     max_deliveries: Optional[int] = None
     default_lease_ms: Optional[int] = None
     dead_letter_queue: Optional[str] = None
     dedup_window_ms: Optional[int] = None
     delivery_delay_ms: Optional[int] = None
+    pop_rate_max: Optional[int] = None
+    pop_rate_burst: Optional[int] = None
+    leases_max: Optional[int] = None
 
 
 @dataclass(frozen=True)
