@@ -18,6 +18,9 @@
 //! - `fair`: a noisy tenant's backlog of N items and 20 quiet tenants at
 //!   10 items/s each, W workers: the quiet items' wait and the backlog's
 //!   drain rate, FIFO against fairness keys ([`fair`]).
+//! - `limits`: two daemons on one store, W workers: a `pop_rate_max` of
+//!   `--rate` held over 10 s, and `leases_max` never passed under leased
+//!   workers, sampled every 10 ms ([`limits`]).
 //!
 //! Transports: in-process (the library on an embedded store in
 //! `--data-dir`, a fresh temporary directory by default, or with
@@ -35,6 +38,7 @@ pub(crate) mod coordinators;
 pub(crate) mod due;
 mod fair;
 mod inproc;
+mod limits;
 mod over_http;
 mod over_resp;
 mod report;
@@ -74,6 +78,9 @@ pub enum Scenario {
     /// A noisy tenant's backlog and quiet tenants' steady pushes, W
     /// workers: the quiet items' wait, FIFO against fairness keys.
     Fair,
+    /// Two daemons on one store, W workers: a rate limit held over 10 s,
+    /// a lease limit never passed.
+    Limits,
 }
 
 /// The store an in-process run uses.
@@ -238,6 +245,9 @@ pub struct BenchArgs {
     /// Bound on each run, in seconds.
     #[arg(long, default_value_t = 300)]
     pub deadline_s: u64,
+    /// The `limits` scenario's `pop_rate_max`, items per second.
+    #[arg(long, default_value_t = 1_000)]
+    pub rate: u64,
     /// Print results as JSON lines.
     #[arg(long)]
     pub json: bool,
@@ -355,6 +365,10 @@ pub async fn run(args: BenchArgs) -> Result<u8, String> {
         Scenario::Fair => {
             let store = store.ok_or("the fair scenario runs in process only")?;
             all_exact &= fair::run(&store, &args).await?;
+        }
+        Scenario::Limits => {
+            let store = store.ok_or("the limits scenario runs in process only")?;
+            all_exact &= limits::run(&store, &args).await?;
         }
     }
     Ok(if all_exact { 0 } else { 1 })

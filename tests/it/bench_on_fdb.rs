@@ -33,6 +33,7 @@ fn args() -> BenchArgs {
         // empty after this.
         wait_ms: 200,
         deadline_s: 120,
+        rate: 1_000,
         json: true,
         groups: 0,
     }

@@ -38,6 +38,7 @@ fn args(url: &str, workers: Vec<usize>, modes: Vec<Mode>) -> BenchArgs {
         wait_ms: 200,
         // Generous: a few hundred pops take well under a second.
         deadline_s: 120,
+        rate: 1_000,
         json: true,
         groups: 0,
     }

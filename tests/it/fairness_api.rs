@@ -408,6 +408,7 @@ async fn the_bench_scenario_runs_both_ways() {
         wait_ms: 200,
         // Generous: 2,000 pops take well under a second.
         deadline_s: 120,
+        rate: 1_000,
         json: true,
         groups: 0,
     };
