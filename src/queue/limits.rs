@@ -119,6 +119,8 @@ pub struct Budget {
     held: Held,
     /// Takes held back by the rate, then by `leases_max`.
     refused: (u64, u64),
+    /// Nothing may go (a paused queue).
+    closed: bool,
 }
 
 /// The rate cell as one transaction read it.
@@ -159,8 +161,19 @@ impl Budget {
         Budget::default()
     }
 
+    /// A budget that lets nothing go (a paused queue's).
+    pub fn closed() -> Budget {
+        Budget {
+            closed: true,
+            ..Budget::default()
+        }
+    }
+
     /// True when one more item (under a lease when `leasing`) may go.
     pub fn allows(&self, leasing: bool) -> bool {
+        if self.closed {
+            return false;
+        }
         let rate_ok = self.rate.is_none_or(|read| read.left(self.taken) > 0);
         let leases_ok = !leasing || self.leases_left.is_none_or(|left| self.leased < left);
         rate_ok && leases_ok
@@ -168,6 +181,9 @@ impl Budget {
 
     /// How many of `wanted` items (under leases when `leasing`) may go.
     pub fn cap(&self, wanted: usize, leasing: bool) -> usize {
+        if self.closed {
+            return 0;
+        }
         let mut cap = wanted as u64;
         if let Some(read) = &self.rate {
             cap = cap.min(read.left(self.taken));

@@ -209,15 +209,20 @@ impl<S: Store> Hotq<S> {
             let heads = &heads;
             async move {
                 let now = now_ms();
-                let mut room = max - heads.len();
+                // The batch is leased too: within the queue's limits (the
+                // heads took their share in their pop's commit).
+                let mut budget = batch_budget_in(&txn, keys).await?;
+                let mut room = budget.cap(max - heads.len(), true);
                 let mut taken = Vec::with_capacity(heads.len());
                 for head in heads {
                     let batch = take_batch_in(&txn, keys, head, room, lease_ms, now)
                         .await
                         .map_err(crate::queue::corrupt_as_store)?;
                     room = room.saturating_sub(batch.len());
+                    batch.iter().for_each(|_| budget.take(true));
                     taken.push(batch);
                 }
+                budget.spend_in(&txn, keys)?;
                 Ok(taken)
             }
         })
@@ -299,4 +304,19 @@ mod tests {
         let most = vec![good.to_string(); POP_ACKS_MAX].join(",");
         assert_eq!(Riding::parse(&most).unwrap().parsed.len(), POP_ACKS_MAX);
     }
+}
+
+/// What the queue's pause and limits allow a FIFO receive's batch, in
+/// `txn`: nothing when it is paused.
+async fn batch_budget_in<T: crate::store::Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+) -> std::result::Result<crate::queue::limits::Budget, crate::store::StoreError> {
+    let gates = crate::queue::settings::gates_in(txn, keys)
+        .await
+        .map_err(crate::queue::corrupt_as_store)?;
+    if gates.paused {
+        return Ok(crate::queue::limits::Budget::closed());
+    }
+    crate::queue::limits::budget_in(txn, keys, gates.limits, true).await
 }
