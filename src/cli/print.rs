@@ -296,6 +296,13 @@ pub fn settings(answer: &SettingsAnswer) -> String {
                 .map_or_else(|| none("unlimited"), |n| n.to_string()),
             stored.leases_max.is_some(),
         ),
+        (
+            "leases_per_key_max",
+            effective
+                .leases_per_key_max
+                .map_or_else(|| none("unlimited"), |n| n.to_string()),
+            stored.leases_per_key_max.is_some(),
+        ),
     ];
     let mut lines = vec![("queue", answer.queue.clone())];
     lines.extend(

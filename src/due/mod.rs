@@ -422,14 +422,16 @@ async fn consume<T: Transaction>(
             itemless_due_in(txn, &due, entry, &mut pass, &mut expired_here).await?;
             continue;
         }
+        let held = decode_held(value);
         if entry.what == DueWhat::Lease {
-            // Whatever its value holds, the lease ends here: its count and
+            // Whatever its value holds, the lease ends here: its counts and
             // its forwarding row go with it (a count left behind would keep
             // the queue's delete waiting for a lease that is gone).
-            txn.atomic_add(&keys.leased(), -1)?;
+            let fair_key = held.as_ref().and_then(|held| held.item.fair_key.as_deref());
+            crate::lease::count_leases_in(txn, &keys, fair_key, -1)?;
             crate::lease::clear_receipt_row_in(txn, &keys, &entry.id, entry.due_ms)?;
         }
-        let Some(held) = decode_held(value) else {
+        let Some(held) = held else {
             tracing::warn!(queue = %entry.queue, ?key, "clearing a malformed due entry");
             continue;
         };

@@ -463,6 +463,13 @@ impl QueueKeys {
         self.0.meta.pack(&("rate",))
     }
 
+    /// The count of leases held by items of fairness key `key` (see
+    /// `crate::queue::limits`), kept with atomic adds next to
+    /// [`Self::leased`].
+    pub fn leased_by(&self, key: &str) -> Vec<u8> {
+        self.0.meta.subspace(&("leased_by",)).pack(&(key,))
+    }
+
     /// The queue's lease gate (see `crate::queue::limits`): every leasing
     /// pop of a queue with `leases_max` reads it without snapshot and
     /// writes it, so such pops serialize among themselves.

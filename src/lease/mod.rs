@@ -165,7 +165,7 @@ pub fn lease_in<T: Transaction>(
     // The lease row is in the due index: every daemon's timer finds it
     // there, and the receipt names its key (no receipt row).
     txn.set(&keys.lease(expires_at_ms, &receipt.0), &encode_held(&held))?;
-    txn.atomic_add(&keys.leased(), 1)?;
+    count_leases_in(txn, keys, item.fair_key.as_deref(), 1)?;
     item.lease = Some(Lease {
         receipt,
         expires_at_ms,
@@ -250,5 +250,21 @@ mod tests {
         assert_eq!(policy.max_deliveries(&name("jobs")), Some(5));
         assert_eq!(policy.max_deliveries(&name("poison")), Some(2));
         assert_eq!(policy.max_deliveries(&name("jobs.dead")), None);
+    }
+}
+
+/// Adds `delta` to the queue's lease count and, for an item of fairness
+/// key `fair_key`, to that key's (`leases_per_key_max` reads it; see
+/// `crate::queue::limits`): every lease taken or ended counts here.
+pub(crate) fn count_leases_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    fair_key: Option<&str>,
+    delta: i64,
+) -> Result<(), StoreError> {
+    txn.atomic_add(&keys.leased(), delta)?;
+    match fair_key {
+        Some(key) => txn.atomic_add(&keys.leased_by(key), delta),
+        None => Ok(()),
     }
 }

@@ -113,7 +113,8 @@ impl Open {
         if let Some(receipt_key) = &self.receipt_key {
             txn.clear(receipt_key)?;
         }
-        txn.atomic_add(&keys.leased(), -1)
+        let fair_key = self.held.item.fair_key.as_deref();
+        crate::lease::count_leases_in(txn, keys, fair_key, -1)
     }
 }
 

@@ -30,7 +30,10 @@
 //! Queues without limits read nothing more: the limits come with the
 //! settings the pause check reads anyway.
 
+use std::collections::HashMap;
+
 use crate::keys::QueueKeys;
+use crate::queue::Item;
 use crate::store::{Read, StoreError, Transaction, decode_counter};
 
 /// Largest `pop_rate_max`, items per second.
@@ -77,13 +80,36 @@ pub struct Limits {
     pub rate: Option<Rate>,
     /// `leases_max`.
     pub leases_max: Option<u64>,
+    /// `leases_per_key_max`.
+    pub leases_per_key_max: Option<u64>,
 }
 
 impl Limits {
     /// True when the queue has no limit.
     pub fn is_none(&self) -> bool {
-        self.rate.is_none() && self.leases_max.is_none()
+        self.rate.is_none() && self.leases_max.is_none() && self.leases_per_key_max.is_none()
     }
+
+    /// Items a leasing transaction reads past those it wants, so that
+    /// items of keys at `leases_per_key_max` do not hide the others.
+    pub fn lookahead(&self, leasing: bool) -> usize {
+        match (leasing, self.leases_per_key_max) {
+            (true, Some(_)) => PER_KEY_LOOKAHEAD,
+            _ => 0,
+        }
+    }
+}
+
+/// Items a leasing pop of a queue with `leases_per_key_max` reads past
+/// what it wants (see [`Limits::lookahead`]).
+pub const PER_KEY_LOOKAHEAD: usize = 32;
+
+/// `leases_per_key_max` as one transaction read it.
+#[derive(Debug, Clone, Default)]
+struct PerKey {
+    max: u64,
+    /// Leases per fairness key: as read, plus those taken here.
+    held: HashMap<String, u64>,
 }
 
 /// What held a transaction's takes back.
@@ -121,6 +147,10 @@ pub struct Budget {
     refused: (u64, u64),
     /// Nothing may go (a paused queue).
     closed: bool,
+    /// `leases_per_key_max`, when the transaction may lease.
+    per_key: Option<PerKey>,
+    /// A leasing take found only items of keys at their limit.
+    keys_held: bool,
 }
 
 /// The rate cell as one transaction read it.
@@ -194,6 +224,77 @@ impl Budget {
         cap as usize
     }
 
+    /// True when `item` may go (under a lease when `leasing`): the
+    /// queue's limits allow one more, and its fairness key's.
+    pub fn allows_item(&self, item: &Item, leasing: bool) -> bool {
+        self.allows(leasing) && (!leasing || self.key_allows(item.fair_key.as_deref()))
+    }
+
+    fn key_allows(&self, fair_key: Option<&str>) -> bool {
+        match (&self.per_key, fair_key) {
+            (Some(per_key), Some(key)) => per_key.held.get(key).copied().unwrap_or(0) < per_key.max,
+            _ => true,
+        }
+    }
+
+    /// Spends `item` (see [`Self::take`]) and its key's place when leasing.
+    pub fn take_item(&mut self, item: &Item, leasing: bool) {
+        self.take(leasing);
+        if let (true, Some(per_key), Some(key)) =
+            (leasing, self.per_key.as_mut(), item.fair_key.as_deref())
+        {
+            *per_key.held.entry(key.to_string()).or_default() += 1;
+        }
+    }
+
+    /// The items of `items` that may go, in order, each spent (at most
+    /// `max`); the others stay where they are.
+    pub fn admit(&mut self, items: Vec<Item>, max: usize, leasing: bool) -> Vec<Item> {
+        let mut admitted = Vec::with_capacity(items.len().min(max));
+        for item in items {
+            if admitted.len() < max && self.allows_item(&item, leasing) {
+                self.take_item(&item, leasing);
+                admitted.push(item);
+            }
+        }
+        admitted
+    }
+
+    /// Notes that a leasing take found only items whose keys are at
+    /// `leases_per_key_max`.
+    pub fn refuse_keys(&mut self) {
+        self.held.leases = true;
+        self.keys_held = true;
+        self.refused.1 += 1;
+    }
+
+    /// True once a leasing take found only items of keys at their limit.
+    pub fn keys_held(&self) -> bool {
+        self.keys_held
+    }
+
+    /// Reads (snapshot) the lease counts of the fairness keys of `items`
+    /// not read yet, under `leases_per_key_max`.
+    pub async fn read_keys_in<'i, T: Transaction>(
+        &mut self,
+        txn: &T,
+        keys: &QueueKeys,
+        items: impl Iterator<Item = &'i Item>,
+    ) -> Result<(), StoreError> {
+        let Some(per_key) = self.per_key.as_mut() else {
+            return Ok(());
+        };
+        for key in items.filter_map(|item| item.fair_key.as_deref()) {
+            if per_key.held.contains_key(key) {
+                continue;
+            }
+            let read = txn.get(&keys.leased_by(key), Read::Snapshot).await?;
+            let count = decode_counter(read.as_deref()).max(0) as u64;
+            per_key.held.insert(key.to_string(), count);
+        }
+        Ok(())
+    }
+
     /// Spends one item (and a lease place when `leasing`).
     pub fn take(&mut self, leasing: bool) {
         debug_assert!(self.allows(leasing), "a take within the budget");
@@ -236,7 +337,8 @@ impl Budget {
         if let (Some(read), true) = (&self.rate, self.taken > 0) {
             txn.set(&keys.rate_cell(), &read.tat_after(self.taken).to_be_bytes())?;
         }
-        if self.leases_left.is_some() && self.leased > 0 {
+        let gated = self.leases_left.is_some() || self.per_key.is_some();
+        if gated && self.leased > 0 {
             // The value does not matter: the write makes every leasing pop
             // that read the gate concurrently conflict.
             txn.set(&keys.lease_gate(), &self.leased.to_be_bytes())?;
@@ -268,8 +370,16 @@ pub async fn budget_in<T: Transaction>(
     }
     if let (Some(max), true) = (limits.leases_max, leasing) {
         let leased = decode_counter(txn.get(&keys.leased(), Read::Snapshot).await?.as_deref());
-        txn.get(&keys.lease_gate(), Read::Serializable).await?;
         budget.leases_left = Some(max.saturating_sub(leased.max(0) as u64));
+    }
+    if let (Some(max), true) = (limits.leases_per_key_max, leasing) {
+        budget.per_key = Some(PerKey {
+            max,
+            held: HashMap::new(),
+        });
+    }
+    if budget.leases_left.is_some() || budget.per_key.is_some() {
+        txn.get(&keys.lease_gate(), Read::Serializable).await?;
     }
     Ok(budget)
 }
@@ -336,6 +446,28 @@ mod tests {
         assert!(budget.held().leases);
         assert_eq!(budget.held().rate_next_ms, None);
         assert_eq!(budget.refused(), [("rate", 0), ("leases", 1)]);
+    }
+
+    fn keyed(key: &str) -> Item {
+        let value = crate::envelope::ItemValue {
+            fair_key: Some(key.to_string()),
+            ..crate::envelope::ItemValue::new(0, b"x".to_vec())
+        };
+        Item::from_value(key.as_bytes().to_vec(), value)
+    }
+
+    #[test]
+    fn a_key_at_its_limit_is_passed_over_and_plain_takes_are_not_held() {
+        let held = HashMap::from([("a".to_string(), 1)]);
+        let mut budget = Budget {
+            per_key: Some(PerKey { max: 1, held }),
+            ..Budget::unlimited()
+        };
+        let items = vec![keyed("a"), keyed("b"), keyed("a"), keyed("b")];
+        let admitted = budget.admit(items.clone(), 4, true);
+        let keys: Vec<_> = admitted.iter().map(|i| i.fair_key.as_deref()).collect();
+        assert_eq!(keys, [Some("b")]);
+        assert_eq!(budget.admit(items, 4, false).len(), 4);
     }
 
     #[test]

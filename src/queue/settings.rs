@@ -79,6 +79,10 @@ pub struct Stored {
     /// [`crate::queue::limits`]); absent: no limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leases_max: Option<u64>,
+    /// Most leases in flight at once per fairness key, across every
+    /// daemon; absent: no limit per key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leases_per_key_max: Option<u64>,
 }
 
 /// The defaults (from the TOML configuration) and the bounds a `PUT` is
@@ -160,6 +164,9 @@ pub struct Effective {
     /// Most leases in flight; `None`: no limit.
     #[schema(required = true)]
     pub leases_max: Option<u64>,
+    /// Most leases in flight per fairness key; `None`: no limit per key.
+    #[schema(required = true)]
+    pub leases_per_key_max: Option<u64>,
 }
 
 impl Stored {
@@ -202,6 +209,7 @@ impl Stored {
             pop_rate_max: self.pop_rate_max,
             pop_rate_burst: self.limits().rate.map(|rate| rate.burst),
             leases_max: self.leases_max,
+            leases_per_key_max: self.leases_per_key_max,
         }
     }
 
@@ -212,6 +220,7 @@ impl Stored {
                 .pop_rate_max
                 .map(|per_s| Rate::new(per_s, self.pop_rate_burst)),
             leases_max: self.leases_max,
+            leases_per_key_max: self.leases_per_key_max,
         }
     }
 
@@ -299,6 +308,7 @@ pub fn apply_change(
             "pop_rate_max" => next.pop_rate_max = number(limits::POP_RATE_MAX, 1)?,
             "pop_rate_burst" => next.pop_rate_burst = number(limits::POP_RATE_BURST_MAX, 1)?,
             "leases_max" => next.leases_max = number(limits::LEASES_MAX, 1)?,
+            "leases_per_key_max" => next.leases_per_key_max = number(limits::LEASES_MAX, 1)?,
             "fair_weights" => match crate::queue::fair::parse_weights(value) {
                 Ok(weights) => next.fair_weights = weights,
                 Err(what) => return bad(key, what),
@@ -322,7 +332,7 @@ pub fn apply_change(
                     "unknown setting {other:?} (known: max_deliveries, default_lease_ms, \
                      dead_letter_queue, dedup_window_ms, delivery_delay_ms, paused, \
                      retention_ms, fair, fair_weights, pop_rate_max, pop_rate_burst, \
-                     leases_max)"
+                     leases_max, leases_per_key_max)"
                 )));
             }
         }
@@ -529,6 +539,7 @@ mod tests {
             json!({"pop_rate_burst": 0}),
             json!({"leases_max": 0}),
             json!({"leases_max": "ten"}),
+            json!({"leases_per_key_max": 0}),
         ] {
             assert!(
                 apply_change(&set, &name, &change(bad.clone()), &defaults).is_err(),

@@ -75,10 +75,11 @@ pub async fn try_pop<S: Store>(
         budget_in(&txn, keys, gates.limits, leasing).await?
     };
     let wanted = budget.cap(max.max(1), leasing);
+    let lookahead = gates.limits.lookahead(leasing);
     let mut items = if gates.paused || wanted == 0 {
         Vec::new()
     } else {
-        read_end(&txn, keys, end, wanted, Read::Serializable).await?
+        read_end(&txn, keys, end, wanted + lookahead, Read::Serializable).await?
     };
     if wanted == 0 && !gates.paused {
         budget.refuse(leasing);
@@ -97,10 +98,15 @@ pub async fn try_pop<S: Store>(
     );
     // A pop of many large items stays bounded (the rest stay queued).
     items.truncate(crate::queue::parts::within_bytes(&items, DIRECT_BYTES_MAX));
-    take_in(&txn, keys, &mut items, lease_ms, now)?;
-    for _ in &items {
-        budget.take(leasing);
+    let items_read = !items.is_empty();
+    budget.read_keys_in(&txn, keys, items.iter()).await?;
+    let mut items = budget.admit(items, wanted, leasing);
+    if items_read && items.is_empty() {
+        // Every item read is of a key at its `leases_per_key_max`.
+        budget.refuse_keys();
+        throttled(keys, &budget);
     }
+    take_in(&txn, keys, &mut items, lease_ms, now)?;
     budget.spend_in(&txn, keys)?;
     crate::queue::parts::deliver_in(&txn, items.iter_mut()).await?;
     let acked = (!acks.is_empty()).then_some(acked);

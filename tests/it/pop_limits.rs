@@ -561,3 +561,119 @@ async fn the_bench_scenario_holds_both_limits() {
     };
     assert_eq!(hotq::bench::run(args).await, Ok(0));
 }
+
+/// Pushes `key:0` .. `key:{count-1}` under fairness key `key`.
+async fn push_keyed(url: &str, queue: &str, key: &str, count: usize) {
+    use base64::Engine;
+    let body: Vec<String> = (0..count)
+        .map(|n| base64::engine::general_purpose::STANDARD.encode(format!("{key}:{n}")))
+        .collect();
+    let response = http()
+        .post(format!("{url}/v1/queues/{queue}/items:batch"))
+        .header("hotq-fair-key", key)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED);
+}
+
+/// Under `leases_per_key_max = 1`, a tenant at its limit is passed over
+/// for the next tenant's item, a pop finding only tenants at their limit
+/// answers empty, a plain pop is not held, and an ack, a nack or an
+/// expired lease gives the tenant its place back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_at_its_lease_limit_is_passed_over() {
+    let daemon = Daemon::start(|_| {}).await;
+    let url = &daemon.url;
+    set_ok(url, "tenants", json!({"leases_per_key_max": 1})).await;
+    push_keyed(url, "tenants", "a", 4).await;
+    push_keyed(url, "tenants", "b", 4).await;
+    let body = |leased: Option<(String, String)>| leased.map(|(body, _)| body);
+    let key_of = |body: &str| body.split(':').next().unwrap().to_string();
+    // a:0 and b:0 tie in the fair order (both start at the head): one of
+    // each, in either order.
+    let first = lease(url, "tenants", LONG_LEASE_MS, 0).await.unwrap();
+    let second = lease(url, "tenants", LONG_LEASE_MS, 0).await.unwrap();
+    let mut leased = [first, second];
+    leased.sort();
+    assert_eq!([leased[0].0.as_str(), leased[1].0.as_str()], ["a:0", "b:0"]);
+    let [(_, a_receipt), (_, b_receipt)] = leased;
+    assert_eq!(body(lease(url, "tenants", LONG_LEASE_MS, 0).await), None);
+    let plain = Client::new(url).pop("tenants", 0).await;
+    assert!(
+        plain.is_some(),
+        "a plain pop is not held by the tenants' limit"
+    );
+    ack(url, "tenants", &a_receipt).await;
+    let (a_next, _short) = lease(url, "tenants", 300, 0).await.unwrap();
+    assert_eq!(key_of(&a_next), "a", "a's place came back with its ack");
+    let nack = format!("{url}/v1/queues/tenants/nack/{b_receipt}");
+    let status = http().post(nack).send().await.unwrap().status();
+    assert!(status.is_success(), "nack: {status}");
+    assert_eq!(
+        body(lease(url, "tenants", LONG_LEASE_MS, 0).await).as_deref(),
+        Some("b:0")
+    );
+    // a's lease expires unacked: a's place comes back with its item.
+    let again = lease(url, "tenants", LONG_LEASE_MS, 30_000).await;
+    assert_eq!(body(again), Some(a_next));
+    daemon.stop().await;
+}
+
+/// 24 workers on two daemons lease and ack three tenants' 60 items under
+/// `leases_per_key_max = 2`: no tenant ever has more than 2 items held
+/// (counted by the workers), every item is delivered once, and the
+/// tenants' places all come back (nothing left leased).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn leases_per_key_max_holds_for_every_tenant_on_two_daemons() {
+    let first = Daemon::start(|_| {}).await;
+    let second = Daemon::start_on(first.store.clone(), |_| {}).await;
+    set_ok(&first.url, "shared", json!({"leases_per_key_max": 2})).await;
+    for key in ["a", "b", "c"] {
+        push_keyed(&first.url, "shared", key, 20).await;
+    }
+    let held: Arc<std::sync::Mutex<std::collections::HashMap<String, (i64, i64)>>> = Arc::default();
+    let acked = Arc::new(AtomicI64::new(0));
+    let deadline = Instant::now() + BOUND * 3;
+    let mut workers = Vec::new();
+    for worker in 0..24 {
+        let url = [&first.url, &second.url][worker % 2].clone();
+        let (held, acked) = (held.clone(), acked.clone());
+        workers.push(tokio::spawn(async move {
+            let mut bodies = Vec::new();
+            while acked.load(Ordering::SeqCst) < 60 {
+                assert!(Instant::now() < deadline, "the drain took over its bound");
+                let Some((body, receipt)) = lease(&url, "shared", LONG_LEASE_MS, 300).await else {
+                    continue;
+                };
+                let key = body.split(':').next().unwrap().to_string();
+                {
+                    let mut held = held.lock().unwrap();
+                    let (now, most) = held.entry(key.clone()).or_default();
+                    *now += 1;
+                    *most = (*most).max(*now);
+                }
+                tokio::task::yield_now().await;
+                held.lock().unwrap().get_mut(&key).unwrap().0 -= 1;
+                ack(&url, "shared", &receipt).await;
+                acked.fetch_add(1, Ordering::SeqCst);
+                bodies.push(body);
+            }
+            bodies
+        }));
+    }
+    let mut seen = HashSet::new();
+    for worker in workers {
+        for body in worker.await.unwrap() {
+            assert!(seen.insert(body.clone()), "{body} delivered twice");
+        }
+    }
+    assert_eq!(seen.len(), 60);
+    for (key, (_, most)) in held.lock().unwrap().iter() {
+        assert!(*most <= 2, "tenant {key} held {most} leases");
+    }
+    assert_eq!(Client::new(&first.url).stats("shared").await.leased, 0);
+    second.stop().await;
+    first.stop().await;
+}

@@ -63,3 +63,20 @@ def test_limits_out_of_range_are_refused_and_reset_with_none(daemon) -> None:
         assert (stored.leases_max, stored.pop_rate_max, stored.pop_rate_burst) == (10, 50, 5)
         reset = client.update_settings("lim2", {"leases_max": None, "pop_rate_max": None, "pop_rate_burst": None})
         assert (reset.settings.leases_max, reset.settings.pop_rate_max, reset.settings.pop_rate_burst) == (None, None, None)
+
+
+def test_a_tenant_at_its_lease_limit_is_passed_over(daemon) -> None:
+    with Client(daemon.url) as client:
+        changed = client.update_settings("lim3", {"leases_per_key_max": 1})
+        assert changed.settings.leases_per_key_max == 1
+        client.push_batch("lim3", [b"a1", b"a2"], fair_key="a")
+        client.push_batch("lim3", [b"b1", b"b2"], fair_key="b")
+        first = client.pop("lim3", lease_ms=60_000)
+        second = client.pop("lim3", lease_ms=60_000)
+        # One item of each tenant (their first items tie in the fair order).
+        assert sorted(m.data for m in first + second) == [b"a1", b"b1"]
+        # Both tenants hold their one lease: nothing more, not an error.
+        assert client.pop("lim3", lease_ms=60_000) == []
+        client.ack("lim3", first[0].receipt)
+        [third] = client.pop("lim3", lease_ms=60_000)
+        assert third.data[:1] == first[0].data[:1]

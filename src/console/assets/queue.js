@@ -358,6 +358,7 @@ function queuePage(kind, name) {
     ["delivery_delay_ms", "Delivery delay (ms)", "number"],
     ["pop_rate_max", "Rate limit (items/s)", "number"], ["pop_rate_burst", "Rate burst (items)", "number"],
     ["leases_max", "Max leases in flight", "number"],
+    ["leases_per_key_max", "Max leases per tenant", "number"],
   ];
 
   function renderSettings(answer) {

@@ -142,18 +142,28 @@ impl<T: Transaction> PoolTaker<'_, T> {
             self.budget.refuse(leasing);
             return Ok(None);
         }
-        let next = match request.end {
-            End::Front => pool.pop_front(),
-            End::Back => pool.pop_back(),
+        // The first item from its end whose fairness key has a lease place
+        // left (without `leases_per_key_max`, the first item).
+        let budget = &self.budget;
+        let place = match request.end {
+            End::Front => pool
+                .iter()
+                .position(|item| budget.allows_item(item, leasing)),
+            End::Back => pool
+                .iter()
+                .rposition(|item| budget.allows_item(item, leasing)),
         };
-        let Some(mut item) = next else {
+        let Some(mut item) = place.and_then(|place| pool.remove(place)) else {
+            if !pool.is_empty() {
+                self.budget.refuse_keys();
+            }
             return Ok(None);
         };
         self.txn.add_read_conflict_key(&item.key)?;
         self.txn.clear(&item.key)?;
         crate::queue::expiry::unindex_in(self.txn, self.keys, &item.key, item.expires_at_ms)?;
         self.bytes += item.len();
-        self.budget.take(leasing);
+        self.budget.take_item(&item, leasing);
         // The hand-off or result carries the receipt.
         if let Some(lease_ms) = request.lease_ms {
             lease_in(self.txn, self.keys, &mut item, lease_ms, self.now)?;
@@ -166,9 +176,12 @@ impl<T: Transaction> PoolTaker<'_, T> {
         Ok(Some(item))
     }
 
-    /// True when the limits hold back `request`'s next item.
+    /// True when the limits hold back `request`'s next item (for a
+    /// leasing request, also when the items left are of keys at their
+    /// `leases_per_key_max`).
     pub fn held_back(&self, request: &RequestValue) -> bool {
-        !self.budget.allows(request.lease_ms.is_some())
+        let leasing = request.lease_ms.is_some();
+        !self.budget.allows(leasing) || (leasing && self.budget.keys_held())
     }
 
     /// Passes over up to `count` items at `request`'s end of `pool`,

@@ -129,8 +129,8 @@ class QueueSettings:
     """A queue's settings. In :attr:`SettingsResult.settings` (in force):
     ``max_deliveries`` ``None`` means unlimited, ``default_lease_ms``
     ``None`` means pops lease only when asked, ``dead_letter_queue`` ``None``
-    means nowhere, ``pop_rate_max``, ``pop_rate_burst`` and ``leases_max``
-    ``None`` mean no limit. In :attr:`SettingsResult.stored` (what the
+    means nowhere, ``pop_rate_max``, ``pop_rate_burst``, ``leases_max`` and
+    ``leases_per_key_max`` ``None`` mean no limit. In :attr:`SettingsResult.stored` (what the
     queue set): ``None`` means the daemon's default (for ``pop_rate_burst``:
     a tenth of a second's worth of ``pop_rate_max``, at least 1)."""
 
@@ -142,6 +142,7 @@ class QueueSettings:
     pop_rate_max: Optional[int] = None
     pop_rate_burst: Optional[int] = None
     leases_max: Optional[int] = None
+    leases_per_key_max: Optional[int] = None
 
 
 @dataclass(frozen=True)

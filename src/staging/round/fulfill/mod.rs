@@ -381,7 +381,12 @@ impl<T: Transaction> RoundState<'_, '_, T> {
             self.take.budget = budget_in(txn, keys, gates.limits, leasing).await?;
         }
         // At most what the batch and the rate allow (`leases_max` holds
-        // back only leasing pops: their takes are refused one by one).
+        // back only leasing pops: their takes are refused one by one),
+        // and under `leases_per_key_max` a lookahead past it, so that
+        // items of keys at their limit do not hide the others (the
+        // round takes at most batch_max + that lookahead).
+        let leasing = live.iter().any(|(_, r)| r.lease_ms.is_some());
+        let lookahead = gates.limits.lookahead(leasing);
         let wanted = |end: End| {
             let wanted = live
                 .iter()
@@ -389,7 +394,8 @@ impl<T: Transaction> RoundState<'_, '_, T> {
                 .map(|(source, _)| self.demand(source))
                 .sum::<usize>()
                 .min(self.bounds.batch);
-            self.take.budget.cap(wanted, false)
+            let wanted = self.take.budget.cap(wanted, false);
+            if wanted > 0 { wanted + lookahead } else { 0 }
         };
         let pool = if paused {
             Pool::nothing()
@@ -406,6 +412,9 @@ impl<T: Transaction> RoundState<'_, '_, T> {
             crate::queue::groups::heads_are_distinct(&pool.items),
             "one head per group"
         );
+        let (txn, keys) = (self.take.txn, self.take.keys);
+        let budget = &mut self.take.budget;
+        budget.read_keys_in(txn, keys, pool.items.iter()).await?;
         self.pool_is_everything = pool.is_everything;
         self.paused = paused;
         Ok(pool)
