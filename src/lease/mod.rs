@@ -195,6 +195,22 @@ pub(crate) fn clear_receipt_row_in<T: Transaction>(
     Ok(())
 }
 
+/// Adds `delta` to the queue's lease count and, for an item of fairness
+/// key `fair_key`, to that key's (`leases_per_key_max` reads it; see
+/// `crate::queue::limits`): every lease taken or ended counts here.
+pub(crate) fn count_leases_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    fair_key: Option<&str>,
+    delta: i64,
+) -> Result<(), StoreError> {
+    txn.atomic_add(&keys.leased(), delta)?;
+    match fair_key {
+        Some(key) => txn.atomic_add(&keys.leased_by(key), delta),
+        None => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,21 +266,5 @@ mod tests {
         assert_eq!(policy.max_deliveries(&name("jobs")), Some(5));
         assert_eq!(policy.max_deliveries(&name("poison")), Some(2));
         assert_eq!(policy.max_deliveries(&name("jobs.dead")), None);
-    }
-}
-
-/// Adds `delta` to the queue's lease count and, for an item of fairness
-/// key `fair_key`, to that key's (`leases_per_key_max` reads it; see
-/// `crate::queue::limits`): every lease taken or ended counts here.
-pub(crate) fn count_leases_in<T: Transaction>(
-    txn: &T,
-    keys: &QueueKeys,
-    fair_key: Option<&str>,
-    delta: i64,
-) -> Result<(), StoreError> {
-    txn.atomic_add(&keys.leased(), delta)?;
-    match fair_key {
-        Some(key) => txn.atomic_add(&keys.leased_by(key), delta),
-        None => Ok(()),
     }
 }

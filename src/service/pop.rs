@@ -272,6 +272,21 @@ impl<S: Store> Hotq<S> {
     }
 }
 
+/// What the queue's pause and limits allow a FIFO receive's batch, in
+/// `txn`: nothing when it is paused.
+async fn batch_budget_in<T: crate::store::Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+) -> std::result::Result<crate::queue::limits::Budget, crate::store::StoreError> {
+    let gates = crate::queue::settings::gates_in(txn, keys)
+        .await
+        .map_err(crate::queue::corrupt_as_store)?;
+    if gates.paused {
+        return Ok(crate::queue::limits::Budget::closed());
+    }
+    crate::queue::limits::budget_in(txn, keys, gates.limits, true).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -304,19 +319,4 @@ mod tests {
         let most = vec![good.to_string(); POP_ACKS_MAX].join(",");
         assert_eq!(Riding::parse(&most).unwrap().parsed.len(), POP_ACKS_MAX);
     }
-}
-
-/// What the queue's pause and limits allow a FIFO receive's batch, in
-/// `txn`: nothing when it is paused.
-async fn batch_budget_in<T: crate::store::Transaction>(
-    txn: &T,
-    keys: &QueueKeys,
-) -> std::result::Result<crate::queue::limits::Budget, crate::store::StoreError> {
-    let gates = crate::queue::settings::gates_in(txn, keys)
-        .await
-        .map_err(crate::queue::corrupt_as_store)?;
-    if gates.paused {
-        return Ok(crate::queue::limits::Budget::closed());
-    }
-    crate::queue::limits::budget_in(txn, keys, gates.limits, true).await
 }
