@@ -227,29 +227,22 @@ pub fn leases(list: &LeaseList) -> String {
 /// queue set it, else `(default)`.
 pub fn settings(answer: &SettingsAnswer) -> String {
     let (effective, stored) = (&answer.settings, &answer.stored);
-    let source = |set: bool| if set { "(set)" } else { "(default)" };
-    let none = |what: &str| what.to_string();
+    // A number, or what its absence means.
+    let or = |n: Option<u64>, none: &str| n.map_or_else(|| none.to_string(), |n| n.to_string());
     let rows = [
         (
             "max_deliveries",
-            effective
-                .max_deliveries
-                .map_or_else(|| none("unlimited"), |n| n.to_string()),
+            or(effective.max_deliveries.map(u64::from), "unlimited"),
             stored.max_deliveries.is_some(),
         ),
         (
             "default_lease_ms",
-            effective
-                .default_lease_ms
-                .map_or_else(|| none("none"), |n| n.to_string()),
+            or(effective.default_lease_ms, "none"),
             stored.default_lease_ms.is_some(),
         ),
         (
             "dead_letter_queue",
-            effective
-                .dead_letter_queue
-                .clone()
-                .unwrap_or_else(|| none("none")),
+            effective.dead_letter_queue.clone().unwrap_or("none".into()),
             stored.dead_letter_queue.is_some(),
         ),
         (
@@ -269,41 +262,32 @@ pub fn settings(answer: &SettingsAnswer) -> String {
         ),
         (
             "retention_ms",
-            effective
-                .retention_ms
-                .map_or_else(|| none("none"), |n| n.to_string()),
+            or(effective.retention_ms, "none"),
             stored.retention_ms.is_some(),
         ),
         (
             "pop_rate_max",
-            effective
-                .pop_rate_max
-                .map_or_else(|| none("unlimited"), |n| n.to_string()),
+            or(effective.pop_rate_max, "unlimited"),
             stored.pop_rate_max.is_some(),
         ),
         (
             // In force only with `pop_rate_max`; its default follows it.
             "pop_rate_burst",
-            effective
-                .pop_rate_burst
-                .map_or_else(|| none("none"), |n| n.to_string()),
+            or(effective.pop_rate_burst, "none"),
             stored.pop_rate_burst.is_some(),
         ),
         (
             "leases_max",
-            effective
-                .leases_max
-                .map_or_else(|| none("unlimited"), |n| n.to_string()),
+            or(effective.leases_max, "unlimited"),
             stored.leases_max.is_some(),
         ),
         (
             "leases_per_key_max",
-            effective
-                .leases_per_key_max
-                .map_or_else(|| none("unlimited"), |n| n.to_string()),
+            or(effective.leases_per_key_max, "unlimited"),
             stored.leases_per_key_max.is_some(),
         ),
     ];
+    let source = |set: bool| if set { "(set)" } else { "(default)" };
     let mut lines = vec![("queue", answer.queue.clone())];
     lines.extend(
         rows.into_iter()

@@ -257,6 +257,18 @@ fn whole_number(n: &serde_json::Number) -> Option<u64> {
     })
 }
 
+/// A true/false setting: true is stored, false (the default) and null
+/// are stored as nothing.
+fn flag(key: &str, value: &Value) -> Result<Option<bool>, InvalidSettings> {
+    match value {
+        Value::Null | Value::Bool(false) => Ok(None),
+        Value::Bool(true) => Ok(Some(true)),
+        other => Err(InvalidSettings(format!(
+            "{key}: must be true, false or null, got {other}"
+        ))),
+    }
+}
+
 /// Applies a change (a JSON object: each key sets its setting, `null`
 /// returns it to the default) to `stored`, checking every value; nothing
 /// is applied when anything is wrong.
@@ -294,17 +306,8 @@ pub fn apply_change(
             "retention_ms" => {
                 next.retention_ms = number(crate::queue::expiry::RETENTION_MS_MAX, 1)?;
             }
-            "paused" => match value {
-                // Not paused is the default: stored as nothing.
-                Value::Null | Value::Bool(false) => next.paused = None,
-                Value::Bool(true) => next.paused = Some(true),
-                other => return bad(key, format!("must be true, false or null, got {other}")),
-            },
-            "fair" => match value {
-                Value::Null | Value::Bool(false) => next.fair = None,
-                Value::Bool(true) => next.fair = Some(true),
-                other => return bad(key, format!("must be true, false or null, got {other}")),
-            },
+            "paused" => next.paused = flag(key, value)?,
+            "fair" => next.fair = flag(key, value)?,
             "pop_rate_max" => next.pop_rate_max = number(limits::POP_RATE_MAX, 1)?,
             "pop_rate_burst" => next.pop_rate_burst = number(limits::POP_RATE_BURST_MAX, 1)?,
             "leases_max" => next.leases_max = number(limits::LEASES_MAX, 1)?,

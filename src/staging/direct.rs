@@ -67,44 +67,14 @@ pub async fn try_pop<S: Store>(
     // Paused or held back by a limit: nothing to take, though acks still
     // settle. A pop that may wait joins the line, whose rounds hand
     // nothing out until it resumes (or the limit lets items go).
-    let gates = crate::queue::settings::gates_in(&txn, keys).await?;
-    let leasing = lease_ms.is_some();
-    let mut budget = if gates.paused {
-        Budget::unlimited()
-    } else {
-        budget_in(&txn, keys, gates.limits, leasing).await?
-    };
-    let wanted = budget.cap(max.max(1), leasing);
-    let lookahead = gates.limits.lookahead(leasing);
-    let mut items = if gates.paused || wanted == 0 {
-        Vec::new()
-    } else {
-        read_end(&txn, keys, end, wanted + lookahead, Read::Serializable).await?
-    };
-    if wanted == 0 && !gates.paused {
-        budget.refuse(leasing);
-        throttled(keys, &budget);
-    }
+    let terms = (end, max, lease_ms.is_some());
+    let (mut items, budget) = read_admitted(&txn, keys, terms).await?;
     if items.is_empty() && acks.is_empty() {
         return Ok(Direct {
             attempt: Attempt::Done(DirectPop::Empty),
             items,
             acked: None,
         });
-    }
-    debug_assert!(
-        crate::queue::groups::heads_are_distinct(&items),
-        "one head per group"
-    );
-    // A pop of many large items stays bounded (the rest stay queued).
-    items.truncate(crate::queue::parts::within_bytes(&items, DIRECT_BYTES_MAX));
-    let items_read = !items.is_empty();
-    budget.read_keys_in(&txn, keys, items.iter()).await?;
-    let mut items = budget.admit(items, wanted, leasing);
-    if items_read && items.is_empty() {
-        // Every item read is of a key at its `leases_per_key_max`.
-        budget.refuse_keys();
-        throttled(keys, &budget);
     }
     take_in(&txn, keys, &mut items, lease_ms, now)?;
     budget.spend_in(&txn, keys)?;
@@ -129,6 +99,46 @@ pub async fn try_pop<S: Store>(
         }),
         Err(error) => Err(error.into()),
     }
+}
+
+/// Reads, in `txn`, the items the queue's pause and limits let this pop
+/// take from `end`: none when paused; else at most `max` and what the
+/// limits allow (items of keys at their `leases_per_key_max` passed
+/// over), read without snapshot, at most [`DIRECT_BYTES_MAX`] bytes (at
+/// least one item). Returns them with the budget they were spent from.
+async fn read_admitted<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    (end, max, leasing): (End, usize, bool),
+) -> Result<(Vec<Item>, Budget), QueueError> {
+    let gates = crate::queue::settings::gates_in(txn, keys).await?;
+    if gates.paused {
+        return Ok((Vec::new(), Budget::unlimited()));
+    }
+    let mut budget = budget_in(txn, keys, gates.limits, leasing).await?;
+    let wanted = budget.cap(max.max(1), leasing);
+    if wanted == 0 {
+        budget.refuse(leasing);
+        throttled(keys, &budget);
+        return Ok((Vec::new(), budget));
+    }
+    let read = wanted + gates.limits.lookahead(leasing);
+    let mut items = read_end(txn, keys, end, read, Read::Serializable).await?;
+    debug_assert!(
+        crate::queue::groups::heads_are_distinct(&items),
+        "one head per group"
+    );
+    // A pop of many large items stays bounded (the rest stay queued).
+    items.truncate(crate::queue::parts::within_bytes(&items, DIRECT_BYTES_MAX));
+    budget.read_keys_in(txn, keys, items.iter()).await?;
+    let items_read = !items.is_empty();
+    let items = budget.admit(items, wanted, leasing);
+    if items_read && items.is_empty() {
+        // Every item read is of a key at its `leases_per_key_max`.
+        budget.refuse_keys();
+        throttled(keys, &budget);
+    }
+    Ok((items, budget))
 }
 
 /// Counts the pops `budget` held back, by the limit that held them.
