@@ -677,3 +677,63 @@ async fn leases_per_key_max_holds_for_every_tenant_on_two_daemons() {
     second.stop().await;
     first.stop().await;
 }
+
+/// 32 workers lease and ack under `leases_max = 20` on two daemons; mid
+/// drain the limit drops to 4 through one daemon: once the leases taken
+/// before the change have ended, the workers never again hold more than
+/// 4, with no restart, and every item is still delivered once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_limit_lowered_under_load_holds_from_then_on() {
+    const ITEMS: i64 = 600;
+    let first = Daemon::start(|_| {}).await;
+    let second = Daemon::start_on(first.store.clone(), |_| {}).await;
+    set_ok(&first.url, "lowered", json!({"leases_max": 20})).await;
+    push_numbered(&first.url, "lowered", ITEMS as usize).await;
+    let held = Arc::new(AtomicI64::new(0));
+    // The most held since the last reset (reset once the change applies).
+    let held_max = Arc::new(AtomicI64::new(0));
+    let acked = Arc::new(AtomicI64::new(0));
+    let deadline = Instant::now() + BOUND * 3;
+    let mut workers = Vec::new();
+    for worker in 0..32 {
+        let url = [&first.url, &second.url][worker % 2].clone();
+        let (held, held_max, acked) = (held.clone(), held_max.clone(), acked.clone());
+        workers.push(tokio::spawn(async move {
+            while acked.load(Ordering::SeqCst) < ITEMS {
+                assert!(Instant::now() < deadline, "the drain took over its bound");
+                let Some((_, receipt)) = lease(&url, "lowered", LONG_LEASE_MS, 300).await else {
+                    continue;
+                };
+                raise(&held_max, held.fetch_add(1, Ordering::SeqCst) + 1);
+                tokio::task::yield_now().await;
+                held.fetch_sub(1, Ordering::SeqCst);
+                ack(&url, "lowered", &receipt).await;
+                acked.fetch_add(1, Ordering::SeqCst);
+            }
+        }));
+    }
+    eventually("a third acked", BOUND, || async {
+        acked.load(Ordering::SeqCst) >= ITEMS / 3
+    })
+    .await;
+    set_ok(&second.url, "lowered", json!({"leases_max": 4})).await;
+    // The leases taken before the change end; from then on, at most 4.
+    let client = Client::new(&first.url);
+    eventually(
+        "the leases in flight fall to the new limit",
+        BOUND,
+        || async { client.stats("lowered").await.leased <= 4 },
+    )
+    .await;
+    held_max.store(held.load(Ordering::SeqCst), Ordering::SeqCst);
+    let acked_at_change = acked.load(Ordering::SeqCst);
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    assert!(acked_at_change < ITEMS, "changed under load");
+    let most = held_max.load(Ordering::SeqCst);
+    assert!(most <= 4, "{most} held after the limit fell to 4");
+    assert_eq!(client.stats("lowered").await.leased, 0);
+    second.stop().await;
+    first.stop().await;
+}
