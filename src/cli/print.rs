@@ -286,6 +286,11 @@ pub fn settings(answer: &SettingsAnswer) -> String {
             or(effective.leases_per_key_max, "unlimited"),
             stored.leases_per_key_max.is_some(),
         ),
+        (
+            "pop_rate_per_key_max",
+            or(effective.pop_rate_per_key_max, "unlimited"),
+            stored.pop_rate_per_key_max.is_some(),
+        ),
     ];
     let source = |set: bool| if set { "(set)" } else { "(default)" };
     let mut lines = vec![("queue", answer.queue.clone())];

@@ -470,6 +470,12 @@ impl QueueKeys {
         self.0.meta.subspace(&("leased_by",)).pack(&(key,))
     }
 
+    /// The rate-limit cell of fairness key `key` (see
+    /// `crate::queue::limits`), like [`Self::rate_cell`] for the queue.
+    pub fn rate_by(&self, key: &str) -> Vec<u8> {
+        self.0.meta.subspace(&("rate_by",)).pack(&(key,))
+    }
+
     /// The queue's lease gate (see `crate::queue::limits`): every leasing
     /// pop of a queue with `leases_max` reads it without snapshot and
     /// writes it, so such pops serialize among themselves.

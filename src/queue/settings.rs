@@ -83,6 +83,11 @@ pub struct Stored {
     /// daemon; absent: no limit per key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leases_per_key_max: Option<u64>,
+    /// Most items per second handed out per fairness key, across every
+    /// daemon (burst: a tenth of a second's worth, at least 1); absent:
+    /// no rate per key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pop_rate_per_key_max: Option<u64>,
 }
 
 /// The defaults (from the TOML configuration) and the bounds a `PUT` is
@@ -167,6 +172,10 @@ pub struct Effective {
     /// Most leases in flight per fairness key; `None`: no limit per key.
     #[schema(required = true)]
     pub leases_per_key_max: Option<u64>,
+    /// Most items per second handed out per fairness key; `None`: no
+    /// rate per key.
+    #[schema(required = true)]
+    pub pop_rate_per_key_max: Option<u64>,
 }
 
 impl Stored {
@@ -210,6 +219,7 @@ impl Stored {
             pop_rate_burst: self.limits().rate.map(|rate| rate.burst),
             leases_max: self.leases_max,
             leases_per_key_max: self.leases_per_key_max,
+            pop_rate_per_key_max: self.pop_rate_per_key_max,
         }
     }
 
@@ -221,6 +231,9 @@ impl Stored {
                 .map(|per_s| Rate::new(per_s, self.pop_rate_burst)),
             leases_max: self.leases_max,
             leases_per_key_max: self.leases_per_key_max,
+            rate_per_key: self
+                .pop_rate_per_key_max
+                .map(|per_s| Rate::new(per_s, None)),
         }
     }
 
@@ -312,6 +325,9 @@ pub fn apply_change(
             "pop_rate_burst" => next.pop_rate_burst = number(limits::POP_RATE_BURST_MAX, 1)?,
             "leases_max" => next.leases_max = number(limits::LEASES_MAX, 1)?,
             "leases_per_key_max" => next.leases_per_key_max = number(limits::LEASES_MAX, 1)?,
+            "pop_rate_per_key_max" => {
+                next.pop_rate_per_key_max = number(limits::POP_RATE_MAX, 1)?;
+            }
             "fair_weights" => match crate::queue::fair::parse_weights(value) {
                 Ok(weights) => next.fair_weights = weights,
                 Err(what) => return bad(key, what),
@@ -335,7 +351,7 @@ pub fn apply_change(
                     "unknown setting {other:?} (known: max_deliveries, default_lease_ms, \
                      dead_letter_queue, dedup_window_ms, delivery_delay_ms, paused, \
                      retention_ms, fair, fair_weights, pop_rate_max, pop_rate_burst, \
-                     leases_max, leases_per_key_max)"
+                     leases_max, leases_per_key_max, pop_rate_per_key_max)"
                 )));
             }
         }
@@ -543,6 +559,7 @@ mod tests {
             json!({"leases_max": 0}),
             json!({"leases_max": "ten"}),
             json!({"leases_per_key_max": 0}),
+            json!({"pop_rate_per_key_max": 0}),
         ] {
             assert!(
                 apply_change(&set, &name, &change(bad.clone()), &defaults).is_err(),

@@ -285,6 +285,7 @@ fn settings_schema(limits: &Limits) -> Value {
             "pop_rate_burst": nullable(integer(1, POP_RATE_BURST_MAX)),
             "leases_max": nullable(integer(1, LEASES_MAX)),
             "leases_per_key_max": nullable(integer(1, LEASES_MAX)),
+            "pop_rate_per_key_max": nullable(integer(1, POP_RATE_MAX)),
         },
         "description": "Settings to change; null returns one to the default; keys not named \
             are kept. A queue cannot be its own dead_letter_queue (400 invalid_settings).",

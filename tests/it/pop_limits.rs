@@ -737,3 +737,71 @@ async fn a_limit_lowered_under_load_holds_from_then_on() {
     second.stop().await;
     first.stop().await;
 }
+
+/// Under `pop_rate_per_key_max = 1` (burst 1), a tenant that just had
+/// its item is passed over for the next tenant's, and a pop finding only
+/// tenants waiting for their next token answers empty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_over_its_rate_is_passed_over() {
+    let daemon = Daemon::start(|_| {}).await;
+    let (url, client) = (&daemon.url, Client::new(&daemon.url));
+    set_ok(url, "metered", json!({"pop_rate_per_key_max": 1})).await;
+    push_keyed(url, "metered", "a", 3).await;
+    push_keyed(url, "metered", "b", 3).await;
+    let began = Instant::now();
+    let first = client.pop("metered", 0).await.unwrap();
+    let second = client.pop("metered", 0).await.unwrap();
+    let third = client.pop("metered", 0).await;
+    let mut both = [first.clone(), second.clone()];
+    both.sort();
+    // A token came back only if this took over a second (a slow machine).
+    if began.elapsed() < Duration::from_millis(900) {
+        assert_eq!(both, ["a:0", "b:0"], "one item of each tenant");
+        assert_eq!(third, None, "both tenants wait for their next token");
+    }
+    daemon.stop().await;
+}
+
+/// 16 workers on two daemons pop two tenants' items under
+/// `pop_rate_per_key_max = 5` (burst 1): neither tenant ever gets more
+/// than its burst plus its rate times the time since the first pop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pop_rate_per_key_max_holds_for_each_tenant_on_two_daemons() {
+    const PER_KEY: usize = 10;
+    let first = Daemon::start(|_| {}).await;
+    let second = Daemon::start_on(first.store.clone(), |_| {}).await;
+    set_ok(&first.url, "paced", json!({"pop_rate_per_key_max": 5})).await;
+    push_keyed(&first.url, "paced", "a", 40).await;
+    push_keyed(&first.url, "paced", "b", 40).await;
+    let got: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+    let began = Instant::now();
+    let mut workers = Vec::new();
+    for worker in 0..16 {
+        let url = [&first.url, &second.url][worker % 2].clone();
+        let got = got.clone();
+        workers.push(tokio::spawn(async move {
+            let client = Client::new(&url);
+            while got.lock().unwrap().len() < 2 * PER_KEY {
+                assert!(began.elapsed() < BOUND, "the rates never let 20 go");
+                if let Some(body) = client.pop("paced", 300).await {
+                    got.lock().unwrap().push(body);
+                }
+            }
+        }));
+    }
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    let elapsed_s = began.elapsed().as_secs_f64();
+    let allowed = 1.0 + 5.0 * elapsed_s;
+    let got = got.lock().unwrap();
+    for key in ["a", "b"] {
+        let count = got.iter().filter(|body| body.starts_with(key)).count();
+        assert!(
+            count as f64 <= allowed,
+            "{key}: {count} in {elapsed_s:.3} s, the rate allows {allowed:.1}"
+        );
+    }
+    second.stop().await;
+    first.stop().await;
+}

@@ -359,6 +359,7 @@ function queuePage(kind, name) {
     ["pop_rate_max", "Rate limit (items/s)", "number"], ["pop_rate_burst", "Rate burst (items)", "number"],
     ["leases_max", "Max leases in flight", "number"],
     ["leases_per_key_max", "Max leases per tenant", "number"],
+    ["pop_rate_per_key_max", "Rate limit per tenant (items/s)", "number"],
   ];
 
   function renderSettings(answer) {

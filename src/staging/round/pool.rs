@@ -122,6 +122,8 @@ pub struct PoolTaker<'a, T: Transaction> {
     pub result_grace_ms: u64,
     /// What the queue's limits still allow this round.
     pub budget: Budget,
+    /// The last take found nothing because a limit held its items back.
+    pub held_last: bool,
 }
 
 impl<T: Transaction> PoolTaker<'_, T> {
@@ -134,16 +136,18 @@ impl<T: Transaction> PoolTaker<'_, T> {
         pool: &mut VecDeque<Item>,
         request: &RequestValue,
     ) -> Result<Option<Item>, QueueError> {
+        self.held_last = false;
         if self.bytes >= self.bytes_max {
             return Ok(None);
         }
         let leasing = request.lease_ms.is_some();
         if !self.budget.allows(leasing) {
             self.budget.refuse(leasing);
+            self.held_last = true;
             return Ok(None);
         }
-        // The first item from its end whose fairness key has a lease place
-        // left (without `leases_per_key_max`, the first item).
+        // The first item from its end whose fairness key's limits let it
+        // go (without limits per key, the first item).
         let budget = &self.budget;
         let place = match request.end {
             End::Front => pool
@@ -156,6 +160,7 @@ impl<T: Transaction> PoolTaker<'_, T> {
         let Some(mut item) = place.and_then(|place| pool.remove(place)) else {
             if !pool.is_empty() {
                 self.budget.refuse_keys();
+                self.held_last = true;
             }
             return Ok(None);
         };
@@ -176,12 +181,11 @@ impl<T: Transaction> PoolTaker<'_, T> {
         Ok(Some(item))
     }
 
-    /// True when the limits hold back `request`'s next item (for a
-    /// leasing request, also when the items left are of keys at their
-    /// `leases_per_key_max`).
-    pub fn held_back(&self, request: &RequestValue) -> bool {
-        let leasing = request.lease_ms.is_some();
-        !self.budget.allows(leasing) || (leasing && self.budget.keys_held())
+    /// True when the last take came back empty because the limits held
+    /// its items back (the queue's, or those of every key left in the
+    /// pool).
+    pub fn held_back(&self) -> bool {
+        self.held_last
     }
 
     /// Passes over up to `count` items at `request`'s end of `pool`,

@@ -240,6 +240,7 @@ def _settings(body: Any) -> QueueSettings:
         pop_rate_burst=body.get("pop_rate_burst"),
         leases_max=body.get("leases_max"),
         leases_per_key_max=body.get("leases_per_key_max"),
+        pop_rate_per_key_max=body.get("pop_rate_per_key_max"),
     )
 
 

@@ -239,7 +239,7 @@ class Client:
         """Changes settings (``max_deliveries``, ``default_lease_ms``,
         ``dead_letter_queue``, ``dedup_window_ms``, ``delivery_delay_ms``,
         and the limits ``pop_rate_max``, ``pop_rate_burst``, ``leases_max``,
-        ``leases_per_key_max``:
+        ``leases_per_key_max``, ``pop_rate_per_key_max``:
         a pop a limit holds back waits within its ``wait_ms`` or comes back
         empty, never raises); ``None`` returns one to the default; others
         are kept. Raises

@@ -129,8 +129,9 @@ class QueueSettings:
     """A queue's settings. In :attr:`SettingsResult.settings` (in force):
     ``max_deliveries`` ``None`` means unlimited, ``default_lease_ms``
     ``None`` means pops lease only when asked, ``dead_letter_queue`` ``None``
-    means nowhere, ``pop_rate_max``, ``pop_rate_burst``, ``leases_max`` and
-    ``leases_per_key_max`` ``None`` mean no limit. In :attr:`SettingsResult.stored` (what the
+    means nowhere, ``pop_rate_max``, ``pop_rate_burst``, ``leases_max``,
+    ``leases_per_key_max`` and ``pop_rate_per_key_max`` ``None`` mean no
+    limit. In :attr:`SettingsResult.stored` (what the
     queue set): ``None`` means the daemon's default (for ``pop_rate_burst``:
     a tenth of a second's worth of ``pop_rate_max``, at least 1)."""
 
@@ -143,6 +144,7 @@ class QueueSettings:
     pop_rate_burst: Optional[int] = None
     leases_max: Optional[int] = None
     leases_per_key_max: Optional[int] = None
+    pop_rate_per_key_max: Optional[int] = None
 
 
 @dataclass(frozen=True)

@@ -121,6 +121,7 @@ impl<'a, 'm, T: Transaction> RoundState<'a, 'm, T> {
                 bytes_max: bounds.bytes_max,
                 result_grace_ms: bounds.result_grace_ms,
                 budget: Budget::unlimited(),
+                held_last: false,
             },
             bounds,
             is_local: local.is_local,
@@ -206,7 +207,7 @@ impl<'a, 'm, T: Transaction> RoundState<'a, 'm, T> {
     /// A live request left waiting for want of items.
     pub(super) fn left_waiting(&mut self, request: &RequestValue) {
         self.counts.unserved += 1;
-        self.starved |= !self.take.held_back(request);
+        self.starved |= !self.take.held_back();
         self.next_deadline_ms = Some(
             self.next_deadline_ms
                 .map_or(request.deadline_ms, |d| d.min(request.deadline_ms)),
@@ -254,7 +255,7 @@ impl<'a, 'm, T: Transaction> RoundState<'a, 'm, T> {
             // The byte bound held items back: that is not "empty"; a
             // limit holding them back is, for a pop that must not wait.
             let none_visible = self.pool_is_everything && !self.bytes_full();
-            if m.line.answers_empty && (none_visible || self.take.held_back(request)) {
+            if m.line.answers_empty && (none_visible || self.take.held_back()) {
                 self.handover.emptied.push(m.seq);
             } else {
                 self.left_waiting(request);

@@ -30,7 +30,9 @@
 //! Queues without limits read nothing more: the limits come with the
 //! settings the pause check reads anyway.
 
-use std::collections::HashMap;
+mod per_key;
+
+use per_key::PerKey;
 
 use crate::keys::QueueKeys;
 use crate::queue::Item;
@@ -82,35 +84,35 @@ pub struct Limits {
     pub leases_max: Option<u64>,
     /// `leases_per_key_max`.
     pub leases_per_key_max: Option<u64>,
+    /// `pop_rate_per_key_max`, with its default burst.
+    pub rate_per_key: Option<Rate>,
 }
 
 impl Limits {
     /// True when the queue has no limit.
     pub fn is_none(&self) -> bool {
-        self.rate.is_none() && self.leases_max.is_none() && self.leases_per_key_max.is_none()
+        *self == Limits::default()
     }
 
-    /// Items a leasing transaction reads past those it wants, so that
-    /// items of keys at `leases_per_key_max` do not hide the others.
+    /// True when a limit per fairness key applies to a transaction that
+    /// may lease (`leasing`) or not.
+    fn per_key(&self, leasing: bool) -> bool {
+        (leasing && self.leases_per_key_max.is_some()) || self.rate_per_key.is_some()
+    }
+
+    /// Items a transaction reads past those it wants, so that items of
+    /// keys at a limit per key do not hide the others.
     pub fn lookahead(&self, leasing: bool) -> usize {
-        match (leasing, self.leases_per_key_max) {
-            (true, Some(_)) => PER_KEY_LOOKAHEAD,
-            _ => 0,
+        match self.per_key(leasing) {
+            true => PER_KEY_LOOKAHEAD,
+            false => 0,
         }
     }
 }
 
-/// Items a leasing pop of a queue with `leases_per_key_max` reads past
-/// what it wants (see [`Limits::lookahead`]).
+/// Items a pop of a queue with a limit per key reads past what it wants
+/// (see [`Limits::lookahead`]).
 pub const PER_KEY_LOOKAHEAD: usize = 32;
-
-/// `leases_per_key_max` as one transaction read it.
-#[derive(Debug, Clone, Default)]
-struct PerKey {
-    max: u64,
-    /// Leases per fairness key: as read, plus those taken here.
-    held: HashMap<String, u64>,
-}
 
 /// What held a transaction's takes back.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -147,15 +149,13 @@ pub struct Budget {
     refused: (u64, u64),
     /// Nothing may go (a paused queue).
     closed: bool,
-    /// `leases_per_key_max`, when the transaction may lease.
+    /// The limits per fairness key.
     per_key: Option<PerKey>,
-    /// A leasing take found only items of keys at their limit.
-    keys_held: bool,
 }
 
 /// The rate cell as one transaction read it.
 #[derive(Debug, Clone, Copy)]
-struct RateRead {
+pub(super) struct RateRead {
     rate: Rate,
     /// `max(tat, now)`, ns.
     start_ns: u64,
@@ -163,6 +163,16 @@ struct RateRead {
 }
 
 impl RateRead {
+    /// The cell `cell` (absent: never set) read at `now_ns`.
+    fn of(rate: Rate, cell: Option<&[u8]>, now_ns: u64) -> RateRead {
+        let tat_ns = cell.map_or(0, decode_u64);
+        RateRead {
+            rate,
+            start_ns: tat_ns.max(now_ns),
+            now_ns,
+        }
+    }
+
     /// Items the rate allows beyond `taken`.
     fn left(&self, taken: u64) -> u64 {
         let interval = self.rate.interval_ns();
@@ -227,23 +237,18 @@ impl Budget {
     /// True when `item` may go (under a lease when `leasing`): the
     /// queue's limits allow one more, and its fairness key's.
     pub fn allows_item(&self, item: &Item, leasing: bool) -> bool {
-        self.allows(leasing) && (!leasing || self.key_allows(item.fair_key.as_deref()))
-    }
-
-    fn key_allows(&self, fair_key: Option<&str>) -> bool {
-        match (&self.per_key, fair_key) {
-            (Some(per_key), Some(key)) => per_key.held.get(key).copied().unwrap_or(0) < per_key.max,
+        let key_ok = match (&self.per_key, item.fair_key.as_deref()) {
+            (Some(per_key), Some(key)) => per_key.allows(key, leasing),
             _ => true,
-        }
+        };
+        self.allows(leasing) && key_ok
     }
 
-    /// Spends `item` (see [`Self::take`]) and its key's place when leasing.
+    /// Spends `item` (see [`Self::take`]), and its key's share.
     pub fn take_item(&mut self, item: &Item, leasing: bool) {
         self.take(leasing);
-        if let (true, Some(per_key), Some(key)) =
-            (leasing, self.per_key.as_mut(), item.fair_key.as_deref())
-        {
-            *per_key.held.entry(key.to_string()).or_default() += 1;
+        if let (Some(per_key), Some(key)) = (self.per_key.as_mut(), item.fair_key.as_deref()) {
+            per_key.take(key, leasing);
         }
     }
 
@@ -260,21 +265,25 @@ impl Budget {
         admitted
     }
 
-    /// Notes that a leasing take found only items whose keys are at
-    /// `leases_per_key_max`.
+    /// Notes that a take found only items of keys at a limit per key
+    /// (their rate, or under a lease their `leases_per_key_max`).
     pub fn refuse_keys(&mut self) {
-        self.held.leases = true;
-        self.keys_held = true;
-        self.refused.1 += 1;
+        let Some(per_key) = &self.per_key else {
+            return;
+        };
+        if let Some(next_ms) = per_key.rate_next_ms() {
+            let held = self.held.rate_next_ms.map_or(next_ms, |ms| ms.min(next_ms));
+            self.held.rate_next_ms = Some(held);
+            self.refused.0 += 1;
+        }
+        if per_key.leases_held() {
+            self.held.leases = true;
+            self.refused.1 += 1;
+        }
     }
 
-    /// True once a leasing take found only items of keys at their limit.
-    pub fn keys_held(&self) -> bool {
-        self.keys_held
-    }
-
-    /// Reads (snapshot) the lease counts of the fairness keys of `items`
-    /// not read yet, under `leases_per_key_max`.
+    /// Reads what the limits per key allow the fairness keys of `items`
+    /// not read yet (see [`PerKey::read_in`]).
     pub async fn read_keys_in<'i, T: Transaction>(
         &mut self,
         txn: &T,
@@ -285,12 +294,7 @@ impl Budget {
             return Ok(());
         };
         for key in items.filter_map(|item| item.fair_key.as_deref()) {
-            if per_key.held.contains_key(key) {
-                continue;
-            }
-            let read = txn.get(&keys.leased_by(key), Read::Snapshot).await?;
-            let count = decode_counter(read.as_deref()).max(0) as u64;
-            per_key.held.insert(key.to_string(), count);
+            per_key.read_in(txn, keys, key).await?;
         }
         Ok(())
     }
@@ -337,7 +341,14 @@ impl Budget {
         if let (Some(read), true) = (&self.rate, self.taken > 0) {
             txn.set(&keys.rate_cell(), &read.tat_after(self.taken).to_be_bytes())?;
         }
-        let gated = self.leases_left.is_some() || self.per_key.is_some();
+        if let Some(per_key) = &self.per_key {
+            per_key.spend_in(txn, keys)?;
+        }
+        let per_key_leases = self
+            .per_key
+            .as_ref()
+            .is_some_and(|p| p.leases_max.is_some());
+        let gated = self.leases_left.is_some() || per_key_leases;
         if gated && self.leased > 0 {
             // The value does not matter: the write makes every leasing pop
             // that read the gate concurrently conflict.
@@ -360,25 +371,21 @@ pub async fn budget_in<T: Transaction>(
     let mut budget = Budget::unlimited();
     if let Some(rate) = limits.rate {
         let cell = txn.get(&keys.rate_cell(), Read::Serializable).await?;
-        let tat_ns = cell.as_deref().map_or(0, decode_u64);
-        let now_ns = now_ns();
-        budget.rate = Some(RateRead {
-            rate,
-            start_ns: tat_ns.max(now_ns),
-            now_ns,
-        });
+        budget.rate = Some(RateRead::of(rate, cell.as_deref(), now_ns()));
     }
     if let (Some(max), true) = (limits.leases_max, leasing) {
         let leased = decode_counter(txn.get(&keys.leased(), Read::Snapshot).await?.as_deref());
         budget.leases_left = Some(max.saturating_sub(leased.max(0) as u64));
     }
-    if let (Some(max), true) = (limits.leases_per_key_max, leasing) {
+    if limits.per_key(leasing) {
         budget.per_key = Some(PerKey {
-            max,
-            held: HashMap::new(),
+            leases_max: limits.leases_per_key_max.filter(|_| leasing),
+            rate: limits.rate_per_key,
+            ..PerKey::default()
         });
     }
-    if budget.leases_left.is_some() || budget.per_key.is_some() {
+    let per_key_leases = leasing && limits.leases_per_key_max.is_some();
+    if budget.leases_left.is_some() || per_key_leases {
         txn.get(&keys.lease_gate(), Read::Serializable).await?;
     }
     Ok(budget)
@@ -390,7 +397,7 @@ fn decode_u64(bytes: &[u8]) -> u64 {
 }
 
 /// Now, ns since the epoch.
-fn now_ns() -> u64 {
+pub(super) fn now_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |since| since.as_nanos() as u64)
@@ -399,6 +406,7 @@ fn now_ns() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
     fn read(rate: Rate, tat_ns: u64, now_ns: u64) -> RateRead {
         RateRead {
@@ -458,9 +466,13 @@ mod tests {
 
     #[test]
     fn a_key_at_its_limit_is_passed_over_and_plain_takes_are_not_held() {
-        let held = HashMap::from([("a".to_string(), 1)]);
+        let per_key = PerKey {
+            leases_max: Some(1),
+            leased: HashMap::from([("a".to_string(), 1)]),
+            ..PerKey::default()
+        };
         let mut budget = Budget {
-            per_key: Some(PerKey { max: 1, held }),
+            per_key: Some(per_key),
             ..Budget::unlimited()
         };
         let items = vec![keyed("a"), keyed("b"), keyed("a"), keyed("b")];
