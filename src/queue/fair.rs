@@ -41,6 +41,10 @@
 //! tag: at the front if the queue moved on, as a returned item is today);
 //! a delayed push gets its tag when the timer reveals it (it arrives
 //! then); a dead letter or a redrive gets one in the queue it moves to.
+//!
+//! A key's tag outlives its items until a pruning pass of the daemon's
+//! sampler clears it ([`prune_after_in`]): tags follow the keys with a
+//! backlog, not every key ever used.
 
 use std::collections::BTreeMap;
 
@@ -361,28 +365,79 @@ pub async fn backlog_in<T: Transaction>(
     Ok(backlog)
 }
 
-/// In `txn`: clears the tags of keys the queue's head has passed (at most
-/// `scan_max` read): such a tag says nothing a missing one does not (the
-/// next item of the key starts from the virtual time either way), so the
-/// tags kept follow the keys with a backlog, not every key ever used.
-/// Read without snapshot: a push raising a tag concurrently conflicts.
+/// Most fairness keys' tags one pruning pass reads (see [`prune_after_in`]).
+pub const FAIR_PRUNE_SCAN_MAX: usize = 1_000;
+
+/// What one pruning pass did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Pruned {
+    /// Tags cleared.
+    pub cleared: usize,
+    /// The last tag's key read when the scan was cut at its bound: the
+    /// next pass continues after it. `None`: the scan reached the end.
+    pub after: Option<Vec<u8>>,
+}
+
+/// In `txn`: [`prune_after_in`] from the first tag.
 #[cfg(feature = "testing")]
 pub async fn prune_in<T: Transaction>(
     txn: &T,
     keys: &QueueKeys,
     scan_max: usize,
 ) -> Result<usize, StoreError> {
-    let virtual_time = virtual_time_in(txn, keys).await?;
+    Ok(prune_after_in(txn, keys, None, scan_max).await?.cleared)
+}
+
+/// In `txn`: clears the tags of keys the queue's head has passed, among
+/// at most `scan_max` tags after the tag key `after` (from the first when
+/// `None`). Such a tag says nothing a missing one does not (the key's
+/// next item starts from the virtual time either way), so the tags kept
+/// follow the keys with a backlog, not every key ever used. The daemon's
+/// sampler calls it for each FIFO queue its rotation visits.
+///
+/// The scan is a snapshot read, and only the tags it clears are read
+/// again without snapshot: a push that raises one of them concurrently
+/// conflicts (one of the two commits; the push's tag stays whole), while
+/// pushes of the keys kept, which write their tags all the time, never
+/// do. Writes nothing when nothing is stale. A tag below the head's index
+/// means the key has no visible item (every item of a key sits at or
+/// below its tag); the ones it may still have are under a lease, which
+/// returns them at their own tags: the key's next push then starts from
+/// the virtual time of that moment, as a key that never had a tag, so it
+/// may land before the second of two returned items of the key (FIFO
+/// within a key bends only there).
+pub async fn prune_after_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    after: Option<&[u8]>,
+    scan_max: usize,
+) -> Result<Pruned, StoreError> {
     let (begin, end) = keys.fair_tags_range();
+    let begin = after.map_or(begin, crate::store::key_after);
     let rows = txn
-        .get_range(RangeRead::new(&begin, &end, scan_max))
+        .get_range(RangeRead::new(&begin, &end, scan_max).snapshot())
         .await?;
-    let mut pruned = 0;
-    for row in rows {
-        if decode_mark(Some(&row.value)) < virtual_time {
-            txn.clear(&row.key)?;
-            pruned += 1;
+    if rows.is_empty() {
+        return Ok(Pruned::default());
+    }
+    let after = (rows.len() >= scan_max).then(|| rows[rows.len() - 1].key.clone());
+    let virtual_time = match head_in(txn, keys).await? {
+        Some(head) => head.index,
+        None => mark_in(txn, keys).await?,
+    };
+    let stale: Vec<&[u8]> = rows
+        .iter()
+        .filter(|row| decode_mark(Some(&row.value)) < virtual_time)
+        .map(|row| row.key.as_slice())
+        .collect();
+    let reads = join_all(stale.iter().map(|key| txn.get(key, Read::Serializable))).await;
+    let mut cleared = 0;
+    for (key, read) in stale.into_iter().zip(reads) {
+        // Read again with a conflict: cleared only if still stale.
+        if decode_mark(read?.as_deref()) < virtual_time {
+            txn.clear(key)?;
+            cleared += 1;
         }
     }
-    Ok(pruned)
+    Ok(Pruned { cleared, after })
 }
