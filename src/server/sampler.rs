@@ -16,7 +16,7 @@
 //! Depth and waiting come from the counters pushes, pops and requests
 //! maintain with atomic adds; the oldest age from one snapshot read of the head.
 //!
-//! The rotation also prunes each FIFO queue's fairness tags the head has
+//! The rotation also prunes each queue's fairness tags the head has
 //! passed ([`prune_fair_tags`]: at most 1,000 read per queue and visit,
 //! continuing where a cut scan stopped at the queue's next visit), so a
 //! queue of many short-lived keys keeps tags only for keys with items.
@@ -150,9 +150,6 @@ async fn prune_fair_tags<S: Store>(
     rotation: &mut Rotation,
     queue: &(QueueKind, QueueName),
 ) {
-    if queue.0 != QueueKind::Fifo {
-        return;
-    }
     let keys = QueueKeys::of_kind(queue.0, &queue.1);
     let after = rotation.prune_after.remove(queue);
     let next = match state.hotq.prune_fair_tags(&keys, after.as_deref()).await {
