@@ -405,3 +405,67 @@ async fn the_daemon_prunes_drained_priority_tags() {
     assert_eq!(rest, ["busy:2", "busy:3", "busy:4"]);
     daemon.stop().await;
 }
+
+/// A priority item's dead letter keeps its key (in the envelope), and a
+/// redrive places it at its key's tag in its priority: one step past the
+/// level's head, tied with the noisy key's second item, not behind the
+/// noisy backlog pushed while it was dead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redriven_priority_dead_letter_rejoins_its_tenant() {
+    let daemon = Daemon::start(|config| config.leases.max_deliveries = 2).await;
+    let base = daemon.url.clone();
+    let push = |key: &'static str, body: String| {
+        let url = format!("{base}/v1/pqueues/pq-dead/items?priority=4");
+        async move {
+            let response = http()
+                .post(url)
+                .header("hotq-fair-key", key)
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status(), StatusCode::CREATED);
+        }
+    };
+    push("x", "x:0".into()).await;
+    for _ in 0..2 {
+        let leased = http()
+            .post(format!("{base}/v1/pqueues/pq-dead/pop?end=min&lease_ms=60000"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(leased.status(), StatusCode::OK);
+        let receipt = leased.headers()["hotq-receipt"].to_str().unwrap().to_string();
+        let nacked = http()
+            .post(format!("{base}/v1/pqueues/pq-dead/nack/{receipt}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(nacked.status(), StatusCode::OK);
+    }
+    for n in 0..5 {
+        push("noisy", format!("noisy:{n}")).await;
+    }
+    let redriven: Value = http()
+        .post(format!("{base}/v1/queues/pq-dead.dead/redrive"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(redriven["redriven"], 1, "{redriven}");
+    let mut labels = Vec::new();
+    for _ in 0..6 {
+        let popped = http()
+            .post(format!("{base}/v1/pqueues/pq-dead/pop?end=min&wait_ms=5000"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(popped.status(), StatusCode::OK);
+        labels.push(String::from_utf8(popped.bytes().await.unwrap().to_vec()).unwrap());
+    }
+    assert_eq!(labels[0], "noisy:0");
+    assert!(labels[1..3].contains(&"x:0".to_string()), "{labels:?}");
+    daemon.stop().await;
+}
