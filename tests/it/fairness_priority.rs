@@ -430,12 +430,17 @@ async fn a_redriven_priority_dead_letter_rejoins_its_tenant() {
     push("x", "x:0".into()).await;
     for _ in 0..2 {
         let leased = http()
-            .post(format!("{base}/v1/pqueues/pq-dead/pop?end=min&lease_ms=60000"))
+            .post(format!(
+                "{base}/v1/pqueues/pq-dead/pop?end=min&lease_ms=60000"
+            ))
             .send()
             .await
             .unwrap();
         assert_eq!(leased.status(), StatusCode::OK);
-        let receipt = leased.headers()["hotq-receipt"].to_str().unwrap().to_string();
+        let receipt = leased.headers()["hotq-receipt"]
+            .to_str()
+            .unwrap()
+            .to_string();
         let nacked = http()
             .post(format!("{base}/v1/pqueues/pq-dead/nack/{receipt}"))
             .send()
@@ -458,7 +463,9 @@ async fn a_redriven_priority_dead_letter_rejoins_its_tenant() {
     let mut labels = Vec::new();
     for _ in 0..6 {
         let popped = http()
-            .post(format!("{base}/v1/pqueues/pq-dead/pop?end=min&wait_ms=5000"))
+            .post(format!(
+                "{base}/v1/pqueues/pq-dead/pop?end=min&wait_ms=5000"
+            ))
             .send()
             .await
             .unwrap();
