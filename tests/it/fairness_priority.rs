@@ -476,3 +476,45 @@ async fn a_redriven_priority_dead_letter_rejoins_its_tenant() {
     assert!(labels[1..3].contains(&"x:0".to_string()), "{labels:?}");
     daemon.stop().await;
 }
+
+/// A delayed priority item takes its key's tag when pushed (as a delayed
+/// priority item's key always is) and is revealed there, its key in its
+/// envelope: pushed delayed behind a noisy backlog, it comes out one step
+/// past the head once due, and the key's next item follows it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delayed_priority_item_keeps_its_tag() {
+    let (store, _dir) = common::embedded_store(Durability::Buffered);
+    let pq = queue(&store, "pq-delayed");
+    push(&pq, 6, Some("noisy"), 0, 50).await;
+    let ask = PushAsk {
+        delay_ms: Some(1),
+        fair_key: Some("late"),
+        ..PushAsk::default()
+    };
+    let pushed = pq
+        .push_one(b"late:0", 6, ask, &Defaults::default())
+        .await
+        .unwrap();
+    let hotq::queue::priority::Deduplicated::Pushed {
+        visible_at_ms: Some(visible_at_ms),
+        ..
+    } = pushed
+    else {
+        panic!("delayed: {pushed:?}");
+    };
+    push(&pq, 6, Some("late"), 1, 1).await;
+    let policy = hotq::lease::DeliveryPolicy::default();
+    let now = hotq::envelope::now_ms();
+    hotq::due::sweep(&store, &policy, visible_at_ms.max(now) + 1)
+        .await
+        .unwrap();
+    let coordinator = coordinators(&store, 1);
+    let order = pop_in_turns(&coordinator, &keys_of("pq-delayed"), End::Front, 5).await;
+    let late: Vec<usize> = order
+        .iter()
+        .filter(|(label, _)| label == "late")
+        .map(|(_, n)| *n)
+        .collect();
+    assert_eq!(late, [0, 1], "{order:?}");
+    shut_down(&coordinator).await;
+}
