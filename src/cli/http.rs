@@ -77,9 +77,24 @@ pub async fn send(
     body: Option<Vec<u8>>,
     accept_json: bool,
 ) -> Result<reqwest::Response, String> {
+    send_with(http, client, (method, path), body, accept_json, &[]).await
+}
+
+/// [`send`] with these `headers` too.
+async fn send_with(
+    http: &reqwest::Client,
+    client: &ClientArgs,
+    (method, path): (reqwest::Method, &str),
+    body: Option<Vec<u8>>,
+    accept_json: bool,
+    headers: &[(&str, &str)],
+) -> Result<reqwest::Response, String> {
     let base = client.url.trim_end_matches('/');
     let url = format!("{base}{path}");
     let mut request = http.request(method, &url);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
     if let Some(token) = &client.token {
         request = request.header("authorization", format!("Bearer {token}"));
     }
@@ -239,8 +254,20 @@ pub async fn emit<T: DeserializeOwned>(
     body: Option<Vec<u8>>,
     human: impl FnOnce(&T) -> String,
 ) -> Result<T, String> {
+    emit_with(client, (method, path), body, &[], human).await
+}
+
+/// [`emit`] with these request `headers` too.
+pub async fn emit_with<T: DeserializeOwned>(
+    client: &ClientArgs,
+    (method, path): (reqwest::Method, &str),
+    body: Option<Vec<u8>>,
+    headers: &[(&str, &str)],
+    human: impl FnOnce(&T) -> String,
+) -> Result<T, String> {
     let http = http_client(0)?;
-    let response = expect_success(send(&http, client, method, path, body, true).await?).await?;
+    let sent = send_with(&http, client, (method, path), body, true, headers).await?;
+    let response = expect_success(sent).await?;
     let bytes = response.bytes().await.map_err(|e| e.to_string())?;
     let answer: T = serde_json::from_slice(&bytes)
         .map_err(|e| format!("the daemon's answer is not what was expected: {e}"))?;

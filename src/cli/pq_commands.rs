@@ -5,7 +5,7 @@
 use clap::{Args, Subcommand};
 
 use super::admin_commands::{LeasesArgs, SettingsArgs};
-use super::http::{ItemFormat, emit, fetch_items, items_or_stdin, queue_path};
+use super::http::{ItemFormat, emit_with, fetch_items, items_or_stdin, queue_path};
 use super::queue_commands::{AckArgs, ExtendArgs, NackArgs, QueueArgs, item_format, query};
 use super::{ClientArgs, EXIT_OK, FormatArgs, print};
 use crate::keys::QueueKind;
@@ -60,6 +60,10 @@ pub struct PushArgs {
     /// queue's delivery delay).
     #[arg(long)]
     pub delay_ms: Option<u64>,
+    /// Fairness key of the items (their tenant): `min` pops serve one
+    /// priority's keys in proportion to their `fair_weights`.
+    #[arg(long)]
+    pub fair_key: Option<String>,
     /// Items; none reads stdin, one item per non-empty line.
     pub items: Vec<String>,
 }
@@ -143,12 +147,22 @@ async fn push(args: PushArgs) -> Result<u8, String> {
         "{}/items{query}",
         queue_path(QueueKind::Priority, &args.queue)
     );
+    let headers: Vec<(&str, &str)> = args
+        .fair_key
+        .as_deref()
+        .map(|key| ("hotq-fair-key", key))
+        .into_iter()
+        .collect();
     for item in items {
-        let method = reqwest::Method::POST;
+        let request = (reqwest::Method::POST, path.as_str());
         let body = Some(item.into_bytes());
-        emit(&args.client, method, &path, body, |answer: &PushAnswer| {
-            print::pushed(answer, None)
-        })
+        emit_with(
+            &args.client,
+            request,
+            body,
+            &headers,
+            |answer: &PushAnswer| print::pushed(answer, None),
+        )
         .await?;
     }
     Ok(EXIT_OK)

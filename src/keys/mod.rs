@@ -457,6 +457,34 @@ impl QueueKeys {
             .map(|(fair_key,)| fair_key)
     }
 
+    /// The last virtual tag given to an item of fairness key `key` at
+    /// `priority` in a priority queue (see `crate::queue::fair`), kept
+    /// with `atomic_max`.
+    pub fn fair_priority_tag(&self, priority: i64, key: &str) -> Vec<u8> {
+        self.0.meta.subspace(&("pfair",)).pack(&(priority, key))
+    }
+
+    /// Past every tag given at `priority` in a priority queue (the level's
+    /// virtual time while it is empty), kept with `atomic_max`.
+    pub fn fair_priority_mark(&self, priority: i64) -> Vec<u8> {
+        self.0.meta.pack(&("pfair_mark", priority))
+    }
+
+    /// `[begin, end)` of a priority queue's fairness keys' tags.
+    pub fn fair_priority_tags_range(&self) -> KeyRange {
+        self.0.meta.subspace(&("pfair",)).range()
+    }
+
+    /// The priority and fairness key whose tag (see
+    /// [`Self::fair_priority_tag`]) is `key`.
+    pub fn fair_priority_tag_parts(&self, key: &[u8]) -> Option<(i64, String)> {
+        self.0
+            .meta
+            .subspace(&("pfair",))
+            .unpack::<(i64, String)>(key)
+            .ok()
+    }
+
     /// The queue's rate-limit cell (see `crate::queue::limits`): the
     /// theoretical arrival time of its next pop, µs since the epoch.
     pub fn rate_cell(&self) -> Vec<u8> {

@@ -254,7 +254,7 @@ impl<'a> Plan<'a> {
     /// In `txn`: appends what it took to the tails of the queues they go
     /// back to, each FIFO item in its group (see
     /// [`crate::queue::groups::move_in`]), each priority item at its
-    /// priority.
+    /// priority (at its fairness key's tag there, if it has one).
     async fn write_in<T: Transaction>(&self, txn: &T, now_ms: u64) -> Result<(), StoreError> {
         for (origin, moved) in &self.by_origin {
             match origin.priority {
@@ -268,7 +268,24 @@ impl<'a> Plan<'a> {
                         .iter()
                         .map(|moved| (priority, encode_item_value(&moved.item)))
                         .collect();
-                    crate::queue::priority::append_in(txn, &keys, &values).await?;
+                    let fair_keys: Vec<Option<&str>> = moved
+                        .iter()
+                        .map(|moved| moved.item.fair_key.as_deref())
+                        .collect();
+                    let weights = if fair_keys.iter().any(Option::is_some) {
+                        crate::queue::settings::read_in(txn, &keys)
+                            .await
+                            .map_err(crate::queue::corrupt_as_store)?
+                            .fair_weights
+                            .unwrap_or_default()
+                    } else {
+                        Default::default()
+                    };
+                    let fair = crate::queue::priority::Fair {
+                        keys: &fair_keys,
+                        weights: &weights,
+                    };
+                    crate::queue::priority::append_fair_in(txn, &keys, &values, &[], fair).await?;
                 }
             }
         }
@@ -308,11 +325,13 @@ fn fresh(
             priority: None,
         },
     };
-    // A priority queue has neither groups nor fairness keys.
-    let (group, fair_key) = match origin.priority {
-        None => (item.group, item.fair_key),
-        Some(_) => (None, None),
+    // A priority queue has no groups; its items keep their fairness key
+    // (the key it was pushed with, in its priority's fair order).
+    let group = match origin.priority {
+        None => item.group,
+        Some(_) => None,
     };
+    let fair_key = item.fair_key;
     // A large payload's parts move with its envelope (see `crate::queue::parts`).
     let item = ItemValue {
         group,

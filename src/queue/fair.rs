@@ -41,6 +41,10 @@
 //! tag: at the front if the queue moved on, as a returned item is today);
 //! a delayed push gets its tag when the timer reveals it (it arrives
 //! then); a dead letter or a redrive gets one in the queue it moves to.
+//!
+//! A key's tag outlives its items until a pruning pass of the daemon's
+//! sampler clears it ([`prune_after_in`]): tags follow the keys with a
+//! backlog, not every key ever used.
 
 use std::collections::BTreeMap;
 
@@ -48,7 +52,7 @@ use futures_util::future::join_all;
 use rand::RngCore;
 use serde_json::Value;
 
-use crate::keys::{QueueKeys, RANDOM_LEN};
+use crate::keys::{QueueKeys, QueueKind, RANDOM_LEN};
 use crate::store::{RangeRead, Read, StoreError, Transaction, decode_mark};
 
 /// Virtual time one item of weight 1 takes: 720,720 is divisible by
@@ -361,28 +365,209 @@ pub async fn backlog_in<T: Transaction>(
     Ok(backlog)
 }
 
-/// In `txn`: clears the tags of keys the queue's head has passed (at most
-/// `scan_max` read): such a tag says nothing a missing one does not (the
-/// next item of the key starts from the virtual time either way), so the
-/// tags kept follow the keys with a backlog, not every key ever used.
-/// Read without snapshot: a push raising a tag concurrently conflicts.
+/// Most fairness keys' tags one pruning pass reads (see [`prune_after_in`]).
+pub const FAIR_PRUNE_SCAN_MAX: usize = 1_000;
+
+/// What one pruning pass did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Pruned {
+    /// Tags cleared.
+    pub cleared: usize,
+    /// The last tag's key read when the scan was cut at its bound: the
+    /// next pass continues after it. `None`: the scan reached the end.
+    pub after: Option<Vec<u8>>,
+}
+
+/// In `txn`: [`prune_after_in`] from the first tag.
 #[cfg(feature = "testing")]
 pub async fn prune_in<T: Transaction>(
     txn: &T,
     keys: &QueueKeys,
     scan_max: usize,
 ) -> Result<usize, StoreError> {
-    let virtual_time = virtual_time_in(txn, keys).await?;
-    let (begin, end) = keys.fair_tags_range();
+    Ok(prune_after_in(txn, keys, None, scan_max).await?.cleared)
+}
+
+/// In `txn`: clears the tags of keys the queue's head has passed, among
+/// at most `scan_max` tags after the tag key `after` (from the first when
+/// `None`). Such a tag says nothing a missing one does not (the key's
+/// next item starts from the virtual time either way), so the tags kept
+/// follow the keys with a backlog, not every key ever used. The daemon's
+/// sampler calls it for each queue its rotation visits. A priority
+/// queue's tags (per priority and key) are compared with their level's
+/// virtual time (one read per level met).
+///
+/// The scan is a snapshot read, and only the tags it clears are read
+/// again without snapshot: a push that raises one of them concurrently
+/// conflicts (one of the two commits; the push's tag stays whole), while
+/// pushes of the keys kept, which write their tags all the time, never
+/// do. Writes nothing when nothing is stale. A tag below the head's index
+/// means the key has no visible item (every item of a key sits at or
+/// below its tag); the ones it may still have are under a lease, which
+/// returns them at their own tags: the key's next push then starts from
+/// the virtual time of that moment, as a key that never had a tag, so it
+/// may land before the second of two returned items of the key (FIFO
+/// within a key bends only there).
+pub async fn prune_after_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    after: Option<&[u8]>,
+    scan_max: usize,
+) -> Result<Pruned, StoreError> {
+    let (begin, end) = match keys.kind() {
+        QueueKind::Fifo => keys.fair_tags_range(),
+        QueueKind::Priority => keys.fair_priority_tags_range(),
+    };
+    let begin = after.map_or(begin, crate::store::key_after);
     let rows = txn
-        .get_range(RangeRead::new(&begin, &end, scan_max))
+        .get_range(RangeRead::new(&begin, &end, scan_max).snapshot())
         .await?;
-    let mut pruned = 0;
-    for row in rows {
+    if rows.is_empty() {
+        return Ok(Pruned::default());
+    }
+    let after = (rows.len() >= scan_max).then(|| rows[rows.len() - 1].key.clone());
+    let mut stale: Vec<(&[u8], u64)> = Vec::new();
+    let mut times = TimesRead::default();
+    for row in &rows {
+        let Some(virtual_time) = times.of(txn, keys, &row.key).await? else {
+            continue;
+        };
         if decode_mark(Some(&row.value)) < virtual_time {
-            txn.clear(&row.key)?;
-            pruned += 1;
+            stale.push((row.key.as_slice(), virtual_time));
         }
     }
-    Ok(pruned)
+    let reads = join_all(
+        stale
+            .iter()
+            .map(|(key, _)| txn.get(key, Read::Serializable)),
+    )
+    .await;
+    let mut cleared = 0;
+    for ((key, virtual_time), read) in stale.into_iter().zip(reads) {
+        // Read again with a conflict: cleared only if still stale.
+        if decode_mark(read?.as_deref()) < virtual_time {
+            txn.clear(key)?;
+            cleared += 1;
+        }
+    }
+    Ok(Pruned { cleared, after })
+}
+
+/// The virtual times a pruning pass has read: the FIFO queue's, or each
+/// priority level's.
+#[derive(Default)]
+struct TimesRead {
+    queue: Option<u64>,
+    levels: BTreeMap<i64, u64>,
+}
+
+impl TimesRead {
+    /// The virtual time the tag at `tag_key` is compared with (read once
+    /// per queue or level); `None` for a key that is no tag.
+    async fn of<T: Transaction>(
+        &mut self,
+        txn: &T,
+        keys: &QueueKeys,
+        tag_key: &[u8],
+    ) -> Result<Option<u64>, StoreError> {
+        if keys.kind() == QueueKind::Fifo {
+            if self.queue.is_none() {
+                self.queue = Some(match head_in(txn, keys).await? {
+                    Some(head) => head.index,
+                    None => mark_in(txn, keys).await?,
+                });
+            }
+            return Ok(self.queue);
+        }
+        let Some((priority, _)) = keys.fair_priority_tag_parts(tag_key) else {
+            return Ok(None);
+        };
+        if let Some(time) = self.levels.get(&priority) {
+            return Ok(Some(*time));
+        }
+        let time = level_time_in(txn, keys, priority).await?;
+        self.levels.insert(priority, time);
+        Ok(Some(time))
+    }
+}
+
+/// In `txn`, with snapshot reads: the virtual time of the level
+/// `priority` of the priority queue `keys`: the count of its first item,
+/// or (an empty level) its mark, past every tag given at that level.
+async fn level_time_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    priority: i64,
+) -> Result<u64, StoreError> {
+    let (begin, end) = keys.priority_range(priority);
+    let rows = txn
+        .get_range(RangeRead::new(&begin, &end, 1).snapshot())
+        .await?;
+    if let Some((_, count)) = rows
+        .first()
+        .and_then(|row| keys.priority_item_parts(&row.key))
+    {
+        return Ok(count);
+    }
+    Ok(decode_mark(
+        txn.get(&keys.fair_priority_mark(priority), Read::Snapshot)
+            .await?
+            .as_deref(),
+    ))
+}
+
+/// In `txn`: the count each of `items` (a priority and a fairness key)
+/// takes in the priority queue `keys`, in order: a virtual tag within its
+/// level, `max(last[p, k], V_p) + TAG_SCALE / w_k`, where `last[p, k]` is
+/// `meta/("pfair", p, k)` and `V_p` the level's virtual time (the count of
+/// its first item, or its mark `meta/("pfair_mark", p)` when empty). The
+/// count *is* the item key's (`items/(p, tag, random)`), so a `min` pop,
+/// which takes the lowest level's first item, serves that level's keys
+/// fairly, as a FIFO queue's pops do. Writes the tags and raises each
+/// level's mark past them. Snapshot reads and `atomic_max` only: never
+/// conflicts.
+pub async fn priority_tags_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    items: &[(i64, &str)],
+    weights: &BTreeMap<String, u32>,
+) -> Result<Vec<u64>, StoreError> {
+    let mut levels: Vec<i64> = items.iter().map(|(priority, _)| *priority).collect();
+    levels.sort_unstable();
+    levels.dedup();
+    let mut pairs: Vec<(i64, &str)> = items.to_vec();
+    pairs.sort_unstable();
+    pairs.dedup();
+    let times = join_all(levels.iter().map(|p| level_time_in(txn, keys, *p))).await;
+    let mut level_time = BTreeMap::new();
+    for (priority, time) in levels.iter().zip(times) {
+        level_time.insert(*priority, time?);
+    }
+    let reads = join_all(pairs.iter().map(|(priority, key)| async move {
+        let value = txn
+            .get(&keys.fair_priority_tag(*priority, key), Read::Snapshot)
+            .await?;
+        Ok::<u64, StoreError>(decode_mark(value.as_deref()))
+    }))
+    .await;
+    let mut last = BTreeMap::new();
+    for (pair, read) in pairs.into_iter().zip(reads) {
+        last.insert(pair, read?.max(level_time[&pair.0]));
+    }
+    let mut tags = Vec::with_capacity(items.len());
+    for pair in items {
+        let tag = last.get_mut(pair).expect("every pair's tag was read");
+        *tag = tag.saturating_add(step(weight_of(weights, pair.1)));
+        tags.push(*tag);
+    }
+    let mut marks: BTreeMap<i64, u64> = BTreeMap::new();
+    for ((priority, key), tag) in &last {
+        txn.atomic_max(&keys.fair_priority_tag(*priority, key), *tag)?;
+        let mark = marks.entry(*priority).or_default();
+        *mark = (*mark).max(tag.saturating_add(1));
+    }
+    for (priority, mark) in marks {
+        txn.atomic_max(&keys.fair_priority_mark(priority), mark)?;
+    }
+    Ok(tags)
 }

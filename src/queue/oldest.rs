@@ -13,12 +13,15 @@
 //! is the oldest of each priority's first item. Those are read by skipping
 //! from one priority to the next (one single-row read per priority level),
 //! up to [`PRIORITY_LEVELS_READ_MAX`] levels: past that the age is that of
-//! the oldest level read (a lower bound), which the docs say. Queues use a
+//! the oldest level read (a lower bound), which the docs say. A level in
+//! fair order (its first item has a fairness key) is read as a fair FIFO
+//! queue's head is, within one shared bound of rows. Queues use a
 //! handful of levels; an index by enqueue time would cost every push, pop
 //! and settle of every priority queue a second write for this one gauge.
 
 use crate::envelope::{End, decode_item, now_ms};
 use crate::keys::{QueueKeys, QueueKind};
+use crate::queue::fair::TAG_SCALE;
 use crate::queue::{QueueError, read_end};
 use crate::store::Read;
 use crate::store::{RangeRead, Transaction};
@@ -75,13 +78,16 @@ async fn oldest_fair_in<T: Transaction>(
 }
 
 /// The earliest enqueue time among the first items of the queue's first
-/// [`PRIORITY_LEVELS_READ_MAX`] priority levels.
+/// [`PRIORITY_LEVELS_READ_MAX`] priority levels; for a level whose first
+/// item has a fairness key, among its items within one unit of virtual
+/// time of it (at most [`FAIR_HEAD_ITEMS_READ_MAX`] read over all levels).
 async fn oldest_priority_enqueued_in<T: Transaction>(
     txn: &T,
     keys: &QueueKeys,
 ) -> Result<Option<u64>, QueueError> {
     let (mut cursor, end) = keys.items_range();
     let mut oldest: Option<u64> = None;
+    let mut fair_rows_left = FAIR_HEAD_ITEMS_READ_MAX;
     for _ in 0..PRIORITY_LEVELS_READ_MAX {
         let rows = txn
             .get_range(RangeRead::new(&cursor, &end, 1).snapshot())
@@ -93,8 +99,24 @@ async fn oldest_priority_enqueued_in<T: Transaction>(
             key: row.key.clone(),
         };
         let item = decode_item(&row.value).ok_or_else(corrupt)?;
-        let (priority, _) = keys.priority_item_parts(&row.key).ok_or_else(corrupt)?;
-        oldest = Some(oldest.map_or(item.enqueued_at_ms, |at| at.min(item.enqueued_at_ms)));
+        let (priority, count) = keys.priority_item_parts(&row.key).ok_or_else(corrupt)?;
+        let mut level_oldest = item.enqueued_at_ms;
+        if item.fair_key.is_some() && fair_rows_left > 0 {
+            // A level in fair order: its oldest item is within one unit of
+            // virtual time of its first (as in a fair FIFO queue).
+            let end = keys.priority_item(priority, count.saturating_add(TAG_SCALE + 1), &[]);
+            let rows = txn
+                .get_range(RangeRead::new(&row.key, &end, fair_rows_left).snapshot())
+                .await?;
+            fair_rows_left -= rows.len();
+            for row in rows {
+                let item = decode_item(&row.value).ok_or_else(|| QueueError::Corrupt {
+                    key: row.key.clone(),
+                })?;
+                level_oldest = level_oldest.min(item.enqueued_at_ms);
+            }
+        }
+        oldest = Some(oldest.map_or(level_oldest, |at| at.min(level_oldest)));
         if priority == i64::MAX {
             break;
         }
@@ -164,5 +186,33 @@ mod tests {
             (5_000..60_000).contains(&age),
             "a plain queue's front: {age}"
         );
+    }
+
+    /// The same within a priority level in fair order: its first item is
+    /// new, a noisy key's old one half a step behind it.
+    #[tokio::test]
+    async fn a_fair_priority_level_ages_by_its_oldest_key_not_its_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = EmbeddedConfig::new(dir.path());
+        config.durability = Durability::Buffered;
+        let store = EmbeddedStore::open(config).unwrap();
+        let name = QueueName::new("fair-levels").unwrap();
+        let keys = QueueKeys::of_kind(QueueKind::Priority, &name);
+        let now = now_ms();
+        let s = TAG_SCALE;
+        let txn = store.begin().unwrap();
+        for (priority, count, value) in [
+            (5, s, item(now - 5_000, Some("quiet"))),
+            (5, s + s / 2, item(now - 60_000, Some("noisy"))),
+            (5, 3 * s, item(now - 90_000, Some("far"))),
+            (9, s, item(now - 10_000, Some("high"))),
+        ] {
+            txn.set(&keys.priority_item(priority, count, &[1]), &value)
+                .unwrap();
+        }
+        txn.commit().await.unwrap();
+        let txn = store.begin().unwrap();
+        let age = oldest_item_age_ms_in(&txn, &keys).await.unwrap().unwrap();
+        assert!((60_000..90_000).contains(&age), "age {age}");
     }
 }

@@ -14,11 +14,11 @@
 //! the core's pop ([`crate::service::Hotq::pop`]) with [`End::Front`] (min) or
 //! [`End::Back`] (max) and these keys ([`PriorityQueue::keys`]).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use rand::RngCore;
 
-use crate::envelope::{End, HeldItem, decode_item, encode_held, now_ms};
+use crate::envelope::{End, HeldItem, decode_item, encode_held, encode_item_value, now_ms};
 use crate::keys::{QueueKeys, QueueKind, QueueName, RANDOM_LEN};
 use crate::queue::read_end;
 use crate::queue::{Item, QueueError, check_batch};
@@ -122,7 +122,8 @@ impl<S: Store> PriorityQueue<S> {
                 return Ok(None);
             }
             let visible_at_ms = enqueued_at_ms.saturating_add(delay_ms);
-            self.hold_items(&txn, values, visible_at_ms, &[]).await?;
+            self.hold_items(&txn, values, visible_at_ms, &[], Fair::NONE)
+                .await?;
             Ok(Some(visible_at_ms))
         })
         .await?;
@@ -138,8 +139,9 @@ impl<S: Store> PriorityQueue<S> {
         values: &[(i64, Vec<u8>)],
         visible_at_ms: u64,
         expires: &[Option<u64>],
+        fair: Fair<'_>,
     ) -> Result<(), StoreError> {
-        let keys = self.item_keys(txn, values).await?;
+        let keys = item_keys_in(txn, &self.keys, values, fair).await?;
         let held: Vec<Vec<u8>> = keys
             .into_iter()
             .zip(values)
@@ -159,6 +161,10 @@ impl<S: Store> PriorityQueue<S> {
     /// with a dedup id, unless a push with that id was stored within the
     /// queue's dedup window (as for FIFO queues, see [`crate::queue::dedup`]):
     /// then nothing is written and the answer says it was a duplicate.
+    /// With a fairness key (`ask.fair_key`, or `""` when the queue's `fair`
+    /// setting is on), its count within its priority is the key's virtual
+    /// tag (see [`crate::queue::fair::priority_tags_in`]), taken when
+    /// pushed even when delayed (as a delayed item's key always is).
     pub async fn push_one(
         &self,
         payload: &[u8],
@@ -171,6 +177,12 @@ impl<S: Store> PriorityQueue<S> {
             assert!(
                 crate::queue::dedup::check_id(id).is_ok(),
                 "dedup ids are checked by the caller"
+            );
+        }
+        if let Some(key) = ask.fair_key {
+            assert!(
+                crate::queue::fair::check_key(key).is_ok(),
+                "fairness keys are checked by the caller"
             );
         }
         let enqueued_at_ms = now_ms();
@@ -190,19 +202,26 @@ impl<S: Store> PriorityQueue<S> {
             }
             let retention_ms = ask.retention_ms.or(settings.retention_ms);
             let expires_at_ms = crate::queue::expiry::expires_at(enqueued_at_ms, retention_ms);
-            let value =
-                crate::queue::parts::encode_fresh_in(&txn, enqueued_at_ms, payload, expires_at_ms)?;
+            let fair_key = ask
+                .fair_key
+                .or(settings.fair.then_some(crate::queue::fair::DEFAULT_KEY));
+            let value = encode_keyed_in(&txn, enqueued_at_ms, payload, expires_at_ms, fair_key)?;
             let values = [(priority, value)];
+            let fair_keys = [fair_key];
+            let fair = Fair {
+                keys: &fair_keys,
+                weights: &settings.fair_weights,
+            };
             let delay_ms = ask.delay_ms.unwrap_or(settings.delivery_delay_ms);
             if delay_ms == 0 {
-                append_expiring_in(&txn, &self.keys, &values, &[expires_at_ms]).await?;
+                append_fair_in(&txn, &self.keys, &values, &[expires_at_ms], fair).await?;
                 return Ok(Deduplicated::Pushed {
                     visible_at_ms: None,
                     expires_at_ms,
                 });
             }
             let visible_at_ms = enqueued_at_ms.saturating_add(delay_ms);
-            self.hold_items(&txn, &values, visible_at_ms, &[expires_at_ms])
+            self.hold_items(&txn, &values, visible_at_ms, &[expires_at_ms], fair)
                 .await?;
             Ok(Deduplicated::Pushed {
                 visible_at_ms: Some(visible_at_ms),
@@ -218,14 +237,6 @@ impl<S: Store> PriorityQueue<S> {
 
     async fn write_items(&self, txn: &S::Txn, values: &[(i64, Vec<u8>)]) -> Result<(), StoreError> {
         append_in(txn, &self.keys, values).await
-    }
-
-    async fn item_keys(
-        &self,
-        txn: &S::Txn,
-        values: &[(i64, Vec<u8>)],
-    ) -> Result<Vec<Vec<u8>>, StoreError> {
-        item_keys_in(txn, &self.keys, values).await
     }
 
     /// Pops the item of lowest priority (the earliest pushed among equals).
@@ -361,6 +372,48 @@ pub struct PushAsk<'a> {
     pub retention_ms: Option<u64>,
     /// Stored only if this id is not counting.
     pub dedup_id: Option<&'a [u8]>,
+    /// Served fairly with the other keys of its priority (checked by the
+    /// caller with [`crate::queue::fair::check_key`]).
+    pub fair_key: Option<&'a str>,
+}
+
+/// The fairness terms of a priority push: each item's key (`None`, or
+/// past the end of `keys`: a plain item at the next count of its
+/// priority) and the queue's `fair_weights`.
+#[derive(Debug, Clone, Copy)]
+pub struct Fair<'a> {
+    /// Each item's fairness key, in order.
+    pub keys: &'a [Option<&'a str>],
+    /// The queue's weights (a key not named has weight 1).
+    pub weights: &'a BTreeMap<String, u32>,
+}
+
+/// No weights: what a push without fairness keys passes.
+static NO_WEIGHTS: BTreeMap<String, u32> = BTreeMap::new();
+
+impl Fair<'static> {
+    /// A push without fairness keys.
+    pub const NONE: Fair<'static> = Fair {
+        keys: &[],
+        weights: &NO_WEIGHTS,
+    };
+}
+
+/// In `txn`: the envelope of a fresh item for `payload`, carrying its
+/// fairness key (so a dead letter keeps its tenant).
+fn encode_keyed_in<T: Transaction>(
+    txn: &T,
+    enqueued_at_ms: u64,
+    payload: &[u8],
+    expires_at_ms: Option<u64>,
+    fair_key: Option<&str>,
+) -> Result<Vec<u8>, StoreError> {
+    let Some(key) = fair_key else {
+        return crate::queue::parts::encode_fresh_in(txn, enqueued_at_ms, payload, expires_at_ms);
+    };
+    let mut item = crate::queue::parts::fresh_in(txn, enqueued_at_ms, payload, expires_at_ms)?;
+    item.fair_key = Some(key.to_string());
+    Ok(encode_item_value(&item))
 }
 
 /// What a push with a dedup id did.
@@ -395,7 +448,19 @@ pub async fn append_expiring_in<T: Transaction>(
     values: &[(i64, Vec<u8>)],
     expires: &[Option<u64>],
 ) -> Result<(), StoreError> {
-    let item_keys = item_keys_in(txn, keys, values).await?;
+    append_fair_in(txn, keys, values, expires, Fair::NONE).await
+}
+
+/// [`append_expiring_in`], the items with a fairness key in `fair` placed
+/// at their key's tag within their priority.
+pub async fn append_fair_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    values: &[(i64, Vec<u8>)],
+    expires: &[Option<u64>],
+    fair: Fair<'_>,
+) -> Result<(), StoreError> {
+    let item_keys = item_keys_in(txn, keys, values, fair).await?;
     for (position, (key, (_, value))) in item_keys.iter().zip(values).enumerate() {
         txn.set(key, value)?;
         let expires_at_ms = expires.get(position).copied().flatten();
@@ -405,16 +470,31 @@ pub async fn append_expiring_in<T: Transaction>(
 }
 
 /// The keys of `values`, in order: each at the next count of its priority
-/// (one snapshot read per priority of the batch, so pushes never conflict).
+/// (one snapshot read per priority of the batch, so pushes never
+/// conflict), or, with a fairness key in `fair`, at its key's tag (see
+/// [`crate::queue::fair::priority_tags_in`]; no read for plain items).
 async fn item_keys_in<T: Transaction>(
     txn: &T,
     keys: &QueueKeys,
     values: &[(i64, Vec<u8>)],
+    fair: Fair<'_>,
 ) -> Result<Vec<Vec<u8>>, StoreError> {
     assert_eq!(keys.kind(), QueueKind::Priority, "a priority queue's keys");
+    let fair_key = |position: usize| fair.keys.get(position).copied().flatten();
+    let keyed: Vec<(i64, &str)> = values
+        .iter()
+        .enumerate()
+        .filter_map(|(position, (priority, _))| Some((*priority, fair_key(position)?)))
+        .collect();
+    let mut tags = if keyed.is_empty() {
+        Vec::new()
+    } else {
+        crate::queue::fair::priority_tags_in(txn, keys, &keyed, fair.weights).await?
+    }
+    .into_iter();
     let mut next_count: HashMap<i64, u64> = HashMap::new();
-    for (priority, _) in values {
-        if !next_count.contains_key(priority) {
+    for (position, (priority, _)) in values.iter().enumerate() {
+        if fair_key(position).is_none() && !next_count.contains_key(priority) {
             let next = last_count(txn, keys, *priority)
                 .await?
                 .map_or(0, |count| count.saturating_add(1));
@@ -423,12 +503,17 @@ async fn item_keys_in<T: Transaction>(
     }
     let mut rng = rand::rng();
     let mut item_keys = Vec::with_capacity(values.len());
-    for (priority, _) in values {
+    for (position, (priority, _)) in values.iter().enumerate() {
+        let mut random = [0u8; RANDOM_LEN];
+        rng.fill_bytes(&mut random);
+        if fair_key(position).is_some() {
+            let tag = tags.next().expect("a tag per keyed item");
+            item_keys.push(keys.priority_item(*priority, tag, &random));
+            continue;
+        }
         let count = next_count
             .get_mut(priority)
             .expect("every priority of the batch has a count");
-        let mut random = [0u8; RANDOM_LEN];
-        rng.fill_bytes(&mut random);
         item_keys.push(keys.priority_item(*priority, *count, &random));
         // Saturates only after 2^64 pushes at one priority; the random
         // suffix still keeps keys unique.

@@ -115,7 +115,8 @@ fn parse_priority(params: PushParams) -> Result<i64, ApiError> {
 #[utoipa::path(post, path = "/v1/pqueues/{queue}/items", tag = "priority", operation_id = "pq_push",
     params(("queue" = String, Path, description = "Queue name: 1 to 128 of A-Z a-z 0-9 . _ -, not starting with ., plus .dead for a dead-letter queue"), PushParams,
         ("hotq-dedup-id" = Option<String>, Header, description = "Dedup id (1-128 bytes): a push naming an id pushed within the queue's dedup window stores nothing and answers 200 with duplicate: true"),
-        ("hotq-retention-ms" = Option<u64>, Header, description = "Keep the item at most this long (1 ms to 365 days) unless delivered; default: the queue's retention_ms setting, none unless set")),
+        ("hotq-retention-ms" = Option<u64>, Header, description = "Keep the item at most this long (1 ms to 365 days) unless delivered; default: the queue's retention_ms setting, none unless set"),
+        ("hotq-fair-key" = Option<String>, Header, description = "Fairness key (1-128 of A-Z a-z 0-9 . _ - : @ /; 400 bad_fair_key otherwise): min pops serve the keys of one priority in proportion to their fair_weights (default 1 each), FIFO within a key; a lower priority still comes first")),
     request_body(content = [u8], content_type = "application/octet-stream", description = "The item's bytes"),
     responses((status = 201, description = "Pushed", body = PushAnswer),
         (status = 200, description = "A duplicate: nothing was written (duplicate: true)", body = PushAnswer),
@@ -135,18 +136,14 @@ pub async fn push<S: Store>(
             .get(DEDUP_ID_HEADER)
             .map(|value| dedup_id(value.as_bytes()))
             .transpose()?;
-        let retention_ms = super::push::retention_ms(&headers)?;
-        let body = body_bytes(body)?;
-        let answer = push_checked(
-            &state,
-            name,
-            &body,
-            priority,
+        let terms = PqPushTerms {
             delay_ms,
             dedup_id,
-            retention_ms,
-        )
-        .await?;
+            retention_ms: super::push::retention_ms(&headers)?,
+            fair_key: super::push::fair_key(&headers)?,
+        };
+        let body = body_bytes(body)?;
+        let answer = push_checked(&state, name, &body, priority, terms).await?;
         let status = if answer.duplicate == Some(true) {
             StatusCode::OK
         } else {
@@ -157,6 +154,19 @@ pub async fn push<S: Store>(
     .await
 }
 
+/// How a priority push stores its item, each checked by the front end.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PqPushTerms {
+    /// Invisible for this long (`None`: the queue's `delivery_delay_ms`).
+    pub delay_ms: Option<u64>,
+    /// Stored only if this id is not counting.
+    pub dedup_id: Option<Vec<u8>>,
+    /// Kept at most this long (`None`: the queue's `retention_ms`).
+    pub retention_ms: Option<u64>,
+    /// Served fairly with the other keys of its priority.
+    pub fair_key: Option<String>,
+}
+
 /// Pushes one item of `priority` to the priority queue `name`, checked
 /// (every front end's priority pushes).
 pub(crate) async fn push_checked<S: Store>(
@@ -164,10 +174,14 @@ pub(crate) async fn push_checked<S: Store>(
     name: crate::keys::QueueName,
     body: &[u8],
     priority: i64,
-    delay_ms: Option<u64>,
-    dedup_id: Option<Vec<u8>>,
-    retention_ms: Option<u64>,
+    terms: PqPushTerms,
 ) -> Result<PushAnswer, ApiError> {
+    let PqPushTerms {
+        delay_ms,
+        dedup_id,
+        retention_ms,
+        fair_key,
+    } = terms;
     // Checked before the queue is noted: a refused item names no queue.
     state.hotq.check_item(body)?;
     state.hotq.check_payload_sizes([body.len()])?;
@@ -179,7 +193,13 @@ pub(crate) async fn push_checked<S: Store>(
     };
     let pushed = state
         .hotq
-        .push_priority(&name, body, priority, dedup_id.as_deref(), options)
+        .push_priority(
+            &name,
+            body,
+            priority,
+            (dedup_id.as_deref(), fair_key.as_deref()),
+            options,
+        )
         .await?;
     Ok(PushAnswer {
         pushed: pushed.pushed,

@@ -15,8 +15,15 @@
 //!
 //! Depth and waiting come from the counters pushes, pops and requests
 //! maintain with atomic adds; the oldest age from one snapshot read of the head.
+//!
+//! The rotation also prunes each queue's fairness tags the head has
+//! passed ([`prune_fair_tags`]: at most 1,000 read per queue and visit,
+//! continuing where a cut scan stopped at the queue's next visit), so a
+//! queue of many short-lived keys keeps tags only for keys with items.
+//! Every daemon's sampler does it; two passes on one queue at once
+//! conflict, and one of them tries again at its next visit.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -47,7 +54,14 @@ pub struct Rotation {
     /// Whether `_other` was ever published, by kind (then an empty
     /// rotation sets it to 0).
     other_published: [bool; 2],
+    /// Where the pruning of a queue's fairness tags continues, for the
+    /// queues whose last scan was cut at its bound (at most
+    /// [`PRUNE_CURSORS_MAX`]; past that, new ones start from the first tag).
+    prune_after: HashMap<(QueueKind, QueueName), Vec<u8>>,
 }
+
+/// Most queues whose pruning cursor the rotation keeps.
+const PRUNE_CURSORS_MAX: usize = 1_024;
 
 /// The index of `kind` in [`Rotation`]'s per-kind arrays.
 fn kind_index(kind: QueueKind) -> usize {
@@ -65,6 +79,7 @@ impl Default for Rotation {
             other: [[0.0; 7]; 2],
             other_seen: [false; 2],
             other_published: [false; 2],
+            prune_after: HashMap::new(),
         }
     }
 }
@@ -109,6 +124,7 @@ pub async fn sample_once<S: Store>(state: &AppState<S>, rotation: &mut Rotation)
         };
         // It is in the store: if deleted earlier, it was made again.
         crate::metrics::found_in_store(queue.0, &queue.1, read_began);
+        prune_fair_tags(state, rotation, &queue).await;
         let Some(gauges) = read_gauges(state, &queue).await else {
             continue;
         };
@@ -123,6 +139,28 @@ pub async fn sample_once<S: Store>(state: &AppState<S>, rotation: &mut Rotation)
     let step_ms = crate::console::history::step_ms(state.config.metrics_sample_interval_ms);
     for kind in [QueueKind::Fifo, QueueKind::Priority] {
         crate::console::history::record_total(kind, crate::envelope::now_ms(), step_ms);
+    }
+}
+
+/// Prunes the fairness tags the head of `queue` has passed, from where its
+/// last pass stopped; a failed pass (a conflict) is tried again from the
+/// same place at the next visit.
+async fn prune_fair_tags<S: Store>(
+    state: &AppState<S>,
+    rotation: &mut Rotation,
+    queue: &(QueueKind, QueueName),
+) {
+    let keys = QueueKeys::of_kind(queue.0, &queue.1);
+    let after = rotation.prune_after.remove(queue);
+    let next = match state.hotq.prune_fair_tags(&keys, after.as_deref()).await {
+        Ok(pruned) => pruned.after,
+        // Tried again from the same place.
+        Err(_) => after,
+    };
+    if let Some(next) = next
+        && rotation.prune_after.len() < PRUNE_CURSORS_MAX
+    {
+        rotation.prune_after.insert(queue.clone(), next);
     }
 }
 

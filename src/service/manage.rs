@@ -6,6 +6,7 @@ use super::{Error, Hotq, Result};
 use crate::keys::{QueueKeys, QueueKind, QueueName};
 use crate::queue::admin::{self, Dropped, LEASES_LIMIT_MAX, LIST_LIMIT_MAX, QueueSummary};
 use crate::queue::admin::{LeaseCursor, LeaseSummary};
+use crate::queue::fair::{FAIR_PRUNE_SCAN_MAX, Pruned, prune_after_in};
 use crate::store::{Read, Store, Transaction, decode_counter};
 
 /// A queue's counters, read in one snapshot (SQS's `ApproximateNumberOf…`).
@@ -67,6 +68,22 @@ impl<S: Store> Hotq<S> {
             leased: counter(txn.get(&keys.leased(), Read::Snapshot).await?),
             delayed: counter(txn.get(&keys.delayed_count(), Read::Snapshot).await?),
         })
+    }
+
+    /// Clears the tags of fairness keys the head of the queue of `keys`
+    /// has passed, reading at most [`FAIR_PRUNE_SCAN_MAX`] tags after the
+    /// tag key `after` (see [`crate::queue::fair::prune_after_in`]), in one
+    /// attempt: a conflict (a push of a key being cleared, another
+    /// daemon's pass) is an error, and the next pass tries again. Commits
+    /// only when something is cleared; a queue without keys costs one
+    /// empty range read.
+    pub async fn prune_fair_tags(&self, keys: &QueueKeys, after: Option<&[u8]>) -> Result<Pruned> {
+        let txn = self.store.begin()?;
+        let pruned = prune_after_in(&txn, keys, after, FAIR_PRUNE_SCAN_MAX).await?;
+        if pruned.cleared > 0 {
+            txn.commit().await?;
+        }
+        Ok(pruned)
     }
 
     /// This daemon's waiters in memory count as waiting too, as they do in

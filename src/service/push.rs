@@ -141,13 +141,15 @@ impl<S: Store> Hotq<S> {
     }
 
     /// Pushes one item of `priority` to the priority queue `name`,
-    /// checked (empty, over `payload_bytes_max`, its dedup id's form).
+    /// checked (empty, over `payload_bytes_max`, its dedup id's and
+    /// fairness key's forms); with a fairness key, it is served fairly
+    /// with the other keys of its priority (see [`crate::queue::fair`]).
     pub async fn push_priority(
         &self,
         name: &QueueName,
         payload: &[u8],
         priority: i64,
-        dedup_id: Option<&[u8]>,
+        (dedup_id, fair_key): (Option<&[u8]>, Option<&str>),
         options: PushOptions,
     ) -> Result<Pushed> {
         self.check_item(payload)?;
@@ -158,11 +160,15 @@ impl<S: Store> Hotq<S> {
         if let Some(id) = dedup_id {
             check_dedup_id(id)?;
         }
+        if let Some(key) = fair_key {
+            crate::queue::fair::check_key(key).map_err(Error::BadFairKey)?;
+        }
         let queue = PriorityQueue::new(self.store.clone(), name.clone());
         let ask = PushAsk {
             delay_ms: options.delay_ms,
             retention_ms: options.retention_ms,
             dedup_id,
+            fair_key,
         };
         let pushed = queue
             .push_one(payload, priority, ask, &self.settings_defaults)

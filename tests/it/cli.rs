@@ -180,6 +180,42 @@ async fn push_takes_a_fairness_key() {
     daemon.stop().await;
 }
 
+/// `hotq pq push --fair-key` places items fairly within their priority:
+/// a quiet key's item comes right behind the noisy key's first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pq_push_takes_a_fairness_key() {
+    let daemon = Daemon::start(|_| {}).await;
+    let url = &daemon.url;
+    let words = ["pq", "push", "cli-pfair", "--priority", "3", "--fair-key"];
+    let noisy: Vec<&str> = words
+        .iter()
+        .copied()
+        .chain(["noisy", "n0", "n1", "n2"])
+        .collect();
+    let noisy = hotq(url, &noisy).await;
+    assert!(noisy.status.success(), "{}", stderr(&noisy));
+    let quiet: Vec<&str> = words.iter().copied().chain(["quiet", "q0"]).collect();
+    let quiet = hotq(url, &quiet).await;
+    assert!(quiet.status.success(), "{}", stderr(&quiet));
+    let mut order = Vec::new();
+    for _ in 0..3 {
+        let popped = crate::common::daemon::http()
+            .post(format!("{url}/v1/pqueues/cli-pfair/pop?end=min"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(popped.status(), reqwest::StatusCode::OK);
+        order.push(popped.text().await.unwrap());
+    }
+    assert_eq!(order[0], "n0");
+    assert!(order[1..].contains(&"q0".to_string()), "{order:?}");
+    let bad: Vec<&str> = words.iter().copied().chain(["no spaces", "x"]).collect();
+    let bad = hotq(url, &bad).await;
+    assert!(!bad.status.success());
+    assert!(stderr(&bad).contains("bad_fair_key"), "{}", stderr(&bad));
+    daemon.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn push_takes_a_group_and_a_dedup_id() {
     let daemon = Daemon::start(|_| {}).await;

@@ -16,7 +16,7 @@ use hotq::coordinator::Coordinator;
 use hotq::envelope::{End, now_ms};
 use hotq::keys::{QueueKeys, QueueName};
 use hotq::queue::dedup::{PushItem, PushTerms, push_fair, push_with};
-use hotq::queue::fair::{KeyBacklog, TAG_SCALE, prune_in};
+use hotq::queue::fair::{KeyBacklog, TAG_SCALE, prune_after_in, prune_in};
 use hotq::queue::settings::{Defaults, apply_change, update};
 use hotq::queue::{Item, Queue};
 use hotq::staging::StagingConfig;
@@ -484,6 +484,68 @@ async fn weights_apply_from_the_next_push_and_drained_tags_are_pruned() {
         .filter_map(|row| keys.fair_key_of(&row.key))
         .collect();
     assert_eq!(left, vec!["other".to_string()]);
+    shut_down(&coordinator).await;
+}
+
+/// A pruning pass cut at its bound continues after the last tag it read,
+/// clears only drained keys' tags (never a backlogged key's, wherever it
+/// sorts), and a push raising a tag it clears makes it conflict: the
+/// push's tag stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pruning_continues_past_its_bound_and_yields_to_pushes() {
+    let (store, _dir) = common::embedded_store(Durability::Buffered);
+    let keys = queue("pruned-in-steps");
+    for key in ["a", "b", "c", "d", "e"] {
+        push(&store, &keys, Some(key), 0, 1).await;
+    }
+    let coordinator = coordinators(&store, 1);
+    for _ in 0..5 {
+        coordinator[0]
+            .pop(&keys, End::Front, POP_WAIT)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    push(&store, &keys, Some("c"), 1, 3).await;
+    let mut after = None;
+    let mut cleared = 0;
+    for _ in 0..3 {
+        let txn = store.begin().unwrap();
+        let pruned = prune_after_in(&txn, &keys, after.as_deref(), 2)
+            .await
+            .unwrap();
+        txn.commit().await.unwrap();
+        cleared += pruned.cleared;
+        after = pruned.after;
+    }
+    assert_eq!(
+        (cleared, after),
+        (4, None),
+        "a, b, d, e in three passes of 2"
+    );
+    let tag_keys = || async {
+        common::scan(&store, keys.fair_tags_range())
+            .await
+            .iter()
+            .filter_map(|row| keys.fair_key_of(&row.key))
+            .collect::<Vec<String>>()
+    };
+    assert_eq!(tag_keys().await, vec!["c".to_string()]);
+    // `x` drained; a pass finds its tag stale while `x` pushes again.
+    push(&store, &keys, Some("x"), 0, 1).await;
+    for _ in 0..4 {
+        coordinator[0]
+            .pop(&keys, End::Front, POP_WAIT)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    let txn = store.begin().unwrap();
+    let pruned = prune_after_in(&txn, &keys, None, 100).await.unwrap();
+    assert_eq!(pruned.cleared, 2, "c and x drained");
+    push(&store, &keys, Some("x"), 1, 1).await;
+    assert!(txn.commit().await.is_err(), "the push's tag is read");
+    assert_eq!(tag_keys().await, vec!["c".to_string(), "x".to_string()]);
     shut_down(&coordinator).await;
 }
 

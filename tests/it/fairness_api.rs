@@ -3,7 +3,8 @@
 //! element) and RESP (`PUSH … FAIR key`), popped over HTTP, served in
 //! proportion to the queue's `fair_weights`, with each key's backlog in
 //! the queue's stats; a malformed key refused with 400 `bad_fair_key`
-//! (RESP: `ERR bad_fair_key`) and nothing written.
+//! (RESP: `ERR bad_fair_key`) and nothing written; the tags of drained
+//! keys pruned by the daemon.
 //!
 //! The order is decided at push time (each item's place is its virtual
 //! tag), so popping one at a time gives exact counts over every window.
@@ -336,6 +337,39 @@ async fn the_sampler_exports_each_key_s_backlog() {
         assert!(tokio::time::Instant::now() < deadline, "not hidden in time");
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
+    daemon.stop().await;
+}
+
+/// The daemon prunes the tags of drained keys (the sampler's rotation):
+/// 50 short-lived keys of one item each, behind a `busy` key of 100, all
+/// popped (the first 52 pops: `busy:0`, then the 50 keys' items tied with
+/// `busy:1`); their 50 tags go within the bound while `busy`'s stays, and
+/// `busy` keeps its order to the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_prunes_the_tags_of_drained_keys() {
+    let daemon = Daemon::start(|config| config.metrics_sample_interval_ms = 20).await;
+    push_batch_keyed(&daemon, "fair-prune", "busy", 100).await;
+    for key in 0..50 {
+        push_one_by_one(&daemon, "fair-prune", &format!("k{key}"), 1).await;
+    }
+    let keys = hotq::keys::QueueKeys::new(&hotq::keys::QueueName::new("fair-prune").unwrap());
+    let tag_keys = || async {
+        crate::common::scan(&daemon.store, keys.fair_tags_range())
+            .await
+            .iter()
+            .filter_map(|row| keys.fair_key_of(&row.key))
+            .collect::<Vec<String>>()
+    };
+    assert_eq!(tag_keys().await.len(), 51);
+    let (_, numbers) = pop_labels(&daemon, "fair-prune", 52).await;
+    assert_eq!(numbers.len(), 51, "every short key popped: {numbers:?}");
+    crate::common::eventually("the drained keys' tags pruned", SAMPLE_BOUND, || async {
+        tag_keys().await == vec!["busy".to_string()]
+    })
+    .await;
+    let (labels, numbers) = pop_labels(&daemon, "fair-prune", 98).await;
+    assert!(labels.iter().all(|label| label == "busy"), "{labels:?}");
+    assert_eq!(numbers["busy"], (2..100).collect::<Vec<usize>>());
     daemon.stop().await;
 }
 

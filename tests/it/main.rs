@@ -55,6 +55,7 @@ mod every_queue_first_class;
 mod expiry_of_large_leases;
 mod fairness;
 mod fairness_api;
+mod fairness_priority;
 mod fdb_suites_skipped;
 mod fifo_queue;
 mod fsync_histograms;

@@ -162,3 +162,20 @@ def test_fairness_keys_share_pops_by_weight(daemon) -> None:
         with pytest.raises(BadRequest) as refused:
             client.push("tenants", b"x", fair_key="two words")
         assert refused.value.code == "bad_fair_key"
+
+
+def test_priority_fairness_keys_share_one_priority(daemon) -> None:
+    """A noisy key's backlog at priority 5, then a quiet key there: a min
+    pop takes the quiet item one step past the noisy head; a lower
+    priority still comes first."""
+    with Client(daemon.url) as client:
+        for _ in range(5):
+            client.pq_push("pq-tenants", b"noisy", 5, fair_key="noisy")
+        client.pq_push("pq-tenants", b"quiet", 5, fair_key="quiet")
+        client.pq_push("pq-tenants", b"urgent", 1)
+        labels = [client.pq_pop("pq-tenants")[0].data.decode() for _ in range(4)]
+        assert labels[:2] == ["urgent", "noisy"], labels
+        assert "quiet" in labels[2:], labels
+        with pytest.raises(BadRequest) as refused:
+            client.pq_push("pq-tenants", b"x", 5, fair_key="two words")
+        assert refused.value.code == "bad_fair_key"

@@ -64,7 +64,7 @@ fn end(args: &mut Args) -> Result<End, CmdError> {
     }
 }
 
-/// `PQ PUSH queue priority [DELAY ms] [DEDUP id] [RETENTION ms] [ITEMS] item`: 1 pushed,
+/// `PQ PUSH queue priority [DELAY ms] [DEDUP id] [RETENTION ms] [FAIR key] [ITEMS] item`: 1 pushed,
 /// 0 for a duplicate.
 async fn push<S: Store>(ctx: &mut Ctx<'_, S>, queue: &str, mut args: Args) -> Answer {
     let answer = async {
@@ -77,20 +77,24 @@ async fn push<S: Store>(ctx: &mut Ctx<'_, S>, queue: &str, mut args: Args) -> An
                 format!("priority must be a signed 64-bit integer, got {priority_text:?}"),
             )
         })?;
-        let (mut delay_ms, mut dedup_id, mut retention_ms) = (None, None, None);
+        let mut terms = crate::server::pqueue::PqPushTerms::default();
         loop {
             match args.peek_keyword().as_deref() {
                 Some("DELAY") if args.left() > 1 => {
                     args.next_arg();
-                    delay_ms = Some(ctx.state.hotq.check_delay_ms(args.number("DELAY")?)?);
+                    terms.delay_ms = Some(ctx.state.hotq.check_delay_ms(args.number("DELAY")?)?);
                 }
                 Some("DEDUP") if args.left() > 1 => {
                     args.next_arg();
-                    dedup_id = Some(crate::server::push::dedup_id(&args.required()?)?);
+                    terms.dedup_id = Some(crate::server::push::dedup_id(&args.required()?)?);
                 }
                 Some("RETENTION") if args.left() > 1 => {
                     args.next_arg();
-                    retention_ms = Some(super::queue::retention(&mut args)?);
+                    terms.retention_ms = Some(super::queue::retention(&mut args)?);
+                }
+                Some("FAIR") if args.left() > 1 => {
+                    args.next_arg();
+                    terms.fair_key = Some(super::queue::fair(&mut args)?);
                 }
                 Some("ITEMS") => {
                     args.next_arg();
@@ -103,16 +107,8 @@ async fn push<S: Store>(ctx: &mut Ctx<'_, S>, queue: &str, mut args: Args) -> An
         if args.left() > 0 {
             return Err(ApiError::bad_parameter("PQ PUSH takes one item").into());
         }
-        let answer = crate::server::pqueue::push_checked(
-            ctx.state,
-            name,
-            &item,
-            priority,
-            delay_ms,
-            dedup_id,
-            retention_ms,
-        )
-        .await?;
+        let answer =
+            crate::server::pqueue::push_checked(ctx.state, name, &item, priority, terms).await?;
         Ok(Reply::Int(answer.pushed as i64))
     }
     .await;

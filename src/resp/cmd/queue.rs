@@ -134,7 +134,7 @@ pub fn retention(args: &mut Args) -> Result<u64, CmdError> {
 
 /// `FAIR key`'s value, checked as the HTTP header is (1-128 of
 /// A-Z a-z 0-9 . _ - : @ /).
-fn fair(args: &mut Args) -> Result<String, CmdError> {
+pub fn fair(args: &mut Args) -> Result<String, CmdError> {
     // Lossy: a byte out of UTF-8 becomes U+FFFD, which the check refuses.
     Ok(service::check_fair_key(args.text()?)?)
 }

@@ -130,7 +130,7 @@ pub const PQ_SUBCOMMANDS: &[Spec] = &[
         "pq|push",
         -5,
         WF,
-        "PQ PUSH queue priority [DELAY ms] [DEDUP id] [RETENTION ms] [ITEMS] item: pushes one item with a priority; the number pushed",
+        "PQ PUSH queue priority [DELAY ms] [DEDUP id] [RETENTION ms] [FAIR key] [ITEMS] item: pushes one item with a priority; the number pushed",
     ),
     taking(pq_cmd(
         "pq|pop",

@@ -337,11 +337,20 @@ def redrive(queue: str, max: Optional[int]) -> Call:
     return Call("POST", f"/v1/queues/{q(queue)}/redrive", params)
 
 
-def pq_push(queue: str, data: bytes, priority: int, delay_ms: Optional[int] = None) -> Call:
+def pq_push(
+    queue: str,
+    data: bytes,
+    priority: int,
+    delay_ms: Optional[int] = None,
+    fair_key: Optional[str] = None,
+) -> Call:
     params: Dict[str, Any] = {"priority": priority}
     if delay_ms is not None:
         params["delay_ms"] = delay_ms
-    return Call("POST", f"/v1/pqueues/{q(queue)}/items", params, content=bytes(data))
+    headers = {} if fair_key is None else {"hotq-fair-key": fair_key}
+    return Call(
+        "POST", f"/v1/pqueues/{q(queue)}/items", params, content=bytes(data), headers=headers
+    )
 
 
 def pq_pop(

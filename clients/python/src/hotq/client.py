@@ -186,11 +186,18 @@ class Client:
         return int(self._send(wire.redrive(dead_letter_queue, max)).json()["redriven"])
 
     def pq_push(
-        self, queue: str, data: bytes, priority: int, delay_ms: Optional[int] = None
+        self,
+        queue: str,
+        data: bytes,
+        priority: int,
+        delay_ms: Optional[int] = None,
+        fair_key: Optional[str] = None,
     ) -> PushResult:
         """Pushes one item to a priority queue; ``delay_ms`` (default: the
-        queue's ``delivery_delay_ms``) keeps it invisible that long."""
-        call = wire.pq_push(queue, data, priority, delay_ms)
+        queue's ``delivery_delay_ms``) keeps it invisible that long. With
+        ``fair_key``, ``min`` pops serve the keys of one priority in
+        proportion to their ``fair_weights``, in push order within a key."""
+        call = wire.pq_push(queue, data, priority, delay_ms, fair_key)
         return wire.parse_push((self._send(call)).json())
 
     def pq_pop(
