@@ -24,6 +24,11 @@
 //! the safe side). A lease that expires (its worker gone, a daemon
 //! SIGKILLed) frees its place when the timer returns its item.
 //!
+//! **Per fairness key** ([`per_key`]): `leases_per_key_max` (a lease
+//! count per key) and `pop_rate_per_key_max` (a GCRA cell per key). A
+//! pop reads them for the keys of the items it read and passes over an
+//! item whose key is at a limit for the next one.
+//!
 //! A pop the limits hold back is not an error: one that may wait waits in
 //! its queue's line (its fulfillment loop waits for the next token's time
 //! or for `leased` to change), one that must not wait answers empty.
@@ -96,14 +101,14 @@ impl Limits {
 
     /// True when a limit per fairness key applies to a transaction that
     /// may lease (`leasing`) or not.
-    fn per_key(&self, leasing: bool) -> bool {
+    fn has_per_key(&self, leasing: bool) -> bool {
         (leasing && self.leases_per_key_max.is_some()) || self.rate_per_key.is_some()
     }
 
     /// Items a transaction reads past those it wants, so that items of
     /// keys at a limit per key do not hide the others.
     pub fn lookahead(&self, leasing: bool) -> usize {
-        match self.per_key(leasing) {
+        match self.has_per_key(leasing) {
             true => PER_KEY_LOOKAHEAD,
             false => 0,
         }
@@ -377,7 +382,7 @@ pub async fn budget_in<T: Transaction>(
         let leased = decode_counter(txn.get(&keys.leased(), Read::Snapshot).await?.as_deref());
         budget.leases_left = Some(max.saturating_sub(leased.max(0) as u64));
     }
-    if limits.per_key(leasing) {
+    if limits.has_per_key(leasing) {
         budget.per_key = Some(PerKey {
             leases_max: limits.leases_per_key_max.filter(|_| leasing),
             rate: limits.rate_per_key,
