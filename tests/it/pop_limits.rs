@@ -805,3 +805,37 @@ async fn pop_rate_per_key_max_holds_for_each_tenant_on_two_daemons() {
     second.stop().await;
     first.stop().await;
 }
+
+/// Over RESP (`SETTINGS` with JSON, `POP … LEASE`, redis-rs as a client):
+/// a leased pop at `leases_max` answers an empty array, never an error,
+/// and the next after an `ACK` gets the item.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_resp_a_held_pop_answers_empty() {
+    use common::resp::{call, redis};
+    use redis::Value as R;
+    let daemon = Daemon::start_resp(|_| {}).await;
+    let mut con = redis(&daemon.redis_url()).await;
+    call(&mut con, &["SETTINGS", "capped", r#"{"leases_max": 1}"#]).await;
+    call(&mut con, &["PUSH", "capped", "one", "two"]).await;
+    let entries = |reply: R| match reply {
+        R::Array(mut parts) => match parts.remove(0) {
+            R::Array(entries) => entries,
+            other => panic!("entries: {other:?}"),
+        },
+        other => panic!("a POP reply: {other:?}"),
+    };
+    let first = entries(call(&mut con, &["POP", "capped", "LEASE", "30000"]).await);
+    let receipt = match &first[..] {
+        [R::Array(entry)] => match &entry[0] {
+            R::BulkString(bytes) => String::from_utf8(bytes.clone()).unwrap(),
+            other => panic!("a receipt: {other:?}"),
+        },
+        other => panic!("one entry: {other:?}"),
+    };
+    let held = entries(call(&mut con, &["POP", "capped", "LEASE", "30000"]).await);
+    assert!(held.is_empty(), "held back: {held:?}");
+    call(&mut con, &["ACK", "capped", &receipt]).await;
+    let next = entries(call(&mut con, &["POP", "capped", "LEASE", "30000"]).await);
+    assert_eq!(next.len(), 1, "{next:?}");
+    daemon.stop().await;
+}
