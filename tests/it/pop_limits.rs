@@ -70,6 +70,20 @@ async fn push_numbered(url: &str, queue: &str, count: usize) {
     }
 }
 
+/// Two daemons on one store (as two on one cluster), with `change` set
+/// on `queue` through the first.
+async fn two_daemons(queue: &str, change: Value) -> (Daemon, Daemon) {
+    let first = Daemon::start(|_| {}).await;
+    let second = Daemon::start_on(first.store.clone(), |_| {}).await;
+    set_ok(&first.url, queue, change).await;
+    (first, second)
+}
+
+/// The daemon worker `worker` talks to: workers alternate between two.
+fn url_of(first: &Daemon, second: &Daemon, worker: usize) -> String {
+    [&first.url, &second.url][worker % 2].clone()
+}
+
 /// Largest value seen by a concurrent high-water mark.
 fn raise(mark: &AtomicI64, value: i64) {
     mark.fetch_max(value, Ordering::SeqCst);
@@ -84,9 +98,7 @@ fn raise(mark: &AtomicI64, value: i64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn leases_max_holds_for_64_workers_on_two_daemons() {
     const ITEMS: usize = 640;
-    let first = Daemon::start(|_| {}).await;
-    let second = Daemon::start_on(first.store.clone(), |_| {}).await;
-    set_ok(&first.url, "capped", json!({"leases_max": 10})).await;
+    let (first, second) = two_daemons("capped", json!({"leases_max": 10})).await;
     push_numbered(&first.url, "capped", ITEMS).await;
     let held = Arc::new(AtomicI64::new(0));
     let held_max = Arc::new(AtomicI64::new(0));
@@ -95,7 +107,7 @@ async fn leases_max_holds_for_64_workers_on_two_daemons() {
     let deadline = Instant::now() + BOUND * 3;
     let mut workers = Vec::new();
     for worker in 0..64 {
-        let url = [&first.url, &second.url][worker % 2].clone();
+        let url = url_of(&first, &second, worker);
         let (held, held_max, acked) = (held.clone(), held_max.clone(), acked.clone());
         workers.push(tokio::spawn(async move {
             let mut bodies = Vec::new();
@@ -172,7 +184,7 @@ async fn pop_rate_max_never_hands_out_more_than_rate_and_burst() {
     let began = Instant::now();
     let mut workers = Vec::new();
     for worker in 0..32 {
-        let url = [&first.url, &second.url][worker % 2].clone();
+        let url = url_of(&first, &second, worker);
         let popped = popped.clone();
         workers.push(tokio::spawn(async move {
             let client = Client::new(&url);
@@ -275,9 +287,7 @@ async fn an_expired_lease_frees_its_place() {
 /// through another daemon on the same store.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_settings_change_applies_to_pops_already_waiting() {
-    let first = Daemon::start(|_| {}).await;
-    let second = Daemon::start_on(first.store.clone(), |_| {}).await;
-    set_ok(&first.url, "gated", json!({"leases_max": 1})).await;
+    let (first, second) = two_daemons("gated", json!({"leases_max": 1})).await;
     push_numbered(&first.url, "gated", 4).await;
     let _held = lease(&first.url, "gated", LONG_LEASE_MS, 0).await.unwrap();
     let waiters: Vec<_> = (0..3)
@@ -627,9 +637,7 @@ async fn a_tenant_at_its_lease_limit_is_passed_over() {
 /// tenants' places all come back (nothing left leased).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn leases_per_key_max_holds_for_every_tenant_on_two_daemons() {
-    let first = Daemon::start(|_| {}).await;
-    let second = Daemon::start_on(first.store.clone(), |_| {}).await;
-    set_ok(&first.url, "shared", json!({"leases_per_key_max": 2})).await;
+    let (first, second) = two_daemons("shared", json!({"leases_per_key_max": 2})).await;
     for key in ["a", "b", "c"] {
         push_keyed(&first.url, "shared", key, 20).await;
     }
@@ -638,7 +646,7 @@ async fn leases_per_key_max_holds_for_every_tenant_on_two_daemons() {
     let deadline = Instant::now() + BOUND * 3;
     let mut workers = Vec::new();
     for worker in 0..24 {
-        let url = [&first.url, &second.url][worker % 2].clone();
+        let url = url_of(&first, &second, worker);
         let (held, acked) = (held.clone(), acked.clone());
         workers.push(tokio::spawn(async move {
             let mut bodies = Vec::new();
@@ -685,9 +693,7 @@ async fn leases_per_key_max_holds_for_every_tenant_on_two_daemons() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_limit_lowered_under_load_holds_from_then_on() {
     const ITEMS: i64 = 600;
-    let first = Daemon::start(|_| {}).await;
-    let second = Daemon::start_on(first.store.clone(), |_| {}).await;
-    set_ok(&first.url, "lowered", json!({"leases_max": 20})).await;
+    let (first, second) = two_daemons("lowered", json!({"leases_max": 20})).await;
     push_numbered(&first.url, "lowered", ITEMS as usize).await;
     let held = Arc::new(AtomicI64::new(0));
     // The most held since the last reset (reset once the change applies).
@@ -696,7 +702,7 @@ async fn a_limit_lowered_under_load_holds_from_then_on() {
     let deadline = Instant::now() + BOUND * 3;
     let mut workers = Vec::new();
     for worker in 0..32 {
-        let url = [&first.url, &second.url][worker % 2].clone();
+        let url = url_of(&first, &second, worker);
         let (held, held_max, acked) = (held.clone(), held_max.clone(), acked.clone());
         workers.push(tokio::spawn(async move {
             while acked.load(Ordering::SeqCst) < ITEMS {
@@ -768,16 +774,14 @@ async fn a_tenant_over_its_rate_is_passed_over() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn pop_rate_per_key_max_holds_for_each_tenant_on_two_daemons() {
     const PER_KEY: usize = 10;
-    let first = Daemon::start(|_| {}).await;
-    let second = Daemon::start_on(first.store.clone(), |_| {}).await;
-    set_ok(&first.url, "paced", json!({"pop_rate_per_key_max": 5})).await;
+    let (first, second) = two_daemons("paced", json!({"pop_rate_per_key_max": 5})).await;
     push_keyed(&first.url, "paced", "a", 40).await;
     push_keyed(&first.url, "paced", "b", 40).await;
     let got: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
     let began = Instant::now();
     let mut workers = Vec::new();
     for worker in 0..16 {
-        let url = [&first.url, &second.url][worker % 2].clone();
+        let url = url_of(&first, &second, worker);
         let got = got.clone();
         workers.push(tokio::spawn(async move {
             let client = Client::new(&url);
