@@ -428,7 +428,7 @@ async fn consume<T: Transaction>(
             // its forwarding row go with it (a count left behind would keep
             // the queue's delete waiting for a lease that is gone).
             let fair_key = held.as_ref().and_then(|held| held.item.fair_key.as_deref());
-            crate::lease::count_leases_in(txn, &keys, fair_key, -1)?;
+            crate::lease::end_lease_in(txn, &keys, fair_key, key)?;
             crate::lease::clear_receipt_row_in(txn, &keys, &entry.id, entry.due_ms)?;
         }
         let Some(held) = held else {

@@ -486,16 +486,34 @@ impl QueueKeys {
     }
 
     /// The queue's rate-limit cell (see `crate::queue::limits`): the
-    /// theoretical arrival time of its next pop, µs since the epoch.
+    /// theoretical arrival time of its next pop, ns since the epoch.
     pub fn rate_cell(&self) -> Vec<u8> {
         self.0.meta.pack(&("rate",))
     }
 
-    /// The count of leases held by items of fairness key `key` (see
-    /// `crate::queue::limits`), kept with atomic adds next to
-    /// [`Self::leased`].
-    pub fn leased_by(&self, key: &str) -> Vec<u8> {
-        self.0.meta.subspace(&("leased_by",)).pack(&(key,))
+    /// A lease of an item of fairness key `key` that ends at
+    /// `expires_at_ms` (see `crate::queue::limits`): one row per lease,
+    /// cleared when the lease ends; `leases_per_key_max` counts the rows
+    /// not yet past their expiry, so a row a path failed to clear stops
+    /// counting when its lease would have ended.
+    pub fn lease_of(&self, key: &str, expires_at_ms: u64, receipt: &[u8]) -> Vec<u8> {
+        let leases = self.0.meta.subspace(&("leases_of", key));
+        leases.pack(&(expires_at_ms, Bytes::from(receipt)))
+    }
+
+    /// The expiry of the lease row `row` of fairness key `key` (see
+    /// [`Self::lease_of`]).
+    pub fn lease_of_expiry(&self, key: &str, row: &[u8]) -> Option<u64> {
+        let leases = self.0.meta.subspace(&("leases_of", key));
+        let (expires_at_ms, _) = leases.unpack::<(u64, Bytes)>(row).ok()?;
+        Some(expires_at_ms)
+    }
+
+    /// `[begin, end)` of the leases of fairness key `key` ending at or
+    /// after `from_ms`.
+    pub fn leases_of_range(&self, key: &str, from_ms: u64) -> KeyRange {
+        let leases = self.0.meta.subspace(&("leases_of", key));
+        (leases.pack(&(from_ms,)), leases.range().1)
     }
 
     /// The rate-limit cell of fairness key `key` (see

@@ -165,7 +165,10 @@ pub fn lease_in<T: Transaction>(
     // The lease row is in the due index: every daemon's timer finds it
     // there, and the receipt names its key (no receipt row).
     txn.set(&keys.lease(expires_at_ms, &receipt.0), &encode_held(&held))?;
-    count_leases_in(txn, keys, item.fair_key.as_deref(), 1)?;
+    txn.atomic_add(&keys.leased(), 1)?;
+    if let Some(fair_key) = &item.fair_key {
+        txn.set(&keys.lease_of(fair_key, expires_at_ms, &receipt.0), b"")?;
+    }
     item.lease = Some(Lease {
         receipt,
         expires_at_ms,
@@ -195,20 +198,33 @@ pub(crate) fn clear_receipt_row_in<T: Transaction>(
     Ok(())
 }
 
-/// Adds `delta` to the queue's lease count and, for an item of fairness
-/// key `fair_key`, to that key's (`leases_per_key_max` reads it; see
-/// `crate::queue::limits`): every lease taken or ended counts here.
-pub(crate) fn count_leases_in<T: Transaction>(
+/// Counts the end of the lease at `lease_key` (its row in the due index)
+/// of an item of fairness key `fair_key`: one lease fewer in the queue's
+/// count, and its row under the key (see [`clear_lease_of_in`]) cleared.
+pub(crate) fn end_lease_in<T: Transaction>(
     txn: &T,
     keys: &QueueKeys,
     fair_key: Option<&str>,
-    delta: i64,
+    lease_key: &[u8],
 ) -> Result<(), StoreError> {
-    txn.atomic_add(&keys.leased(), delta)?;
-    match fair_key {
-        Some(key) => txn.atomic_add(&keys.leased_by(key), delta),
-        None => Ok(()),
-    }
+    txn.atomic_add(&keys.leased(), -1)?;
+    clear_lease_of_in(txn, keys, fair_key, lease_key)
+}
+
+/// Clears the row `leases_per_key_max` counts for the lease at
+/// `lease_key` of an item of fairness key `fair_key` (none: nothing to
+/// clear). Clearing is idempotent, and a row left behind stops counting
+/// at its lease's expiry: the count per key cannot drift.
+pub(crate) fn clear_lease_of_in<T: Transaction>(
+    txn: &T,
+    keys: &QueueKeys,
+    fair_key: Option<&str>,
+    lease_key: &[u8],
+) -> Result<(), StoreError> {
+    let (Some(fair_key), Some(entry)) = (fair_key, crate::keys::due_entry(lease_key)) else {
+        return Ok(());
+    };
+    txn.clear(&keys.lease_of(fair_key, entry.due_ms, &entry.id))
 }
 
 #[cfg(test)]

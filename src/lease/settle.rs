@@ -114,7 +114,7 @@ impl Open {
             txn.clear(receipt_key)?;
         }
         let fair_key = self.held.item.fair_key.as_deref();
-        crate::lease::count_leases_in(txn, keys, fair_key, -1)
+        crate::lease::end_lease_in(txn, keys, fair_key, &self.lease_key)
     }
 }
 
@@ -227,6 +227,11 @@ pub async fn extend_in<T: Transaction>(
         &keys.lease(expires_at_ms, &receipt.0),
         &encode_held(&open.held),
     )?;
+    if let Some(fair_key) = open.held.item.fair_key.as_deref() {
+        // The row `leases_per_key_max` counts moves with the lease.
+        crate::lease::clear_lease_of_in(txn, keys, Some(fair_key), &open.lease_key)?;
+        txn.set(&keys.lease_of(fair_key, expires_at_ms, &receipt.0), b"")?;
+    }
     // The receipt row forwards to the new expiry, unless the lease never
     // left the expiry its receipt says.
     if expires_at_ms != receipt.issued_expiry_ms() {

@@ -14,6 +14,7 @@
 //! commits; two pops of the same head conflict, and the loser is told so
 //! as a typed outcome rather than retried blindly.
 
+use crate::queue::limits::budget_in;
 use rand::RngCore;
 
 use crate::envelope::{End, PAYLOAD_SIZE_MAX, PUSH_PAYLOAD_BYTES_MAX, decode_item, now_ms};
@@ -158,19 +159,30 @@ impl<S: Store> Queue<S> {
     /// conflicts into requests, is [`crate::staging::pop`].)
     pub async fn pop(&self) -> Result<Option<Item>, QueueError> {
         let popped = transact(&self.store, self.retry, |txn| async move {
-            if crate::queue::settings::paused_in(&txn, &self.keys)
+            let gates = crate::queue::settings::gates_in(&txn, &self.keys)
                 .await
-                .map_err(corrupt_as_store)?
-            {
+                .map_err(corrupt_as_store)?;
+            if gates.paused {
                 return Ok(None);
             }
-            let Some(mut item) = self
-                .first_item(&txn, Read::Serializable)
-                .await
-                .map_err(corrupt_as_store)?
-            else {
+            // The queue's rate limits count this pop too (it leases nothing:
+            // the lease limits do not hold it); a held item answers none.
+            let mut budget = budget_in(&txn, &self.keys, gates.limits, false).await?;
+            let first = match budget.allows(false) {
+                true => self.first_item(&txn, Read::Serializable).await,
+                false => Ok(None),
+            };
+            let Some(mut item) = first.map_err(corrupt_as_store)? else {
                 return Ok(None);
             };
+            budget
+                .read_keys_in(&txn, &self.keys, std::iter::once(&item))
+                .await?;
+            if !budget.allows_item(&item, false) {
+                return Ok(None);
+            }
+            budget.take_item(&item, false);
+            budget.spend_in(&txn, &self.keys)?;
             super::parts::deliver_in(&txn, std::iter::once(&mut item))
                 .await
                 .map_err(corrupt_as_store)?;

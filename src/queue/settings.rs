@@ -324,7 +324,9 @@ pub fn apply_change(
             "pop_rate_max" => next.pop_rate_max = number(limits::POP_RATE_MAX, 1)?,
             "pop_rate_burst" => next.pop_rate_burst = number(limits::POP_RATE_BURST_MAX, 1)?,
             "leases_max" => next.leases_max = number(limits::LEASES_MAX, 1)?,
-            "leases_per_key_max" => next.leases_per_key_max = number(limits::LEASES_MAX, 1)?,
+            "leases_per_key_max" => {
+                next.leases_per_key_max = number(limits::LEASES_PER_KEY_MAX, 1)?;
+            }
             "pop_rate_per_key_max" => {
                 next.pop_rate_per_key_max = number(limits::POP_RATE_MAX, 1)?;
             }

@@ -23,8 +23,8 @@ use crate::service::{
     POP_ACKS_MAX, PUSH_BATCH_MAX, RETENTION_MS_MAX,
 };
 use crate::service::{
-    DEDUP_WINDOW_MS_MAX, LEASES_CURSOR_LEN_MAX, LEASES_LIMIT_MAX, LEASES_MAX, LIST_LIMIT_MAX,
-    MAX_DELIVERIES_MAX, POP_RATE_BURST_MAX, POP_RATE_MAX, REDRIVE_BATCH_MAX,
+    DEDUP_WINDOW_MS_MAX, LEASES_CURSOR_LEN_MAX, LEASES_LIMIT_MAX, LEASES_MAX, LEASES_PER_KEY_MAX,
+    LIST_LIMIT_MAX, MAX_DELIVERIES_MAX, POP_RATE_BURST_MAX, POP_RATE_MAX, REDRIVE_BATCH_MAX,
 };
 
 /// The limits of the running configuration that the spec states.
@@ -284,7 +284,7 @@ fn settings_schema(limits: &Limits) -> Value {
             "pop_rate_max": nullable(integer(1, POP_RATE_MAX)),
             "pop_rate_burst": nullable(integer(1, POP_RATE_BURST_MAX)),
             "leases_max": nullable(integer(1, LEASES_MAX)),
-            "leases_per_key_max": nullable(integer(1, LEASES_MAX)),
+            "leases_per_key_max": nullable(integer(1, LEASES_PER_KEY_MAX)),
             "pop_rate_per_key_max": nullable(integer(1, POP_RATE_MAX)),
         },
         "description": "Settings to change; null returns one to the default; keys not named \

@@ -34,7 +34,7 @@ pub use crate::queue::fair::{
     FAIR_BACKLOG_SHOWN_MAX, FAIR_PRUNE_SCAN_MAX, FAIR_WEIGHT_MAX, FAIR_WEIGHTS_MAX, KeyBacklog,
     Pruned,
 };
-pub use crate::queue::limits::{LEASES_MAX, POP_RATE_BURST_MAX, POP_RATE_MAX};
+pub use crate::queue::limits::{LEASES_MAX, LEASES_PER_KEY_MAX, POP_RATE_BURST_MAX, POP_RATE_MAX};
 pub use crate::queue::settings::{
     DEDUP_WINDOW_MS_MAX, Defaults as SettingsDefaults, Effective, MAX_DELIVERIES_MAX, Stored,
 };

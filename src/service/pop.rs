@@ -212,14 +212,14 @@ impl<S: Store> Hotq<S> {
                 // The batch is leased too: within the queue's limits (the
                 // heads took their share in their pop's commit).
                 let mut budget = batch_budget_in(&txn, keys).await?;
-                let mut room = budget.cap(max - heads.len(), true);
+                let mut room = max - heads.len();
                 let mut taken = Vec::with_capacity(heads.len());
                 for head in heads {
-                    let batch = take_batch_in(&txn, keys, head, room, lease_ms, now)
+                    let terms = (lease_ms, now);
+                    let batch = take_batch_in(&txn, keys, (head, room), terms, &mut budget)
                         .await
                         .map_err(crate::queue::corrupt_as_store)?;
                     room = room.saturating_sub(batch.len());
-                    batch.iter().for_each(|_| budget.take(true));
                     taken.push(batch);
                 }
                 budget.spend_in(&txn, keys)?;

@@ -4,7 +4,7 @@
 use crate::envelope::{End, now_ms};
 use crate::keys::QueueKeys;
 use crate::lease::{Receipt, lease_in};
-use crate::queue::limits::{Budget, budget_in};
+use crate::queue::limits::{Budget, PER_KEY_WIDE, budget_in};
 use crate::queue::{DirectPop, Item, QueueError, read_end};
 use crate::staging::line::AckOutcome;
 use crate::staging::round::riding::ack_all_in;
@@ -124,15 +124,28 @@ async fn read_admitted<T: Transaction>(
     }
     let read = wanted + gates.limits.lookahead(leasing);
     let mut items = read_end(txn, keys, end, read, Read::Serializable).await?;
+    budget.read_keys_in(txn, keys, items.iter()).await?;
+    let wide = read > wanted && items.len() == read && budget.admissible(&items, leasing) < wanted;
+    if wide {
+        // Held keys fill the head: look further once, with snapshot (each
+        // item taken from the wider read gets its own read conflict).
+        let read = wanted + PER_KEY_WIDE;
+        items = read_end(txn, keys, end, read, Read::Snapshot).await?;
+        budget.read_keys_in(txn, keys, items.iter()).await?;
+    }
     debug_assert!(
         crate::queue::groups::heads_are_distinct(&items),
         "one head per group"
     );
     // A pop of many large items stays bounded (the rest stay queued).
     items.truncate(crate::queue::parts::within_bytes(&items, DIRECT_BYTES_MAX));
-    budget.read_keys_in(txn, keys, items.iter()).await?;
     let items_read = !items.is_empty();
     let items = budget.admit(items, wanted, leasing);
+    if wide {
+        for item in &items {
+            txn.add_read_conflict_key(&item.key)?;
+        }
+    }
     if items_read && items.is_empty() {
         // Every item read is of a key at its `leases_per_key_max`.
         budget.refuse_keys();

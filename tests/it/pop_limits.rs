@@ -843,3 +843,87 @@ async fn over_resp_a_held_pop_answers_empty() {
     assert_eq!(next.len(), 1, "{next:?}");
     daemon.stop().await;
 }
+
+/// `path=direct` (the recipe's pop, for comparison) counts against the
+/// rate too: under `pop_rate_max = 1` the second direct pop answers 204.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_direct_path_pop_obeys_the_rate() {
+    let daemon = Daemon::start(|_| {}).await;
+    let url = &daemon.url;
+    set_ok(
+        url,
+        "recipe",
+        json!({"pop_rate_max": 1, "pop_rate_burst": 1}),
+    )
+    .await;
+    push_numbered(url, "recipe", 3).await;
+    let direct = || async {
+        let path = format!("{url}/v1/queues/recipe/pop?path=direct");
+        http().post(path).send().await.unwrap().status()
+    };
+    assert_eq!(direct().await, StatusCode::OK);
+    let second = Instant::now();
+    let status = direct().await;
+    if second.elapsed() < Duration::from_millis(900) {
+        assert_eq!(status, StatusCode::NO_CONTENT, "held by the rate");
+    }
+    daemon.stop().await;
+}
+
+/// A tenant held at its `leases_per_key_max` whose backlog fills the head
+/// of the queue (the other tenant's items went) does not hide the other
+/// tenant's items: 60 leased pops in a row each get one of b's, far past
+/// the 32 items a pop first reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_tenant_s_backlog_does_not_hide_the_others() {
+    let daemon = Daemon::start(|_| {}).await;
+    let url = &daemon.url;
+    set_ok(url, "crowded", json!({"leases_per_key_max": 1})).await;
+    push_keyed(url, "crowded", "a", 100).await;
+    push_keyed(url, "crowded", "b", 100).await;
+    // Hold a: its one lease, never acked here.
+    let mut held = None;
+    while held.is_none() {
+        let (body, receipt) = lease(url, "crowded", LONG_LEASE_MS, 0).await.unwrap();
+        match body.starts_with("a:") {
+            true => held = Some(receipt),
+            false => ack(url, "crowded", &receipt).await,
+        }
+    }
+    for n in 0..60 {
+        let (body, receipt) = lease(url, "crowded", LONG_LEASE_MS, 0)
+            .await
+            .unwrap_or_else(|| panic!("pop {n}: b's items were hidden"));
+        assert!(body.starts_with("b:"), "pop {n}: {body}");
+        ack(url, "crowded", &receipt).await;
+    }
+    daemon.stop().await;
+}
+
+/// A lease row nothing cleared (an older binary settled its lease, say)
+/// stops counting when its lease would have ended: a pop waiting behind
+/// it is served then, not stuck.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_row_left_behind_stops_counting_at_its_expiry() {
+    use hotq::store::{Store, Transaction};
+    let daemon = Daemon::start(|_| {}).await;
+    let url = &daemon.url;
+    set_ok(url, "healing", json!({"leases_per_key_max": 1})).await;
+    push_keyed(url, "healing", "a", 1).await;
+    let keys = hotq::keys::QueueKeys::new(&hotq::keys::QueueName::new("healing").unwrap());
+    let ghost_ends_ms = hotq::envelope::now_ms() + 400;
+    let txn = daemon.store.begin().unwrap();
+    txn.set(&keys.lease_of("a", ghost_ends_ms, b"ghost"), b"")
+        .unwrap();
+    txn.commit().await.unwrap();
+    let began = hotq::envelope::now_ms();
+    if began < ghost_ends_ms {
+        let held = lease(url, "healing", LONG_LEASE_MS, 0).await;
+        if hotq::envelope::now_ms() < ghost_ends_ms {
+            assert_eq!(held, None, "the row counts until its expiry");
+        }
+    }
+    let served = lease(url, "healing", LONG_LEASE_MS, 30_000).await;
+    assert_eq!(served.map(|(body, _)| body).as_deref(), Some("a:0"));
+    daemon.stop().await;
+}

@@ -248,10 +248,9 @@ async fn drop_due_rows_in<T: Transaction>(
                 dropped.leased += 1;
                 crate::lease::clear_receipt_row_in(txn, keys, &entry.id, entry.due_ms)?;
                 let item = decode_held(value).map(|held| held.item);
-                // The queue's count drops once for all, below; the key's here.
-                if let Some(key) = item.as_ref().and_then(|item| item.fair_key.as_deref()) {
-                    txn.atomic_add(&keys.leased_by(key), -1)?;
-                }
+                // The queue's count drops once for all, below; the key's row here.
+                let fair_key = item.as_ref().and_then(|item| item.fair_key.as_deref());
+                crate::lease::clear_lease_of_in(txn, keys, fair_key, key)?;
                 crate::queue::parts::clear_in(txn, item.as_ref().and_then(|item| item.parts))?;
                 if leases == Leases::Purge {
                     heads.push(item);

@@ -15,6 +15,7 @@
 
 use super::*;
 use crate::lease::{Lease, lease_in};
+use crate::queue::limits::Budget;
 use std::num::NonZeroU64;
 
 /// In `txn`: leases, after the leased group `head` (just received), up to
@@ -23,14 +24,14 @@ use std::num::NonZeroU64;
 /// until all of them and the head have left. Takes nothing when the head's
 /// lease is no longer in force (returned, or past expiry: its group may be
 /// the next receive's), when the group is not simply held by the head, or
-/// from the first waiting item not yet visible or past its retention on.
+/// from the first waiting item not yet visible or past its retention on,
+/// or that the queue's limits (`budget`, spent here) hold back.
 pub async fn take_batch_in<T: Transaction>(
     txn: &T,
     keys: &QueueKeys,
-    head: &Item,
-    max: usize,
-    lease_ms: NonZeroU64,
-    now_ms: u64,
+    (head, max): (&Item, usize),
+    (lease_ms, now_ms): (NonZeroU64, u64),
+    budget: &mut Budget,
 ) -> Result<Vec<Item>, QueueError> {
     let (Some(group), Some(lease)) = (head.group.as_deref(), head.lease.as_ref()) else {
         return Ok(Vec::new());
@@ -49,8 +50,15 @@ pub async fn take_batch_in<T: Transaction>(
         let Some((_, index, random)) = index.filter(|_| ready) else {
             break;
         };
+        let mut item = Item::from_value(keys.item(index, &random), waiting.item.clone());
+        budget
+            .read_keys_in(txn, keys, std::iter::once(&item))
+            .await?;
+        if !budget.allows_item(&item, true) {
+            break;
+        }
         take_waiting_in(txn, keys, &waiting)?;
-        let mut item = Item::from_value(keys.item(index, &random), waiting.item);
+        budget.take_item(&item, true);
         lease_in(txn, keys, &mut item, lease_ms, now_ms)?;
         crate::queue::parts::load_in(txn, &mut item).await?;
         taken.push(item);

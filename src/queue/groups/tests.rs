@@ -495,7 +495,8 @@ async fn receive_batch(
     let now = crate::envelope::now_ms();
     let txn = store.begin().unwrap();
     crate::lease::lease_in(&txn, keys, &mut head, lease_ms, now).unwrap();
-    let batch = batch::take_batch_in(&txn, keys, &head, more, lease_ms, now)
+    let mut budget = crate::queue::limits::Budget::unlimited();
+    let batch = batch::take_batch_in(&txn, keys, (&head, more), (lease_ms, now), &mut budget)
         .await
         .unwrap();
     txn.commit().await.unwrap();

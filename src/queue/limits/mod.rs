@@ -13,8 +13,9 @@
 //! without snapshot, so two pops of a limited queue that both take items
 //! conflict and one retries: the limit holds across daemons. (The daemons'
 //! clocks are compared through the cell: a daemon whose clock runs ahead
-//! of the others' takes early what they would have taken later; the rate
-//! over time still holds.)
+//! of the others' takes early what they would have taken later, and a
+//! cell found more than a burst ahead counts as one burst ahead, so a
+//! clock set back stalls nothing.)
 //!
 //! **Leases**: a leasing pop of a queue with `leases_max` reads the
 //! `leased` counter with a snapshot read and the gate key
@@ -49,6 +50,9 @@ pub const POP_RATE_MAX: u64 = 1_000_000;
 pub const POP_RATE_BURST_MAX: u64 = 1_000_000;
 /// Largest `leases_max`.
 pub const LEASES_MAX: u64 = 1_000_000;
+/// Largest `leases_per_key_max`: a pop reads up to this many rows of a
+/// key's leases to count them.
+pub const LEASES_PER_KEY_MAX: u64 = 10_000;
 /// Nanoseconds in a second: the cell's unit, fine enough that the
 /// largest rate's interval (1,000 ns) is exact to 0.1%.
 const NS_PER_S: u64 = 1_000_000_000;
@@ -118,12 +122,18 @@ impl Limits {
 /// Items a pop of a queue with a limit per key reads past what it wants
 /// (see [`Limits::lookahead`]).
 pub const PER_KEY_LOOKAHEAD: usize = 32;
+/// Items a pop of a queue with a limit per key reads past what it wants
+/// when the first read found fewer it may take than it wants (the keys at
+/// the head are held: a held tenant's backlog gathers there, in fair
+/// order, as the others' items go): read once, with snapshot.
+pub const PER_KEY_WIDE: usize = 1_024;
 
 /// What held a transaction's takes back.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Held {
-    /// The rate: the next item may go at this time (epoch ms, rounded up).
-    pub rate_next_ms: Option<u64>,
+    /// When a held item may go at the latest (epoch ms, rounded up): the
+    /// rate's next token, or the first expiry of a held key's leases.
+    pub until_ms: Option<u64>,
     /// `leases_max` leases are in flight: an ack, nack or expiry frees one.
     pub leases: bool,
 }
@@ -131,7 +141,7 @@ pub struct Held {
 impl Held {
     /// True when a limit held a take back.
     pub fn any(&self) -> bool {
-        self.rate_next_ms.is_some() || self.leases
+        self.until_ms.is_some() || self.leases
     }
 }
 
@@ -168,12 +178,17 @@ pub(super) struct RateRead {
 }
 
 impl RateRead {
-    /// The cell `cell` (absent: never set) read at `now_ns`.
+    /// The cell `cell` (absent: never set) read at `now_ns`. A cell never
+    /// runs more than the burst ahead of its writer's clock; one further
+    /// ahead was written by a clock ahead of this one (or this one was set
+    /// back), and counts as the burst ahead: a skew costs at most one
+    /// burst, never a stall as long as the skew.
     fn of(rate: Rate, cell: Option<&[u8]>, now_ns: u64) -> RateRead {
         let tat_ns = cell.map_or(0, decode_u64);
+        let ahead_max_ns = now_ns + rate.burst * rate.interval_ns();
         RateRead {
             rate,
-            start_ns: tat_ns.max(now_ns),
+            start_ns: tat_ns.clamp(now_ns, ahead_max_ns),
             now_ns,
         }
     }
@@ -257,6 +272,19 @@ impl Budget {
         }
     }
 
+    /// How many of `items` may go (under leases when `leasing`), each
+    /// judged alone: whether a read must look further.
+    pub fn admissible<'i>(
+        &self,
+        items: impl IntoIterator<Item = &'i Item>,
+        leasing: bool,
+    ) -> usize {
+        items
+            .into_iter()
+            .filter(|item| self.allows_item(item, leasing))
+            .count()
+    }
+
     /// The items of `items` that may go, in order, each spent (at most
     /// `max`); the others stay where they are.
     pub fn admit(&mut self, items: Vec<Item>, max: usize, leasing: bool) -> Vec<Item> {
@@ -276,12 +304,20 @@ impl Budget {
         let Some(per_key) = &self.per_key else {
             return;
         };
-        if let Some(next_ms) = per_key.rate_next_ms() {
-            let held = self.held.rate_next_ms.map_or(next_ms, |ms| ms.min(next_ms));
-            self.held.rate_next_ms = Some(held);
+        let mut until = |ms: u64| {
+            let held = self.held.until_ms.map_or(ms, |until| until.min(ms));
+            self.held.until_ms = Some(held);
+        };
+        let rate_until = per_key.rate_held_until_ms();
+        let (leases_held, leases_until) = per_key.leases_held_until_ms();
+        rate_until
+            .into_iter()
+            .chain(leases_until)
+            .for_each(&mut until);
+        if rate_until.is_some() {
             self.refused.0 += 1;
         }
-        if per_key.leases_held() {
+        if leases_held {
             self.held.leases = true;
             self.refused.1 += 1;
         }
@@ -318,7 +354,7 @@ impl Budget {
     pub fn refuse(&mut self, leasing: bool) {
         match &self.rate {
             Some(read) if read.left(self.taken) == 0 => {
-                self.held.rate_next_ms = Some(read.next_ms(self.taken));
+                self.held.until_ms = Some(read.next_ms(self.taken));
                 self.refused.0 += 1;
             }
             _ if leasing => {
@@ -457,7 +493,7 @@ mod tests {
         assert!(budget.allows(false));
         budget.refuse(true);
         assert!(budget.held().leases);
-        assert_eq!(budget.held().rate_next_ms, None);
+        assert_eq!(budget.held().until_ms, None);
         assert_eq!(budget.refused(), [("rate", 0), ("leases", 1)]);
     }
 

@@ -1,6 +1,9 @@
 //! The limits per fairness key (see [`super`]): `leases_per_key_max`,
-//! kept in a lease count per key (`meta/("leased_by", k)`, next to
-//! `leased`), and `pop_rate_per_key_max`, a GCRA cell per key
+//! counted from a row per lease of the key (`meta/("leases_of", k,
+//! expires_at_ms, receipt)`, written with the lease, cleared when it
+//! ends, counted only until its expiry: a row a path or an older binary
+//! left behind stops counting then, so the count cannot drift), and
+//! `pop_rate_per_key_max`, a GCRA cell per key
 //! (`meta/("rate_by", k)`, like the queue's). A transaction reads them
 //! for the keys of the items it read, and passes over an item whose key
 //! is at a limit for the next one.
@@ -9,7 +12,7 @@ use std::collections::HashMap;
 
 use super::{Rate, RateRead, now_ns};
 use crate::keys::QueueKeys;
-use crate::store::{Read, StoreError, Transaction, decode_counter};
+use crate::store::{RangeRead, Read, StoreError, Transaction};
 
 /// The per-key limits as one transaction read them.
 #[derive(Debug, Clone, Default)]
@@ -18,6 +21,8 @@ pub(super) struct PerKey {
     pub(super) leases_max: Option<u64>,
     /// Leases per key: as read, plus those taken here.
     pub(super) leased: HashMap<String, u64>,
+    /// The first expiry of each key's leases as read (epoch ms).
+    pub(super) first_expiry_ms: HashMap<String, u64>,
     /// `pop_rate_per_key_max`.
     pub(super) rate: Option<Rate>,
     /// Each key's rate cell as read, and the items taken under it here.
@@ -49,7 +54,7 @@ impl PerKey {
         }
     }
 
-    /// Reads `key`'s count (snapshot) and rate cell (without snapshot:
+    /// Reads `key`'s leases (snapshot) and rate cell (without snapshot:
     /// pops taking items of one key serialize on it), once.
     pub(super) async fn read_in<T: Transaction>(
         &mut self,
@@ -57,10 +62,18 @@ impl PerKey {
         keys: &QueueKeys,
         key: &str,
     ) -> Result<(), StoreError> {
-        if self.leases_max.is_some() && !self.leased.contains_key(key) {
-            let read = txn.get(&keys.leased_by(key), Read::Snapshot).await?;
-            let count = decode_counter(read.as_deref()).max(0) as u64;
-            self.leased.insert(key.to_string(), count);
+        if let (Some(max), false) = (self.leases_max, self.leased.contains_key(key)) {
+            // Counting to the limit is enough to know it is reached.
+            let (begin, end) = keys.leases_of_range(key, crate::envelope::now_ms());
+            let rows = RangeRead::new(&begin, &end, max as usize).snapshot();
+            let rows = txn.get_range(rows).await?;
+            if let Some(first) = rows
+                .first()
+                .and_then(|row| keys.lease_of_expiry(key, &row.key))
+            {
+                self.first_expiry_ms.insert(key.to_string(), first);
+            }
+            self.leased.insert(key.to_string(), rows.len() as u64);
         }
         if let (Some(rate), false) = (self.rate, self.cells.contains_key(key)) {
             let cell = txn.get(&keys.rate_by(key), Read::Serializable).await?;
@@ -72,7 +85,7 @@ impl PerKey {
 
     /// When the first key the rate holds gets its next token (epoch ms),
     /// if the rate holds one.
-    pub(super) fn rate_next_ms(&self) -> Option<u64> {
+    pub(super) fn rate_held_until_ms(&self) -> Option<u64> {
         self.cells
             .values()
             .filter(|(read, taken)| read.left(*taken) == 0)
@@ -80,10 +93,25 @@ impl PerKey {
             .min()
     }
 
-    /// True when `leases_per_key_max` holds a key.
-    pub(super) fn leases_held(&self) -> bool {
-        self.leases_max
-            .is_some_and(|max| self.leased.values().any(|leased| *leased >= max))
+    /// The keys `leases_per_key_max` holds.
+    fn leases_held(&self) -> impl Iterator<Item = &String> {
+        let max = self.leases_max.unwrap_or(u64::MAX);
+        self.leased
+            .iter()
+            .filter(move |(_, leased)| **leased >= max)
+            .map(|(key, _)| key)
+    }
+
+    /// Whether `leases_per_key_max` holds a key, and when the first one
+    /// held frees a place at the latest (its first lease's expiry, epoch
+    /// ms; none for a key held by leases taken in this transaction).
+    pub(super) fn leases_held_until_ms(&self) -> (bool, Option<u64>) {
+        let held = self.leases_held().next().is_some();
+        let first = self
+            .leases_held()
+            .filter_map(|key| self.first_expiry_ms.get(key))
+            .min();
+        (held, first.copied())
     }
 
     /// Writes each key's rate cell advanced by the items taken under it.

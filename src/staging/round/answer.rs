@@ -153,7 +153,7 @@ pub struct Seen {
 /// (bytes, or items per round), go on at once.
 pub fn what_next(seen: Seen) -> WaitOn {
     let c = &seen.counts;
-    if seen.held.any() && c.unserved > 0 {
+    if seen.held.any() && c.unserved > 0 && !seen.bytes_full {
         // Going on at once would find the limit where it is.
         return WaitOn::Limited {
             leases: seen.held.leases,
@@ -262,7 +262,7 @@ mod tests {
             ..RoundCounts::default()
         };
         let rate = Held {
-            rate_next_ms: Some(5),
+            until_ms: Some(5),
             leases: false,
         };
         // Items remain past the read: without the limit, at once.

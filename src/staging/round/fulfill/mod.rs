@@ -39,7 +39,7 @@ use std::collections::HashSet;
 
 use crate::envelope::{End, RequestValue, now_ms};
 use crate::keys::QueueKeys;
-use crate::queue::limits::budget_in;
+use crate::queue::limits::{PER_KEY_WIDE, budget_in};
 use crate::queue::{Item, QueueError};
 use crate::staging::counted::LineLevel;
 use crate::staging::line::MemoryRequest;
@@ -130,7 +130,7 @@ pub async fn fulfill_round<S: Store>(
     }
     commit(store, txn, &local, &fulfilled.handover).await?;
     crate::staging::direct::throttled(keys, &budget);
-    if let Some(next_ms) = budget.held().rate_next_ms {
+    if let Some(next_ms) = budget.held().until_ms {
         // The next token's time: the loop's next round then takes it.
         let next = &mut fulfilled.next.next_deadline_ms;
         *next = Some(next.map_or(next_ms, |deadline| deadline.min(next_ms)));
@@ -374,19 +374,16 @@ impl<T: Transaction> RoundState<'_, '_, T> {
         // that must not wait are answered "empty", the others wait for
         // the resume).
         let gates = crate::queue::settings::gates_in(self.take.txn, self.take.keys).await?;
-        let paused = gates.paused;
-        if !paused {
-            let leasing = live.iter().any(|(_, r)| r.lease_ms.is_some());
-            let (txn, keys) = (self.take.txn, self.take.keys);
-            self.take.budget = budget_in(txn, keys, gates.limits, leasing).await?;
+        self.paused = gates.paused;
+        if gates.paused {
+            self.pool_is_everything = true;
+            return Ok(Pool::nothing());
         }
-        // At most what the batch and the rate allow (`leases_max` holds
-        // back only leasing pops: their takes are refused one by one),
-        // and under `leases_per_key_max` a lookahead past it, so that
-        // items of keys at their limit do not hide the others (the
-        // round takes at most batch_max + that lookahead).
         let leasing = live.iter().any(|(_, r)| r.lease_ms.is_some());
-        let lookahead = gates.limits.lookahead(leasing);
+        let (txn, keys) = (self.take.txn, self.take.keys);
+        self.take.budget = budget_in(txn, keys, gates.limits, leasing).await?;
+        // At most what the batch and the rate allow (`leases_max` holds
+        // back only leasing pops: their takes are refused one by one).
         let wanted = |end: End| {
             let wanted = live
                 .iter()
@@ -394,29 +391,50 @@ impl<T: Transaction> RoundState<'_, '_, T> {
                 .map(|(source, _)| self.demand(source))
                 .sum::<usize>()
                 .min(self.bounds.batch);
-            let wanted = self.take.budget.cap(wanted, false);
-            if wanted > 0 { wanted + lookahead } else { 0 }
+            self.take.budget.cap(wanted, false)
         };
-        let pool = if paused {
-            Pool::nothing()
-        } else {
-            read_pool(
-                self.take.txn,
-                self.take.keys,
-                wanted(End::Front),
-                wanted(End::Back),
-            )
-            .await?
-        };
+        let wanted = (wanted(End::Front), wanted(End::Back));
+        let pool = self
+            .read_pool_past_held(wanted, gates.limits.lookahead(leasing), leasing)
+            .await?;
         debug_assert!(
             crate::queue::groups::heads_are_distinct(&pool.items),
             "one head per group"
         );
-        let (txn, keys) = (self.take.txn, self.take.keys);
-        let budget = &mut self.take.budget;
-        budget.read_keys_in(txn, keys, pool.items.iter()).await?;
         self.pool_is_everything = pool.is_everything;
-        self.paused = paused;
+        Ok(pool)
+    }
+
+    /// Reads the pool of `wanted` items at each end and, under a limit per
+    /// fairness key, `lookahead` more, so that items of held keys do not
+    /// hide the others; when the keys at the head are held (fewer items
+    /// may go than wanted), it reads once more, [`PER_KEY_WIDE`] past what
+    /// it wants. The round takes at most what its requests ask.
+    async fn read_pool_past_held(
+        &mut self,
+        (front, back): (usize, usize),
+        lookahead: usize,
+        leasing: bool,
+    ) -> Result<Pool, QueueError> {
+        let (txn, keys) = (self.take.txn, self.take.keys);
+        let past = |wanted: usize, more: usize| if wanted > 0 { wanted + more } else { 0 };
+        let mut pool = read_pool(txn, keys, past(front, lookahead), past(back, lookahead)).await?;
+        self.take
+            .budget
+            .read_keys_in(txn, keys, pool.items.iter())
+            .await?;
+        let held = |pool: &Pool| {
+            let admissible = self.take.budget.admissible(&pool.items, leasing);
+            !pool.is_everything && admissible < front + back
+        };
+        if lookahead > 0 && held(&pool) {
+            let (front, back) = (past(front, PER_KEY_WIDE), past(back, PER_KEY_WIDE));
+            pool = read_pool(txn, keys, front, back).await?;
+            self.take
+                .budget
+                .read_keys_in(txn, keys, pool.items.iter())
+                .await?;
+        }
         Ok(pool)
     }
 

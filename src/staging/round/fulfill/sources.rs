@@ -64,7 +64,9 @@ impl<T: Transaction> RoundState<'_, '_, T> {
             self.left_for.push((counted.key.clone(), counted.count));
         }
         if passed < count {
-            // Waiting for items, as its owner's round sees it.
+            // Waiting for items, as its owner's round sees it (no take was
+            // refused here).
+            self.take.held_last = false;
             self.left_waiting(request);
         }
     }
