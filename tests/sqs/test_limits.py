@@ -58,3 +58,21 @@ def test_a_fifo_queue_group_batch_stays_within_leases_max(sqs, daemon):
     first = receive(sqs, url)
     assert [m["Body"] for m in first] == ["m0", "m1", "m2"], first
     assert receive(sqs, url) == []
+
+
+def test_a_fifo_group_batch_stays_within_leases_per_key_max(sqs, daemon):
+    # `fair`: every message joins the tenant "" (a fairness key), so the
+    # limit per key holds the batch a receive leases behind the group head.
+    name = unique("tenant") + ".fifo"
+    url = sqs.create_queue(
+        QueueName=name,
+        Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "true"},
+    )["QueueUrl"]
+    set_limits(daemon, name, {"fair": True, "leases_per_key_max": 2})
+    entries = [
+        {"Id": str(n), "MessageBody": f"m{n}", "MessageGroupId": "g"} for n in range(10)
+    ]
+    sqs.send_message_batch(QueueUrl=url, Entries=entries)
+    first = receive(sqs, url)
+    assert [m["Body"] for m in first] == ["m0", "m1"], first
+    assert receive(sqs, url) == []
