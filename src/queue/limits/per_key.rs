@@ -1,8 +1,9 @@
 //! The limits per fairness key (see [`super`]): `leases_per_key_max`,
 //! counted from a row per lease of the key (`meta/("leases_of", k,
 //! expires_at_ms, receipt)`, written with the lease, cleared when it
-//! ends, counted only until its expiry: a row a path or an older binary
-//! left behind stops counting then, so the count cannot drift), and
+//! ends, counted at the latest until [`LEASE_ROW_GRACE_MS`] past its
+//! expiry: a row a path or an older binary left behind stops counting
+//! then, so the count cannot drift), and
 //! `pop_rate_per_key_max`, a GCRA cell per key
 //! (`meta/("rate_by", k)`, like the queue's). A transaction reads them
 //! for the keys of the items it read, and passes over an item whose key
@@ -14,6 +15,12 @@ use super::{Rate, RateRead, now_ns};
 use crate::keys::QueueKeys;
 use crate::store::{RangeRead, Read, StoreError, Transaction};
 
+/// How long past its expiry a lease row still counts: the timer returns
+/// an expired lease's item (and clears its row) well within it; a row
+/// nothing cleared (its lease ended by an older binary) stops counting
+/// then.
+pub(super) const LEASE_ROW_GRACE_MS: u64 = 10_000;
+
 /// The per-key limits as one transaction read them.
 #[derive(Debug, Clone, Default)]
 pub(super) struct PerKey {
@@ -21,7 +28,8 @@ pub(super) struct PerKey {
     pub(super) leases_max: Option<u64>,
     /// Leases per key: as read, plus those taken here.
     pub(super) leased: HashMap<String, u64>,
-    /// The first expiry of each key's leases as read (epoch ms).
+    /// When each key's first lease as read stops counting at the latest
+    /// (its expiry plus [`LEASE_ROW_GRACE_MS`], epoch ms).
     pub(super) first_expiry_ms: HashMap<String, u64>,
     /// `pop_rate_per_key_max`.
     pub(super) rate: Option<Rate>,
@@ -63,15 +71,20 @@ impl PerKey {
         key: &str,
     ) -> Result<(), StoreError> {
         if let (Some(max), false) = (self.leases_max, self.leased.contains_key(key)) {
-            // Counting to the limit is enough to know it is reached.
-            let (begin, end) = keys.leases_of_range(key, crate::envelope::now_ms());
+            // Counting to the limit is enough to know it is reached. A
+            // lease counts until the timer returns its item (which clears
+            // its row and lets its item, first of its key, go next), or at
+            // the latest `LEASE_ROW_GRACE_MS` past its expiry.
+            let from_ms = crate::envelope::now_ms().saturating_sub(LEASE_ROW_GRACE_MS);
+            let (begin, end) = keys.leases_of_range(key, from_ms);
             let rows = RangeRead::new(&begin, &end, max as usize).snapshot();
             let rows = txn.get_range(rows).await?;
             if let Some(first) = rows
                 .first()
                 .and_then(|row| keys.lease_of_expiry(key, &row.key))
             {
-                self.first_expiry_ms.insert(key.to_string(), first);
+                let until_ms = first.saturating_add(LEASE_ROW_GRACE_MS);
+                self.first_expiry_ms.insert(key.to_string(), until_ms);
             }
             self.leased.insert(key.to_string(), rows.len() as u64);
         }
