@@ -153,28 +153,36 @@ async fn listen(config: &Config) -> Result<crate::server::Listeners, String> {
     })
 }
 
-/// Resolves on SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
-    let interrupt = tokio::signal::ctrl_c();
+/// A future that resolves on SIGINT or SIGTERM. The handlers are
+/// installed here, when it is called (before the listeners are bound),
+/// not when the future is first polled: a SIGTERM that arrives once the
+/// daemon has said it listens stops it cleanly rather than killing it
+/// (the default action; CI saw it, a restarted daemon terminated at once).
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
     {
-        let mut terminate = match tokio::signal::unix::signal(
-            tokio::signal::unix::SignalKind::terminate(),
-        ) {
-            Ok(signal) => signal,
-            Err(error) => {
-                tracing::error!(%error, "cannot listen for SIGTERM; only SIGINT stops the daemon");
-                let _ = interrupt.await;
-                return;
+        use tokio::signal::unix::{SignalKind, signal};
+        let terminate = signal(SignalKind::terminate());
+        let interrupt = signal(SignalKind::interrupt());
+        async move {
+            match (terminate, interrupt) {
+                (Ok(mut terminate), Ok(mut interrupt)) => {
+                    tokio::select! {
+                        _ = terminate.recv() => {}
+                        _ = interrupt.recv() => {}
+                    }
+                }
+                (Err(error), _) | (_, Err(error)) => {
+                    tracing::error!(%error, "cannot listen for SIGTERM or SIGINT; Ctrl-C only");
+                    let _ = tokio::signal::ctrl_c().await;
+                }
             }
-        };
-        tokio::select! {
-            _ = interrupt => {}
-            _ = terminate.recv() => {}
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = interrupt.await;
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }

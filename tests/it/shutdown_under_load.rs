@@ -154,3 +154,21 @@ async fn sigterm_under_load_strands_nothing() {
         drained.len()
     );
 }
+
+/// A SIGTERM the moment the daemon says it listens stops it cleanly
+/// (exit 0, as `terminate` checks), five times over: its signal handlers
+/// are in place before its listeners are bound. (They were installed at
+/// the shutdown future's first poll, after the listeners: a SIGTERM in
+/// between killed the daemon, as CI once saw after a restart.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sigterm_right_after_start_stops_the_daemon_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        for _ in 0..5 {
+            terminate(start(&path));
+        }
+    })
+    .await
+    .unwrap();
+}
