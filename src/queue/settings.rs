@@ -593,7 +593,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(reset, Stored::default());
-        assert!(reset.limits().is_none());
+        assert_eq!(reset.limits(), Limits::default());
     }
 
     #[test]

@@ -119,7 +119,7 @@ async fn read_admitted<T: Transaction>(
     let wanted = budget.cap(max.max(1), leasing);
     if wanted == 0 {
         budget.refuse(leasing);
-        throttled(keys, &budget);
+        budget.count_refused(keys);
         return Ok((Vec::new(), budget));
     }
     let read = wanted + gates.limits.lookahead(leasing);
@@ -149,18 +149,9 @@ async fn read_admitted<T: Transaction>(
     if items_read && items.is_empty() {
         // Every item read is of a key at its `leases_per_key_max`.
         budget.refuse_keys();
-        throttled(keys, &budget);
+        budget.count_refused(keys);
     }
     Ok((items, budget))
-}
-
-/// Counts the pops `budget` held back, by the limit that held them.
-pub(crate) fn throttled(keys: &QueueKeys, budget: &Budget) {
-    for (limit, refused) in budget.refused() {
-        if refused > 0 {
-            crate::metrics::throttled(keys.kind(), keys.name(), limit, refused);
-        }
-    }
 }
 
 /// In `txn`: clears `items` from the queue, each moved under a lease of

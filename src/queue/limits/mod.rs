@@ -98,11 +98,6 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// True when the queue has no limit.
-    pub fn is_none(&self) -> bool {
-        *self == Limits::default()
-    }
-
     /// True when a limit per fairness key applies to a transaction that
     /// may lease (`leasing`) or not.
     fn has_per_key(&self, leasing: bool) -> bool {
@@ -373,6 +368,16 @@ impl Budget {
     /// Takes held back, by the limit's label in metrics (`rate`, `leases`).
     pub fn refused(&self) -> [(&'static str, u64); 2] {
         [("rate", self.refused.0), ("leases", self.refused.1)]
+    }
+
+    /// Counts the takes held back in `hotq_pops_throttled_total`, by the
+    /// limit that held them.
+    pub fn count_refused(&self, keys: &QueueKeys) {
+        for (limit, refused) in self.refused() {
+            if refused > 0 {
+                crate::metrics::throttled(keys.kind(), keys.name(), limit, refused);
+            }
+        }
     }
 
     /// Writes what was spent in `txn`: the rate cell advanced by the items

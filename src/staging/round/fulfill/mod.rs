@@ -129,7 +129,7 @@ pub async fn fulfill_round<S: Store>(
         crate::staging::results::deliver_results_in(&txn, keys, items).await?;
     }
     commit(store, txn, &local, &fulfilled.handover).await?;
-    crate::staging::direct::throttled(keys, &budget);
+    budget.count_refused(keys);
     if let Some(next_ms) = budget.held().until_ms {
         // The next token's time: the loop's next round then takes it.
         let next = &mut fulfilled.next.next_deadline_ms;
